@@ -1,0 +1,129 @@
+/*
+ * protocol: the wire format shared by libremote.so and remote-gpud. No I/O here.
+ *
+ * A frame is a fixed 24-byte header, a msgpack array [op, seq, args...] of
+ * hdr_len bytes, and an optional raw payload of payload_len bytes. Bulk bytes are
+ * never run through the msgpack encoder: they travel as their own iovec and are
+ * received straight into their destination.
+ *
+ *   offset  size  field
+ *   0       4     magic  "RGPU" (0x52475055, little-endian)
+ *   4       2     version
+ *   6       2     flags  (PROTO_F_*)
+ *   8       4     hdr_len      msgpack bytes that follow the fixed header
+ *   12      4     reserved     must be zero
+ *   16      8     payload_len  raw bytes after the msgpack part
+ *
+ * Replies are [PROTO_OP_REPLY, seq, status, results...] where status is a CUresult
+ * (0 on success); a reply also carries the first error latched from earlier async
+ * calls in its flags (PROTO_F_LATCHED) and as status when the call itself succeeded.
+ */
+#ifndef PROTO_H
+#define PROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <msgpack.h>
+
+#define PROTO_MAGIC 0x52475055u
+#define PROTO_VERSION 1
+#define PROTO_HDR_SIZE 24
+/* Hostile-size limits: a header larger than this is a protocol error. Payloads
+ * larger than PROTO_MAX_PAYLOAD are split by the sender into several frames. */
+#define PROTO_MAX_HDR (1u << 20)
+#define PROTO_MAX_PAYLOAD (1ull << 30)
+
+enum proto_flags {
+	PROTO_F_REPLY = 1u << 0,   /* answer to a request with the same seq */
+	PROTO_F_ASYNC = 1u << 1,   /* request wants no reply; errors are latched */
+	PROTO_F_EVENT = 1u << 2,   /* server-initiated notification (host function reached) */
+	PROTO_F_LATCHED = 1u << 3, /* reply: status includes an error latched earlier */
+};
+
+/* Errors of this layer, negative so they never collide with CUresult values. */
+enum proto_err {
+	PROTO_OK = 0,
+	PROTO_EMAGIC = -1,   /* not a remote-gpu frame */
+	PROTO_EVERSION = -2, /* peer speaks another protocol version */
+	PROTO_ETOOBIG = -3,  /* hdr_len or payload_len beyond the limits */
+	PROTO_EDECODE = -4,  /* msgpack part malformed or of the wrong shape */
+	PROTO_ETYPE = -5,    /* an argument has the wrong type */
+	PROTO_ERANGE = -6,   /* an argument index past the end */
+	PROTO_ENOMEM = -7,
+};
+
+typedef struct proto_hdr {
+	uint16_t version;
+	uint16_t flags;
+	uint32_t hdr_len;
+	uint64_t payload_len;
+} proto_hdr;
+
+const char *proto_strerror(int err);
+
+void proto_encode_hdr(const proto_hdr *h, uint8_t out[PROTO_HDR_SIZE]);
+/* Checks magic, version and limits; fills *h even on EVERSION so the caller can
+ * report what the peer speaks. */
+int proto_decode_hdr(const uint8_t in[PROTO_HDR_SIZE], proto_hdr *h);
+
+/*
+ * proto_msg: builds one frame's fixed header and msgpack part into one contiguous
+ * buffer (the first iovec of a send). Small messages never touch the heap.
+ */
+typedef struct proto_msg {
+	uint8_t *data; /* PROTO_HDR_SIZE bytes of fixed header, then msgpack */
+	size_t len, cap;
+	int oom;
+	msgpack_packer pk;
+	uint8_t inline_buf[512];
+} proto_msg;
+
+/* Starts [op, seq, <nargs more>]. */
+void proto_msg_begin(proto_msg *m, uint32_t op, uint64_t seq, uint32_t nargs);
+/* Starts a reply [REPLY, seq, status, <nresults more>]. */
+void proto_msg_begin_reply(proto_msg *m, uint64_t seq, int32_t status, uint32_t nresults);
+void proto_msg_u64(proto_msg *m, uint64_t v);
+void proto_msg_i64(proto_msg *m, int64_t v);
+void proto_msg_f64(proto_msg *m, double v);
+void proto_msg_bin(proto_msg *m, const void *p, size_t n);
+void proto_msg_str(proto_msg *m, const char *s);
+void proto_msg_nil(proto_msg *m);
+/* Raw access for nested arrays/maps. */
+static inline msgpack_packer *proto_msg_packer(proto_msg *m) { return &m->pk; }
+/* Writes the fixed header; returns PROTO_ENOMEM if any append failed. */
+int proto_msg_finish(proto_msg *m, uint16_t flags, uint64_t payload_len);
+void proto_msg_free(proto_msg *m);
+
+/*
+ * proto_view: a decoded msgpack part. Accessors check type and index and return
+ * PROTO_ETYPE / PROTO_ERANGE rather than trusting the peer.
+ */
+typedef struct proto_view {
+	msgpack_unpacked up;
+	const msgpack_object *items;
+	uint32_t n;
+	uint32_t op;
+	uint64_t seq;
+} proto_view;
+
+int proto_view_init(proto_view *v, const uint8_t *msg, size_t len);
+void proto_view_free(proto_view *v);
+/* Argument i counts from the first element after [op, seq]. */
+int proto_arg_u64(const proto_view *v, uint32_t i, uint64_t *out);
+int proto_arg_i64(const proto_view *v, uint32_t i, int64_t *out);
+int proto_arg_u32(const proto_view *v, uint32_t i, uint32_t *out);
+int proto_arg_i32(const proto_view *v, uint32_t i, int32_t *out);
+int proto_arg_f64(const proto_view *v, uint32_t i, double *out);
+int proto_arg_bin(const proto_view *v, uint32_t i, const void **p, size_t *n);
+int proto_arg_str(const proto_view *v, uint32_t i, const char **p, size_t *n);
+/* Nested array: *items points into the view. */
+int proto_arg_array(const proto_view *v, uint32_t i, const msgpack_object **items, uint32_t *n);
+
+/* Reply shape: [REPLY, seq, status, results...]; result i counts after status. */
+int proto_reply_status(const proto_view *v, int32_t *status);
+#define PROTO_REPLY_FIRST 1 /* index of the first result for proto_arg_* on a reply */
+
+#include "proto_ops.h"
+
+#endif

@@ -1,0 +1,65 @@
+/* Fixed frame header: explicit little-endian so the format does not depend on the
+ * host's struct layout. */
+#include "proto.h"
+
+#include <string.h>
+
+static void put_u16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
+static void put_u32(uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i)); }
+static void put_u64(uint8_t *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i)); }
+static uint16_t get_u16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+static uint32_t get_u32(const uint8_t *p)
+{
+	uint32_t v = 0;
+	for (int i = 3; i >= 0; i--) v = (v << 8) | p[i];
+	return v;
+}
+static uint64_t get_u64(const uint8_t *p)
+{
+	uint64_t v = 0;
+	for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
+	return v;
+}
+
+void proto_encode_hdr(const proto_hdr *h, uint8_t out[PROTO_HDR_SIZE])
+{
+	put_u32(out, PROTO_MAGIC);
+	put_u16(out + 4, h->version);
+	put_u16(out + 6, h->flags);
+	put_u32(out + 8, h->hdr_len);
+	put_u32(out + 12, 0);
+	put_u64(out + 16, h->payload_len);
+}
+
+int proto_decode_hdr(const uint8_t in[PROTO_HDR_SIZE], proto_hdr *h)
+{
+	memset(h, 0, sizeof(*h));
+	if (get_u32(in) != PROTO_MAGIC)
+		return PROTO_EMAGIC;
+	h->version = get_u16(in + 4);
+	h->flags = get_u16(in + 6);
+	h->hdr_len = get_u32(in + 8);
+	h->payload_len = get_u64(in + 16);
+	if (h->version != PROTO_VERSION)
+		return PROTO_EVERSION;
+	if (get_u32(in + 12) != 0)
+		return PROTO_EDECODE;
+	if (h->hdr_len == 0 || h->hdr_len > PROTO_MAX_HDR || h->payload_len > PROTO_MAX_PAYLOAD)
+		return PROTO_ETOOBIG;
+	return PROTO_OK;
+}
+
+const char *proto_strerror(int err)
+{
+	switch (err) {
+	case PROTO_OK: return "ok";
+	case PROTO_EMAGIC: return "bad frame magic (not a remote-gpu peer?)";
+	case PROTO_EVERSION: return "protocol version mismatch";
+	case PROTO_ETOOBIG: return "frame length beyond protocol limits";
+	case PROTO_EDECODE: return "malformed message";
+	case PROTO_ETYPE: return "argument of the wrong type";
+	case PROTO_ERANGE: return "missing argument";
+	case PROTO_ENOMEM: return "out of memory";
+	}
+	return "unknown protocol error";
+}
