@@ -14,9 +14,11 @@
  *   12      4     reserved     must be zero
  *   16      8     payload_len  raw bytes after the msgpack part
  *
- * Replies are [PROTO_OP_REPLY, seq, status, results...] where status is a CUresult
- * (0 on success); a reply also carries the first error latched from earlier async
- * calls in its flags (PROTO_F_LATCHED) and as status when the call itself succeeded.
+ * Replies are [PROTO_OP_REPLY, seq, status, latched, results...]: status is the
+ * CUresult of the call itself (0 on success), latched the first error of an
+ * earlier async call not yet reported (0 if none). Keeping them apart means a call
+ * that succeeded still returns its results (an allocation is never lost because an
+ * older kernel failed).
  */
 #ifndef PROTO_H
 #define PROTO_H
@@ -38,7 +40,6 @@ enum proto_flags {
 	PROTO_F_REPLY = 1u << 0,   /* answer to a request with the same seq */
 	PROTO_F_ASYNC = 1u << 1,   /* request wants no reply; errors are latched */
 	PROTO_F_EVENT = 1u << 2,   /* server-initiated notification (host function reached) */
-	PROTO_F_LATCHED = 1u << 3, /* reply: status includes an error latched earlier */
 };
 
 /* Errors of this layer, negative so they never collide with CUresult values. */
@@ -74,6 +75,7 @@ int proto_decode_hdr(const uint8_t in[PROTO_HDR_SIZE], proto_hdr *h);
 typedef struct proto_msg {
 	uint8_t *data; /* PROTO_HDR_SIZE bytes of fixed header, then msgpack */
 	size_t len, cap;
+	uint64_t seq; /* as given to proto_msg_begin */
 	int oom;
 	msgpack_packer pk;
 	uint8_t inline_buf[512];
@@ -81,8 +83,8 @@ typedef struct proto_msg {
 
 /* Starts [op, seq, <nargs more>]. */
 void proto_msg_begin(proto_msg *m, uint32_t op, uint64_t seq, uint32_t nargs);
-/* Starts a reply [REPLY, seq, status, <nresults more>]. */
-void proto_msg_begin_reply(proto_msg *m, uint64_t seq, int32_t status, uint32_t nresults);
+/* Starts a reply [REPLY, seq, status, latched, <nresults more>]. */
+void proto_msg_begin_reply(proto_msg *m, uint64_t seq, int32_t status, int32_t latched, uint32_t nresults);
 void proto_msg_u64(proto_msg *m, uint64_t v);
 void proto_msg_i64(proto_msg *m, int64_t v);
 void proto_msg_f64(proto_msg *m, double v);
@@ -120,9 +122,9 @@ int proto_arg_str(const proto_view *v, uint32_t i, const char **p, size_t *n);
 /* Nested array: *items points into the view. */
 int proto_arg_array(const proto_view *v, uint32_t i, const msgpack_object **items, uint32_t *n);
 
-/* Reply shape: [REPLY, seq, status, results...]; result i counts after status. */
-int proto_reply_status(const proto_view *v, int32_t *status);
-#define PROTO_REPLY_FIRST 1 /* index of the first result for proto_arg_* on a reply */
+/* Reply shape: [REPLY, seq, status, latched, results...]. */
+int proto_reply_status(const proto_view *v, int32_t *status, int32_t *latched);
+#define PROTO_REPLY_FIRST 2 /* index of the first result for proto_arg_* on a reply */
 
 #include "proto_ops.h"
 

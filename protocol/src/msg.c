@@ -40,15 +40,17 @@ static void msg_reset(proto_msg *m)
 void proto_msg_begin(proto_msg *m, uint32_t op, uint64_t seq, uint32_t nargs)
 {
 	msg_reset(m);
+	m->seq = seq;
 	msgpack_pack_array(&m->pk, nargs + 2);
 	msgpack_pack_uint32(&m->pk, op);
 	msgpack_pack_uint64(&m->pk, seq);
 }
 
-void proto_msg_begin_reply(proto_msg *m, uint64_t seq, int32_t status, uint32_t nresults)
+void proto_msg_begin_reply(proto_msg *m, uint64_t seq, int32_t status, int32_t latched, uint32_t nresults)
 {
-	proto_msg_begin(m, PROTO_OP_REPLY, seq, nresults + 1);
+	proto_msg_begin(m, PROTO_OP_REPLY, seq, nresults + 2);
 	msgpack_pack_int32(&m->pk, status);
+	msgpack_pack_int32(&m->pk, latched);
 }
 
 void proto_msg_u64(proto_msg *m, uint64_t v) { msgpack_pack_uint64(&m->pk, v); }
@@ -232,9 +234,10 @@ int proto_arg_array(const proto_view *v, uint32_t i, const msgpack_object **item
 	return PROTO_OK;
 }
 
-int proto_reply_status(const proto_view *v, int32_t *status)
+int proto_reply_status(const proto_view *v, int32_t *status, int32_t *latched)
 {
 	if (v->op != PROTO_OP_REPLY)
 		return PROTO_EDECODE;
-	return proto_arg_i32(v, 0, status);
+	int err = proto_arg_i32(v, 0, status);
+	return err ? err : proto_arg_i32(v, 1, latched);
 }

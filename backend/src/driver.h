@@ -1,0 +1,103 @@
+/*
+ * The driver API as the backend sees it: every function it calls, resolved once
+ * from the library given by --driver (default libcuda.so.1) with dlsym, so that a
+ * test double can stand in for the driver. Names are cuda.h's: its #defines map
+ * e.g. cuMemAlloc to cuMemAlloc_v2, and BE_DRIVER_SYM stringifies after expansion,
+ * so the symbol looked up is the versioned one.
+ */
+#ifndef BE_DRIVER_H
+#define BE_DRIVER_H
+
+#include <cuda.h>
+
+#define BE_DRIVER_FUNCS(X)                                   \
+	X(cuInit)                                            \
+	X(cuDriverGetVersion)                                \
+	X(cuGetErrorName)                                    \
+	X(cuDeviceGet)                                       \
+	X(cuDeviceGetCount)                                  \
+	X(cuDeviceGetName)                                   \
+	X(cuDeviceGetAttribute)                              \
+	X(cuDeviceTotalMem)                                  \
+	X(cuDeviceGetUuid)                                   \
+	X(cuDeviceGetPCIBusId)                               \
+	X(cuCtxCreate)                                       \
+	X(cuCtxDestroy)                                      \
+	X(cuCtxSetCurrent)                                   \
+	X(cuCtxSynchronize)                                  \
+	X(cuCtxGetStreamPriorityRange)                       \
+	X(cuMemAlloc)                                        \
+	X(cuMemFree)                                         \
+	X(cuMemAllocAsync)                                   \
+	X(cuMemFreeAsync)                                    \
+	X(cuMemGetInfo)                                      \
+	X(cuMemHostAlloc)                                    \
+	X(cuMemFreeHost)                                     \
+	X(cuMemcpyHtoDAsync)                                 \
+	X(cuMemcpyDtoHAsync)                                 \
+	X(cuMemcpyDtoDAsync)                                 \
+	X(cuMemcpy2DAsync)                                   \
+	X(cuMemsetD8Async)                                   \
+	X(cuMemsetD16Async)                                  \
+	X(cuMemsetD32Async)                                  \
+	X(cuMemsetD2D8Async)                                 \
+	X(cuMemsetD2D16Async)                                \
+	X(cuMemsetD2D32Async)                                \
+	X(cuStreamCreateWithPriority)                        \
+	X(cuStreamDestroy)                                   \
+	X(cuStreamQuery)                                     \
+	X(cuStreamWaitEvent)                                 \
+	X(cuEventCreate)                                     \
+	X(cuEventDestroy)                                    \
+	X(cuEventRecord)                                     \
+	X(cuEventRecordWithFlags)                            \
+	X(cuEventQuery)                                      \
+	X(cuEventSynchronize)                                \
+	X(cuEventElapsedTime)                                \
+	X(cuModuleLoadData)                                  \
+	X(cuModuleUnload)                                    \
+	X(cuModuleGetFunction)                               \
+	X(cuModuleGetGlobal)                                 \
+	X(cuFuncGetParamInfo)                                \
+	X(cuFuncGetAttribute)                                \
+	X(cuFuncSetAttribute)                                \
+	X(cuLaunchKernel)                                    \
+	X(cuLaunchKernelEx)                                  \
+	X(cuLaunchHostFunc)                                  \
+	X(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags) \
+	X(cuStreamBeginCapture)                              \
+	X(cuStreamEndCapture)                                \
+	X(cuGraphInstantiate)                                \
+	X(cuGraphLaunch)                                     \
+	X(cuGraphDestroy)                                    \
+	X(cuGraphExecDestroy)                                \
+	X(cuGraphGetNodes)                                   \
+	X(cuDeviceGetDefaultMemPool)                         \
+	X(cuMemPoolSetAttribute)                             \
+	X(cuMemPoolGetAttribute)                             \
+	X(cuMemPoolTrimTo)                                   \
+	X(cuProfilerStart)                                   \
+	X(cuProfilerStop)
+
+/* Functions the backend can do without: resolved when the library has them, NULL
+ * otherwise (the caller checks). cuStreamIsCapturing lets copies through staging
+ * buffers refuse a capturing stream (a graph must not keep a staging address). */
+#define BE_DRIVER_OPT_FUNCS(X) \
+	X(cuStreamIsCapturing)
+
+#define BE_DRIVER_MEMBER(fn) __typeof__(fn) *fn;
+struct be_driver {
+	BE_DRIVER_FUNCS(BE_DRIVER_MEMBER)
+	BE_DRIVER_OPT_FUNCS(BE_DRIVER_MEMBER)
+};
+#undef BE_DRIVER_MEMBER
+
+extern struct be_driver be_drv;
+
+/* Opens the library and resolves every function; a missing one is an error that
+ * names it. Returns 0 or -1 (after logging why). */
+int be_driver_load(const char *path);
+void be_driver_unload(void);
+const char *be_driver_error_name(CUresult r);
+
+#endif

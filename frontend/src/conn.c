@@ -1,0 +1,322 @@
+/* The call channel: send lock, pending calls, receiver thread. See conn.h. */
+#include "conn.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rg_log.h"
+
+#define SPIN_NS 50000 /* a reply usually comes within tens of microseconds */
+
+struct fe_conn {
+	transport_conn *t;
+	pthread_mutex_t send_lock;
+	atomic_uint_fast64_t seq;
+
+	pthread_mutex_t lock; /* pending list, detached count, dead */
+	pthread_cond_t cond;
+	fe_pending *pending;
+	int detached;
+	int dead;
+	atomic_int latched;
+
+	pthread_t rx;
+	fe_pending *rx_cur; /* call whose reply the receiver is reading */
+	proto_view rx_view;
+	int rx_view_ok;
+	fe_hostfn_cb hostfn;
+	void *hostfn_ctx;
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static fe_pending *pending_take(fe_conn *c, uint64_t seq)
+{
+	for (fe_pending **pp = &c->pending; *pp; pp = &(*pp)->next)
+		if ((*pp)->seq == seq) {
+			fe_pending *p = *pp;
+			*pp = p->next;
+			return p;
+		}
+	return NULL;
+}
+
+static void pending_complete(fe_conn *c, fe_pending *p, int status, int latched, uint8_t *msg, uint32_t msg_len)
+{
+	p->status = status;
+	p->latched = latched;
+	if (p->want_msg && status == 0) {
+		p->msg = msg;
+		p->msg_len = msg_len;
+		msg = NULL;
+	}
+	free(msg);
+	if (p->heap) {
+		/* A detached copy: nobody waits on p itself, only on the count. */
+		if (status != 0)
+			LOG_WARN("frontend", "async copy to host failed: %d", status);
+		free(p);
+		pthread_mutex_lock(&c->lock);
+		c->detached--;
+		pthread_cond_broadcast(&c->cond);
+		pthread_mutex_unlock(&c->lock);
+		return;
+	}
+	atomic_store_explicit(&p->done, 1, memory_order_release);
+	pthread_mutex_lock(&c->lock);
+	pthread_cond_broadcast(&c->cond);
+	pthread_mutex_unlock(&c->lock);
+}
+
+static void conn_fail(fe_conn *c, int err)
+{
+	pthread_mutex_lock(&c->lock);
+	if (!c->dead)
+		LOG_ERROR("frontend", "connection to %s lost: %s", c->t->peer,
+			  err <= -100 ? transport_strerror(err) : proto_strerror(err));
+	c->dead = 1;
+	fe_pending *list = c->pending;
+	c->pending = NULL;
+	pthread_mutex_unlock(&c->lock);
+	while (list) {
+		fe_pending *next = list->next;
+		pending_complete(c, list, FE_EDEAD, 0, NULL, 0);
+		list = next;
+	}
+}
+
+/* Called by the transport once the msgpack part of a frame is in: decide where its
+ * payload goes. */
+static void *rx_payload_dest(void *ctx, const transport_frame *f)
+{
+	fe_conn *c = ctx;
+	c->rx_cur = NULL;
+	c->rx_view_ok = proto_view_init(&c->rx_view, f->msg, f->hdr.hdr_len) == PROTO_OK;
+	if (!c->rx_view_ok || (f->hdr.flags & PROTO_F_EVENT))
+		return NULL;
+	pthread_mutex_lock(&c->lock);
+	fe_pending *p = pending_take(c, c->rx_view.seq);
+	pthread_mutex_unlock(&c->lock);
+	c->rx_cur = p;
+	if (p && p->dest && f->hdr.payload_len == p->dest_len)
+		return p->dest;
+	return NULL;
+}
+
+static void rx_event(fe_conn *c)
+{
+	uint64_t id;
+	if (c->rx_view.op == PROTO_OP_HOSTFN && proto_arg_u64(&c->rx_view, 0, &id) == PROTO_OK && c->hostfn)
+		c->hostfn(c->hostfn_ctx, id);
+	else
+		LOG_WARN("frontend", "unexpected event op %u from server", c->rx_view.op);
+}
+
+static void *rx_main(void *arg)
+{
+	fe_conn *c = arg;
+	for (;;) {
+		transport_frame f;
+		int err = transport_recv_frame(c->t, &f, rx_payload_dest, c);
+		if (err) {
+			conn_fail(c, err);
+			return NULL;
+		}
+		if (!c->rx_view_ok) {
+			transport_frame_free(&f);
+			conn_fail(c, PROTO_EDECODE);
+			return NULL;
+		}
+		if (f.hdr.flags & PROTO_F_EVENT) {
+			rx_event(c);
+			proto_view_free(&c->rx_view);
+			transport_frame_free(&f);
+			continue;
+		}
+		fe_pending *p = c->rx_cur;
+		int32_t status = 0, latched = 0;
+		if (proto_reply_status(&c->rx_view, &status, &latched) != PROTO_OK)
+			status = PROTO_EDECODE;
+		proto_view_free(&c->rx_view);
+		if (latched) {
+			int zero = 0;
+			atomic_compare_exchange_strong(&c->latched, &zero, latched);
+		}
+		if (!p) {
+			LOG_WARN("frontend", "reply for unknown call %llu dropped", (unsigned long long)c->rx_view.seq);
+			transport_frame_free(&f);
+			continue;
+		}
+		if (status == 0 && p->dest && f.hdr.payload_len != p->dest_len)
+			status = PROTO_EDECODE;
+		pending_complete(c, p, status, latched, f.msg, f.hdr.hdr_len);
+	}
+}
+
+int fe_conn_open(const transport_addr *a, fe_hostfn_cb hostfn, void *hostfn_ctx, fe_conn **out)
+{
+	fe_conn *c = calloc(1, sizeof(*c));
+	if (!c)
+		return TRANSPORT_ENOMEM;
+	int err = transport_connect(a, &c->t);
+	if (err) {
+		free(c);
+		return err;
+	}
+	pthread_mutex_init(&c->send_lock, NULL);
+	pthread_mutex_init(&c->lock, NULL);
+	pthread_cond_init(&c->cond, NULL);
+	atomic_init(&c->seq, 1);
+	atomic_init(&c->latched, 0);
+	c->hostfn = hostfn;
+	c->hostfn_ctx = hostfn_ctx;
+	if (pthread_create(&c->rx, NULL, rx_main, c) != 0) {
+		transport_close(c->t);
+		free(c);
+		return TRANSPORT_ENOMEM;
+	}
+	*out = c;
+	return 0;
+}
+
+void fe_conn_close(fe_conn *c)
+{
+	transport_shutdown(c->t);
+	pthread_join(c->rx, NULL);
+	transport_close(c->t);
+	free(c);
+}
+
+const char *fe_conn_peer(fe_conn *c) { return c->t->peer; }
+
+uint64_t fe_conn_next_seq(fe_conn *c) { return atomic_fetch_add(&c->seq, 1); }
+
+static int conn_send(fe_conn *c, proto_msg *m, uint16_t flags, const void *payload, uint64_t len)
+{
+	int err = proto_msg_finish(m, flags, len);
+	if (err == 0) {
+		struct iovec iov[2] = {{m->data, m->len}, {(void *)payload, len}};
+		pthread_mutex_lock(&c->send_lock);
+		err = transport_sendv(c->t, iov, len ? 2 : 1);
+		pthread_mutex_unlock(&c->send_lock);
+	}
+	proto_msg_free(m);
+	return err;
+}
+
+int fe_conn_post(fe_conn *c, proto_msg *m, const void *payload, uint64_t len)
+{
+	int err = conn_send(c, m, PROTO_F_ASYNC, payload, len);
+	if (err) {
+		conn_fail(c, err);
+		return FE_EDEAD;
+	}
+	return 0;
+}
+
+static int conn_register(fe_conn *c, fe_pending *p)
+{
+	pthread_mutex_lock(&c->lock);
+	int dead = c->dead;
+	if (!dead) {
+		p->next = c->pending;
+		c->pending = p;
+		if (p->heap)
+			c->detached++;
+	}
+	pthread_mutex_unlock(&c->lock);
+	return dead ? FE_EDEAD : 0;
+}
+
+int fe_conn_begin(fe_conn *c, proto_msg *m, const void *payload, uint64_t plen, fe_pending *p)
+{
+	p->seq = m->seq;
+	atomic_init(&p->done, 0);
+	p->msg = NULL;
+	int err = conn_register(c, p);
+	if (err) {
+		proto_msg_free(m);
+		if (p->heap)
+			free(p);
+		return err;
+	}
+	err = conn_send(c, m, 0, payload, plen);
+	if (err) {
+		conn_fail(c, err); /* completes p with FE_EDEAD */
+		return FE_EDEAD;
+	}
+	return 0;
+}
+
+int fe_conn_wait(fe_conn *c, fe_pending *p)
+{
+	uint64_t deadline = now_ns() + SPIN_NS;
+	while (!atomic_load_explicit(&p->done, memory_order_acquire)) {
+		if (now_ns() > deadline) {
+			pthread_mutex_lock(&c->lock);
+			while (!atomic_load_explicit(&p->done, memory_order_acquire))
+				pthread_cond_wait(&c->cond, &c->lock);
+			pthread_mutex_unlock(&c->lock);
+			break;
+		}
+		__builtin_ia32_pause();
+	}
+	return p->status;
+}
+
+int fe_conn_call(fe_conn *c, proto_msg *m, const void *payload, uint64_t plen, void *dest, uint64_t dest_len,
+		 fe_reply *r)
+{
+	fe_pending p = {.dest = dest, .dest_len = dest_len, .want_msg = r != NULL};
+	int err = fe_conn_begin(c, m, payload, plen, &p);
+	if (err)
+		return err;
+	int st = fe_conn_wait(c, &p);
+	if (r && st == 0) {
+		r->msg = p.msg;
+		if (!p.msg || proto_view_init(&r->view, p.msg, p.msg_len) != PROTO_OK) {
+			free(p.msg);
+			return PROTO_EDECODE;
+		}
+	}
+	return st;
+}
+
+void fe_reply_free(fe_reply *r)
+{
+	proto_view_free(&r->view);
+	free(r->msg);
+	r->msg = NULL;
+}
+
+int fe_conn_begin_detached(fe_conn *c, proto_msg *m, void *dest, uint64_t dest_len)
+{
+	fe_pending *p = calloc(1, sizeof(*p));
+	if (!p) {
+		proto_msg_free(m);
+		return PROTO_ENOMEM;
+	}
+	p->dest = dest;
+	p->dest_len = dest_len;
+	p->heap = 1;
+	/* On failure p was freed by fe_conn_begin or completed by conn_fail. */
+	return fe_conn_begin(c, m, NULL, 0, p);
+}
+
+int fe_conn_drain_detached(fe_conn *c)
+{
+	pthread_mutex_lock(&c->lock);
+	while (c->detached > 0 && !c->dead)
+		pthread_cond_wait(&c->cond, &c->lock);
+	int dead = c->dead;
+	pthread_mutex_unlock(&c->lock);
+	return dead ? FE_EDEAD : 0;
+}
+
+int fe_conn_take_latched(fe_conn *c) { return atomic_exchange(&c->latched, 0); }

@@ -1,0 +1,75 @@
+/*
+ * The call channel to one server (one remote device). Many program threads share
+ * it: sends are serialised by a lock (one frame = one write); replies are matched
+ * by sequence number. A receiver thread reads every frame: it lands reply payloads
+ * straight in the caller's buffer, completes the waiting call, and hands host
+ * function notifications to the callback thread. A caller spins briefly on its
+ * call before sleeping, so a round trip costs about one socket wake-up.
+ */
+#ifndef FE_CONN_H
+#define FE_CONN_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "proto.h"
+#include "transport.h"
+
+/* Errors of the channel (negative; CUresult values are >= 0). */
+#define FE_EDEAD (-200) /* connection lost; every later call fails */
+
+typedef struct fe_conn fe_conn;
+
+typedef struct fe_reply {
+	proto_view view;
+	uint8_t *msg;
+} fe_reply;
+
+/* One outstanding call. Sync calls keep it on the caller's stack; async D2H
+ * copies allocate it (heap) and the receiver frees it. */
+typedef struct fe_pending {
+	uint64_t seq;
+	void *dest;        /* where the reply payload goes */
+	uint64_t dest_len;
+	int status;        /* CUresult or negative channel error */
+	int latched;
+	uint8_t *msg;      /* reply msgpack, kept when the caller wants results */
+	uint32_t msg_len;
+	int want_msg;
+	int heap;          /* receiver frees it after completing */
+	atomic_int done;
+	struct fe_pending *next;
+} fe_pending;
+
+typedef void (*fe_hostfn_cb)(void *ctx, uint64_t id);
+
+int fe_conn_open(const transport_addr *a, fe_hostfn_cb hostfn, void *hostfn_ctx, fe_conn **out);
+/* Drops the connection without talking to the server (fork child, exit). */
+void fe_conn_close(fe_conn *c);
+const char *fe_conn_peer(fe_conn *c);
+
+uint64_t fe_conn_next_seq(fe_conn *c);
+
+/* Async: sends the frame (flags ASYNC) with an optional payload; no reply. */
+int fe_conn_post(fe_conn *c, proto_msg *m, const void *payload, uint64_t len);
+/* Sync: sends and waits. Returns the call's CUresult, or a negative error. With r
+ * non-NULL and status 0 the caller owns r (fe_reply_free). dest receives the
+ * reply payload (dest_len bytes exactly, else PROTO_EDECODE). */
+int fe_conn_call(fe_conn *c, proto_msg *m, const void *payload, uint64_t plen, void *dest, uint64_t dest_len,
+		 fe_reply *r);
+void fe_reply_free(fe_reply *r);
+
+/* Split form, for pipelined copies: begin sends and registers p; wait blocks
+ * until p completes and returns its status. */
+int fe_conn_begin(fe_conn *c, proto_msg *m, const void *payload, uint64_t plen, fe_pending *p);
+int fe_conn_wait(fe_conn *c, fe_pending *p);
+/* Fire-and-forget request whose reply payload lands in dest later (async D2H). */
+int fe_conn_begin_detached(fe_conn *c, proto_msg *m, void *dest, uint64_t dest_len);
+/* Waits until every detached request sent before this call has landed. */
+int fe_conn_drain_detached(fe_conn *c);
+
+/* The first error latched by the server from an async call and not yet taken. */
+int fe_conn_take_latched(fe_conn *c);
+
+#endif

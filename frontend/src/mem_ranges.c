@@ -1,0 +1,101 @@
+/* The client's view of memory it allocated: device ranges (for cudaMemcpyDefault,
+ * pointer attributes and local range checks before anything is sent) and pinned or
+ * registered host ranges. A sorted array: lookups are a binary search, and programs
+ * (PyTorch's caching allocator above all) hold few, large allocations. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt.h"
+
+static struct {
+	pthread_rwlock_t lock;
+	fe_range *r;
+	size_t n, cap;
+} M = {PTHREAD_RWLOCK_INITIALIZER};
+
+/* Index of the first range with base > p. */
+static size_t upper(uint64_t p)
+{
+	size_t lo = 0, hi = M.n;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (M.r[mid].base <= p)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+void fe_mem_add(uint64_t base, uint64_t size, int kind, int device)
+{
+	pthread_rwlock_wrlock(&M.lock);
+	if (M.n == M.cap) {
+		size_t cap = M.cap ? M.cap * 2 : 64;
+		fe_range *r = realloc(M.r, cap * sizeof(*r));
+		if (!r) {
+			pthread_rwlock_unlock(&M.lock);
+			return; /* lookups then miss: copies fall back to the server's checks */
+		}
+		M.r = r;
+		M.cap = cap;
+	}
+	size_t i = upper(base);
+	memmove(&M.r[i + 1], &M.r[i], (M.n - i) * sizeof(*M.r));
+	M.r[i] = (fe_range){base, size, kind, device};
+	M.n++;
+	pthread_rwlock_unlock(&M.lock);
+}
+
+int fe_mem_remove(uint64_t base, int kind, fe_range *out)
+{
+	int found = -1;
+	pthread_rwlock_wrlock(&M.lock);
+	size_t i = upper(base);
+	if (i > 0 && M.r[i - 1].base == base && M.r[i - 1].kind == kind) {
+		if (out)
+			*out = M.r[i - 1];
+		memmove(&M.r[i - 1], &M.r[i], (M.n - i) * sizeof(*M.r));
+		M.n--;
+		found = 0;
+	}
+	pthread_rwlock_unlock(&M.lock);
+	return found;
+}
+
+int fe_mem_find(uint64_t p, uint64_t len, fe_range *out)
+{
+	int found = -1;
+	pthread_rwlock_rdlock(&M.lock);
+	size_t i = upper(p);
+	if (i > 0) {
+		const fe_range *r = &M.r[i - 1];
+		uint64_t off = p - r->base;
+		if (off < r->size || (r->size == 0 && off == 0)) {
+			if (len <= r->size - off) {
+				if (out)
+					*out = *r;
+				found = 0;
+			} else if (out) {
+				*out = *r;
+				found = 1; /* starts inside, runs past the end */
+			}
+		}
+	}
+	pthread_rwlock_unlock(&M.lock);
+	return found;
+}
+
+void fe_mem_forget_device(int device)
+{
+	pthread_rwlock_wrlock(&M.lock);
+	size_t j = 0;
+	for (size_t i = 0; i < M.n; i++)
+		if (device >= 0 && M.r[i].device != device)
+			M.r[j++] = M.r[i];
+		else if (device < 0 && (M.r[i].kind == FE_MEM_HOST_PINNED || M.r[i].kind == FE_MEM_HOST_REGISTERED))
+			M.r[j++] = M.r[i]; /* after fork the child still owns its host memory */
+	M.n = j;
+	pthread_rwlock_unlock(&M.lock);
+}

@@ -1,0 +1,78 @@
+/*
+ * Internals shared by the runtime API files (rt_*.c): the per-process client state,
+ * error bookkeeping with CUDA's sticky/non-sticky rules, and the mapping between the
+ * handles the program sees and the ids on the wire.
+ */
+#ifndef FE_RT_H
+#define FE_RT_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include "conn.h"
+
+#define FE_MAX_DEVICES 16
+/* Copies are cut into frames of this size so the wire and the server's PCIe copy
+ * overlap (the server copies chunk k while chunk k+1 arrives). */
+#define FE_COPY_CHUNK (4u << 20)
+
+typedef struct fe_device {
+	transport_addr addr;
+	fe_conn *conn;
+	int driver_version;
+	char name[256];
+	uint8_t uuid[16];
+	uint64_t total_mem;
+	int32_t attrs[CU_DEVICE_ATTRIBUTE_MAX];
+	char pci_bus_id[32];
+	int prio_least, prio_greatest;
+	struct cudaDeviceProp prop;
+} fe_device;
+
+/* Enter a runtime call on the current device: initialises the client on first use,
+ * returns the sticky error if one is set. */
+cudaError_t fe_rt_enter(fe_conn **c);
+/* Leave with the result of a forwarded call: maps channel errors, surfaces an
+ * async error the server latched, records the thread's last error. */
+cudaError_t fe_rt_leave(int status);
+/* Record and return a locally detected error. */
+cudaError_t fe_rt_fail(cudaError_t e);
+
+int fe_rt_device_count(void);
+fe_device *fe_rt_device(int ordinal); /* NULL if out of range or not initialised */
+int fe_rt_current_device(void);
+void fe_rt_set_current_device(int ordinal);
+cudaError_t fe_rt_init(void);
+
+/* Handle <-> wire id. Streams 0, cudaStreamLegacy and cudaStreamPerThread are the
+ * NULL stream (id 0): the server runs one executor per session, so per-thread
+ * default streams collapse into the legacy one (documented limitation). */
+uint64_t fe_rt_stream(cudaStream_t s);
+uint64_t fe_rt_event(cudaEvent_t e);
+uint64_t fe_rt_new_id(void);
+
+/* Device allocations (client view: address ranges), for cudaMemcpyDefault,
+ * cudaPointerGetAttributes and local range checks. */
+enum fe_mem_kind { FE_MEM_DEVICE = 1, FE_MEM_HOST_PINNED = 2, FE_MEM_HOST_REGISTERED = 3, FE_MEM_MODULE = 4 };
+typedef struct fe_range {
+	uint64_t base, size;
+	int kind;
+	int device;
+} fe_range;
+void fe_mem_add(uint64_t base, uint64_t size, int kind, int device);
+int fe_mem_remove(uint64_t base, int kind, fe_range *out); /* 0 if it was the start of a range */
+/* Range containing [p, p+len); 0 if found. */
+int fe_mem_find(uint64_t p, uint64_t len, fe_range *out);
+void fe_mem_forget_device(int device);
+
+/* Host functions (cudaLaunchHostFunc, cudaStreamAddCallback). */
+void fe_hostfn_dispatch(void *ctx, uint64_t id);
+uint64_t fe_hostfn_register(void (*fn)(void *), void *data);
+
+/* Stream capture state known on the client from begin/end capture calls. */
+int fe_stream_capturing(uint64_t sid);
+
+#endif

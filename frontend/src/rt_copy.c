@@ -1,0 +1,350 @@
+/*
+ * Copies and memsets. Host-to-device data goes out as the payload of async frames,
+ * straight from the caller's buffer (writev), cut into FE_COPY_CHUNK pieces so the
+ * server's copy to the GPU overlaps the wire. Device-to-host chunks are requested
+ * back to back and land straight in the caller's buffer; a synchronous copy waits
+ * for all of them, an async one lets the receiver thread fill the buffer while
+ * the program goes on (its next synchronisation waits for them).
+ * Every device range is checked here first, so a bad pointer fails at the call,
+ * as with CUDA; the server checks again, trusting nothing.
+ */
+#include <string.h>
+
+#include "rg_log.h"
+#include "rpc.h"
+#include "rt.h"
+
+int fe_symbol_lookup(const void *symbol, uint64_t *dptr, uint64_t *size); /* rt_module.c */
+
+static int is_device(const void *p)
+{
+	fe_range r;
+	return fe_mem_find((uintptr_t)p, 0, &r) >= 0 && (r.kind == FE_MEM_DEVICE || r.kind == FE_MEM_MODULE);
+}
+
+static int device_range_ok(const void *p, size_t len)
+{
+	fe_range r;
+	return fe_mem_find((uintptr_t)p, len, &r) == 0 && (r.kind == FE_MEM_DEVICE || r.kind == FE_MEM_MODULE);
+}
+
+static enum cudaMemcpyKind resolve_kind(void *dst, const void *src, enum cudaMemcpyKind kind)
+{
+	if (kind != cudaMemcpyDefault)
+		return kind;
+	int d = is_device(dst), s = is_device(src);
+	return d ? (s ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
+		 : (s ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
+}
+
+static int copy_htod(fe_conn *c, uint64_t dst, const uint8_t *src, size_t len, uint64_t sid)
+{
+	for (size_t off = 0; off < len; off += FE_COPY_CHUNK) {
+		size_t n = len - off < FE_COPY_CHUNK ? len - off : FE_COPY_CHUNK;
+		int st = fe_rpc_memcpy_htod(c, dst + off, sid, src + off, n);
+		if (st)
+			return st;
+	}
+	return 0;
+}
+
+static void begin_dtoh(proto_msg *m, fe_conn *c, uint64_t src, uint64_t n, uint64_t sid)
+{
+	proto_msg_begin(m, PROTO_OP_MEMCPY_DTOH, fe_conn_next_seq(c), 3);
+	proto_msg_u64(m, src);
+	proto_msg_u64(m, n);
+	proto_msg_u64(m, sid);
+}
+
+/* A window of chunk requests in flight keeps the pipeline full without letting
+ * a huge copy queue unbounded staging on the server. */
+#define DTOH_WINDOW 8
+
+static int copy_dtoh(fe_conn *c, uint8_t *dst, uint64_t src, size_t len, uint64_t sid, int async)
+{
+	if (async) {
+		for (size_t off = 0; off < len; off += FE_COPY_CHUNK) {
+			size_t n = len - off < FE_COPY_CHUNK ? len - off : FE_COPY_CHUNK;
+			proto_msg m;
+			begin_dtoh(&m, c, src + off, n, sid);
+			int st = fe_conn_begin_detached(c, &m, dst + off, n);
+			if (st)
+				return st;
+		}
+		return 0;
+	}
+	fe_pending p[DTOH_WINDOW];
+	size_t nchunks = (len + FE_COPY_CHUNK - 1) / FE_COPY_CHUNK, sent = 0, done = 0;
+	int result = 0;
+	while (done < nchunks) {
+		while (sent < nchunks && sent - done < DTOH_WINDOW) {
+			size_t off = sent * (size_t)FE_COPY_CHUNK, n = len - off < FE_COPY_CHUNK ? len - off : FE_COPY_CHUNK;
+			fe_pending *q = &p[sent % DTOH_WINDOW];
+			memset(q, 0, sizeof(*q));
+			q->dest = dst + off;
+			q->dest_len = n;
+			proto_msg m;
+			begin_dtoh(&m, c, src + off, n, sid);
+			int st = fe_conn_begin(c, &m, NULL, 0, q);
+			if (st)
+				return st; /* channel dead: every outstanding chunk failed too */
+			sent++;
+		}
+		int st = fe_conn_wait(c, &p[done % DTOH_WINDOW]);
+		if (st && !result)
+			result = st;
+		done++;
+	}
+	return result;
+}
+
+static cudaError_t memcpy_common(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
+				 cudaStream_t stream, int async)
+{
+	fe_conn *c;
+	cudaError_t e = fe_rt_enter(&c);
+	if (e != cudaSuccess)
+		return e;
+	if (count == 0)
+		return cudaSuccess;
+	if (!dst || !src)
+		return fe_rt_fail(cudaErrorInvalidValue);
+	uint64_t sid = fe_rt_stream(stream);
+	switch (resolve_kind(dst, src, kind)) {
+	case cudaMemcpyHostToHost:
+		memmove(dst, src, count);
+		return cudaSuccess;
+	case cudaMemcpyHostToDevice:
+		if (!device_range_ok(dst, count))
+			return fe_rt_fail(cudaErrorInvalidValue);
+		return fe_rt_leave(copy_htod(c, (uintptr_t)dst, src, count, sid));
+	case cudaMemcpyDeviceToHost:
+		if (!device_range_ok(src, count))
+			return fe_rt_fail(cudaErrorInvalidValue);
+		return fe_rt_leave(copy_dtoh(c, dst, (uintptr_t)src, count, sid, async));
+	case cudaMemcpyDeviceToDevice:
+		if (!device_range_ok(dst, count) || !device_range_ok(src, count))
+			return fe_rt_fail(cudaErrorInvalidValue);
+		return fe_rt_leave(fe_rpc_memcpy_dtod(c, (uintptr_t)dst, (uintptr_t)src, count, sid));
+	default:
+		return fe_rt_fail(cudaErrorInvalidMemcpyDirection);
+	}
+}
+
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind)
+{
+	return memcpy_common(dst, src, count, kind, 0, 0);
+}
+
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind, cudaStream_t stream)
+{
+	return memcpy_common(dst, src, count, kind, stream, 1);
+}
+
+cudaError_t cudaMemcpyPeer(void *dst, int dstDevice, const void *src, int srcDevice, size_t count)
+{
+	if (dstDevice != srcDevice)
+		return fe_rt_fail(cudaErrorPeerAccessUnsupported);
+	return memcpy_common(dst, src, count, cudaMemcpyDeviceToDevice, 0, 0);
+}
+
+cudaError_t cudaMemcpyPeerAsync(void *dst, int dstDevice, const void *src, int srcDevice, size_t count,
+				cudaStream_t stream)
+{
+	if (dstDevice != srcDevice)
+		return fe_rt_fail(cudaErrorPeerAccessUnsupported);
+	return memcpy_common(dst, src, count, cudaMemcpyDeviceToDevice, stream, 1);
+}
+
+/* 2D: the host side travels packed (rows of width bytes back to back). */
+static cudaError_t memcpy2d_common(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+				   size_t height, enum cudaMemcpyKind kind, cudaStream_t stream, int async)
+{
+	fe_conn *c;
+	cudaError_t e = fe_rt_enter(&c);
+	if (e != cudaSuccess)
+		return e;
+	if (width == 0 || height == 0)
+		return cudaSuccess;
+	if (width > dpitch || width > spitch || !dst || !src)
+		return fe_rt_fail(cudaErrorInvalidPitchValue);
+	size_t dspan = dpitch * (height - 1) + width, sspan = spitch * (height - 1) + width;
+	uint64_t sid = fe_rt_stream(stream);
+	int st;
+	switch (resolve_kind(dst, src, kind)) {
+	case cudaMemcpyHostToHost:
+		for (size_t y = 0; y < height; y++)
+			memmove((uint8_t *)dst + y * dpitch, (const uint8_t *)src + y * spitch, width);
+		return cudaSuccess;
+	case cudaMemcpyHostToDevice: {
+		if (!device_range_ok(dst, dspan))
+			return fe_rt_fail(cudaErrorInvalidValue);
+		const uint8_t *packed = src;
+		uint8_t *tmp = NULL;
+		if (spitch != width) {
+			if (!(tmp = malloc(width * height)))
+				return fe_rt_fail(cudaErrorMemoryAllocation);
+			for (size_t y = 0; y < height; y++)
+				memcpy(tmp + y * width, (const uint8_t *)src + y * spitch, width);
+			packed = tmp;
+		}
+		st = fe_rpc_memcpy_2d_htod(c, (uintptr_t)dst, dpitch, width, height, sid, packed, width * height);
+		free(tmp);
+		return fe_rt_leave(st);
+	}
+	case cudaMemcpyDeviceToHost: {
+		if (!device_range_ok(src, sspan))
+			return fe_rt_fail(cudaErrorInvalidValue);
+		uint8_t *tmp = dpitch == width ? dst : malloc(width * height);
+		if (!tmp)
+			return fe_rt_fail(cudaErrorMemoryAllocation);
+		/* Unpacking needs the data here: a pitched async D2H waits. */
+		st = fe_rpc_memcpy_2d_dtoh(c, (uintptr_t)src, spitch, width, height, sid, tmp, width * height);
+		if (tmp != dst) {
+			if (st == 0)
+				for (size_t y = 0; y < height; y++)
+					memcpy((uint8_t *)dst + y * dpitch, tmp + y * width, width);
+			free(tmp);
+		}
+		(void)async;
+		return fe_rt_leave(st);
+	}
+	case cudaMemcpyDeviceToDevice:
+		if (!device_range_ok(dst, dspan) || !device_range_ok(src, sspan))
+			return fe_rt_fail(cudaErrorInvalidValue);
+		return fe_rt_leave(fe_rpc_memcpy_2d_dtod(c, (uintptr_t)dst, dpitch, (uintptr_t)src, spitch, width,
+							 height, sid));
+	default:
+		return fe_rt_fail(cudaErrorInvalidMemcpyDirection);
+	}
+}
+
+cudaError_t cudaMemcpy2D(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,
+			 enum cudaMemcpyKind kind)
+{
+	return memcpy2d_common(dst, dpitch, src, spitch, width, height, kind, 0, 0);
+}
+
+cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+			      size_t height, enum cudaMemcpyKind kind, cudaStream_t stream)
+{
+	return memcpy2d_common(dst, dpitch, src, spitch, width, height, kind, stream, 1);
+}
+
+static cudaError_t symbol_addr(const void *symbol, size_t count, size_t offset, void **out)
+{
+	uint64_t dptr, size;
+	cudaError_t e = (cudaError_t)fe_symbol_lookup(symbol, &dptr, &size);
+	if (e != cudaSuccess)
+		return e;
+	if (offset > size || count > size - offset)
+		return cudaErrorInvalidValue;
+	*out = (void *)(uintptr_t)(dptr + offset);
+	return cudaSuccess;
+}
+
+cudaError_t cudaMemcpyToSymbol(const void *symbol, const void *src, size_t count, size_t offset,
+			       enum cudaMemcpyKind kind)
+{
+	void *dst;
+	cudaError_t e = symbol_addr(symbol, count, offset, &dst);
+	if (e != cudaSuccess)
+		return fe_rt_fail(e);
+	return memcpy_common(dst, src, count, kind == cudaMemcpyDefault ? cudaMemcpyDefault : kind, 0, 0);
+}
+
+cudaError_t cudaMemcpyFromSymbol(void *dst, const void *symbol, size_t count, size_t offset,
+				 enum cudaMemcpyKind kind)
+{
+	void *src;
+	cudaError_t e = symbol_addr(symbol, count, offset, &src);
+	if (e != cudaSuccess)
+		return fe_rt_fail(e);
+	return memcpy_common(dst, src, count, kind, 0, 0);
+}
+
+cudaError_t cudaMemcpyToSymbolAsync(const void *symbol, const void *src, size_t count, size_t offset,
+				    enum cudaMemcpyKind kind, cudaStream_t stream)
+{
+	void *dst;
+	cudaError_t e = symbol_addr(symbol, count, offset, &dst);
+	if (e != cudaSuccess)
+		return fe_rt_fail(e);
+	return memcpy_common(dst, src, count, kind, stream, 1);
+}
+
+cudaError_t cudaMemcpyFromSymbolAsync(void *dst, const void *symbol, size_t count, size_t offset,
+				      enum cudaMemcpyKind kind, cudaStream_t stream)
+{
+	void *src;
+	cudaError_t e = symbol_addr(symbol, count, offset, &src);
+	if (e != cudaSuccess)
+		return fe_rt_fail(e);
+	return memcpy_common(dst, src, count, kind, stream, 1);
+}
+
+cudaError_t cudaGetSymbolAddress(void **devPtr, const void *symbol)
+{
+	uint64_t dptr, size;
+	cudaError_t e = (cudaError_t)fe_symbol_lookup(symbol, &dptr, &size);
+	if (e != cudaSuccess)
+		return fe_rt_fail(e);
+	*devPtr = (void *)(uintptr_t)dptr;
+	return cudaSuccess;
+}
+
+cudaError_t cudaGetSymbolSize(size_t *size, const void *symbol)
+{
+	uint64_t dptr, sz;
+	cudaError_t e = (cudaError_t)fe_symbol_lookup(symbol, &dptr, &sz);
+	if (e != cudaSuccess)
+		return fe_rt_fail(e);
+	*size = sz;
+	return cudaSuccess;
+}
+
+static cudaError_t memset_common(void *p, int value, size_t count, cudaStream_t stream)
+{
+	fe_conn *c;
+	cudaError_t e = fe_rt_enter(&c);
+	if (e != cudaSuccess)
+		return e;
+	if (count == 0)
+		return cudaSuccess;
+	if (!device_range_ok(p, count))
+		return fe_rt_fail(cudaErrorInvalidValue);
+	return fe_rt_leave(fe_rpc_memset(c, (uintptr_t)p, (uint8_t)value, 1, count, fe_rt_stream(stream)));
+}
+
+cudaError_t cudaMemset(void *devPtr, int value, size_t count) { return memset_common(devPtr, value, count, 0); }
+
+cudaError_t cudaMemsetAsync(void *devPtr, int value, size_t count, cudaStream_t stream)
+{
+	return memset_common(devPtr, value, count, stream);
+}
+
+static cudaError_t memset2d_common(void *p, size_t pitch, int value, size_t width, size_t height, cudaStream_t s)
+{
+	fe_conn *c;
+	cudaError_t e = fe_rt_enter(&c);
+	if (e != cudaSuccess)
+		return e;
+	if (width == 0 || height == 0)
+		return cudaSuccess;
+	if (width > pitch)
+		return fe_rt_fail(cudaErrorInvalidPitchValue);
+	if (!device_range_ok(p, pitch * (height - 1) + width))
+		return fe_rt_fail(cudaErrorInvalidValue);
+	return fe_rt_leave(fe_rpc_memset_2d(c, (uintptr_t)p, pitch, (uint8_t)value, 1, width, height, fe_rt_stream(s)));
+}
+
+cudaError_t cudaMemset2D(void *devPtr, size_t pitch, int value, size_t width, size_t height)
+{
+	return memset2d_common(devPtr, pitch, value, width, height, 0);
+}
+
+cudaError_t cudaMemset2DAsync(void *devPtr, size_t pitch, int value, size_t width, size_t height,
+			      cudaStream_t stream)
+{
+	return memset2d_common(devPtr, pitch, value, width, height, stream);
+}

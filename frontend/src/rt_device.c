@@ -1,0 +1,191 @@
+/* Device management and queries: answered from the handshake, except the calls
+ * that must reach the GPU (synchronize, memory info). */
+#include <stdio.h>
+#include <string.h>
+
+#include "rg_log.h"
+#include "rpc.h"
+#include "rt.h"
+
+static fe_device *device_or_fail(int ordinal, cudaError_t *e)
+{
+	*e = fe_rt_init();
+	if (*e != cudaSuccess)
+		return NULL;
+	fe_device *d = fe_rt_device(ordinal);
+	if (!d)
+		*e = cudaErrorInvalidDevice;
+	return d;
+}
+
+cudaError_t cudaGetDeviceCount(int *count)
+{
+	if (!count)
+		return fe_rt_fail(cudaErrorInvalidValue);
+	cudaError_t e = fe_rt_init();
+	*count = e == cudaSuccess ? fe_rt_device_count() : 0;
+	return fe_rt_fail(e);
+}
+
+cudaError_t cudaGetDevice(int *device)
+{
+	if (!device)
+		return fe_rt_fail(cudaErrorInvalidValue);
+	*device = fe_rt_current_device();
+	return cudaSuccess;
+}
+
+cudaError_t cudaSetDevice(int device)
+{
+	cudaError_t e;
+	if (!device_or_fail(device, &e))
+		return fe_rt_fail(e);
+	fe_rt_set_current_device(device);
+	return cudaSuccess;
+}
+
+cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device)
+{
+	cudaError_t e;
+	fe_device *d = device_or_fail(device, &e);
+	if (!d || !prop)
+		return fe_rt_fail(d ? cudaErrorInvalidValue : e);
+	*prop = d->prop;
+	return cudaSuccess;
+}
+
+/* Capabilities that need the GPU in this host (mapping its memory, managed
+ * memory) are reported absent, whatever the remote device can do locally. */
+static int host_side_override(int attr, int *value)
+{
+	switch (attr) {
+	case cudaDevAttrCanMapHostMemory:
+	case cudaDevAttrManagedMemory:
+	case cudaDevAttrConcurrentManagedAccess:
+	case cudaDevAttrPageableMemoryAccess:
+	case cudaDevAttrPageableMemoryAccessUsesHostPageTables:
+	case cudaDevAttrDirectManagedMemAccessFromHost:
+	case cudaDevAttrCanUseHostPointerForRegisteredMem:
+	case cudaDevAttrHostNativeAtomicSupported:
+		*value = 0;
+		return 1;
+	}
+	return 0;
+}
+
+cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int device)
+{
+	cudaError_t e;
+	fe_device *d = device_or_fail(device, &e);
+	if (!d)
+		return fe_rt_fail(e);
+	if (!value || (int)attr <= 0 || (int)attr >= CU_DEVICE_ATTRIBUTE_MAX)
+		return fe_rt_fail(cudaErrorInvalidValue);
+	if (!host_side_override(attr, value))
+		*value = d->attrs[attr];
+	return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetStreamPriorityRange(int *least, int *greatest)
+{
+	cudaError_t e;
+	fe_device *d = device_or_fail(fe_rt_current_device(), &e);
+	if (!d)
+		return fe_rt_fail(e);
+	if (least)
+		*least = d->prio_least;
+	if (greatest)
+		*greatest = d->prio_greatest;
+	return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetPCIBusId(char *pciBusId, int len, int device)
+{
+	cudaError_t e;
+	fe_device *d = device_or_fail(device, &e);
+	if (!d)
+		return fe_rt_fail(e);
+	if (!pciBusId || len <= 0)
+		return fe_rt_fail(cudaErrorInvalidValue);
+	snprintf(pciBusId, (size_t)len, "%s", d->pci_bus_id);
+	return cudaSuccess;
+}
+
+cudaError_t cudaDriverGetVersion(int *version)
+{
+	if (!version)
+		return fe_rt_fail(cudaErrorInvalidValue);
+	fe_device *d = fe_rt_device(0);
+	*version = d ? d->driver_version : 0;
+	return cudaSuccess;
+}
+
+cudaError_t cudaRuntimeGetVersion(int *version)
+{
+	if (!version)
+		return fe_rt_fail(cudaErrorInvalidValue);
+	*version = CUDART_VERSION;
+	return cudaSuccess;
+}
+
+cudaError_t cudaDeviceCanAccessPeer(int *can, int device, int peer)
+{
+	cudaError_t e;
+	if (!device_or_fail(device, &e) || !device_or_fail(peer, &e))
+		return fe_rt_fail(e);
+	if (!can)
+		return fe_rt_fail(cudaErrorInvalidValue);
+	/* Each remote device is its own session (and often its own host): no
+	 * device can map another's memory. */
+	*can = 0;
+	return cudaSuccess;
+}
+
+cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned int flags)
+{
+	return fe_rt_fail(cudaErrorPeerAccessUnsupported);
+}
+
+cudaError_t cudaDeviceSynchronize(void)
+{
+	fe_conn *c;
+	cudaError_t e = fe_rt_enter(&c);
+	if (e != cudaSuccess)
+		return e;
+	int st = fe_rpc_device_sync(c);
+	if (st == 0)
+		st = fe_conn_drain_detached(c);
+	return fe_rt_leave(st);
+}
+
+cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes)
+{
+	fe_conn *c;
+	cudaError_t e = fe_rt_enter(&c);
+	if (e != cudaSuccess)
+		return e;
+	uint64_t f = 0, t = 0;
+	int st = fe_rpc_mem_get_info(c, &f, &t);
+	if (st == 0) {
+		if (free_bytes)
+			*free_bytes = f;
+		if (total_bytes)
+			*total_bytes = t;
+	}
+	return fe_rt_leave(st);
+}
+
+cudaError_t cudaSetDeviceFlags(unsigned int flags)
+{
+	/* Scheduling flags (spin/yield/blocking-sync) concern the waiting host
+	 * thread: the client always waits on its socket, so they change nothing. */
+	return cudaSuccess;
+}
+
+cudaError_t cudaGetDeviceFlags(unsigned int *flags)
+{
+	if (!flags)
+		return fe_rt_fail(cudaErrorInvalidValue);
+	*flags = cudaDeviceScheduleAuto;
+	return cudaSuccess;
+}

@@ -1,0 +1,271 @@
+/* Allocation: device memory lives on the server; pinned host memory is ordinary
+ * page-aligned memory here, tracked so copies from it are recognised. */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "rg_log.h"
+#include "rpc.h"
+#include "rt.h"
+
+cudaError_t cudaMalloc(void **devPtr, size_t size)
+{
+	if (!devPtr)
+		return fe_rt_fail(cudaErrorInvalidValue);
+	fe_conn *c;
+	cudaError_t e = fe_rt_enter(&c);
+	if (e != cudaSuccess)
+		return e;
+	if (size == 0) {
+		*devPtr = NULL;
+		return cudaSuccess;
+	}
+	uint64_t p = 0;
+	int st = fe_rpc_mem_alloc(c, size, &p);
+	if (st == 0) {
+		fe_mem_add(p, size, FE_MEM_DEVICE, fe_rt_current_device());
+		*devPtr = (void *)(uintptr_t)p;
+	}
+	return fe_rt_leave(st);
+}
+
+cudaError_t cudaFree(void *devPtr)
+{
+	fe_conn *c;
+	cudaError_t e = fe_rt_enter(&c);
+	if (e != cudaSuccess)
+		return e;
+	if (!devPtr)
+		return cudaSuccess;
+	fe_range r;
+	if (fe_mem_find((uintptr_t)devPtr, 0, &r) != 0 || r.kind != FE_MEM_DEVICE || r.base != (uintptr_t)devPtr)
+		return fe_rt_fail(cudaErrorInvalidValue);
+	int st = fe_rpc_mem_free(c, (uintptr_t)devPtr);
+	if (st == 0)
+		fe_mem_remove((uintptr_t)devPtr, FE_MEM_DEVICE, NULL);
+	return fe_rt_leave(st);
+}
+
+cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t stream)
+{
+	if (!devPtr)
+		return fe_rt_fail(cudaErrorInvalidValue);
+	fe_conn *c;
+	cudaError_t e = fe_rt_enter(&c);
+	if (e != cudaSuccess)
+		return e;
+	if (size == 0) {
+		*devPtr = NULL;
+		return cudaSuccess;
+	}
+	uint64_t p = 0;
+	int st = fe_rpc_mem_alloc_async(c, size, fe_rt_stream(stream), &p);
+	if (st == 0) {
+		fe_mem_add(p, size, FE_MEM_DEVICE, fe_rt_current_device());
+		*devPtr = (void *)(uintptr_t)p;
+	}
+	return fe_rt_leave(st);
+}
+
+cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t stream)
+{
+	fe_conn *c;
+	cudaError_t e = fe_rt_enter(&c);
+	if (e != cudaSuccess)
+		return e;
+	if (!devPtr)
+		return cudaSuccess;
+	if (fe_mem_remove((uintptr_t)devPtr, FE_MEM_DEVICE, NULL) != 0)
+		return fe_rt_fail(cudaErrorInvalidValue);
+	return fe_rt_leave(fe_rpc_mem_free_async(c, (uintptr_t)devPtr, fe_rt_stream(stream)));
+}
+
+static cudaError_t host_alloc(void **p, size_t size)
+{
+	if (!p)
+		return fe_rt_fail(cudaErrorInvalidValue);
+	cudaError_t e = fe_rt_init();
+	if (e != cudaSuccess)
+		return fe_rt_fail(e);
+	if (size == 0) {
+		*p = NULL;
+		return cudaSuccess;
+	}
+	/* Page-aligned so a later RDMA registration covers whole pages. */
+	void *m = NULL;
+	if (posix_memalign(&m, (size_t)sysconf(_SC_PAGESIZE), size) != 0)
+		return fe_rt_fail(cudaErrorMemoryAllocation);
+	fe_mem_add((uintptr_t)m, size, FE_MEM_HOST_PINNED, fe_rt_current_device());
+	*p = m;
+	return cudaSuccess;
+}
+
+cudaError_t cudaMallocHost(void **ptr, size_t size) { return host_alloc(ptr, size); }
+
+cudaError_t cudaHostAlloc(void **pHost, size_t size, unsigned int flags)
+{
+	if (flags & cudaHostAllocMapped) {
+		rg_log_once("frontend", "not supported (host memory cannot be mapped into a remote GPU)",
+			    "cudaHostAlloc(cudaHostAllocMapped)");
+		return fe_rt_fail(cudaErrorNotSupported);
+	}
+	return host_alloc(pHost, size);
+}
+
+cudaError_t cudaFreeHost(void *ptr)
+{
+	if (!ptr)
+		return cudaSuccess;
+	if (fe_mem_remove((uintptr_t)ptr, FE_MEM_HOST_PINNED, NULL) != 0)
+		return fe_rt_fail(cudaErrorInvalidValue);
+	free(ptr);
+	return cudaSuccess;
+}
+
+cudaError_t cudaHostRegister(void *ptr, size_t size, unsigned int flags)
+{
+	if (!ptr || size == 0)
+		return fe_rt_fail(cudaErrorInvalidValue);
+	if (flags & cudaHostRegisterMapped) {
+		rg_log_once("frontend", "not supported (host memory cannot be mapped into a remote GPU)",
+			    "cudaHostRegister(cudaHostRegisterMapped)");
+		return fe_rt_fail(cudaErrorNotSupported);
+	}
+	if (fe_mem_find((uintptr_t)ptr, size, NULL) == 0)
+		return fe_rt_fail(cudaErrorHostMemoryAlreadyRegistered);
+	fe_mem_add((uintptr_t)ptr, size, FE_MEM_HOST_REGISTERED, fe_rt_current_device());
+	return cudaSuccess;
+}
+
+cudaError_t cudaHostUnregister(void *ptr)
+{
+	if (fe_mem_remove((uintptr_t)ptr, FE_MEM_HOST_REGISTERED, NULL) != 0)
+		return fe_rt_fail(cudaErrorHostMemoryNotRegistered);
+	return cudaSuccess;
+}
+
+cudaError_t cudaHostGetDevicePointer(void **pDevice, void *pHost, unsigned int flags)
+{
+	rg_log_once("frontend", "not supported (host memory cannot be mapped into a remote GPU)",
+		    "cudaHostGetDevicePointer");
+	return fe_rt_fail(cudaErrorNotSupported);
+}
+
+cudaError_t cudaMallocPitch(void **devPtr, size_t *pitch, size_t width, size_t height)
+{
+	if (!pitch)
+		return fe_rt_fail(cudaErrorInvalidValue);
+	fe_device *d = fe_rt_device(fe_rt_current_device());
+	size_t align = d && d->prop.texturePitchAlignment ? d->prop.texturePitchAlignment : 512;
+	size_t p = (width + align - 1) / align * align;
+	cudaError_t e = cudaMalloc(devPtr, p * height);
+	if (e == cudaSuccess)
+		*pitch = p;
+	return e;
+}
+
+cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *attr, const void *ptr)
+{
+	if (!attr)
+		return fe_rt_fail(cudaErrorInvalidValue);
+	memset(attr, 0, sizeof(*attr));
+	fe_range r;
+	attr->device = -2;
+	if (fe_mem_find((uintptr_t)ptr, 0, &r) < 0) {
+		attr->type = cudaMemoryTypeUnregistered;
+		return cudaSuccess;
+	}
+	attr->device = r.device;
+	if (r.kind == FE_MEM_DEVICE || r.kind == FE_MEM_MODULE) {
+		attr->type = cudaMemoryTypeDevice;
+		attr->devicePointer = (void *)ptr;
+	} else {
+		attr->type = cudaMemoryTypeHost;
+		attr->hostPointer = (void *)ptr;
+	}
+	return cudaSuccess;
+}
+
+/* The default memory pool of the current device, as an opaque handle: attributes
+ * are read and set on the server's pool. */
+static struct CUmemPoolHandle_st *pool_handle(int device)
+{
+	return (struct CUmemPoolHandle_st *)(uintptr_t)(0x9000 + device);
+}
+
+cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *pool, int device)
+{
+	if (!pool)
+		return fe_rt_fail(cudaErrorInvalidValue);
+	if (!fe_rt_device(device))
+		return fe_rt_fail(cudaErrorInvalidDevice);
+	*pool = (cudaMemPool_t)pool_handle(device);
+	return cudaSuccess;
+}
+
+static cudaError_t pool_check(cudaMemPool_t pool)
+{
+	return (void *)pool == (void *)pool_handle(fe_rt_current_device()) ? cudaSuccess : cudaErrorInvalidValue;
+}
+
+static int attr_is_u64(enum cudaMemPoolAttr a)
+{
+	return a == cudaMemPoolAttrReleaseThreshold || a == cudaMemPoolAttrReservedMemCurrent ||
+	       a == cudaMemPoolAttrReservedMemHigh || a == cudaMemPoolAttrUsedMemCurrent ||
+	       a == cudaMemPoolAttrUsedMemHigh;
+}
+
+cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t pool, enum cudaMemPoolAttr attr, void *value)
+{
+	fe_conn *c;
+	cudaError_t e = fe_rt_enter(&c);
+	if (e != cudaSuccess)
+		return e;
+	if (pool_check(pool) != cudaSuccess || !value)
+		return fe_rt_fail(cudaErrorInvalidValue);
+	uint64_t v = attr_is_u64(attr) ? *(uint64_t *)value : (uint64_t)(int64_t) * (int *)value;
+	return fe_rt_leave(fe_rpc_mempool_set_attr(c, attr, v));
+}
+
+cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t pool, enum cudaMemPoolAttr attr, void *value)
+{
+	fe_conn *c;
+	cudaError_t e = fe_rt_enter(&c);
+	if (e != cudaSuccess)
+		return e;
+	if (pool_check(pool) != cudaSuccess || !value)
+		return fe_rt_fail(cudaErrorInvalidValue);
+	uint64_t v = 0;
+	int st = fe_rpc_mempool_get_attr(c, attr, &v);
+	if (st == 0) {
+		if (attr_is_u64(attr))
+			*(uint64_t *)value = v;
+		else
+			*(int *)value = (int)v;
+	}
+	return fe_rt_leave(st);
+}
+
+cudaError_t cudaMemPoolTrimTo(cudaMemPool_t pool, size_t minBytesToKeep)
+{
+	fe_conn *c;
+	cudaError_t e = fe_rt_enter(&c);
+	if (e != cudaSuccess)
+		return e;
+	if (pool_check(pool) != cudaSuccess)
+		return fe_rt_fail(cudaErrorInvalidValue);
+	return fe_rt_leave(fe_rpc_mempool_trim(c, minBytesToKeep));
+}
+
+cudaError_t cudaMemPoolSetAccess(cudaMemPool_t pool, const struct cudaMemAccessDesc *descList, size_t count)
+{
+	if (pool_check(pool) != cudaSuccess)
+		return fe_rt_fail(cudaErrorInvalidValue);
+	/* Only the pool's own device may be given access (no peers remotely). */
+	for (size_t i = 0; i < count; i++)
+		if (descList[i].location.type != cudaMemLocationTypeDevice ||
+		    descList[i].location.id != fe_rt_current_device())
+			return fe_rt_fail(cudaErrorInvalidDevice);
+	return cudaSuccess;
+}

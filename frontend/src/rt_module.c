@@ -1,0 +1,501 @@
+/*
+ * Registration and launch. nvcc's host stubs register each fatbin, its kernels and
+ * its variables at start-up; nothing crosses the wire then. The first use of a
+ * kernel or variable on a device loads its fatbin there, by content hash (the image
+ * itself is sent only if the server lacks it), and brings back every kernel's
+ * parameter layout, so a launch packs its arguments by offset with no round trip.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cubin.h"
+#include "ptrmap.h"
+#include "rg_log.h"
+#include "rpc.h"
+#include "rt.h"
+
+typedef struct fe_fatbin fe_fatbin;
+
+typedef struct fe_kernel {
+	const void *host_fn;
+	char *name;
+	fe_fatbin *fb;
+	struct fe_kernel *next_in_fb;
+	/* per device, filled when the fatbin is loaded there */
+	uint64_t func_id[FE_MAX_DEVICES];
+	int status[FE_MAX_DEVICES];
+	uint32_t nparams;
+	uint32_t *off, *size;
+	uint32_t param_size;
+	int attrs_valid[FE_MAX_DEVICES];
+	int32_t attrs[FE_MAX_DEVICES][CU_FUNC_ATTRIBUTE_MAX];
+} fe_kernel;
+
+typedef struct fe_var {
+	const void *host_var;
+	char *name;
+	size_t size;
+	fe_fatbin *fb;
+	struct fe_var *next_in_fb;
+	uint64_t dptr[FE_MAX_DEVICES];
+	int status[FE_MAX_DEVICES];
+} fe_var;
+
+struct fe_fatbin {
+	const void *data;
+	size_t size;
+	char hash[CUBIN_HASH_HEX];
+	fe_kernel *kernels;
+	fe_var *vars;
+	int loaded[FE_MAX_DEVICES]; /* 0 not yet, 1 loaded, -1 failed (status in load_err) */
+	int load_err[FE_MAX_DEVICES];
+};
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static fe_ptrmap kernels_by_stub, vars_by_shadow;
+
+struct fatbin_wrapper {
+	int magic;
+	int version;
+	const void *data;
+	void *filename_or_fatbins;
+};
+
+void **__cudaRegisterFatBinary(void *fatCubin)
+{
+	const struct fatbin_wrapper *w = fatCubin;
+	fe_fatbin *fb = calloc(1, sizeof(*fb));
+	if (!fb)
+		return NULL;
+	if (w && (unsigned)w->magic == CUBIN_FATBIN_WRAPPER_MAGIC && w->data &&
+	    cubin_fatbin_size(w->data, SIZE_MAX, &fb->size) == CUBIN_OK)
+		fb->data = w->data;
+	else
+		rg_log_once("frontend", "unrecognised fatbin wrapper: its kernels cannot be loaded", "__cudaRegisterFatBinary");
+	return (void **)fb;
+}
+
+void __cudaRegisterFatBinaryEnd(void **fatCubinHandle) {}
+
+void __cudaUnregisterFatBinary(void **fatCubinHandle)
+{
+	/* Kernel records stay: other threads may still launch during exit, and the
+	 * server unloads everything with the session. */
+}
+
+void __cudaRegisterFunction(void **fatCubinHandle, const char *hostFun, char *deviceFun, const char *deviceName,
+			    int thread_limit, uint3 *tid, uint3 *bid, dim3 *bDim, dim3 *gDim, int *wSize)
+{
+	fe_fatbin *fb = (fe_fatbin *)fatCubinHandle;
+	fe_kernel *k = calloc(1, sizeof(*k));
+	if (!fb || !k || !(k->name = strdup(deviceName))) {
+		free(k);
+		return;
+	}
+	k->host_fn = hostFun;
+	k->fb = fb;
+	pthread_mutex_lock(&lock);
+	k->next_in_fb = fb->kernels;
+	fb->kernels = k;
+	fe_ptrmap_put(&kernels_by_stub, hostFun, k);
+	pthread_mutex_unlock(&lock);
+}
+
+void __cudaRegisterVar(void **fatCubinHandle, char *hostVar, char *deviceAddress, const char *deviceName, int ext,
+		       size_t size, int constant, int global)
+{
+	fe_fatbin *fb = (fe_fatbin *)fatCubinHandle;
+	fe_var *v = calloc(1, sizeof(*v));
+	if (!fb || !v || !(v->name = strdup(deviceName))) {
+		free(v);
+		return;
+	}
+	v->host_var = hostVar;
+	v->size = size;
+	v->fb = fb;
+	pthread_mutex_lock(&lock);
+	v->next_in_fb = fb->vars;
+	fb->vars = v;
+	fe_ptrmap_put(&vars_by_shadow, hostVar, v);
+	pthread_mutex_unlock(&lock);
+}
+
+void __cudaRegisterManagedVar(void **fatCubinHandle, void **hostVarPtrAddress, char *deviceAddress,
+			      const char *deviceName, int ext, size_t size, int constant, int global)
+{
+	rg_log_once("frontend", "not supported (managed memory needs a GPU in this host)", "__cudaRegisterManagedVar");
+}
+
+/* Names of everything in the fatbin, as module_load wants them. */
+static char *load_names(fe_fatbin *fb)
+{
+	size_t len = 1;
+	for (fe_kernel *k = fb->kernels; k; k = k->next_in_fb)
+		len += strlen(k->name) + 32;
+	for (fe_var *v = fb->vars; v; v = v->next_in_fb)
+		len += strlen(v->name) + 4;
+	char *s = malloc(len), *p = s;
+	if (!s)
+		return NULL;
+	for (fe_kernel *k = fb->kernels; k; k = k->next_in_fb)
+		p += sprintf(p, "f:%llu:%s\n", (unsigned long long)k->func_id[0], k->name);
+	for (fe_var *v = fb->vars; v; v = v->next_in_fb)
+		p += sprintf(p, "v:%s\n", v->name);
+	*p = 0;
+	return s;
+}
+
+static int send_load(fe_conn *c, fe_fatbin *fb, uint64_t mid, const char *names, int with_image, fe_reply *r)
+{
+	proto_msg m;
+	proto_msg_begin(&m, PROTO_OP_MODULE_LOAD, fe_conn_next_seq(c), 4);
+	proto_msg_u64(&m, mid);
+	proto_msg_bin(&m, fb->hash, 32);
+	proto_msg_u64(&m, fb->size);
+	proto_msg_str(&m, names);
+	return fe_conn_call(c, &m, with_image ? fb->data : NULL, with_image ? fb->size : 0, NULL, 0, r);
+}
+
+static int take_layout(fe_kernel *k, const msgpack_object *o)
+{
+	if (o->type != MSGPACK_OBJECT_BIN || o->via.bin.size % 8)
+		return -1;
+	if (k->off) /* loaded on another device before: same image, same layout */
+		return 0;
+	uint32_t n = o->via.bin.size / 8;
+	k->off = calloc(n + 1, sizeof(uint32_t));
+	k->size = calloc(n + 1, sizeof(uint32_t));
+	if (!k->off || !k->size)
+		return -1;
+	const uint8_t *b = (const uint8_t *)o->via.bin.ptr;
+	for (uint32_t i = 0; i < n; i++) {
+		memcpy(&k->off[i], b + 8 * i, 4);
+		memcpy(&k->size[i], b + 8 * i + 4, 4);
+		if (k->off[i] + k->size[i] > k->param_size)
+			k->param_size = k->off[i] + k->size[i];
+	}
+	k->nparams = n;
+	return 0;
+}
+
+/* Loads fb on device dev (lock held). */
+static int load_locked(fe_fatbin *fb, int dev, fe_conn *c)
+{
+	if (fb->loaded[dev])
+		return fb->loaded[dev] > 0 ? 0 : fb->load_err[dev];
+	if (!fb->data)
+		return CUDA_ERROR_INVALID_IMAGE;
+	if (!fb->hash[0])
+		cubin_hash(fb->data, fb->size, fb->hash);
+	for (fe_kernel *k = fb->kernels; k; k = k->next_in_fb)
+		if (!k->func_id[0])
+			k->func_id[0] = fe_rt_new_id();
+	char *names = load_names(fb);
+	if (!names)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	uint64_t mid = fe_rt_new_id();
+	fe_reply r;
+	int st = send_load(c, fb, mid, names, 0, &r);
+	if (st == CUDA_ERROR_FILE_NOT_FOUND) /* the server lacks this image: send it once */
+		st = send_load(c, fb, mid, names, 1, &r);
+	free(names);
+	if (st < 0)
+		return st; /* channel broken: may be retried on a new connection */
+	if (st) {
+		fb->loaded[dev] = -1;
+		fb->load_err[dev] = st;
+		return st;
+	}
+	const msgpack_object *items;
+	uint32_t n, i = 0;
+	if (proto_arg_array(&r.view, PROTO_REPLY_FIRST, &items, &n) == PROTO_OK) {
+		for (fe_kernel *k = fb->kernels; k && i < n; k = k->next_in_fb, i++) {
+			const msgpack_object *e = &items[i];
+			k->func_id[dev] = k->func_id[0];
+			k->status[dev] = CUDA_ERROR_INVALID_IMAGE;
+			if (e->type == MSGPACK_OBJECT_ARRAY && e->via.array.size >= 1) {
+				k->status[dev] = (int)e->via.array.ptr[0].via.i64;
+				if (k->status[dev] == 0 && (e->via.array.size < 2 || take_layout(k, &e->via.array.ptr[1])))
+					k->status[dev] = CUDA_ERROR_INVALID_IMAGE;
+			}
+		}
+		for (fe_var *v = fb->vars; v && i < n; v = v->next_in_fb, i++) {
+			const msgpack_object *e = &items[i];
+			v->status[dev] = CUDA_ERROR_NOT_FOUND;
+			if (e->type == MSGPACK_OBJECT_ARRAY && e->via.array.size >= 3) {
+				v->status[dev] = (int)e->via.array.ptr[0].via.i64;
+				v->dptr[dev] = e->via.array.ptr[1].via.u64;
+				if (v->status[dev] == 0)
+					fe_mem_add(v->dptr[dev], e->via.array.ptr[2].via.u64, FE_MEM_MODULE, dev);
+			}
+		}
+	}
+	fe_reply_free(&r);
+	if (i != n) {
+		fb->loaded[dev] = -1;
+		fb->load_err[dev] = CUDA_ERROR_INVALID_IMAGE;
+		return CUDA_ERROR_INVALID_IMAGE;
+	}
+	fb->loaded[dev] = 1;
+	return 0;
+}
+
+static int kernel_ready(fe_kernel *k, fe_conn *c, int dev)
+{
+	if (k->fb->loaded[dev] > 0)
+		return k->status[dev];
+	pthread_mutex_lock(&lock);
+	int st = load_locked(k->fb, dev, c);
+	pthread_mutex_unlock(&lock);
+	return st ? st : k->status[dev];
+}
+
+static fe_kernel *kernel_of(const void *func)
+{
+	pthread_mutex_lock(&lock);
+	fe_kernel *k = fe_ptrmap_get(&kernels_by_stub, func);
+	pthread_mutex_unlock(&lock);
+	return k;
+}
+
+int fe_symbol_lookup(const void *symbol, uint64_t *dptr, uint64_t *size)
+{
+	fe_conn *c;
+	cudaError_t e = fe_rt_enter(&c);
+	if (e != cudaSuccess)
+		return e;
+	int dev = fe_rt_current_device();
+	pthread_mutex_lock(&lock);
+	fe_var *v = fe_ptrmap_get(&vars_by_shadow, symbol);
+	int st = v ? load_locked(v->fb, dev, c) : cudaErrorInvalidSymbol;
+	if (st == 0 && v->status[dev])
+		st = cudaErrorInvalidSymbol;
+	if (st == 0) {
+		*dptr = v->dptr[dev];
+		*size = v->size;
+	}
+	pthread_mutex_unlock(&lock);
+	return st < 0 ? cudaErrorDevicesUnavailable : st;
+}
+
+char __cudaInitModule(void **fatCubinHandle)
+{
+	fe_conn *c;
+	if (fe_rt_enter(&c) != cudaSuccess)
+		return 0;
+	pthread_mutex_lock(&lock);
+	int st = load_locked((fe_fatbin *)fatCubinHandle, fe_rt_current_device(), c);
+	pthread_mutex_unlock(&lock);
+	return st == 0;
+}
+
+/* ---- launch */
+
+typedef struct call_config {
+	dim3 grid, block;
+	size_t shmem;
+	cudaStream_t stream;
+} call_config;
+
+#define CONFIG_DEPTH 16
+static _Thread_local call_config tls_configs[CONFIG_DEPTH];
+static _Thread_local int tls_nconfigs;
+
+unsigned __cudaPushCallConfiguration(dim3 gridDim, dim3 blockDim, size_t sharedMem, struct CUstream_st *stream)
+{
+	if (tls_nconfigs == CONFIG_DEPTH)
+		return cudaErrorInvalidConfiguration;
+	tls_configs[tls_nconfigs++] = (call_config){gridDim, blockDim, sharedMem, stream};
+	return 0;
+}
+
+cudaError_t __cudaPopCallConfiguration(dim3 *gridDim, dim3 *blockDim, size_t *sharedMem, void *stream)
+{
+	if (tls_nconfigs == 0)
+		return cudaErrorMissingConfiguration;
+	call_config *cc = &tls_configs[--tls_nconfigs];
+	*gridDim = cc->grid;
+	*blockDim = cc->block;
+	*sharedMem = cc->shmem;
+	*(cudaStream_t *)stream = cc->stream;
+	return cudaSuccess;
+}
+
+/* CUDA checks the configuration at the launch call: so do we, from the cached
+ * device properties, so that the error is synchronous as the program expects. */
+static cudaError_t check_config(const fe_device *d, dim3 g, dim3 b)
+{
+	const struct cudaDeviceProp *p = &d->prop;
+	if (!g.x || !g.y || !g.z || !b.x || !b.y || !b.z)
+		return cudaErrorInvalidConfiguration;
+	if (b.x > (unsigned)p->maxThreadsDim[0] || b.y > (unsigned)p->maxThreadsDim[1] ||
+	    b.z > (unsigned)p->maxThreadsDim[2] || (uint64_t)b.x * b.y * b.z > (uint64_t)p->maxThreadsPerBlock)
+		return cudaErrorInvalidConfiguration;
+	if (g.x > (unsigned)p->maxGridSize[0] || g.y > (unsigned)p->maxGridSize[1] || g.z > (unsigned)p->maxGridSize[2])
+		return cudaErrorInvalidConfiguration;
+	return cudaSuccess;
+}
+
+static cudaError_t launch(fe_kernel *k, dim3 g, dim3 b, void **args, size_t shmem, cudaStream_t stream,
+			  const void *attrs, size_t attrs_len)
+{
+	fe_conn *c;
+	cudaError_t e = fe_rt_enter(&c);
+	if (e != cudaSuccess)
+		return e;
+	if (!k)
+		return fe_rt_fail(cudaErrorInvalidDeviceFunction);
+	int dev = fe_rt_current_device();
+	int st = kernel_ready(k, c, dev);
+	if (st)
+		return fe_rt_leave(st == CUDA_ERROR_NOT_FOUND ? cudaErrorInvalidDeviceFunction : st);
+	if ((e = check_config(fe_rt_device(dev), g, b)) != cudaSuccess)
+		return fe_rt_fail(e);
+	uint8_t small[1024], *buf = small;
+	if (k->param_size > sizeof(small) && !(buf = malloc(k->param_size)))
+		return fe_rt_fail(cudaErrorMemoryAllocation);
+	memset(buf, 0, k->param_size);
+	for (uint32_t i = 0; i < k->nparams; i++)
+		memcpy(buf + k->off[i], args[i], k->size[i]);
+	st = fe_rpc_launch(c, k->func_id[dev], g.x, g.y, g.z, b.x, b.y, b.z, (uint32_t)shmem, fe_rt_stream(stream), buf,
+			   k->param_size, attrs, attrs_len);
+	if (buf != small)
+		free(buf);
+	return fe_rt_leave(st);
+}
+
+cudaError_t __cudaGetKernel(cudaKernel_t *kernel, const void *func)
+{
+	fe_kernel *k = kernel_of(func);
+	if (!kernel || !k)
+		return cudaErrorInvalidDeviceFunction;
+	*kernel = (cudaKernel_t)k;
+	return cudaSuccess;
+}
+
+cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,
+			       cudaStream_t stream)
+{
+	return launch((fe_kernel *)kernel, gridDim, blockDim, args, sharedMem, stream, NULL, 0);
+}
+
+cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args,
+				    size_t sharedMem, cudaStream_t stream)
+{
+	return launch((fe_kernel *)kernel, gridDim, blockDim, args, sharedMem, stream, NULL, 0);
+}
+
+cudaError_t cudaLaunchKernel(const void *func, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,
+			     cudaStream_t stream)
+{
+	return launch(kernel_of(func), gridDim, blockDim, args, sharedMem, stream, NULL, 0);
+}
+
+_Static_assert(sizeof(cudaLaunchAttribute) == sizeof(CUlaunchAttribute),
+	       "runtime and driver launch attributes share a layout");
+
+cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const void *func, void **args)
+{
+	if (!config)
+		return fe_rt_fail(cudaErrorInvalidValue);
+	return launch(kernel_of(func), config->gridDim, config->blockDim, args, config->dynamicSmemBytes,
+		      config->stream, config->attrs, config->numAttrs * sizeof(cudaLaunchAttribute));
+}
+
+/* ---- function attributes and occupancy */
+
+static cudaError_t func_attrs(fe_kernel *k, fe_conn *c, int dev)
+{
+	if (k->attrs_valid[dev])
+		return cudaSuccess;
+	int32_t a[CU_FUNC_ATTRIBUTE_MAX];
+	int st = fe_rpc_func_get_attrs(c, k->func_id[dev], a, sizeof(a));
+	if (st == 0) {
+		memcpy(k->attrs[dev], a, sizeof(a));
+		k->attrs_valid[dev] = 1;
+	}
+	return fe_rt_leave(st);
+}
+
+cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *attr, const void *func)
+{
+	fe_conn *c;
+	cudaError_t e = fe_rt_enter(&c);
+	if (e != cudaSuccess)
+		return e;
+	fe_kernel *k = kernel_of(func);
+	if (!k || !attr)
+		return fe_rt_fail(k ? cudaErrorInvalidValue : cudaErrorInvalidDeviceFunction);
+	int dev = fe_rt_current_device();
+	int st = kernel_ready(k, c, dev);
+	if (st)
+		return fe_rt_leave(st);
+	if ((e = func_attrs(k, c, dev)) != cudaSuccess)
+		return e;
+	const int32_t *a = k->attrs[dev];
+	memset(attr, 0, sizeof(*attr));
+	attr->maxThreadsPerBlock = a[CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK];
+	attr->sharedSizeBytes = (size_t)a[CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES];
+	attr->constSizeBytes = (size_t)a[CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES];
+	attr->localSizeBytes = (size_t)a[CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES];
+	attr->numRegs = a[CU_FUNC_ATTRIBUTE_NUM_REGS];
+	attr->ptxVersion = a[CU_FUNC_ATTRIBUTE_PTX_VERSION];
+	attr->binaryVersion = a[CU_FUNC_ATTRIBUTE_BINARY_VERSION];
+	attr->cacheModeCA = a[CU_FUNC_ATTRIBUTE_CACHE_MODE_CA];
+	attr->maxDynamicSharedSizeBytes = a[CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES];
+	attr->preferredShmemCarveout = a[CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT];
+	attr->clusterDimMustBeSet = a[CU_FUNC_ATTRIBUTE_CLUSTER_SIZE_MUST_BE_SET];
+	attr->requiredClusterWidth = a[CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH];
+	attr->requiredClusterHeight = a[CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT];
+	attr->requiredClusterDepth = a[CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH];
+	attr->clusterSchedulingPolicyPreference = a[CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE];
+	attr->nonPortableClusterSizeAllowed = a[CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED];
+	return cudaSuccess;
+}
+
+cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute attr, int value)
+{
+	fe_conn *c;
+	cudaError_t e = fe_rt_enter(&c);
+	if (e != cudaSuccess)
+		return e;
+	fe_kernel *k = kernel_of(func);
+	if (!k)
+		return fe_rt_fail(cudaErrorInvalidDeviceFunction);
+	int dev = fe_rt_current_device();
+	int st = kernel_ready(k, c, dev);
+	if (st)
+		return fe_rt_leave(st);
+	/* cudaFuncAttribute and CUfunction_attribute share their numbers. */
+	st = fe_rpc_func_set_attr(c, k->func_id[dev], attr, value);
+	k->attrs_valid[dev] = 0;
+	return fe_rt_leave(st);
+}
+
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numBlocks, const void *func, int blockSize,
+								   size_t dynamicSMemSize, unsigned int flags)
+{
+	fe_conn *c;
+	cudaError_t e = fe_rt_enter(&c);
+	if (e != cudaSuccess)
+		return e;
+	fe_kernel *k = kernel_of(func);
+	if (!k || !numBlocks)
+		return fe_rt_fail(k ? cudaErrorInvalidValue : cudaErrorInvalidDeviceFunction);
+	int dev = fe_rt_current_device();
+	int st = kernel_ready(k, c, dev);
+	if (st)
+		return fe_rt_leave(st);
+	int32_t n = 0;
+	st = fe_rpc_occupancy(c, k->func_id[dev], blockSize, dynamicSMemSize, flags, &n);
+	if (st == 0)
+		*numBlocks = n;
+	return fe_rt_leave(st);
+}
+
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks, const void *func, int blockSize,
+							  size_t dynamicSMemSize)
+{
+	return cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(numBlocks, func, blockSize, dynamicSMemSize, 0);
+}

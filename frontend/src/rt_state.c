@@ -1,0 +1,192 @@
+/*
+ * Client state: the devices named by REMOTE_GPU (one connection each), opened on
+ * the first CUDA call; the error rules of the runtime API; fork safety.
+ */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "rg_log.h"
+#include "rt.h"
+
+int fe_hello(fe_device *d);
+
+static struct {
+	pthread_mutex_t lock;
+	int inited;
+	cudaError_t init_err;
+	int ndev;
+	fe_device dev[FE_MAX_DEVICES];
+	atomic_int sticky;
+	atomic_uint_fast64_t next_id;
+} S = {PTHREAD_MUTEX_INITIALIZER};
+
+static _Thread_local int tls_device;
+static _Thread_local cudaError_t tls_last_error;
+
+static int is_sticky(int e)
+{
+	switch (e) {
+	case cudaErrorIllegalAddress:
+	case cudaErrorLaunchTimeout:
+	case cudaErrorHardwareStackError:
+	case cudaErrorIllegalInstruction:
+	case cudaErrorMisalignedAddress:
+	case cudaErrorInvalidAddressSpace:
+	case cudaErrorInvalidPc:
+	case cudaErrorLaunchFailure:
+	case cudaErrorAssert:
+	case cudaErrorECCUncorrectable:
+		return 1;
+	}
+	return 0;
+}
+
+static void atfork_child(void)
+{
+	/* The child must not touch the parent's connections: their sockets are
+	 * shared with the parent and their receiver threads do not exist here. It
+	 * starts over with sessions of its own on its first CUDA call. */
+	for (int i = 0; i < S.ndev; i++)
+		S.dev[i].conn = NULL;
+	pthread_mutex_init(&S.lock, NULL);
+	S.inited = 0;
+	S.ndev = 0;
+	fe_mem_forget_device(-1);
+}
+
+static cudaError_t init_locked(void)
+{
+	rg_log_init("libremote");
+	const char *spec = getenv("REMOTE_GPU");
+	if (!spec || !*spec) {
+		LOG_ERROR("frontend", "REMOTE_GPU is not set: no remote GPU to use "
+				      "(set REMOTE_GPU=host:port[,host:port...])");
+		return cudaErrorNoDevice;
+	}
+	char buf[1024];
+	snprintf(buf, sizeof(buf), "%s", spec);
+	char *save = NULL;
+	for (char *tok = strtok_r(buf, ",", &save); tok && S.ndev < FE_MAX_DEVICES; tok = strtok_r(NULL, ",", &save)) {
+		fe_device *d = &S.dev[S.ndev];
+		memset(d, 0, sizeof(*d));
+		if (transport_parse_addr(tok, &d->addr)) {
+			LOG_ERROR("frontend", "REMOTE_GPU entry '%s' is not [scheme://]host:port", tok);
+			return cudaErrorInvalidValue;
+		}
+		int err = fe_conn_open(&d->addr, fe_hostfn_dispatch, d, &d->conn);
+		if (err) {
+			LOG_ERROR("frontend", "cannot reach remote GPU at %s: %s", tok, transport_strerror(err));
+			return cudaErrorDevicesUnavailable;
+		}
+		cudaError_t e = (cudaError_t)fe_hello(d);
+		if (e != cudaSuccess)
+			return e;
+		S.ndev++;
+	}
+	return cudaSuccess;
+}
+
+static void register_atfork(void) { pthread_atfork(NULL, NULL, atfork_child); }
+
+cudaError_t fe_rt_init(void)
+{
+	static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+	if (__atomic_load_n(&S.inited, __ATOMIC_ACQUIRE))
+		return S.init_err;
+	pthread_once(&atfork_once, register_atfork);
+	pthread_mutex_lock(&S.lock);
+	if (!S.inited) {
+		S.init_err = init_locked();
+		__atomic_store_n(&S.inited, 1, __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&S.lock);
+	return S.init_err;
+}
+
+int fe_rt_device_count(void) { return fe_rt_init() == cudaSuccess ? S.ndev : 0; }
+
+fe_device *fe_rt_device(int ordinal)
+{
+	if (fe_rt_init() != cudaSuccess || ordinal < 0 || ordinal >= S.ndev)
+		return NULL;
+	return &S.dev[ordinal];
+}
+
+int fe_rt_current_device(void) { return tls_device; }
+void fe_rt_set_current_device(int ordinal) { tls_device = ordinal; }
+
+cudaError_t fe_rt_enter(fe_conn **c)
+{
+	cudaError_t e = fe_rt_init();
+	if (e != cudaSuccess)
+		return fe_rt_fail(e);
+	int sticky = atomic_load(&S.sticky);
+	if (sticky)
+		return (cudaError_t)sticky;
+	if (tls_device >= S.ndev)
+		return fe_rt_fail(cudaErrorInvalidDevice);
+	*c = S.dev[tls_device].conn;
+	return cudaSuccess;
+}
+
+cudaError_t fe_rt_fail(cudaError_t e)
+{
+	if (e != cudaSuccess) {
+		tls_last_error = e;
+		if (is_sticky(e)) {
+			int zero = 0;
+			atomic_compare_exchange_strong(&S.sticky, &zero, (int)e);
+		}
+	}
+	return e;
+}
+
+cudaError_t fe_rt_leave(int status)
+{
+	cudaError_t e;
+	if (status < 0)
+		e = cudaErrorDevicesUnavailable; /* channel broken: logged by conn.c */
+	else
+		e = (cudaError_t)status; /* CUresult and cudaError_t share their numbers */
+	if (e == cudaSuccess && tls_device < S.ndev) {
+		/* CUDA reports an earlier asynchronous failure at the next call that
+		 * synchronises: that is this one. */
+		int latched = fe_conn_take_latched(S.dev[tls_device].conn);
+		if (latched)
+			e = (cudaError_t)latched;
+	}
+	return fe_rt_fail(e);
+}
+
+cudaError_t cudaGetLastError(void)
+{
+	int sticky = atomic_load(&S.sticky);
+	if (sticky)
+		return (cudaError_t)sticky;
+	cudaError_t e = tls_last_error;
+	tls_last_error = cudaSuccess;
+	return e;
+}
+
+cudaError_t cudaPeekAtLastError(void)
+{
+	int sticky = atomic_load(&S.sticky);
+	return sticky ? (cudaError_t)sticky : tls_last_error;
+}
+
+uint64_t fe_rt_new_id(void)
+{
+	/* Ids stay clear of the special stream values 0, 1 (legacy), 2 (per-thread). */
+	return atomic_fetch_add(&S.next_id, 1) + 0x100;
+}
+
+uint64_t fe_rt_stream(cudaStream_t s)
+{
+	uintptr_t v = (uintptr_t)s;
+	return v <= 2 ? 0 : (uint64_t)v;
+}
+
+uint64_t fe_rt_event(cudaEvent_t e) { return (uint64_t)(uintptr_t)e; }

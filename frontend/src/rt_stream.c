@@ -1,0 +1,552 @@
+/*
+ * Streams, events, host functions, stream capture and graphs. Handles are ids the
+ * client chooses, so creating a stream or an event costs no round trip: the create
+ * travels async and the server maps the id to its own object.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "rg_log.h"
+#include "rpc.h"
+#include "rt.h"
+
+/* What the client must know of a stream without asking: priority, flags and
+ * whether it is capturing (PyTorch asks before nearly every allocation). */
+typedef struct stream_info {
+	uint64_t id;
+	int device;
+	unsigned flags;
+	int priority;
+	enum cudaStreamCaptureStatus capture;
+	unsigned long long capture_id;
+	struct stream_info *next;
+} stream_info;
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static stream_info *streams;
+static unsigned long long next_capture_id = 1;
+static _Thread_local enum cudaStreamCaptureMode tls_capture_mode = cudaStreamCaptureModeGlobal;
+
+static stream_info *find_locked(uint64_t id)
+{
+	for (stream_info *s = streams; s; s = s->next)
+		if (s->id == id)
+			return s;
+	return NULL;
+}
+
+static int stream_known(cudaStream_t s)
+{
+	uint64_t id = fe_rt_stream(s);
+	if (id == 0)
+		return 1;
+	pthread_mutex_lock(&lock);
+	int ok = find_locked(id) != NULL;
+	pthread_mutex_unlock(&lock);
+	return ok;
+}
+
+cudaError_t cudaStreamCreateWithPriority(cudaStream_t *pStream, unsigned int flags, int priority)
+{
+	fe_conn *c;
+	cudaError_t e = fe_rt_enter(&c);
+	if (e != cudaSuccess)
+		return e;
+	if (!pStream || (flags & ~cudaStreamNonBlocking))
+		return fe_rt_fail(cudaErrorInvalidValue);
+	fe_device *d = fe_rt_device(fe_rt_current_device());
+	/* Clamp as CUDA does: lower numbers are higher priorities. */
+	if (priority < d->prio_greatest)
+		priority = d->prio_greatest;
+	if (priority > d->prio_least)
+		priority = d->prio_least;
+	stream_info *s = calloc(1, sizeof(*s));
+	if (!s)
+		return fe_rt_fail(cudaErrorMemoryAllocation);
+	s->id = fe_rt_new_id();
+	s->device = fe_rt_current_device();
+	s->flags = flags;
+	s->priority = priority;
+	int st = fe_rpc_stream_create(c, s->id, flags, priority);
+	if (st) {
+		free(s);
+		return fe_rt_leave(st);
+	}
+	pthread_mutex_lock(&lock);
+	s->next = streams;
+	streams = s;
+	pthread_mutex_unlock(&lock);
+	*pStream = (cudaStream_t)(uintptr_t)s->id;
+	return cudaSuccess;
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *pStream, unsigned int flags)
+{
+	return cudaStreamCreateWithPriority(pStream, flags, 0);
+}
+
+cudaError_t cudaStreamCreate(cudaStream_t *pStream) { return cudaStreamCreateWithPriority(pStream, 0, 0); }
+
+cudaError_t cudaStreamDestroy(cudaStream_t stream)
+{
+	fe_conn *c;
+	cudaError_t e = fe_rt_enter(&c);
+	if (e != cudaSuccess)
+		return e;
+	uint64_t id = fe_rt_stream(stream);
+	pthread_mutex_lock(&lock);
+	stream_info **pp = &streams;
+	while (*pp && (*pp)->id != id)
+		pp = &(*pp)->next;
+	stream_info *s = *pp;
+	if (s)
+		*pp = s->next;
+	pthread_mutex_unlock(&lock);
+	if (!s)
+		return fe_rt_fail(cudaErrorInvalidResourceHandle);
+	free(s);
+	return fe_rt_leave(fe_rpc_stream_destroy(c, id));
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t stream)
+{
+	fe_conn *c;
+	cudaError_t e = fe_rt_enter(&c);
+	if (e != cudaSuccess)
+		return e;
+	if (!stream_known(stream))
+		return fe_rt_fail(cudaErrorInvalidResourceHandle);
+	/* Async device-to-host copies come back ahead of this reply (the server
+	 * answers waits in order), so their bytes are in place when it returns. */
+	return fe_rt_leave(fe_rpc_stream_sync(c, fe_rt_stream(stream)));
+}
+
+cudaError_t cudaStreamQuery(cudaStream_t stream)
+{
+	fe_conn *c;
+	cudaError_t e = fe_rt_enter(&c);
+	if (e != cudaSuccess)
+		return e;
+	if (!stream_known(stream))
+		return fe_rt_fail(cudaErrorInvalidResourceHandle);
+	int st = fe_rpc_stream_query(c, fe_rt_stream(stream));
+	/* A query is answered at once, possibly before the data of an async copy
+	 * that the GPU already finished is here: wait for those bytes. */
+	if (st == 0)
+		st = fe_conn_drain_detached(c);
+	if (st == CUDA_ERROR_NOT_READY)
+		return cudaErrorNotReady; /* not an error to remember */
+	return fe_rt_leave(st);
+}
+
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags)
+{
+	fe_conn *c;
+	cudaError_t e = fe_rt_enter(&c);
+	if (e != cudaSuccess)
+		return e;
+	if (!stream_known(stream) || !event)
+		return fe_rt_fail(cudaErrorInvalidResourceHandle);
+	return fe_rt_leave(fe_rpc_stream_wait_event(c, fe_rt_stream(stream), fe_rt_event(event), flags));
+}
+
+static cudaError_t stream_field(cudaStream_t stream, int *prio, unsigned *flags)
+{
+	uint64_t id = fe_rt_stream(stream);
+	if (id == 0) {
+		if (prio)
+			*prio = 0;
+		if (flags)
+			*flags = 0;
+		return cudaSuccess;
+	}
+	pthread_mutex_lock(&lock);
+	stream_info *s = find_locked(id);
+	if (s && prio)
+		*prio = s->priority;
+	if (s && flags)
+		*flags = s->flags;
+	pthread_mutex_unlock(&lock);
+	return s ? cudaSuccess : fe_rt_fail(cudaErrorInvalidResourceHandle);
+}
+
+cudaError_t cudaStreamGetPriority(cudaStream_t hStream, int *priority)
+{
+	return priority ? stream_field(hStream, priority, NULL) : fe_rt_fail(cudaErrorInvalidValue);
+}
+
+cudaError_t cudaStreamGetFlags(cudaStream_t hStream, unsigned int *flags)
+{
+	return flags ? stream_field(hStream, NULL, flags) : fe_rt_fail(cudaErrorInvalidValue);
+}
+
+/* ---- events */
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags)
+{
+	fe_conn *c;
+	cudaError_t e = fe_rt_enter(&c);
+	if (e != cudaSuccess)
+		return e;
+	if (!event)
+		return fe_rt_fail(cudaErrorInvalidValue);
+	if (flags & cudaEventInterprocess) {
+		rg_log_once("frontend", "not supported (IPC across hosts)", "cudaEventCreateWithFlags(cudaEventInterprocess)");
+		return fe_rt_fail(cudaErrorNotSupported);
+	}
+	uint64_t id = fe_rt_new_id();
+	int st = fe_rpc_event_create(c, id, flags);
+	if (st == 0)
+		*event = (cudaEvent_t)(uintptr_t)id;
+	return fe_rt_leave(st);
+}
+
+cudaError_t cudaEventCreate(cudaEvent_t *event) { return cudaEventCreateWithFlags(event, 0); }
+
+cudaError_t cudaEventDestroy(cudaEvent_t event)
+{
+	fe_conn *c;
+	cudaError_t e = fe_rt_enter(&c);
+	if (e != cudaSuccess)
+		return e;
+	if (!event)
+		return fe_rt_fail(cudaErrorInvalidResourceHandle);
+	return fe_rt_leave(fe_rpc_event_destroy(c, fe_rt_event(event)));
+}
+
+cudaError_t cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t stream, unsigned int flags)
+{
+	fe_conn *c;
+	cudaError_t e = fe_rt_enter(&c);
+	if (e != cudaSuccess)
+		return e;
+	if (!event || !stream_known(stream))
+		return fe_rt_fail(cudaErrorInvalidResourceHandle);
+	return fe_rt_leave(fe_rpc_event_record(c, fe_rt_event(event), fe_rt_stream(stream), flags));
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
+{
+	return cudaEventRecordWithFlags(event, stream, 0);
+}
+
+cudaError_t cudaEventQuery(cudaEvent_t event)
+{
+	fe_conn *c;
+	cudaError_t e = fe_rt_enter(&c);
+	if (e != cudaSuccess)
+		return e;
+	int st = fe_rpc_event_query(c, fe_rt_event(event));
+	if (st == 0)
+		st = fe_conn_drain_detached(c);
+	if (st == CUDA_ERROR_NOT_READY)
+		return cudaErrorNotReady;
+	return fe_rt_leave(st);
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t event)
+{
+	fe_conn *c;
+	cudaError_t e = fe_rt_enter(&c);
+	if (e != cudaSuccess)
+		return e;
+	int st = fe_rpc_event_sync(c, fe_rt_event(event));
+	if (st == 0)
+		st = fe_conn_drain_detached(c);
+	return fe_rt_leave(st);
+}
+
+/* ---- host functions: run in a client thread when the server says the stream
+ * reached them; the stream waits until we answer. */
+
+typedef struct hostfn {
+	uint64_t id;
+	void (*fn)(void *);
+	void *data;
+	fe_device *dev;
+	struct hostfn *next;
+} hostfn;
+
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	hostfn *registered, *ready, **ready_tail;
+	int started;
+	pthread_t thread;
+} H = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER};
+
+static void *hostfn_main(void *arg)
+{
+	for (;;) {
+		pthread_mutex_lock(&H.lock);
+		while (!H.ready)
+			pthread_cond_wait(&H.cond, &H.lock);
+		hostfn *h = H.ready;
+		H.ready = h->next;
+		pthread_mutex_unlock(&H.lock);
+		h->fn(h->data);
+		fe_rpc_hostfn_done(h->dev->conn, h->id);
+		free(h);
+	}
+	return NULL;
+}
+
+uint64_t fe_hostfn_register(void (*fn)(void *), void *data)
+{
+	hostfn *h = calloc(1, sizeof(*h));
+	if (!h)
+		return 0;
+	h->id = fe_rt_new_id();
+	h->fn = fn;
+	h->data = data;
+	pthread_mutex_lock(&H.lock);
+	if (!H.started) {
+		pthread_attr_t a;
+		pthread_attr_init(&a);
+		pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+		H.started = pthread_create(&H.thread, &a, hostfn_main, NULL) == 0;
+		pthread_attr_destroy(&a);
+	}
+	h->next = H.registered;
+	H.registered = h;
+	pthread_mutex_unlock(&H.lock);
+	return H.started ? h->id : 0;
+}
+
+/* Called by the receiver thread: must not run user code itself (a slow host
+ * function would hold up every reply). */
+void fe_hostfn_dispatch(void *ctx, uint64_t id)
+{
+	pthread_mutex_lock(&H.lock);
+	hostfn **pp = &H.registered;
+	while (*pp && (*pp)->id != id)
+		pp = &(*pp)->next;
+	hostfn *h = *pp;
+	if (h) {
+		*pp = h->next;
+		h->next = NULL;
+		h->dev = ctx;
+		hostfn **tail = &H.ready;
+		while (*tail)
+			tail = &(*tail)->next;
+		*tail = h;
+		pthread_cond_signal(&H.cond);
+	}
+	pthread_mutex_unlock(&H.lock);
+	if (!h)
+		LOG_WARN("frontend", "server reached unknown host function %llu", (unsigned long long)id);
+}
+
+cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void *userData)
+{
+	fe_conn *c;
+	cudaError_t e = fe_rt_enter(&c);
+	if (e != cudaSuccess)
+		return e;
+	if (!fn)
+		return fe_rt_fail(cudaErrorInvalidValue);
+	if (!stream_known(stream))
+		return fe_rt_fail(cudaErrorInvalidResourceHandle);
+	uint64_t id = fe_hostfn_register(fn, userData);
+	if (!id)
+		return fe_rt_fail(cudaErrorMemoryAllocation);
+	return fe_rt_leave(fe_rpc_hostfn(c, fe_rt_stream(stream), id));
+}
+
+typedef struct callback_call {
+	cudaStreamCallback_t cb;
+	cudaStream_t stream;
+	void *data;
+} callback_call;
+
+static void callback_trampoline(void *arg)
+{
+	callback_call *cc = arg;
+	cc->cb(cc->stream, cudaSuccess, cc->data);
+	free(cc);
+}
+
+cudaError_t cudaStreamAddCallback(cudaStream_t stream, cudaStreamCallback_t callback, void *userData,
+				  unsigned int flags)
+{
+	if (!callback || flags != 0)
+		return fe_rt_fail(cudaErrorInvalidValue);
+	callback_call *cc = malloc(sizeof(*cc));
+	if (!cc)
+		return fe_rt_fail(cudaErrorMemoryAllocation);
+	*cc = (callback_call){callback, stream, userData};
+	cudaError_t e = cudaLaunchHostFunc(stream, callback_trampoline, cc);
+	if (e != cudaSuccess)
+		free(cc);
+	return e;
+}
+
+/* ---- capture and graphs */
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMode mode)
+{
+	fe_conn *c;
+	cudaError_t e = fe_rt_enter(&c);
+	if (e != cudaSuccess)
+		return e;
+	uint64_t id = fe_rt_stream(stream);
+	if (id == 0)
+		return fe_rt_fail(cudaErrorStreamCaptureUnsupported);
+	pthread_mutex_lock(&lock);
+	stream_info *s = find_locked(id);
+	pthread_mutex_unlock(&lock);
+	if (!s)
+		return fe_rt_fail(cudaErrorInvalidResourceHandle);
+	int st = fe_rpc_capture_begin(c, id, mode);
+	if (st == 0) {
+		pthread_mutex_lock(&lock);
+		s->capture = cudaStreamCaptureStatusActive;
+		s->capture_id = next_capture_id++;
+		pthread_mutex_unlock(&lock);
+	}
+	return fe_rt_leave(st);
+}
+
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *pGraph)
+{
+	fe_conn *c;
+	cudaError_t e = fe_rt_enter(&c);
+	if (e != cudaSuccess)
+		return e;
+	if (!pGraph)
+		return fe_rt_fail(cudaErrorInvalidValue);
+	uint64_t id = fe_rt_stream(stream), gid = fe_rt_new_id();
+	int st = fe_rpc_capture_end(c, id, gid);
+	pthread_mutex_lock(&lock);
+	stream_info *s = find_locked(id);
+	if (s)
+		s->capture = cudaStreamCaptureStatusNone;
+	pthread_mutex_unlock(&lock);
+	if (st == 0)
+		*pGraph = (cudaGraph_t)(uintptr_t)gid;
+	return fe_rt_leave(st);
+}
+
+int fe_stream_capturing(uint64_t sid)
+{
+	pthread_mutex_lock(&lock);
+	stream_info *s = find_locked(sid);
+	int cap = s && s->capture == cudaStreamCaptureStatusActive;
+	pthread_mutex_unlock(&lock);
+	return cap;
+}
+
+cudaError_t cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCaptureStatus *pCaptureStatus)
+{
+	if (!pCaptureStatus)
+		return fe_rt_fail(cudaErrorInvalidValue);
+	*pCaptureStatus = fe_stream_capturing(fe_rt_stream(stream)) ? cudaStreamCaptureStatusActive
+								   : cudaStreamCaptureStatusNone;
+	return cudaSuccess;
+}
+
+cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream, enum cudaStreamCaptureStatus *captureStatus_out,
+				     unsigned long long *id_out, cudaGraph_t *graph_out,
+				     const cudaGraphNode_t **dependencies_out, const cudaGraphEdgeData **edgeData_out,
+				     size_t *numDependencies_out)
+{
+	if (!captureStatus_out)
+		return fe_rt_fail(cudaErrorInvalidValue);
+	uint64_t id = fe_rt_stream(stream);
+	pthread_mutex_lock(&lock);
+	stream_info *s = find_locked(id);
+	int active = s && s->capture == cudaStreamCaptureStatusActive;
+	unsigned long long cid = s ? s->capture_id : 0;
+	pthread_mutex_unlock(&lock);
+	*captureStatus_out = active ? cudaStreamCaptureStatusActive : cudaStreamCaptureStatusNone;
+	if (id_out)
+		*id_out = active ? cid : 0;
+	if (active && (graph_out || dependencies_out || edgeData_out || numDependencies_out)) {
+		/* The graph under construction lives on the server; its nodes are not
+		 * mirrored here. */
+		rg_log_once("frontend", "not supported (graph being captured lives on the server)",
+			    "cudaStreamGetCaptureInfo(graph/dependencies)");
+		return fe_rt_fail(cudaErrorNotSupported);
+	}
+	if (numDependencies_out)
+		*numDependencies_out = 0;
+	return cudaSuccess;
+}
+
+cudaError_t cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode *mode)
+{
+	if (!mode)
+		return fe_rt_fail(cudaErrorInvalidValue);
+	enum cudaStreamCaptureMode old = tls_capture_mode;
+	tls_capture_mode = *mode;
+	*mode = old;
+	return cudaSuccess;
+}
+
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *pGraphExec, cudaGraph_t graph, unsigned long long flags)
+{
+	fe_conn *c;
+	cudaError_t e = fe_rt_enter(&c);
+	if (e != cudaSuccess)
+		return e;
+	if (!pGraphExec || !graph)
+		return fe_rt_fail(cudaErrorInvalidValue);
+	uint64_t xid = fe_rt_new_id();
+	int st = fe_rpc_graph_instantiate(c, xid, (uintptr_t)graph, flags);
+	if (st == 0)
+		*pGraphExec = (cudaGraphExec_t)(uintptr_t)xid;
+	return fe_rt_leave(st);
+}
+
+cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t *pGraphExec, cudaGraph_t graph, unsigned long long flags)
+{
+	return cudaGraphInstantiate(pGraphExec, graph, flags);
+}
+
+cudaError_t cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream)
+{
+	fe_conn *c;
+	cudaError_t e = fe_rt_enter(&c);
+	if (e != cudaSuccess)
+		return e;
+	if (!graphExec || !stream_known(stream))
+		return fe_rt_fail(cudaErrorInvalidResourceHandle);
+	return fe_rt_leave(fe_rpc_graph_launch(c, (uintptr_t)graphExec, fe_rt_stream(stream)));
+}
+
+cudaError_t cudaGraphDestroy(cudaGraph_t graph)
+{
+	fe_conn *c;
+	cudaError_t e = fe_rt_enter(&c);
+	if (e != cudaSuccess)
+		return e;
+	return fe_rt_leave(fe_rpc_graph_destroy(c, (uintptr_t)graph));
+}
+
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t graphExec)
+{
+	fe_conn *c;
+	cudaError_t e = fe_rt_enter(&c);
+	if (e != cudaSuccess)
+		return e;
+	return fe_rt_leave(fe_rpc_graph_exec_destroy(c, (uintptr_t)graphExec));
+}
+
+cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t *nodes, size_t *numNodes)
+{
+	fe_conn *c;
+	cudaError_t e = fe_rt_enter(&c);
+	if (e != cudaSuccess)
+		return e;
+	if (!numNodes)
+		return fe_rt_fail(cudaErrorInvalidValue);
+	if (nodes) {
+		rg_log_once("frontend", "not supported (graph nodes live on the server)", "cudaGraphGetNodes(nodes)");
+		return fe_rt_fail(cudaErrorNotSupported);
+	}
+	uint64_t n = 0;
+	int st = fe_rpc_graph_node_count(c, (uintptr_t)graph, &n);
+	if (st == 0)
+		*numNodes = n;
+	return fe_rt_leave(st);
+}

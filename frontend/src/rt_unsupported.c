@@ -1,0 +1,58 @@
+/*
+ * Calls that cannot work across hosts, or are not implemented yet: each returns
+ * cudaErrorNotSupported and logs its name once. Never success.
+ */
+#include "rg_log.h"
+#include "rt.h"
+
+#define UNSUPPORTED(why, name)                            \
+	do {                                              \
+		rg_log_once("frontend", "not supported (" why ")", name); \
+		return fe_rt_fail(cudaErrorNotSupported); \
+	} while (0)
+
+cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t *handle, void *devPtr)
+{
+	UNSUPPORTED("IPC handles do not cross hosts", "cudaIpcGetMemHandle");
+}
+cudaError_t cudaIpcOpenMemHandle(void **devPtr, cudaIpcMemHandle_t handle, unsigned int flags)
+{
+	UNSUPPORTED("IPC handles do not cross hosts", "cudaIpcOpenMemHandle");
+}
+cudaError_t cudaIpcCloseMemHandle(void *devPtr) { UNSUPPORTED("IPC handles do not cross hosts", "cudaIpcCloseMemHandle"); }
+cudaError_t cudaIpcGetEventHandle(cudaIpcEventHandle_t *handle, cudaEvent_t event)
+{
+	UNSUPPORTED("IPC handles do not cross hosts", "cudaIpcGetEventHandle");
+}
+cudaError_t cudaIpcOpenEventHandle(cudaEvent_t *event, cudaIpcEventHandle_t handle)
+{
+	UNSUPPORTED("IPC handles do not cross hosts", "cudaIpcOpenEventHandle");
+}
+cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int flags)
+{
+	UNSUPPORTED("managed memory needs a GPU in this host", "cudaMallocManaged");
+}
+cudaError_t cudaGraphDebugDotPrint(cudaGraph_t graph, const char *path, unsigned int flags)
+{
+	UNSUPPORTED("graph nodes live on the server", "cudaGraphDebugDotPrint");
+}
+cudaError_t cudaGraphNodeGetDependencies(cudaGraphNode_t node, cudaGraphNode_t *pDependencies,
+					 cudaGraphEdgeData *edgeData, size_t *pNumDependencies)
+{
+	UNSUPPORTED("graph nodes live on the server", "cudaGraphNodeGetDependencies");
+}
+cudaError_t cudaGetDriverEntryPointByVersion(const char *symbol, void **funcPtr, unsigned int cudaVersion,
+					     unsigned long long flags, enum cudaDriverEntryPointQueryResult *driverStatus)
+{
+	if (driverStatus)
+		*driverStatus = cudaDriverEntryPointSymbolNotFound;
+	if (funcPtr)
+		*funcPtr = NULL;
+	rg_log_once("frontend", "not supported yet (driver API forwarding)", symbol ? symbol : "cudaGetDriverEntryPointByVersion");
+	return fe_rt_fail(cudaErrorNotSupported);
+}
+cudaError_t cudaGetDriverEntryPoint(const char *symbol, void **funcPtr, unsigned long long flags,
+				    enum cudaDriverEntryPointQueryResult *driverStatus)
+{
+	return cudaGetDriverEntryPointByVersion(symbol, funcPtr, CUDART_VERSION, flags, driverStatus);
+}
