@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The main job: start remote-gpud on this machine's GPU and run an example CUDA
+# program through libremote.so, as a GPU-less client would.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+tools/setup.sh
+B=$PWD/build
+port_file=$(mktemp)
+example=$B/examples/cuda/vector_add
+if ! ldconfig -p | grep -q 'libcuda.so.1' || ! ls /dev/nvidia0 >/dev/null 2>&1; then
+	cat <<MSG
+This machine has no NVIDIA GPU (no libcuda.so.1 / /dev/nvidia0), so remote-gpud has
+nothing to serve here. On a GPU node run:
+
+    $B/backend/remote-gpud --listen 0.0.0.0:7420
+
+and on any host without a GPU:
+
+    REMOTE_GPU=gpu-node:7420 LD_PRELOAD=$B/frontend/libremote.so ./your-cuda-program
+
+For a look at the whole path now, the example runs against remote-gpud on the driver
+test double (device memory in host RAM; kernels only logged, a few emulated):
+MSG
+	driver=(--driver "$B/tests/fakecuda/libcuda.so.1")
+else
+	driver=()
+fi
+"$B/backend/remote-gpud" --listen 127.0.0.1:0 --port-file "$port_file" "${driver[@]}" &
+server=$!
+trap 'kill $server 2>/dev/null; rm -f "$port_file"' EXIT
+for _ in $(seq 100); do [ -s "$port_file" ] && break; sleep 0.05; done
+echo "remote-gpud listening on 127.0.0.1:$(cat "$port_file")"
+REMOTE_GPU=127.0.0.1:$(cat "$port_file") LD_PRELOAD=$B/frontend/libremote.so "$example"

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Sets up, builds, and runs every test that needs no GPU: generated stubs current,
+# unit tests, driver test double, cubin-tools, end-to-end over real TCP, and the
+# fuzzers for a bounded time.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+tools/setup.sh
+python3 api/gen.py --check
+status=0
+(cd build && ctest --output-on-failure -j"$(nproc)") || status=1
+if [ -x tests/fuzz/run.sh ]; then
+	FUZZ_SECONDS=${FUZZ_SECONDS:-30} tests/fuzz/run.sh || status=1
+fi
+exit $status
