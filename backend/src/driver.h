@@ -9,6 +9,7 @@
 #define BE_DRIVER_H
 
 #include <cuda.h>
+#include <cudaProfiler.h> /* cuProfilerStart/Stop */
 
 #define BE_DRIVER_FUNCS(X)                                   \
 	X(cuInit)                                            \

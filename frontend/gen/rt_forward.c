@@ -3,15 +3,6 @@
 #include "rt.h"
 #include "rpc.h"
 
-cudaError_t cudaStreamQuery(cudaStream_t stream)
-{
-	fe_conn *c;
-	cudaError_t e = fe_rt_enter(&c);
-	if (e != cudaSuccess)
-		return e;
-	return fe_rt_leave(fe_rpc_stream_query(c, fe_rt_stream(stream)));
-}
-
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b)
 {
 	fe_conn *c;

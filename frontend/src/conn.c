@@ -23,6 +23,7 @@ struct fe_conn {
 
 	pthread_t rx;
 	fe_pending *rx_cur; /* call whose reply the receiver is reading */
+	int rx_classified;
 	proto_view rx_view;
 	int rx_view_ok;
 	fe_hostfn_cb hostfn;
@@ -91,19 +92,26 @@ static void conn_fail(fe_conn *c, int err)
 	}
 }
 
-/* Called by the transport once the msgpack part of a frame is in: decide where its
- * payload goes. */
-static void *rx_payload_dest(void *ctx, const transport_frame *f)
+/* Decodes a received frame's msgpack part and finds the call it answers. */
+static void rx_classify(fe_conn *c, const transport_frame *f)
 {
-	fe_conn *c = ctx;
+	c->rx_classified = 1;
 	c->rx_cur = NULL;
 	c->rx_view_ok = proto_view_init(&c->rx_view, f->msg, f->hdr.hdr_len) == PROTO_OK;
 	if (!c->rx_view_ok || (f->hdr.flags & PROTO_F_EVENT))
-		return NULL;
+		return;
 	pthread_mutex_lock(&c->lock);
-	fe_pending *p = pending_take(c, c->rx_view.seq);
+	c->rx_cur = pending_take(c, c->rx_view.seq);
 	pthread_mutex_unlock(&c->lock);
-	c->rx_cur = p;
+}
+
+/* Called by the transport, for frames with a payload, once the msgpack part is
+ * in: the payload goes straight into the caller's buffer. */
+static void *rx_payload_dest(void *ctx, const transport_frame *f)
+{
+	fe_conn *c = ctx;
+	rx_classify(c, f);
+	fe_pending *p = c->rx_cur;
 	if (p && p->dest && f->hdr.payload_len == p->dest_len)
 		return p->dest;
 	return NULL;
@@ -123,11 +131,16 @@ static void *rx_main(void *arg)
 	fe_conn *c = arg;
 	for (;;) {
 		transport_frame f;
+		c->rx_classified = 0;
 		int err = transport_recv_frame(c->t, &f, rx_payload_dest, c);
 		if (err) {
+			if (c->rx_classified && c->rx_view_ok)
+				proto_view_free(&c->rx_view);
 			conn_fail(c, err);
 			return NULL;
 		}
+		if (!c->rx_classified)
+			rx_classify(c, &f);
 		if (!c->rx_view_ok) {
 			transport_frame_free(&f);
 			conn_fail(c, PROTO_EDECODE);

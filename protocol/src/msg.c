@@ -9,6 +9,8 @@
 static int msg_write(void *data, const char *buf, size_t len)
 {
 	proto_msg *m = data;
+	if (len == 0)
+		return 0;
 	if (m->len + len > m->cap) {
 		size_t cap = m->cap * 2;
 		while (cap < m->len + len)
@@ -88,12 +90,85 @@ void proto_msg_free(proto_msg *m)
 	m->len = 0;
 }
 
+/*
+ * msgpack-c allocates room for an array's or map's elements from the count in its
+ * header, before reading them: a 5-byte header claiming 2^32 elements would make
+ * it ask for ~100 GiB. Walk the encoding first and refuse any count larger than
+ * the bytes left (every element takes at least one byte).
+ */
+static int check_counts(const uint8_t *p, size_t len)
+{
+	size_t pos = 0;
+	uint64_t pending = 1;
+	while (pending > 0) {
+		if (pos >= len)
+			return PROTO_EDECODE;
+		uint8_t t = p[pos++];
+		uint64_t skip = 0, children = 0;
+		size_t need = 0; /* bytes of length field that follow t */
+		if (t <= 0x7f || t >= 0xe0 || (t >= 0xc0 && t <= 0xc3)) {
+			/* fixint, nil, false, true */
+		} else if (t >= 0x80 && t <= 0x8f) {
+			children = 2u * (t & 0x0f);
+		} else if (t >= 0x90 && t <= 0x9f) {
+			children = t & 0x0f;
+		} else if (t >= 0xa0 && t <= 0xbf) {
+			skip = t & 0x1f;
+		} else {
+			switch (t) {
+			case 0xc4: case 0xd9: need = 1; break;             /* bin8, str8 */
+			case 0xc5: case 0xda: need = 2; break;             /* bin16, str16 */
+			case 0xc6: case 0xdb: need = 4; break;             /* bin32, str32 */
+			case 0xc7: need = 1; skip = 1; break;              /* ext8: + type */
+			case 0xc8: need = 2; skip = 1; break;
+			case 0xc9: need = 4; skip = 1; break;
+			case 0xca: skip = 4; break;                        /* float32 */
+			case 0xcb: skip = 8; break;                        /* float64 */
+			case 0xcc: case 0xd0: skip = 1; break;
+			case 0xcd: case 0xd1: skip = 2; break;
+			case 0xce: case 0xd2: skip = 4; break;
+			case 0xcf: case 0xd3: skip = 8; break;
+			case 0xd4: skip = 2; break;                        /* fixext */
+			case 0xd5: skip = 3; break;
+			case 0xd6: skip = 5; break;
+			case 0xd7: skip = 9; break;
+			case 0xd8: skip = 17; break;
+			case 0xdc: case 0xde: need = 2; break;             /* array16, map16 */
+			case 0xdd: case 0xdf: need = 4; break;             /* array32, map32 */
+			default: return PROTO_EDECODE;                     /* 0xc1: never used */
+			}
+		}
+		if (need) {
+			if (len - pos < need)
+				return PROTO_EDECODE;
+			uint64_t n = 0;
+			for (size_t i = 0; i < need; i++)
+				n = (n << 8) | p[pos + i];
+			pos += need;
+			if (t == 0xdc || t == 0xdd)
+				children = n;
+			else if (t == 0xde || t == 0xdf)
+				children = 2 * n;
+			else
+				skip += n;
+		}
+		if (skip > len - pos || children > len - pos)
+			return PROTO_EDECODE;
+		pos += skip;
+		pending += children;
+		pending--;
+	}
+	return pos == len ? PROTO_OK : PROTO_EDECODE;
+}
+
 int proto_view_init(proto_view *v, const uint8_t *msg, size_t len)
 {
 	size_t off = 0;
 	msgpack_unpacked_init(&v->up);
 	v->items = NULL;
 	v->n = 0;
+	if (check_counts(msg, len) != PROTO_OK)
+		goto bad;
 	if (msgpack_unpack_next(&v->up, (const char *)msg, len, &off) != MSGPACK_UNPACK_SUCCESS ||
 	    off != len || v->up.data.type != MSGPACK_OBJECT_ARRAY || v->up.data.via.array.size < 2)
 		goto bad;

@@ -16,6 +16,61 @@
  *
  * Implementations plug in through transport_ops; every slot is filled (unsupported
  * operations return TRANSPORT_ENOTSUP), so callers never check for NULL.
+ *
+ * Lifetime and threading contract
+ * -------------------------------
+ * Client connection (transport_connect):
+ *  - transport_sendv: any thread, blocking; the iovecs of one call go out
+ *    contiguously (one frame, or a batch of frames), never interleaved with
+ *    another thread's. Returns 0 or an error; after a failure the connection is
+ *    unusable (the stream may be mid-frame) and every later call fails.
+ *  - transport_recv_frame: one thread at a time, blocking. Returns 0, a
+ *    TRANSPORT_E* error, or the PROTO_E* error of a malformed header (errors are
+ *    latched: the stream cannot be resynchronised). TRANSPORT_ECLOSED means the
+ *    peer closed between frames, or transport_shutdown was called; a close in
+ *    the middle of a frame is TRANSPORT_EIO.
+ *  - transport_shutdown: any thread, at any time, idempotent; wakes threads
+ *    blocked in send or recv, which return TRANSPORT_ECLOSED.
+ *  - transport_close: once, when no other thread is inside a call on c
+ *    (shut down, join the users, then close). Frees c.
+ *
+ * Server connection (handed to on_accept):
+ *  - Callbacks (on_accept, payload_dest, on_frame, on_close) run on the loop
+ *    thread. on_close is called exactly once for every connection whose
+ *    on_accept returned non-NULL, whatever ends it: the peer, a malformed
+ *    frame (err = PROTO_E*), a failed write, transport_shutdown/transport_close,
+ *    or transport_listener_close. No callback for c follows on_close (but
+ *    on_frame may run until then, even after another thread's shutdown). The
+ *    conn_ctx must stay valid until on_close ran. on_close's err:
+ *    TRANSPORT_ECLOSED (clean close by either side), TRANSPORT_EIO (reset,
+ *    or EOF inside a frame), a PROTO_E* code (malformed header), or
+ *    TRANSPORT_ENOMEM.
+ *  - If on_accept returns NULL the connection is refused and closed; c is
+ *    invalid once on_accept returns (do not transport_close it).
+ *  - transport_sendv: any thread (executor, waiter, or the loop thread itself,
+ *    though there it blocks the loop while the peer does not read); blocking,
+ *    thread-safe, frames never interleave. Returns TRANSPORT_ECLOSED once the
+ *    connection is shut down or closed.
+ *  - transport_recv_frame: TRANSPORT_ENOTSUP (frames arrive through on_frame).
+ *  - transport_shutdown: any thread; stops I/O at once (blocked senders return
+ *    TRANSPORT_ECLOSED) and has on_close(conn_ctx, TRANSPORT_ECLOSED) called on
+ *    the loop thread soon after, unless on_close already ran.
+ *  - transport_close: any thread, exactly once per accepted connection, when the
+ *    upper layer no longer uses c (typically from on_close, or after joining
+ *    the session's threads). It implies transport_shutdown, so on_close still
+ *    follows if it has not run yet. Memory is freed when both transport_close
+ *    was called and the loop closed the handle, whichever comes last.
+ *
+ * Listener:
+ *  - transport_listen: on the loop thread, or before the loop runs.
+ *  - transport_listener_close: any thread, exactly once. The loop thread then
+ *    stops accepting and ends every open connection (on_close each). The loop
+ *    must keep running until that is done; afterwards the listener holds no
+ *    handle, so uv_run(UV_RUN_DEFAULT) returns when nothing else is active.
+ *    on_accept may run until the loop thread handled the close (never after
+ *    a call made on the loop thread), so the listener's ctx must live until
+ *    then (e.g. until uv_run returned). Connections the upper layer has not
+ *    transport_close'd stay allocated until it does (that needs no loop).
  */
 #ifndef TRANSPORT_H
 #define TRANSPORT_H
@@ -54,8 +109,14 @@ typedef struct transport_frame {
 
 void transport_frame_free(transport_frame *f); /* frees msg only */
 
-/* Returns where the payload of a frame goes, or NULL to drop it. Called before any
- * payload byte is read. *err may be set to fail the connection. */
+/* Returns where the payload of a frame goes (at least f->hdr.payload_len writable
+ * bytes), or NULL to drop it. Called once per frame whose payload_len > 0, after
+ * the msgpack part arrived and before any payload byte is read; on the server the
+ * transport reads straight into it. To refuse a frame, return NULL and fail the
+ * request when on_frame sees f->payload == NULL (or transport_shutdown the
+ * connection). If the connection ends before the payload is complete, on_close
+ * comes instead of on_frame: the destination stays the upper layer's to
+ * release (it must not be freed while the frame may still arrive). */
 typedef void *(*transport_payload_dest_fn)(void *ctx, const transport_frame *f);
 
 /* A registered memory region (RDMA: an MR; tcp: nothing). */
@@ -82,7 +143,9 @@ struct transport_conn {
 	char peer[64]; /* "host:port" of the other end, for logs */
 };
 
-/* Parsed "[scheme://]host:port". */
+/* Parsed "[scheme://]host:port": scheme "tcp" when absent, an IPv6 host in
+ * brackets ("[::1]:7420", host is then "::1"), port 0-65535 (0: listen on any
+ * free port). Returns TRANSPORT_EADDR and logs the reason on a bad address. */
 typedef struct transport_addr {
 	char scheme[8];
 	char host[256];
@@ -110,7 +173,8 @@ typedef struct transport_server_cb {
 	/* A new connection; returns the upper layer's per-connection object or NULL to refuse. */
 	void *(*on_accept)(void *ctx, transport_conn *c);
 	transport_payload_dest_fn payload_dest; /* ctx = the per-connection object */
-	/* A whole frame arrived; ownership of f->msg passes to the callee. */
+	/* A whole frame arrived; ownership of f->msg passes to the callee (free it
+	 * with transport_frame_free). f itself is only valid during the call. */
 	void (*on_frame)(void *conn_ctx, transport_frame *f);
 	/* The connection failed or closed (err explains); no callback follows for it.
 	 * The upper layer calls transport_close when it no longer uses c. */
@@ -122,5 +186,8 @@ typedef struct transport_listener transport_listener;
 int transport_listen(uv_loop_t *loop, const transport_addr *a, const transport_server_cb *cb, void *ctx,
 		     transport_listener **out);
 void transport_listener_close(transport_listener *l);
+/* The port the listener is bound to: the one asked for, or the one the kernel
+ * chose when asked for port 0 (tests, and logs of the actual address). */
+int transport_listener_port(const transport_listener *l);
 
 #endif

@@ -1,0 +1,232 @@
+/*
+ * remote-gpud internals shared by the backend's files: the server's settings,
+ * the full session object, and the pieces each thread of a session runs.
+ *
+ * Threads of a session and what they own:
+ *   loop thread   the connection's callbacks (session.c): decodes frames, takes
+ *                 staging buffers for payloads, runs BE_OP_LOOP ops, queues the
+ *                 rest; starts the teardown when the transport reports the close.
+ *   executor      (executor.c) runs queued frames in order with the session's
+ *                 context current; owns the handle tables and ranges; at the end
+ *                 it tears the session down.
+ *   waiter        (waiter.c) waits for events in FIFO order and sends the replies
+ *                 of synchronising calls, releases staging buffers, destroys user
+ *                 events.
+ *   driver threads run host-function callbacks (op_hostfn.c).
+ * The executor and the waiter both send replies; transport_sendv serialises.
+ */
+#ifndef BE_BACKEND_H
+#define BE_BACKEND_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "driver.h"
+#include "handles.h"
+#include "ranges.h"
+#include "rg_log.h"
+#include "session.h"
+#include "staging.h"
+
+#define BE_LOG "backend"
+
+#define BE_CHUNK_SIZE (4u << 20)     /* staging chunk */
+#define BE_MAX_CHUNKS 16             /* chunks per session */
+#define BE_INITIAL_CHUNKS 2          /* allocated at hello */
+#define BE_BIG_MAX (256u << 20)      /* largest kept staging buffer */
+#define BE_SPIN_NS 20000             /* executor spin before sleeping */
+#define BE_WAITER_JOIN_MS 10000      /* teardown: how long the waiter may take */
+#define BE_EVPOOL_MAX 64             /* idle internal events kept */
+#define BE_MAX_LAUNCH_ATTRS 16
+
+/* ---- server (main.c) ---- */
+
+typedef struct be_server {
+	int ordinal;
+	CUdevice dev;
+	const char *token; /* NULL: no authentication */
+	int driver_version;
+	char name[256];
+	CUuuid uuid;
+	size_t total_mem;
+	int32_t attrs[CU_DEVICE_ATTRIBUTE_MAX];
+	char pci_bus_id[32];
+	atomic_uint_fast64_t next_session;
+} be_server;
+
+extern be_server be_srv;
+
+/* ---- frames ---- */
+
+/* What the session knows about a frame beyond be_req (session.h). */
+typedef struct be_frame {
+	be_req rq;        /* first: be_req * and be_frame * convert */
+	be_buf payload;   /* where the payload was received */
+	uint16_t flags;   /* frame header flags */
+	int decoded;      /* rq.view is initialised */
+	int payload_lost; /* payload_len > 0 but no buffer could be had */
+} be_frame;
+
+static inline be_frame *be_frame_of(be_req *rq) { return (be_frame *)rq; }
+/* The staging buffer holding rq's payload; the handler may move it out (and
+ * must then leave kind BE_BUF_NONE behind). */
+static inline be_buf *be_req_payload(be_req *rq) { return &be_frame_of(rq)->payload; }
+static inline uint64_t be_req_payload_len(be_req *rq) { return rq->frame.hdr.payload_len; }
+
+/* ---- waiter (waiter.c) ---- */
+
+enum be_wait_kind {
+	BE_WAIT_NONE = 0,   /* nothing to wait for: ordering only */
+	BE_WAIT_EVENT,      /* an internal event (goes back to the pool) */
+	BE_WAIT_USER_EVENT, /* a client's event */
+	BE_WAIT_CTX,        /* cuCtxSynchronize */
+};
+
+typedef struct be_wentry {
+	int kind;
+	CUevent ev;
+	int reply;       /* send a reply for seq */
+	uint64_t seq;
+	be_buf out;      /* reply payload (out_len bytes), released after */
+	size_t out_len;
+	be_buf rel;      /* a buffer to release once the wait is over */
+	CUevent destroy; /* a user event to destroy once the wait is over */
+	struct be_wentry *next;
+} be_wentry;
+
+typedef struct be_waiter {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	be_wentry *head, **tail;
+	be_wentry *spare; /* free list */
+	int stop, sleeping, started;
+	pthread_t thread;
+	/* internal events: taken by the executor, returned by the waiter */
+	CUevent pool[BE_EVPOOL_MAX];
+	unsigned npool;
+	uint64_t nevents; /* internal events alive (pooled or in flight) */
+} be_waiter;
+
+int be_waiter_init(be_session *s);
+int be_waiter_start(be_session *s);
+/* A zeroed entry (NULL when out of memory). */
+be_wentry *be_wentry_new(be_session *s);
+void be_waiter_push(be_session *s, be_wentry *e);
+/* Executor: an internal event recorded on stream, or NULL with *err set. */
+CUevent be_event_record_internal(be_session *s, CUstream stream, CUresult *err);
+/* Executor: once the work queued so far on stream is done, the waiter replies
+ * to rq (if non-NULL; with out_len bytes of out as payload) and releases out
+ * and rel (either may be NULL; taken over: left BE_BUF_NONE). Returns
+ * BE_DEFERRED when it will reply, 0 when queued without a reply, or a CUresult
+ * (after waiting here for the stream, so that the buffers can be released)
+ * when no event could be recorded. */
+int be_waiter_after(be_session *s, CUstream stream, be_req *rq, be_buf *out, size_t out_len, be_buf *rel);
+/* Teardown: stops the thread (bounded); returns 0, or -1 if it is still stuck in
+ * the driver (the session must then be leaked, not freed). */
+int be_waiter_stop(be_session *s);
+/* Teardown, after cuCtxSynchronize: releases whatever the thread left over. */
+void be_waiter_cleanup(be_session *s);
+
+/* ---- host functions (op_hostfn.c) ---- */
+
+typedef struct be_hostfn {
+	be_session *s;
+	uint64_t id, serial;
+	int waiting, done;
+	struct be_hostfn *prev, *next;
+} be_hostfn;
+
+/* Loop thread, at the close: wakes every callback blocked for its hostfn_done. */
+void be_hostfn_release_all(be_session *s);
+/* Teardown, after the context is gone: frees records of callbacks never run. */
+void be_hostfn_cleanup(be_session *s);
+
+/* ---- the session ---- */
+
+struct be_session {
+	uint64_t id; /* for logs */
+	transport_conn *conn;
+	char peer[64];
+
+	/* loop thread */
+	uv_async_t done_async; /* the executor finished the teardown */
+	be_frame *rx;          /* decoded in payload_dest, awaiting on_frame */
+	int leaked;            /* the waiter is stuck: never free */
+
+	atomic_int hello_ok;
+	atomic_int closing;  /* on_close ran: tear down */
+	atomic_int rejected; /* refused (hello, protocol error): drop frames until the close */
+	atomic_int latched;  /* first error of an async call not yet reported */
+
+	/* executor queue */
+	pthread_mutex_t q_mu;
+	pthread_cond_t q_cv;
+	be_req *q_head, **q_tail;
+	atomic_uint q_len;
+	int q_stop, q_sleeping;
+	pthread_t exec_thread;
+
+	be_waiter w;
+
+	/* CUDA state: the executor's (ctx is also read by the waiter) */
+	CUcontext ctx;
+	CUmemoryPool mempool;
+	be_htab streams, events, modules, funcs, graphs, gexecs;
+	be_ranges ranges;
+	be_staging staging;
+
+	/* host functions */
+	pthread_mutex_t hf_mu;
+	pthread_cond_t hf_cv;
+	int hf_dying;
+	uint64_t hf_serial;
+	be_hostfn *hf_list;
+
+	/* client identity, from hello */
+	uint64_t pid;
+	char client_host[64], program[128];
+	int unknown_logged;
+};
+
+/* session.c */
+void be_latch(be_session *s, int status);
+/* A reply for a sequence number rather than a request (waiter). */
+proto_msg *be_reply_begin_seq(be_session *s, uint64_t seq, uint32_t nresults);
+int be_reply_send(be_session *s, proto_msg *m, const void *payload, size_t len);
+int be_reply_status_seq(be_session *s, uint64_t seq, int status);
+/* Refuses the session: drops its later frames and closes the connection (any
+ * thread). */
+void be_session_reject(be_session *s, const char *why);
+void be_frame_free(be_session *s, be_frame *f);
+/* Executor, at the end: destroys everything the session created. */
+void be_session_teardown(be_session *s);
+/* Transport callbacks (main.c installs them). */
+void *be_on_accept(void *ctx, transport_conn *c);
+void *be_payload_dest(void *ctx, const transport_frame *f);
+void be_on_frame(void *ctx, transport_frame *f);
+void be_on_close(void *ctx, int err);
+void be_sessions_shutdown(void); /* no new sessions */
+int be_sessions_live(void);
+
+/* executor.c */
+int be_executor_start(be_session *s);
+void be_executor_push(be_session *s, be_req *rq);
+void be_executor_stop(be_session *s);
+
+/* imgcache.c: the server-wide kernel image cache (hash: 32 hex digits) */
+typedef struct be_img be_img;
+be_img *be_imgcache_get(const char *hash);                     /* a reference, or NULL */
+be_img *be_imgcache_add(const char *hash, void *data, size_t size); /* takes data (malloc'd) */
+const void *be_img_data(const be_img *e);
+size_t be_img_size(const be_img *e);
+void be_imgcache_put(be_img *e);
+void be_imgcache_clear(void);
+
+/* Common checks for handlers. */
+int be_stream_capturing(CUstream st); /* 1 if capturing (or the query failed) */
+const char *be_errname(int status);
+
+#endif

@@ -1,0 +1,171 @@
+/*
+ * The executor: one thread per session that runs its frames in arrival order,
+ * with the session's context current, and applies the handlers' return
+ * convention (session.h).
+ *
+ * Queue. The loop thread appends under q_mu; the executor takes the whole list
+ * at once and runs it without the lock. Before it sleeps on the condition
+ * variable it spins for BE_SPIN_NS watching q_len: a client that issues calls
+ * back to back (a launch right after a reply) then finds the executor awake,
+ * which saves a futex wake-up (several microseconds) per call. The loop only
+ * signals when the executor is actually asleep.
+ *
+ * At the end (q_stop, set by on_close) whatever is still queued is dropped
+ * unanswered (the connection is gone) and the executor tears the session down.
+ */
+#include "backend.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "dispatch.h"
+
+static void *executor_main(void *arg);
+static be_req *take(be_session *s, int *stop);
+static void run_frame(be_session *s, be_req *rq);
+static void finish(be_session *s, be_req *rq, int sync, int st);
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield");
+#endif
+}
+
+int be_executor_start(be_session *s)
+{
+	return pthread_create(&s->exec_thread, NULL, executor_main, s) == 0 ? 0 : -1;
+}
+
+void be_executor_push(be_session *s, be_req *rq)
+{
+	rq->next = NULL;
+	pthread_mutex_lock(&s->q_mu);
+	*s->q_tail = rq;
+	s->q_tail = &rq->next;
+	atomic_fetch_add_explicit(&s->q_len, 1, memory_order_release);
+	if (s->q_sleeping)
+		pthread_cond_signal(&s->q_cv);
+	pthread_mutex_unlock(&s->q_mu);
+}
+
+void be_executor_stop(be_session *s)
+{
+	pthread_mutex_lock(&s->q_mu);
+	s->q_stop = 1;
+	pthread_cond_signal(&s->q_cv);
+	pthread_mutex_unlock(&s->q_mu);
+}
+
+static be_req *take(be_session *s, int *stop)
+{
+	be_req *batch;
+
+	if (atomic_load_explicit(&s->q_len, memory_order_acquire) == 0) {
+		uint64_t t0 = now_ns();
+		while (atomic_load_explicit(&s->q_len, memory_order_acquire) == 0 && !atomic_load(&s->closing) &&
+		       now_ns() - t0 < BE_SPIN_NS)
+			cpu_relax();
+	}
+	pthread_mutex_lock(&s->q_mu);
+	while (!s->q_head && !s->q_stop) {
+		s->q_sleeping = 1;
+		pthread_cond_wait(&s->q_cv, &s->q_mu);
+		s->q_sleeping = 0;
+	}
+	batch = s->q_head;
+	s->q_head = NULL;
+	s->q_tail = &s->q_head;
+	atomic_store(&s->q_len, 0);
+	*stop = s->q_stop;
+	pthread_mutex_unlock(&s->q_mu);
+	return batch;
+}
+
+static void *executor_main(void *arg)
+{
+	be_session *s = arg;
+
+	for (;;) {
+		int stop;
+		be_req *rq = take(s, &stop);
+		while (rq) {
+			be_req *next = rq->next;
+			if (!stop && !atomic_load(&s->closing))
+				run_frame(s, rq);
+			be_frame_free(s, be_frame_of(rq));
+			rq = next;
+		}
+		if (stop)
+			break;
+		if (s->ctx)
+			be_staging_grow(&s->staging, 0);
+	}
+	be_session_teardown(s);
+	/* The loop joins this thread in on_done: nothing of s is touched after. */
+	uv_async_send(&s->done_async);
+	return NULL;
+}
+
+/* The return convention of session.h. */
+static void finish(be_session *s, be_req *rq, int sync, int st)
+{
+	if (st == BE_REPLIED || st == BE_DEFERRED)
+		return;
+	if (st == BE_EPROTO) {
+		LOG_WARN(BE_LOG, "session %" PRIu64 ": %s (seq %" PRIu64 "): malformed arguments", s->id,
+			 proto_op_name(rq->view.op), rq->seq);
+		st = CUDA_ERROR_INVALID_VALUE;
+	}
+	if (st < 0)
+		return; /* a reply that could not be sent: the connection is closing */
+	if (st != CUDA_SUCCESS)
+		LOG_DEBUG(BE_LOG, "session %" PRIu64 ": %s (seq %" PRIu64 "): %s", s->id, proto_op_name(rq->view.op),
+			  rq->seq, be_errname(st));
+	if (sync)
+		be_reply_status(s, rq, st);
+	else
+		be_latch(s, st);
+}
+
+static void run_frame(be_session *s, be_req *rq)
+{
+	be_frame *fr = be_frame_of(rq);
+	uint32_t op = rq->view.op;
+
+	if (atomic_load(&s->rejected))
+		return;
+	if (op == PROTO_OP_REPLY || op >= PROTO_OP_COUNT || !be_ops[op].run) {
+		if (!s->unknown_logged) {
+			s->unknown_logged = 1;
+			LOG_WARN(BE_LOG, "session %" PRIu64 ": unknown op %" PRIu32 " (answered not supported; "
+				 "later unknown ops of this session are not logged)", s->id, op);
+		}
+		if (!atomic_load(&s->hello_ok)) {
+			be_reply_status(s, rq, CUDA_ERROR_NOT_INITIALIZED);
+			be_session_reject(s, "unknown op before hello");
+			return;
+		}
+		finish(s, rq, !(fr->flags & PROTO_F_ASYNC), CUDA_ERROR_NOT_SUPPORTED);
+		return;
+	}
+	const be_op_desc *d = &be_ops[op];
+	int sync = (d->flags & BE_OP_SYNC) != 0;
+	if (op != PROTO_OP_HELLO && !atomic_load(&s->hello_ok)) {
+		be_reply_status(s, rq, CUDA_ERROR_NOT_INITIALIZED);
+		be_session_reject(s, "op before a successful hello");
+		return;
+	}
+	int st = fr->payload_lost ? CUDA_ERROR_OUT_OF_MEMORY : d->run(s, rq);
+	finish(s, rq, sync, st);
+}

@@ -1,0 +1,57 @@
+/*
+ * Handle tables: the client's 64-bit ids -> the driver objects they stand for,
+ * one table per kind of handle per session. The client chooses the ids; the
+ * server never turns a number from the wire into a pointer without a lookup here.
+ *
+ * An id that was removed stays in the table as a tombstone with its generation
+ * (how many times it has been added), so a lookup can tell a stale id (used
+ * after its destroy) from one that never existed, and the log says which. Adding
+ * the id again revives it with the next generation. Tombstones are dropped when
+ * they would make the table grow beyond a small multiple of the live entries; an
+ * old stale id then reads as unknown, which is the same error for the client.
+ *
+ * Not thread-safe: a session's tables belong to its executor thread.
+ */
+#ifndef BE_HANDLES_H
+#define BE_HANDLES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum be_h_err {
+	BE_H_OK = 0,
+	BE_H_UNKNOWN = -1, /* never added (or its tombstone was dropped) */
+	BE_H_STALE = -2,   /* added, then removed */
+	BE_H_EINUSE = -3,  /* add: the id is live */
+	BE_H_EZERO = -4,   /* add: id 0 is reserved (the NULL stream, no handle) */
+	BE_H_ENOMEM = -5,
+};
+
+typedef struct be_hent {
+	uint64_t id;
+	void *obj;
+	uint64_t aux;  /* per-kind extra: a function's parameter size */
+	uint32_t gen;  /* times added; the current generation while live */
+	uint8_t state; /* 0 empty, 1 live, 2 tombstone */
+} be_hent;
+
+typedef struct be_htab {
+	be_hent *e;
+	uint32_t cap; /* power of two, 0 before the first add */
+	uint32_t live, dead;
+} be_htab;
+
+void be_htab_init(be_htab *t);
+void be_htab_free(be_htab *t);
+int be_htab_add(be_htab *t, uint64_t id, void *obj, uint64_t aux);
+/* obj and aux may be NULL. */
+int be_htab_get(const be_htab *t, uint64_t id, void **obj, uint64_t *aux);
+int be_htab_del(be_htab *t, uint64_t id, void **obj, uint64_t *aux);
+/* Generation of id: 0 if unknown. */
+uint32_t be_htab_gen(const be_htab *t, uint64_t id);
+static inline uint32_t be_htab_count(const be_htab *t) { return t->live; }
+/* Calls fn for every live entry (teardown). fn must not modify the table. */
+void be_htab_each(const be_htab *t, void (*fn)(void *ctx, uint64_t id, void *obj, uint64_t aux), void *ctx);
+const char *be_h_strerror(int err);
+
+#endif

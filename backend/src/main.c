@@ -1,0 +1,230 @@
+/*
+ * remote-gpud: serves one GPU to remote-gpu clients (libremote.so).
+ *
+ *   remote-gpud [--listen HOST:PORT] [--port-file FILE] [--device N]
+ *               [--driver PATH] [--token T]
+ *
+ * The main thread runs the libuv loop: the listener, every session's
+ * connection callbacks, and the signals. SIGTERM or SIGINT closes the listener,
+ * which ends every connection; each session tears itself down (freeing all it
+ * created on the GPU), and once the last one is gone the loop has nothing left
+ * and the process exits 0. A second signal during that exits at once.
+ */
+#include "backend.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define DEFAULT_LISTEN "127.0.0.1:7420"
+
+be_server be_srv;
+
+static struct {
+	uv_loop_t loop;
+	uv_signal_t sigterm, sigint;
+	transport_listener *listener;
+	int stopping;
+} M;
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: remote-gpud [options]\n"
+		"  --listen HOST:PORT  address to listen on (default " DEFAULT_LISTEN "; port 0: any free port)\n"
+		"  --port-file FILE    write the bound port to FILE once listening\n"
+		"  --device N          GPU ordinal to serve (default 0)\n"
+		"  --driver PATH       CUDA driver library (default libcuda.so.1)\n"
+		"  --token T           clients must present this token (also REMOTE_GPU_TOKEN)\n"
+		"  --help\n"
+		"Logging: REMOTE_GPU_LOG=info (or debug, or \"warn,backend=debug\"), REMOTE_GPU_LOG_FILE.\n");
+}
+
+/* Immutable facts about the device, asked once and handed to every client. */
+static int device_info(int ordinal)
+{
+	CUresult r;
+	int count = 0;
+
+	if ((r = be_drv.cuInit(0)) != CUDA_SUCCESS) {
+		LOG_ERROR(BE_LOG, "cuInit: %s", be_errname(r));
+		return -1;
+	}
+	if ((r = be_drv.cuDeviceGetCount(&count)) != CUDA_SUCCESS || count == 0) {
+		LOG_ERROR(BE_LOG, "no CUDA device (%s)", r ? be_errname(r) : "count 0");
+		return -1;
+	}
+	if (ordinal < 0 || ordinal >= count) {
+		LOG_ERROR(BE_LOG, "--device %d: there are %d devices (0-%d)", ordinal, count, count - 1);
+		return -1;
+	}
+	if ((r = be_drv.cuDeviceGet(&be_srv.dev, ordinal)) != CUDA_SUCCESS) {
+		LOG_ERROR(BE_LOG, "cuDeviceGet(%d): %s", ordinal, be_errname(r));
+		return -1;
+	}
+	be_srv.ordinal = ordinal;
+	if (be_drv.cuDriverGetVersion(&be_srv.driver_version) != CUDA_SUCCESS)
+		be_srv.driver_version = 0;
+	if (be_drv.cuDeviceGetName(be_srv.name, sizeof(be_srv.name) - 1, be_srv.dev) != CUDA_SUCCESS)
+		snprintf(be_srv.name, sizeof(be_srv.name), "CUDA device %d", ordinal);
+	if (be_drv.cuDeviceGetUuid(&be_srv.uuid, be_srv.dev) != CUDA_SUCCESS)
+		memset(&be_srv.uuid, 0, sizeof(be_srv.uuid));
+	if (be_drv.cuDeviceTotalMem(&be_srv.total_mem, be_srv.dev) != CUDA_SUCCESS)
+		be_srv.total_mem = 0;
+	if (be_drv.cuDeviceGetPCIBusId(be_srv.pci_bus_id, sizeof(be_srv.pci_bus_id) - 1, be_srv.dev) != CUDA_SUCCESS)
+		be_srv.pci_bus_id[0] = 0;
+	for (int i = 0; i < CU_DEVICE_ATTRIBUTE_MAX; i++) {
+		int v = 0;
+		if (be_drv.cuDeviceGetAttribute(&v, (CUdevice_attribute)i, be_srv.dev) != CUDA_SUCCESS)
+			v = 0;
+		be_srv.attrs[i] = v;
+	}
+	return 0;
+}
+
+/* Writes the port atomically: a reader sees the whole number or no file. */
+static int write_port_file(const char *path, int port)
+{
+	char tmp[4096];
+	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof(tmp)) {
+		LOG_ERROR(BE_LOG, "--port-file: path too long");
+		return -1;
+	}
+	FILE *f = fopen(tmp, "w");
+	if (!f) {
+		LOG_ERROR(BE_LOG, "--port-file %s: %s", tmp, strerror(errno));
+		return -1;
+	}
+	int ok = fprintf(f, "%d\n", port) > 0;
+	ok &= fclose(f) == 0;
+	if (!ok || rename(tmp, path) != 0) {
+		LOG_ERROR(BE_LOG, "--port-file %s: %s", path, strerror(errno));
+		unlink(tmp);
+		return -1;
+	}
+	return 0;
+}
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+	if (M.stopping) {
+		LOG_WARN(BE_LOG, "%s again: exiting now", strsignal(signum));
+		_exit(1);
+	}
+	M.stopping = 1;
+	LOG_INFO(BE_LOG, "%s: shutting down (%d sessions)", strsignal(signum), be_sessions_live());
+	be_sessions_shutdown();
+	transport_listener_close(M.listener);
+	/* Keep catching signals (a second one forces the exit), but do not keep
+	 * the loop alive for them: it ends when the last session is gone. */
+	uv_unref((uv_handle_t *)&M.sigterm);
+	uv_unref((uv_handle_t *)&M.sigint);
+}
+
+static void on_handle_closed(uv_handle_t *h) {}
+
+int main(int argc, char **argv)
+{
+	const char *listen = DEFAULT_LISTEN, *port_file = NULL, *driver = NULL, *token = NULL;
+	int device = 0;
+	transport_addr addr;
+	int r;
+
+	rg_log_init("remote-gpud");
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+			usage(stdout);
+			return 0;
+		}
+		if (!v || strncmp(a, "--", 2) != 0) {
+			fprintf(stderr, "remote-gpud: %s: %s\n", a, v ? "unknown argument" : "missing value or unknown option");
+			usage(stderr);
+			return 2;
+		}
+		if (!strcmp(a, "--listen"))
+			listen = v;
+		else if (!strcmp(a, "--port-file"))
+			port_file = v;
+		else if (!strcmp(a, "--driver"))
+			driver = v;
+		else if (!strcmp(a, "--token"))
+			token = v;
+		else if (!strcmp(a, "--device")) {
+			char *end;
+			errno = 0;
+			long d = strtol(v, &end, 10);
+			if (errno || *end || end == v || d < 0 || d > 1024) {
+				fprintf(stderr, "remote-gpud: --device %s: not a device ordinal\n", v);
+				return 2;
+			}
+			device = (int)d;
+		} else {
+			fprintf(stderr, "remote-gpud: unknown option %s\n", a);
+			usage(stderr);
+			return 2;
+		}
+		i++;
+	}
+	if (!token)
+		token = getenv("REMOTE_GPU_TOKEN");
+	be_srv.token = token && *token ? token : NULL;
+
+	signal(SIGPIPE, SIG_IGN); /* a vanished client is an error code, not a death */
+	if (transport_parse_addr(listen, &addr) != TRANSPORT_OK) {
+		fprintf(stderr, "remote-gpud: --listen %s: bad address (expected HOST:PORT)\n", listen);
+		return 2;
+	}
+	if (be_driver_load(driver) != 0 || device_info(device) != 0) {
+		fprintf(stderr, "remote-gpud: no usable CUDA driver/device (see the log above)\n");
+		be_driver_unload();
+		return 1;
+	}
+
+	uv_loop_init(&M.loop);
+	static const transport_server_cb cb = {
+		.on_accept = be_on_accept,
+		.payload_dest = be_payload_dest,
+		.on_frame = be_on_frame,
+		.on_close = be_on_close,
+	};
+	if ((r = transport_listen(&M.loop, &addr, &cb, &M.loop, &M.listener)) != TRANSPORT_OK) {
+		fprintf(stderr, "remote-gpud: cannot listen on %s: %s\n", listen, transport_strerror(r));
+		uv_run(&M.loop, UV_RUN_DEFAULT); /* let a failed listener close its handles */
+		uv_loop_close(&M.loop);
+		be_driver_unload();
+		return 1;
+	}
+	int port = transport_listener_port(M.listener);
+	if (port_file && write_port_file(port_file, port) != 0) {
+		transport_listener_close(M.listener);
+		uv_run(&M.loop, UV_RUN_DEFAULT);
+		uv_loop_close(&M.loop);
+		be_driver_unload();
+		return 1;
+	}
+	uv_signal_init(&M.loop, &M.sigterm);
+	uv_signal_init(&M.loop, &M.sigint);
+	uv_signal_start(&M.sigterm, on_signal, SIGTERM);
+	uv_signal_start(&M.sigint, on_signal, SIGINT);
+	/* Printed whatever REMOTE_GPU_LOG says: scripts wait for it. */
+	rg_log_write(RG_LOG_INFO, BE_LOG, "listening on %s:%d, device %d: %s (%zu MiB)%s", addr.host, port, device,
+		     be_srv.name, be_srv.total_mem >> 20, be_srv.token ? ", token required" : "");
+
+	uv_run(&M.loop, UV_RUN_DEFAULT);
+
+	uv_close((uv_handle_t *)&M.sigterm, on_handle_closed);
+	uv_close((uv_handle_t *)&M.sigint, on_handle_closed);
+	uv_run(&M.loop, UV_RUN_DEFAULT);
+	if (uv_loop_close(&M.loop) != 0)
+		LOG_WARN(BE_LOG, "loop closed with handles still open");
+	be_imgcache_clear();
+	/* The driver stays loaded: unloading libcuda at exit is not safe (its own
+	 * threads and atexit handlers), and there is nothing to gain. */
+	LOG_INFO(BE_LOG, "stopped");
+	return 0;
+}

@@ -1,0 +1,113 @@
+/*
+ * hello: the handshake. Checks the protocol version and the token, creates the
+ * session's own context on the server's device (one context per session: a
+ * tenant's kernels cannot reach another tenant's memory), and answers with
+ * everything the client caches about the device, so that property and attribute
+ * queries never cross the wire again.
+ */
+#include "backend.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ops.h"
+
+static int token_ok(const char *token, size_t len);
+static void copy_str(char *dst, size_t cap, const char *src, size_t len);
+
+/* Compares in time independent of where the strings differ. */
+static int token_ok(const char *token, size_t len)
+{
+	const char *want = be_srv.token;
+	size_t wlen;
+	unsigned char diff;
+
+	if (!want)
+		return 1;
+	wlen = strlen(want);
+	diff = (unsigned char)(len != wlen);
+	for (size_t i = 0; i < len; i++)
+		diff |= (unsigned char)(token[i] ^ want[i % (wlen ? wlen : 1)]);
+	return diff == 0 && wlen > 0;
+}
+
+/* Copies a client string for logs, replacing control characters. */
+static void copy_str(char *dst, size_t cap, const char *src, size_t len)
+{
+	size_t n = len < cap - 1 ? len : cap - 1;
+	for (size_t i = 0; i < n; i++)
+		dst[i] = (unsigned char)src[i] < 0x20 || src[i] == 0x7f ? '?' : src[i];
+	dst[n] = 0;
+}
+
+int be_op_hello(be_session *s, be_req *rq, uint32_t version, const char *token, size_t token_len, uint64_t pid,
+		const char *host, size_t host_len, const char *program, size_t program_len)
+{
+	CUresult r;
+	int lo = 0, hi = 0;
+
+	if (atomic_load(&s->hello_ok)) {
+		LOG_WARN(BE_LOG, "session %" PRIu64 ": second hello ignored", s->id);
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+	s->pid = pid;
+	copy_str(s->client_host, sizeof(s->client_host), host, host_len);
+	copy_str(s->program, sizeof(s->program), program, program_len);
+	if (version != PROTO_VERSION) {
+		LOG_WARN(BE_LOG, "session %" PRIu64 " (%s): client speaks protocol version %" PRIu32 ", we speak %d",
+			 s->id, s->peer, version, PROTO_VERSION);
+		be_reply_status(s, rq, CUDA_ERROR_NOT_SUPPORTED);
+		be_session_reject(s, "protocol version mismatch");
+		return BE_REPLIED;
+	}
+	if (!token_ok(token, token_len)) {
+		LOG_WARN(BE_LOG, "session %" PRIu64 " (%s, pid %" PRIu64 " %s): wrong token", s->id, s->client_host, pid,
+			 s->program);
+		be_reply_status(s, rq, CUDA_ERROR_NOT_PERMITTED);
+		be_session_reject(s, "authentication failed");
+		return BE_REPLIED;
+	}
+
+	/* CUDA 13: cuCtxCreate(pctx, params, flags, dev). The new context is
+	 * current on this thread, the executor, from now on. */
+	r = be_drv.cuCtxCreate(&s->ctx, NULL, 0, be_srv.dev);
+	if (r != CUDA_SUCCESS) {
+		s->ctx = NULL;
+		LOG_ERROR(BE_LOG, "session %" PRIu64 ": cuCtxCreate on device %d: %s", s->id, be_srv.ordinal,
+			  be_errname(r));
+		be_reply_status(s, rq, r);
+		be_session_reject(s, "no context");
+		return BE_REPLIED;
+	}
+	if ((r = be_drv.cuCtxGetStreamPriorityRange(&lo, &hi)) != CUDA_SUCCESS)
+		lo = hi = 0;
+	if (be_drv.cuDeviceGetDefaultMemPool(&s->mempool, be_srv.dev) != CUDA_SUCCESS)
+		s->mempool = NULL;
+	be_staging_grow(&s->staging, BE_INITIAL_CHUNKS);
+	atomic_store(&s->hello_ok, 1);
+
+	LOG_INFO(BE_LOG, "session %" PRIu64 " started: %s, pid %" PRIu64 ", %s (from %s)", s->id, s->client_host, pid,
+		 s->program, s->peer);
+
+	uint8_t attrs[sizeof(be_srv.attrs)];
+	for (size_t i = 0; i < CU_DEVICE_ATTRIBUTE_MAX; i++) {
+		uint32_t v = (uint32_t)be_srv.attrs[i];
+		attrs[4 * i] = (uint8_t)v;
+		attrs[4 * i + 1] = (uint8_t)(v >> 8);
+		attrs[4 * i + 2] = (uint8_t)(v >> 16);
+		attrs[4 * i + 3] = (uint8_t)(v >> 24);
+	}
+	proto_msg *m = be_reply_begin(s, rq, 10);
+	proto_msg_u64(m, PROTO_VERSION);
+	proto_msg_i64(m, be_srv.driver_version);
+	proto_msg_u64(m, (uint64_t)be_srv.ordinal);
+	proto_msg_str(m, be_srv.name);
+	proto_msg_bin(m, be_srv.uuid.bytes, sizeof(be_srv.uuid.bytes));
+	proto_msg_u64(m, be_srv.total_mem);
+	proto_msg_bin(m, attrs, sizeof(attrs));
+	proto_msg_str(m, be_srv.pci_bus_id);
+	proto_msg_i64(m, lo);
+	proto_msg_i64(m, hi);
+	return be_reply_end(s, rq, m, NULL, 0);
+}

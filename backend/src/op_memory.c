@@ -1,0 +1,111 @@
+/*
+ * Device memory: allocations and frees. Every allocation is recorded in the
+ * session's ranges (ranges.h), which is what lets copies be checked and what the
+ * teardown frees. A free must name the start of a live allocation of this
+ * session: a pointer into the middle, another session's pointer, a module global
+ * or a double free is CUDA_ERROR_INVALID_VALUE and never reaches the driver.
+ */
+#include "backend.h"
+
+#include <inttypes.h>
+
+#include "ops.h"
+
+static int record(be_session *s, CUdeviceptr p, uint64_t size, int kind);
+static int check_freeable(be_session *s, CUdeviceptr ptr, const char *what);
+
+static int record(be_session *s, CUdeviceptr p, uint64_t size, int kind)
+{
+	int r = be_ranges_add(&s->ranges, (uint64_t)p, size, kind);
+	if (r == BE_R_OK)
+		return 0;
+	LOG_ERROR(BE_LOG, "session %" PRIu64 ": cannot record allocation 0x%llx+%" PRIu64 " (%s)", s->id,
+		  (unsigned long long)p, size, r == BE_R_OVERLAP ? "overlaps a known range" : "out of memory");
+	return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+static int check_freeable(be_session *s, CUdeviceptr ptr, const char *what)
+{
+	const be_range *r = be_ranges_at(&s->ranges, (uint64_t)ptr);
+	if (r && r->kind != BE_RANGE_VAR)
+		return 0;
+	LOG_INFO(BE_LOG, "session %" PRIu64 ": %s(0x%llx): not the start of a live allocation of this session", s->id,
+		 what, (unsigned long long)ptr);
+	return CUDA_ERROR_INVALID_VALUE;
+}
+
+int be_op_mem_alloc(be_session *s, be_req *rq, uint64_t size)
+{
+	CUdeviceptr p = 0;
+	CUresult r;
+
+	if (size > 0) { /* cudaMalloc(0) succeeds with a NULL pointer */
+		if ((r = be_drv.cuMemAlloc(&p, (size_t)size)) != CUDA_SUCCESS)
+			return r;
+		int err = record(s, p, size, BE_RANGE_ALLOC);
+		if (err) {
+			be_drv.cuMemFree(p);
+			return err;
+		}
+	}
+	proto_msg *m = be_reply_begin(s, rq, 1);
+	proto_msg_u64(m, (uint64_t)p);
+	return be_reply_end(s, rq, m, NULL, 0);
+}
+
+int be_op_mem_free(be_session *s, be_req *rq, CUdeviceptr ptr)
+{
+	CUresult r;
+	int err;
+
+	if (ptr == 0) /* cudaFree(NULL) does nothing */
+		return CUDA_SUCCESS;
+	if ((err = check_freeable(s, ptr, "mem_free")))
+		return err;
+	/* Only a successful free forgets the range: otherwise the memory is
+	 * still there and the teardown must free it. */
+	if ((r = be_drv.cuMemFree(ptr)) != CUDA_SUCCESS)
+		return r;
+	be_ranges_remove(&s->ranges, (uint64_t)ptr, NULL);
+	return CUDA_SUCCESS;
+}
+
+int be_op_mem_alloc_async(be_session *s, be_req *rq, uint64_t size, uint64_t stream_id)
+{
+	CUstream st;
+	CUdeviceptr p = 0;
+	CUresult r;
+	int err;
+
+	if ((err = be_get_stream(s, stream_id, &st)))
+		return err;
+	if (size > 0) {
+		if ((r = be_drv.cuMemAllocAsync(&p, (size_t)size, st)) != CUDA_SUCCESS)
+			return r;
+		if ((err = record(s, p, size, BE_RANGE_ASYNC))) {
+			be_drv.cuMemFreeAsync(p, st);
+			return err;
+		}
+	}
+	proto_msg *m = be_reply_begin(s, rq, 1);
+	proto_msg_u64(m, (uint64_t)p);
+	return be_reply_end(s, rq, m, NULL, 0);
+}
+
+int be_op_mem_free_async(be_session *s, be_req *rq, CUdeviceptr ptr, uint64_t stream_id)
+{
+	CUstream st;
+	CUresult r;
+	int err;
+
+	if (ptr == 0)
+		return CUDA_SUCCESS;
+	if ((err = be_get_stream(s, stream_id, &st)) || (err = check_freeable(s, ptr, "mem_free_async")))
+		return err;
+	if ((r = be_drv.cuMemFreeAsync(ptr, st)) != CUDA_SUCCESS)
+		return r;
+	/* Forgotten now, though the memory lives until the stream gets there:
+	 * later calls may no longer use it, as in CUDA. */
+	be_ranges_remove(&s->ranges, (uint64_t)ptr, NULL);
+	return CUDA_SUCCESS;
+}

@@ -1,0 +1,273 @@
+/*
+ * module_load: loads a kernel image into the session's context and resolves
+ * the kernels and variables the client registered from it, in one round trip.
+ *
+ * Images are named by content hash. A client first sends the hash alone; if the
+ * server-wide cache (imgcache.c) lacks it the answer is CUDA_ERROR_FILE_NOT_FOUND
+ * and the client sends it again with the image as payload, which is verified
+ * (size, hash) before it is cached and loaded.
+ *
+ * names: entries separated by '\n' (empty ones are skipped):
+ *   f:<func id>:<kernel name>   resolve a kernel, register it under func id
+ *   v:<var name>                resolve a global variable
+ * The reply has one array, one element per entry, in order:
+ *   f: [status, bin layout]         layout: (u32 offset, u32 size) pairs,
+ *                                   little-endian, from cuFuncGetParamInfo
+ *   v: [status, u64 dptr, u64 size] [dptr, dptr + size) becomes a range copies
+ *                                   may touch (never freeable)
+ * A kernel's parameter size (end of its last parameter) is kept with its handle:
+ * launches must bring exactly that many bytes.
+ */
+#include "backend.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cubin.h"
+#include "ops.h"
+
+#define MAX_PARAMS 32768 /* a parameter buffer holds at most 32764 bytes */
+
+typedef struct entry {
+	char kind; /* 'f' or 'v' */
+	uint64_t func_id;
+	const char *name;
+} entry;
+
+static int parse_names(char *buf, entry **out, uint32_t *n);
+static void resolve_func(be_session *s, proto_msg *m, CUmodule mod, const entry *e);
+static void resolve_var(be_session *s, proto_msg *m, CUmodule mod, const entry *e);
+
+static int is_hex_hash(const void *p, size_t n)
+{
+	const char *h = p;
+	if (n != 32)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (!((h[i] >= '0' && h[i] <= '9') || (h[i] >= 'a' && h[i] <= 'f')))
+			return 0;
+	return 1;
+}
+
+/* Splits buf (NUL-terminated, modified in place) into entries. Returns 0, or -1
+ * on a malformed entry, -2 when out of memory. */
+static int parse_names(char *buf, entry **out, uint32_t *n)
+{
+	uint32_t cap = 0, cnt = 0;
+	entry *v = NULL;
+	char *save = NULL;
+
+	for (char *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		entry e = {0};
+		if (line[0] == 'f' && line[1] == ':') {
+			char *p = line + 2;
+			uint64_t id = 0;
+			if (*p < '0' || *p > '9')
+				goto bad;
+			for (; *p >= '0' && *p <= '9'; p++) {
+				if (id > (UINT64_MAX - (uint64_t)(*p - '0')) / 10)
+					goto bad;
+				id = id * 10 + (uint64_t)(*p - '0');
+			}
+			if (*p != ':' || !p[1])
+				goto bad;
+			e = (entry){'f', id, p + 1};
+		} else if (line[0] == 'v' && line[1] == ':' && line[2]) {
+			e = (entry){'v', 0, line + 2};
+		} else {
+			goto bad;
+		}
+		if (cnt == cap) {
+			cap = cap ? cap * 2 : 16;
+			entry *nv = realloc(v, cap * sizeof(*nv));
+			if (!nv) {
+				free(v);
+				return -2;
+			}
+			v = nv;
+		}
+		v[cnt++] = e;
+	}
+	*out = v;
+	*n = cnt;
+	return 0;
+bad:
+	free(v);
+	return -1;
+}
+
+static void resolve_func(be_session *s, proto_msg *m, CUmodule mod, const entry *e)
+{
+	msgpack_packer *pk = proto_msg_packer(m);
+	CUfunction fn;
+	uint8_t *layout = NULL;
+	size_t nparams = 0, cap = 0;
+	uint64_t psize = 0;
+	CUresult st = be_drv.cuModuleGetFunction(&fn, mod, e->name);
+
+	if (st == CUDA_SUCCESS) {
+		for (size_t i = 0; i < MAX_PARAMS; i++) {
+			size_t off = 0, sz = 0;
+			if (be_drv.cuFuncGetParamInfo(fn, i, &off, &sz) != CUDA_SUCCESS)
+				break;
+			if (off > UINT32_MAX || sz > UINT32_MAX) {
+				st = CUDA_ERROR_INVALID_VALUE;
+				break;
+			}
+			if (nparams == cap) {
+				cap = cap ? cap * 2 : 16;
+				uint8_t *nl = realloc(layout, cap * 8);
+				if (!nl) {
+					st = CUDA_ERROR_OUT_OF_MEMORY;
+					break;
+				}
+				layout = nl;
+			}
+			uint32_t w[2] = {(uint32_t)off, (uint32_t)sz};
+			for (int k = 0; k < 2; k++)
+				for (int b = 0; b < 4; b++)
+					layout[nparams * 8 + (size_t)k * 4 + (size_t)b] = (uint8_t)(w[k] >> (8 * b));
+			nparams++;
+			if (off + sz > psize)
+				psize = off + sz;
+		}
+	}
+	if (st == CUDA_SUCCESS) {
+		int err = be_htab_add(&s->funcs, e->func_id, fn, psize);
+		if (err) {
+			LOG_INFO(BE_LOG, "session %" PRIu64 ": function id %" PRIu64 " (%s): %s", s->id, e->func_id,
+				 e->name, be_h_strerror(err));
+			st = err == BE_H_ENOMEM ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_INVALID_HANDLE;
+		}
+	} else {
+		LOG_INFO(BE_LOG, "session %" PRIu64 ": kernel %s: %s", s->id, e->name, be_errname(st));
+	}
+	msgpack_pack_array(pk, 2);
+	proto_msg_i64(m, st);
+	/* Never a NULL pointer, even for 0 bytes: memcpy(dst, NULL, 0) is undefined. */
+	proto_msg_bin(m, layout ? (const void *)layout : (const void *)"", st == CUDA_SUCCESS ? nparams * 8 : 0);
+	free(layout);
+}
+
+static void resolve_var(be_session *s, proto_msg *m, CUmodule mod, const entry *e)
+{
+	msgpack_packer *pk = proto_msg_packer(m);
+	CUdeviceptr dp = 0;
+	size_t bytes = 0;
+	CUresult st = be_drv.cuModuleGetGlobal(&dp, &bytes, mod, e->name);
+
+	if (st == CUDA_SUCCESS && bytes > 0) {
+		const be_range *r = be_ranges_at(&s->ranges, (uint64_t)dp);
+		if (!(r && r->size == bytes)) { /* not listed twice */
+			int err = be_ranges_add(&s->ranges, (uint64_t)dp, bytes, BE_RANGE_VAR);
+			if (err)
+				LOG_WARN(BE_LOG, "session %" PRIu64 ": variable %s at 0x%llx+%zu not recorded (%d)", s->id,
+					 e->name, (unsigned long long)dp, bytes, err);
+		}
+	} else if (st != CUDA_SUCCESS) {
+		LOG_INFO(BE_LOG, "session %" PRIu64 ": variable %s: %s", s->id, e->name, be_errname(st));
+		dp = 0;
+		bytes = 0;
+	}
+	msgpack_pack_array(pk, 3);
+	proto_msg_i64(m, st);
+	proto_msg_u64(m, (uint64_t)dp);
+	proto_msg_u64(m, (uint64_t)bytes);
+}
+
+int be_op_module_load(be_session *s, be_req *rq, uint64_t m_id, const void *hash, size_t hash_len, uint64_t size,
+		      const char *names, size_t names_len)
+{
+	uint64_t plen = be_req_payload_len(rq);
+	be_buf *pb = be_req_payload(rq);
+	char hex[33];
+	be_img *img;
+	entry *ents = NULL;
+	uint32_t n = 0;
+	CUmodule mod;
+	CUresult r;
+
+	if (m_id == 0 || be_htab_get(&s->modules, m_id, NULL, NULL) == BE_H_OK) {
+		LOG_INFO(BE_LOG, "session %" PRIu64 ": module_load: id %" PRIu64 " %s", s->id, m_id,
+			 m_id ? "already in use" : "0 is reserved");
+		return CUDA_ERROR_INVALID_HANDLE;
+	}
+	if (!is_hex_hash(hash, hash_len)) {
+		LOG_INFO(BE_LOG, "session %" PRIu64 ": module_load: hash is not 32 lowercase hex digits", s->id);
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+	memcpy(hex, hash, 32);
+	hex[32] = 0;
+
+	/* Names first: a malformed list fails before anything is loaded. */
+	char *buf = malloc(names_len + 1);
+	if (!buf)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	if (names_len)
+		memcpy(buf, names, names_len);
+	buf[names_len] = 0;
+	int pr = memchr(buf, 0, names_len) ? -1 : parse_names(buf, &ents, &n);
+	if (pr) {
+		free(buf);
+		if (pr == -2)
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		LOG_INFO(BE_LOG, "session %" PRIu64 ": module_load: malformed names list", s->id);
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+
+	if (plen > 0) {
+		char got[CUBIN_HASH_HEX];
+		if (plen != size) {
+			LOG_INFO(BE_LOG, "session %" PRIu64 ": module_load %s: image of %" PRIu64 " bytes, announced %" PRIu64,
+				 s->id, hex, plen, size);
+			r = CUDA_ERROR_INVALID_IMAGE;
+			goto out;
+		}
+		cubin_hash(pb->p, (size_t)plen, got);
+		if (memcmp(got, hex, 32) != 0) {
+			LOG_INFO(BE_LOG, "session %" PRIu64 ": module_load: image hashes to %s, announced %s", s->id, got, hex);
+			r = CUDA_ERROR_INVALID_IMAGE;
+			goto out;
+		}
+		img = be_imgcache_add(hex, pb->p, (size_t)plen); /* takes the buffer */
+		*pb = (be_buf){0};
+		if (!img) {
+			r = CUDA_ERROR_OUT_OF_MEMORY;
+			goto out;
+		}
+		LOG_DEBUG(BE_LOG, "session %" PRIu64 ": image %s (%" PRIu64 " bytes) uploaded", s->id, hex, plen);
+	} else if (!(img = be_imgcache_get(hex))) {
+		r = CUDA_ERROR_FILE_NOT_FOUND; /* the client sends it again with the image */
+		goto out;
+	}
+
+	r = be_drv.cuModuleLoadData(&mod, be_img_data(img));
+	be_imgcache_put(img);
+	if (r != CUDA_SUCCESS) {
+		LOG_INFO(BE_LOG, "session %" PRIu64 ": cuModuleLoadData(%s): %s", s->id, hex, be_errname(r));
+		goto out;
+	}
+	int err = be_htab_add(&s->modules, m_id, mod, 0);
+	if (err) {
+		be_drv.cuModuleUnload(mod);
+		r = err == BE_H_ENOMEM ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_INVALID_HANDLE;
+		goto out;
+	}
+
+	proto_msg *m = be_reply_begin(s, rq, 1);
+	msgpack_pack_array(proto_msg_packer(m), n);
+	for (uint32_t i = 0; i < n; i++) {
+		if (ents[i].kind == 'f')
+			resolve_func(s, m, mod, &ents[i]);
+		else
+			resolve_var(s, m, mod, &ents[i]);
+	}
+	free(ents);
+	free(buf);
+	return be_reply_end(s, rq, m, NULL, 0);
+out:
+	free(ents);
+	free(buf);
+	return r;
+}

@@ -1,0 +1,80 @@
+/*
+ * Streams and the synchronising calls that wait on the GPU. None of them blocks
+ * the executor: stream_sync records an internal event and device_sync queues a
+ * cuCtxSynchronize for the waiter, which replies when the GPU gets there, while
+ * the executor runs the frames that follow (another client thread's launches).
+ */
+#include "backend.h"
+
+#include <inttypes.h>
+
+#include "ops.h"
+
+static int add_failed(be_session *s, const char *kind, uint64_t id, int err)
+{
+	LOG_INFO(BE_LOG, "session %" PRIu64 ": cannot register %s %" PRIu64 ": %s", s->id, kind, id, be_h_strerror(err));
+	return err == BE_H_ENOMEM ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_INVALID_HANDLE;
+}
+
+int be_op_stream_create(be_session *s, be_req *rq, uint64_t stream_id, uint32_t flags, int32_t priority)
+{
+	CUstream st;
+	CUresult r;
+	int err;
+
+	/* Check the id first: a stream created for a rejected id would leak. */
+	if (stream_id == 0 || be_htab_get(&s->streams, stream_id, NULL, NULL) == BE_H_OK)
+		return add_failed(s, "stream", stream_id, stream_id ? BE_H_EINUSE : BE_H_EZERO);
+	if ((r = be_drv.cuStreamCreateWithPriority(&st, flags, priority)) != CUDA_SUCCESS)
+		return r;
+	if ((err = be_htab_add(&s->streams, stream_id, st, 0))) {
+		be_drv.cuStreamDestroy(st);
+		return add_failed(s, "stream", stream_id, err);
+	}
+	return CUDA_SUCCESS;
+}
+
+int be_op_stream_destroy(be_session *s, be_req *rq, uint64_t stream_id)
+{
+	void *st;
+
+	if (stream_id == 0) {
+		LOG_INFO(BE_LOG, "session %" PRIu64 ": stream_destroy of the NULL stream", s->id);
+		return CUDA_ERROR_INVALID_HANDLE;
+	}
+	int err = be_htab_del(&s->streams, stream_id, &st, NULL);
+	if (err) {
+		LOG_INFO(BE_LOG, "session %" PRIu64 ": stream_destroy %" PRIu64 ": %s", s->id, stream_id,
+			 be_h_strerror(err));
+		return CUDA_ERROR_INVALID_HANDLE;
+	}
+	/* Work still queued on it completes; the driver frees it afterwards.
+	 * Internal events recorded on it stay valid. */
+	return be_drv.cuStreamDestroy((CUstream)st);
+}
+
+int be_op_stream_sync(be_session *s, be_req *rq, uint64_t stream_id)
+{
+	CUstream st;
+	int err;
+
+	if ((err = be_get_stream(s, stream_id, &st)))
+		return err;
+	/* Recording into a capturing stream would add a node to the graph and
+	 * "wait" for nothing; CUDA refuses to synchronise such a stream. */
+	if ((err = be_stream_capturing(st)))
+		return err;
+	return be_waiter_after(s, st, rq, NULL, 0, NULL);
+}
+
+int be_op_device_sync(be_session *s, be_req *rq)
+{
+	be_wentry *e = be_wentry_new(s);
+	if (!e)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	e->kind = BE_WAIT_CTX;
+	e->reply = 1;
+	e->seq = rq->seq;
+	be_waiter_push(s, e);
+	return BE_DEFERRED;
+}

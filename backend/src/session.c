@@ -1,0 +1,507 @@
+/*
+ * Sessions: one per accepted connection. This file holds their life cycle
+ * (transport callbacks on the loop thread, the teardown the executor runs at the
+ * end), the handle lookups handlers use, and replies with the latched error.
+ *
+ * Life of a session:
+ *   on_accept    allocate, start the executor and waiter threads
+ *   on_frame     decode, run BE_OP_LOOP ops here, queue the rest
+ *   on_close     (exactly once, whatever ended the connection: the peer, a
+ *                malformed frame, be_session_reject, server shutdown) wake
+ *                blocked host functions and tell the executor to stop
+ *   executor     drops what is still queued, stops the waiter, destroys every
+ *                driver object of the session, then signals done_async
+ *   on_done      (loop) joins the executor, closes the connection, frees.
+ * Only on_close starts a teardown, so nothing is freed while the transport can
+ * still call back into the session.
+ */
+#include "backend.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dispatch.h"
+#include "msgcheck.h"
+
+static void on_done(uv_async_t *a);
+static void on_done_closed(uv_handle_t *h);
+static void session_free(be_session *s);
+static be_frame *frame_decode(be_session *s, const transport_frame *f);
+
+static _Thread_local proto_msg tls_msg; /* replies are built and sent by one thread */
+static _Thread_local uint64_t tls_seq;  /* the seq of the reply in tls_msg */
+static atomic_int shutting_down;
+static atomic_int nsessions;
+
+/* ---- replies ---- */
+
+void be_latch(be_session *s, int status)
+{
+	int expected = 0;
+	if (status > 0)
+		atomic_compare_exchange_strong(&s->latched, &expected, status);
+}
+
+proto_msg *be_reply_begin_seq(be_session *s, uint64_t seq, uint32_t nresults)
+{
+	tls_seq = seq;
+	proto_msg_begin_reply(&tls_msg, seq, 0, atomic_exchange(&s->latched, 0), nresults);
+	return &tls_msg;
+}
+
+proto_msg *be_reply_begin(be_session *s, be_req *rq, uint32_t nresults)
+{
+	return be_reply_begin_seq(s, rq->seq, nresults);
+}
+
+int be_reply_status_seq(be_session *s, uint64_t seq, int status)
+{
+	tls_seq = seq;
+	proto_msg_begin_reply(&tls_msg, seq, status, atomic_exchange(&s->latched, 0), 0);
+	return be_reply_send(s, &tls_msg, NULL, 0);
+}
+
+int be_reply_status(be_session *s, be_req *rq, int status) { return be_reply_status_seq(s, rq->seq, status); }
+
+/* One writev: the header and msgpack part, then the payload. */
+int be_reply_send(be_session *s, proto_msg *m, const void *payload, size_t len)
+{
+	struct iovec iov[2];
+	int err;
+
+	if (proto_msg_finish(m, PROTO_F_REPLY, len) != PROTO_OK) {
+		/* The results did not fit in memory: still answer, so the client
+		 * does not wait forever. */
+		uint64_t seq = m == &tls_msg ? tls_seq : 0;
+		proto_msg_free(m);
+		LOG_ERROR(BE_LOG, "session %" PRIu64 ": out of memory building a reply", s->id);
+		proto_msg_begin_reply(m, seq, CUDA_ERROR_OUT_OF_MEMORY, 0, 0);
+		proto_msg_finish(m, PROTO_F_REPLY, 0);
+		len = 0;
+	}
+	iov[0] = (struct iovec){m->data, m->len};
+	iov[1] = (struct iovec){(void *)payload, len};
+	err = transport_sendv(s->conn, iov, len ? 2 : 1);
+	proto_msg_free(m);
+	if (err) {
+		LOG_DEBUG(BE_LOG, "session %" PRIu64 ": reply not sent: %s", s->id, transport_strerror(err));
+		return err;
+	}
+	return BE_REPLIED;
+}
+
+int be_reply_end(be_session *s, be_req *rq, proto_msg *m, const void *payload, size_t len)
+{
+	return be_reply_send(s, m, payload, len);
+}
+
+/* ---- handle lookups ---- */
+
+static int lookup(be_session *s, const be_htab *t, const char *kind, uint64_t id, void **obj, uint64_t *aux)
+{
+	int r = be_htab_get(t, id, obj, aux);
+	if (r == BE_H_OK)
+		return 0;
+	LOG_INFO(BE_LOG, "session %" PRIu64 ": %s %" PRIu64 ": %s", s->id, kind, id, be_h_strerror(r));
+	return CUDA_ERROR_INVALID_HANDLE;
+}
+
+int be_get_stream(be_session *s, uint64_t id, CUstream *out)
+{
+	void *o = NULL;
+	if (id == 0) { /* the NULL stream of the session's context */
+		*out = NULL;
+		return 0;
+	}
+	int r = lookup(s, &s->streams, "stream", id, &o, NULL);
+	*out = o;
+	return r;
+}
+
+int be_get_event(be_session *s, uint64_t id, CUevent *out)
+{
+	void *o = NULL;
+	int r = lookup(s, &s->events, "event", id, &o, NULL);
+	*out = o;
+	return r;
+}
+
+int be_get_module(be_session *s, uint64_t id, CUmodule *out)
+{
+	void *o = NULL;
+	int r = lookup(s, &s->modules, "module", id, &o, NULL);
+	*out = o;
+	return r;
+}
+
+int be_get_func(be_session *s, uint64_t id, CUfunction *out)
+{
+	void *o = NULL;
+	int r = lookup(s, &s->funcs, "function", id, &o, NULL);
+	*out = o;
+	return r;
+}
+
+int be_get_graph(be_session *s, uint64_t id, CUgraph *out)
+{
+	void *o = NULL;
+	int r = lookup(s, &s->graphs, "graph", id, &o, NULL);
+	*out = o;
+	return r;
+}
+
+int be_get_gexec(be_session *s, uint64_t id, CUgraphExec *out)
+{
+	void *o = NULL;
+	int r = lookup(s, &s->gexecs, "graph exec", id, &o, NULL);
+	*out = o;
+	return r;
+}
+
+int be_stream_capturing(CUstream st)
+{
+	CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+	if (!be_drv.cuStreamIsCapturing)
+		return 0;
+	CUresult r = be_drv.cuStreamIsCapturing(st, &cs);
+	if (r != CUDA_SUCCESS)
+		return r;
+	return cs == CU_STREAM_CAPTURE_STATUS_NONE ? 0 : CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+}
+
+const char *be_errname(int status) { return be_driver_error_name((CUresult)status); }
+
+/* ---- life cycle (loop thread) ---- */
+
+void be_sessions_shutdown(void) { atomic_store(&shutting_down, 1); }
+int be_sessions_live(void) { return atomic_load(&nsessions); }
+
+void *be_on_accept(void *ctx, transport_conn *c)
+{
+	uv_loop_t *loop = ctx;
+	be_session *s;
+
+	if (atomic_load(&shutting_down))
+		return NULL;
+	s = calloc(1, sizeof(*s));
+	if (!s) {
+		LOG_ERROR(BE_LOG, "%s: out of memory for a session", c->peer);
+		return NULL;
+	}
+	s->id = atomic_fetch_add(&be_srv.next_session, 1) + 1;
+	s->conn = c;
+	snprintf(s->peer, sizeof(s->peer), "%s", c->peer);
+	pthread_mutex_init(&s->q_mu, NULL);
+	pthread_cond_init(&s->q_cv, NULL);
+	s->q_tail = &s->q_head;
+	pthread_mutex_init(&s->hf_mu, NULL);
+	pthread_cond_init(&s->hf_cv, NULL);
+	be_htab_init(&s->streams);
+	be_htab_init(&s->events);
+	be_htab_init(&s->modules);
+	be_htab_init(&s->funcs);
+	be_htab_init(&s->graphs);
+	be_htab_init(&s->gexecs);
+	be_ranges_init(&s->ranges);
+	if (be_staging_init(&s->staging, BE_CHUNK_SIZE, BE_MAX_CHUNKS, BE_BIG_MAX) != 0 || be_waiter_init(s) != 0) {
+		LOG_ERROR(BE_LOG, "%s: out of memory for a session", c->peer);
+		session_free(s);
+		return NULL;
+	}
+	uv_async_init(loop, &s->done_async, on_done);
+	s->done_async.data = s;
+	if (be_waiter_start(s) != 0 || be_executor_start(s) != 0) {
+		LOG_ERROR(BE_LOG, "%s: cannot start the session's threads", c->peer);
+		if (s->w.started)
+			be_waiter_stop(s);
+		uv_close((uv_handle_t *)&s->done_async, on_done_closed);
+		atomic_fetch_add(&nsessions, 1); /* on_done_closed counts it down */
+		return NULL;
+	}
+	atomic_fetch_add(&nsessions, 1);
+	LOG_INFO(BE_LOG, "session %" PRIu64 ": connection from %s", s->id, s->peer);
+	return s;
+}
+
+/* Allocates a frame and decodes its msgpack part; NULL (session rejected) if
+ * malformed. f->msg is not taken over yet. */
+static be_frame *frame_decode(be_session *s, const transport_frame *f)
+{
+	be_frame *fr = calloc(1, sizeof(*fr));
+	if (!fr) {
+		be_session_reject(s, "out of memory");
+		return NULL;
+	}
+	/* Checked first: msgpack-c would allocate whatever counts the peer claims. */
+	if (!be_msgpack_plausible(f->msg, f->hdr.hdr_len)) {
+		free(fr);
+		be_session_reject(s, "malformed message (not msgpack, or containers larger than the message)");
+		return NULL;
+	}
+	if (proto_view_init(&fr->rq.view, f->msg, f->hdr.hdr_len) != PROTO_OK) {
+		proto_view_free(&fr->rq.view);
+		free(fr);
+		be_session_reject(s, "malformed message (not a msgpack array [op, seq, args...])");
+		return NULL;
+	}
+	fr->decoded = 1;
+	fr->rq.seq = fr->rq.view.seq;
+	fr->rq.frame.msg = f->msg; /* for on_frame to match; owned from on_frame on */
+	fr->flags = f->hdr.flags;
+	return fr;
+}
+
+void *be_payload_dest(void *ctx, const transport_frame *f)
+{
+	be_session *s = ctx;
+	uint64_t len = f->hdr.payload_len;
+
+	if (atomic_load(&s->rejected))
+		return NULL;
+	be_frame *fr = frame_decode(s, f);
+	if (!fr)
+		return NULL;
+	s->rx = fr;
+	switch (fr->rq.view.op) {
+	case PROTO_OP_MEMCPY_HTOD:
+	case PROTO_OP_MEMCPY_2D_HTOD:
+		if (be_staging_take_nb(&s->staging, (size_t)len, &fr->payload) != 0)
+			fr->payload = (be_buf){0};
+		break;
+	case PROTO_OP_MODULE_LOAD: {
+		void *p = malloc((size_t)len);
+		fr->payload = (be_buf){p, (size_t)len, p ? BE_BUF_MALLOC : BE_BUF_NONE};
+		break;
+	}
+	default:
+		return NULL; /* on_frame refuses the frame */
+	}
+	if (!fr->payload.p) {
+		LOG_WARN(BE_LOG, "session %" PRIu64 ": no memory for a payload of %" PRIu64 " bytes", s->id, len);
+		fr->payload_lost = 1;
+		return NULL;
+	}
+	return fr->payload.p;
+}
+
+void be_frame_free(be_session *s, be_frame *fr)
+{
+	if (!fr)
+		return;
+	be_staging_release(&s->staging, &fr->payload);
+	if (fr->decoded)
+		proto_view_free(&fr->rq.view);
+	free(fr->rq.frame.msg);
+	free(fr);
+}
+
+void be_on_frame(void *ctx, transport_frame *f)
+{
+	be_session *s = ctx;
+	be_frame *fr = s->rx;
+
+	if (fr && fr->rq.frame.msg == f->msg)
+		s->rx = NULL;
+	else
+		fr = NULL;
+	if (atomic_load(&s->rejected)) {
+		if (fr)
+			be_frame_free(s, fr);
+		else
+			transport_frame_free(f);
+		return;
+	}
+	if (!fr && !(fr = frame_decode(s, f))) {
+		transport_frame_free(f);
+		return;
+	}
+	fr->rq.frame = *f;
+	fr->rq.frame.payload = fr->payload.p;
+
+	uint32_t op = fr->rq.view.op;
+	const be_op_desc *d = op != PROTO_OP_REPLY && op < PROTO_OP_COUNT && be_ops[op].run ? &be_ops[op] : NULL;
+	if (f->hdr.payload_len > 0) {
+		if (d && !(d->flags & BE_OP_PAYLOAD)) {
+			be_frame_free(s, fr);
+			be_session_reject(s, "payload on an op that takes none");
+			return;
+		}
+		if (!fr->payload.p)
+			fr->payload_lost = 1;
+	}
+	if (d && (d->flags & BE_OP_LOOP)) {
+		/* Ops that unblock the executor (hostfn_done) cannot wait in its queue. */
+		if (!atomic_load(&s->hello_ok)) {
+			be_frame_free(s, fr);
+			be_session_reject(s, "op before hello");
+			return;
+		}
+		int st = d->run(s, &fr->rq);
+		if (st == BE_EPROTO) {
+			LOG_WARN(BE_LOG, "session %" PRIu64 ": %s: malformed arguments", s->id, proto_op_name(op));
+			st = CUDA_ERROR_INVALID_VALUE;
+		}
+		if (st > 0)
+			be_latch(s, st);
+		be_frame_free(s, fr);
+		return;
+	}
+	be_executor_push(s, &fr->rq);
+}
+
+void be_session_reject(be_session *s, const char *why)
+{
+	if (atomic_exchange(&s->rejected, 1))
+		return;
+	LOG_WARN(BE_LOG, "session %" PRIu64 " (%s): %s: closing the connection", s->id, s->peer, why);
+	transport_shutdown(s->conn);
+}
+
+void be_on_close(void *ctx, int err)
+{
+	be_session *s = ctx;
+
+	if (s->rx) {
+		s->rx->rq.frame.msg = NULL; /* the transport freed the cut-short frame */
+		be_frame_free(s, s->rx);
+		s->rx = NULL;
+	}
+	LOG_INFO(BE_LOG, "session %" PRIu64 " (%s): connection closed (%s)", s->id, s->peer, transport_strerror(err));
+	atomic_store(&s->closing, 1);
+	be_hostfn_release_all(s);
+	be_executor_stop(s);
+}
+
+static void on_done(uv_async_t *a)
+{
+	be_session *s = a->data;
+
+	pthread_join(s->exec_thread, NULL);
+	/* A stuck waiter may still send on the connection: leak it with the rest. */
+	if (!s->leaked)
+		transport_close(s->conn);
+	s->conn = NULL;
+	uv_close((uv_handle_t *)&s->done_async, on_done_closed);
+}
+
+static void on_done_closed(uv_handle_t *h)
+{
+	be_session *s = h->data;
+	if (!s->leaked)
+		session_free(s);
+	atomic_fetch_sub(&nsessions, 1);
+}
+
+static void session_free(be_session *s)
+{
+	be_htab_free(&s->streams);
+	be_htab_free(&s->events);
+	be_htab_free(&s->modules);
+	be_htab_free(&s->funcs);
+	be_htab_free(&s->graphs);
+	be_htab_free(&s->gexecs);
+	be_ranges_free(&s->ranges);
+	if (s->staging.all)
+		be_staging_destroy(&s->staging);
+	pthread_mutex_destroy(&s->q_mu);
+	pthread_cond_destroy(&s->q_cv);
+	pthread_mutex_destroy(&s->hf_mu);
+	pthread_cond_destroy(&s->hf_cv);
+	if (s->w.tail) {
+		pthread_mutex_destroy(&s->w.mu);
+		pthread_cond_destroy(&s->w.cv);
+	}
+	free(s);
+}
+
+/* ---- teardown (executor thread) ---- */
+
+typedef struct td_count {
+	be_session *s;
+	unsigned n, failed;
+} td_count;
+
+static void td_gexec(void *ctx, uint64_t id, void *obj, uint64_t aux)
+{
+	td_count *c = ctx;
+	c->n++;
+	c->failed += be_drv.cuGraphExecDestroy((CUgraphExec)obj) != CUDA_SUCCESS;
+}
+
+static void td_graph(void *ctx, uint64_t id, void *obj, uint64_t aux)
+{
+	td_count *c = ctx;
+	c->n++;
+	c->failed += be_drv.cuGraphDestroy((CUgraph)obj) != CUDA_SUCCESS;
+}
+
+static void td_event(void *ctx, uint64_t id, void *obj, uint64_t aux)
+{
+	td_count *c = ctx;
+	c->n++;
+	c->failed += be_drv.cuEventDestroy((CUevent)obj) != CUDA_SUCCESS;
+}
+
+static void td_stream(void *ctx, uint64_t id, void *obj, uint64_t aux)
+{
+	td_count *c = ctx;
+	c->n++;
+	c->failed += be_drv.cuStreamDestroy((CUstream)obj) != CUDA_SUCCESS;
+}
+
+static void td_module(void *ctx, uint64_t id, void *obj, uint64_t aux)
+{
+	td_count *c = ctx;
+	c->n++;
+	c->failed += be_drv.cuModuleUnload((CUmodule)obj) != CUDA_SUCCESS;
+}
+
+void be_session_teardown(be_session *s)
+{
+	td_count gx = {s}, gr = {s}, ev = {s}, st = {s}, mo = {s};
+	unsigned nalloc = 0, afailed = 0;
+	uint64_t bytes = s->ranges.bytes;
+	CUresult r;
+
+	if (be_waiter_stop(s) != 0) {
+		/* The waiter is inside the driver and does not come back: nothing of
+		 * the session may be freed under it. Better a leak than a crash. */
+		s->leaked = 1;
+		LOG_ERROR(BE_LOG, "session %" PRIu64 ": waiter stuck in the driver for %d ms; the session's "
+			  "resources are leaked", s->id, BE_WAITER_JOIN_MS);
+		return;
+	}
+	if (s->ctx) {
+		if ((r = be_drv.cuCtxSetCurrent(s->ctx)) != CUDA_SUCCESS)
+			LOG_WARN(BE_LOG, "session %" PRIu64 ": cuCtxSetCurrent: %s", s->id, be_errname(r));
+		if ((r = be_drv.cuCtxSynchronize()) != CUDA_SUCCESS)
+			LOG_INFO(BE_LOG, "session %" PRIu64 ": cuCtxSynchronize at teardown: %s", s->id, be_errname(r));
+		be_waiter_cleanup(s);
+		be_htab_each(&s->gexecs, td_gexec, &gx);
+		be_htab_each(&s->graphs, td_graph, &gr);
+		be_htab_each(&s->events, td_event, &ev);
+		be_htab_each(&s->streams, td_stream, &st);
+		be_htab_each(&s->modules, td_module, &mo);
+		for (size_t i = 0; i < s->ranges.n; i++) {
+			if (s->ranges.r[i].kind == BE_RANGE_VAR)
+				continue;
+			nalloc++;
+			afailed += be_drv.cuMemFree((CUdeviceptr)s->ranges.r[i].base) != CUDA_SUCCESS;
+		}
+		be_staging_destroy(&s->staging);
+		if ((r = be_drv.cuCtxDestroy(s->ctx)) != CUDA_SUCCESS)
+			LOG_WARN(BE_LOG, "session %" PRIu64 ": cuCtxDestroy: %s", s->id, be_errname(r));
+		s->ctx = NULL;
+	} else {
+		be_waiter_cleanup(s);
+		be_staging_destroy(&s->staging);
+	}
+	be_hostfn_cleanup(s);
+	unsigned failed = gx.failed + gr.failed + ev.failed + st.failed + mo.failed + afailed;
+	LOG_INFO(BE_LOG,
+		 "session %" PRIu64 " (%s, pid %" PRIu64 " %s) ended: freed %u allocations (%" PRIu64 " bytes), "
+		 "%u streams, %u events, %u modules, %u graphs, %u graph execs%s",
+		 s->id, s->client_host[0] ? s->client_host : s->peer, s->pid, s->program[0] ? s->program : "?", nalloc,
+		 bytes, st.n, ev.n, mo.n, gr.n, gx.n, failed ? " (some destroys failed)" : "");
+}

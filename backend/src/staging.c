@@ -1,0 +1,261 @@
+/*
+ * Pinned staging pool (staging.h). The mutex guards only bookkeeping (a free
+ * list, a busy flag, demand counters); driver calls that allocate or free
+ * pinned memory happen outside it, so the loop thread never waits behind a
+ * cuMemHostAlloc.
+ */
+#include "staging.h"
+
+#include <stdlib.h>
+
+#include "driver.h"
+#include "rg_log.h"
+
+#define BIG_ROUND (1u << 20)
+
+static void *pinned_alloc(size_t len);
+static void pinned_free(void *p);
+static int take_idle(be_staging *st, size_t len, be_buf *out);
+static int chunk_add(be_staging *st, be_buf *out);
+
+static void *pinned_alloc(size_t len)
+{
+	void *p = NULL;
+	CUresult r = be_drv.cuMemHostAlloc(&p, len, 0);
+	if (r != CUDA_SUCCESS) {
+		LOG_WARN("backend", "cuMemHostAlloc(%zu): %s", len, be_driver_error_name(r));
+		return NULL;
+	}
+	return p;
+}
+
+static void pinned_free(void *p)
+{
+	CUresult r = be_drv.cuMemFreeHost(p);
+	if (r != CUDA_SUCCESS)
+		LOG_WARN("backend", "cuMemFreeHost: %s", be_driver_error_name(r));
+}
+
+int be_staging_init(be_staging *st, size_t chunk_size, unsigned max_chunks, size_t big_max)
+{
+	*st = (be_staging){.chunk_size = chunk_size, .max_chunks = max_chunks, .big_max = big_max};
+	st->all = calloc(max_chunks ? max_chunks : 1, sizeof(void *));
+	st->free = calloc(max_chunks ? max_chunks : 1, sizeof(void *));
+	if (!st->all || !st->free) {
+		free(st->all);
+		free(st->free);
+		return -1;
+	}
+	pthread_mutex_init(&st->mu, NULL);
+	return 0;
+}
+
+/* Caller holds mu. An idle pinned buffer that fits, and records what was
+ * missing for the next grow. Returns 1 when out was filled. */
+static int take_idle(be_staging *st, size_t len, be_buf *out)
+{
+	if (len <= st->chunk_size) {
+		if (st->nfree) {
+			*out = (be_buf){st->free[--st->nfree], st->chunk_size, BE_BUF_CHUNK};
+			return 1;
+		}
+		if (st->nchunks + st->want_chunks < st->max_chunks)
+			st->want_chunks++;
+		return 0;
+	}
+	if (st->big && !st->big_busy && st->big_cap >= len) {
+		st->big_busy = 1;
+		*out = (be_buf){st->big, st->big_cap, BE_BUF_BIG};
+		return 1;
+	}
+	if (len <= st->big_max && len > st->want_big)
+		st->want_big = len;
+	return 0;
+}
+
+int be_staging_take_nb(be_staging *st, size_t len, be_buf *out)
+{
+	*out = (be_buf){0};
+	if (len == 0)
+		return 0;
+	pthread_mutex_lock(&st->mu);
+	int got = take_idle(st, len, out);
+	if (!got)
+		st->fallbacks++;
+	pthread_mutex_unlock(&st->mu);
+	if (got)
+		return 0;
+	void *p = malloc(len);
+	if (!p)
+		return -1;
+	*out = (be_buf){p, len, BE_BUF_MALLOC};
+	return 0;
+}
+
+/* Replaces the big buffer by one of at least len bytes and hands it to the
+ * caller (busy). Returns 0 when the big buffer is in use by another copy or
+ * cannot be allocated. */
+static int big_regrow(be_staging *st, size_t len, be_buf *out)
+{
+	void *old;
+	size_t cap = (len + BIG_ROUND - 1) / BIG_ROUND * BIG_ROUND;
+
+	if (cap > st->big_max)
+		cap = len;
+	pthread_mutex_lock(&st->mu);
+	if (st->big_busy) {
+		pthread_mutex_unlock(&st->mu);
+		return 0;
+	}
+	old = st->big;
+	st->big = NULL;
+	st->big_cap = 0;
+	st->big_busy = 1; /* reserved while we reallocate */
+	pthread_mutex_unlock(&st->mu);
+
+	if (old)
+		pinned_free(old);
+	void *p = pinned_alloc(cap);
+	pthread_mutex_lock(&st->mu);
+	if (!p) {
+		st->big_busy = 0;
+		pthread_mutex_unlock(&st->mu);
+		return 0;
+	}
+	st->big = p;
+	st->big_cap = cap;
+	if (st->want_big <= cap)
+		st->want_big = 0;
+	pthread_mutex_unlock(&st->mu);
+	*out = (be_buf){p, cap, BE_BUF_BIG};
+	return 1;
+}
+
+/* Executor: one more pool chunk, handed out at once, if the pool may grow.
+ * all[] and nchunks only change on the executor (here and in grow), so the
+ * check and the append need not be one critical section. */
+static int chunk_add(be_staging *st, be_buf *out)
+{
+	pthread_mutex_lock(&st->mu);
+	int room = st->nchunks < st->max_chunks;
+	pthread_mutex_unlock(&st->mu);
+	void *p = room ? pinned_alloc(st->chunk_size) : NULL;
+	if (!p)
+		return 0;
+	pthread_mutex_lock(&st->mu);
+	st->all[st->nchunks++] = p;
+	if (st->want_chunks)
+		st->want_chunks--; /* take_idle counted this shortfall */
+	pthread_mutex_unlock(&st->mu);
+	*out = (be_buf){p, st->chunk_size, BE_BUF_CHUNK};
+	return 1;
+}
+
+int be_staging_take(be_staging *st, size_t len, be_buf *out)
+{
+	*out = (be_buf){0};
+	if (len == 0)
+		return 0;
+	pthread_mutex_lock(&st->mu);
+	int got = take_idle(st, len, out);
+	pthread_mutex_unlock(&st->mu);
+	if (got)
+		return 0;
+	if (len <= st->chunk_size && chunk_add(st, out))
+		return 0;
+	if (len > st->chunk_size && len <= st->big_max && big_regrow(st, len, out))
+		return 0;
+	/* A chunk-sized copy with every chunk busy, a big one while the big buffer
+	 * is busy, or one beyond big_max: pinned memory for this copy alone. */
+	void *p = pinned_alloc(len);
+	if (p) {
+		*out = (be_buf){p, len, BE_BUF_PINNED};
+		return 0;
+	}
+	pthread_mutex_lock(&st->mu);
+	st->fallbacks++;
+	pthread_mutex_unlock(&st->mu);
+	p = malloc(len);
+	if (!p)
+		return -1;
+	*out = (be_buf){p, len, BE_BUF_MALLOC};
+	return 0;
+}
+
+void be_staging_grow(be_staging *st, unsigned min_chunks)
+{
+	unsigned n;
+	size_t want_big;
+
+	pthread_mutex_lock(&st->mu);
+	n = st->want_chunks;
+	if (st->nchunks + n < min_chunks)
+		n = min_chunks - st->nchunks;
+	if (st->nchunks + n > st->max_chunks)
+		n = st->max_chunks - st->nchunks;
+	st->want_chunks = 0;
+	want_big = st->want_big > st->big_cap && !st->big_busy ? st->want_big : 0;
+	pthread_mutex_unlock(&st->mu);
+
+	for (unsigned i = 0; i < n; i++) {
+		void *p = pinned_alloc(st->chunk_size);
+		if (!p)
+			break;
+		pthread_mutex_lock(&st->mu);
+		st->all[st->nchunks++] = p;
+		st->free[st->nfree++] = p;
+		pthread_mutex_unlock(&st->mu);
+	}
+	if (want_big) {
+		be_buf b;
+		if (big_regrow(st, want_big, &b))
+			be_staging_release(st, &b);
+		else {
+			pthread_mutex_lock(&st->mu);
+			st->want_big = 0; /* do not retry a failing allocation on every batch */
+			pthread_mutex_unlock(&st->mu);
+		}
+	}
+}
+
+void be_staging_release(be_staging *st, be_buf *b)
+{
+	switch (b->kind) {
+	case BE_BUF_CHUNK:
+		pthread_mutex_lock(&st->mu);
+		st->free[st->nfree++] = b->p;
+		pthread_mutex_unlock(&st->mu);
+		break;
+	case BE_BUF_BIG:
+		pthread_mutex_lock(&st->mu);
+		st->big_busy = 0;
+		pthread_mutex_unlock(&st->mu);
+		break;
+	case BE_BUF_PINNED:
+		pinned_free(b->p);
+		break;
+	case BE_BUF_MALLOC:
+		free(b->p);
+		break;
+	default:
+		break;
+	}
+	*b = (be_buf){0};
+}
+
+void be_staging_destroy(be_staging *st)
+{
+	if (!st->all)
+		return;
+	if (st->nfree != st->nchunks || st->big_busy)
+		LOG_ERROR("backend", "staging pool destroyed with %u of %u chunks%s in use", st->nchunks - st->nfree,
+			  st->nchunks, st->big_busy ? " and the big buffer" : "");
+	for (unsigned i = 0; i < st->nchunks; i++)
+		pinned_free(st->all[i]);
+	if (st->big)
+		pinned_free(st->big);
+	free(st->all);
+	free(st->free);
+	pthread_mutex_destroy(&st->mu);
+	*st = (be_staging){0};
+}

@@ -1,0 +1,69 @@
+/*
+ * Pinned staging memory of one session: where H2D payloads are received and D2H
+ * results are copied before they go out, so the DMA engine reads and writes
+ * page-locked memory and async copies stay async.
+ *
+ *  - chunks: up to max_chunks buffers of chunk_size bytes (cuMemHostAlloc),
+ *    for copies that fit in one;
+ *  - big: one larger pinned buffer, grown to the largest copy seen (up to
+ *    big_max), reused by one large copy at a time.
+ *
+ * Taking is thread-safe and never waits: the loop thread takes buffers for
+ * payloads it is about to receive (be_staging_take_nb) and must never block, so
+ * when nothing pinned fits it gets malloc'd memory (the driver stages pageable
+ * copies itself). It also records the shortfall, and the executor, which owns
+ * the context, allocates more pinned memory afterwards (be_staging_grow): the
+ * pool grows lazily to what the traffic needs, never on the loop thread.
+ */
+#ifndef BE_STAGING_H
+#define BE_STAGING_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum be_buf_kind {
+	BE_BUF_NONE = 0,
+	BE_BUF_CHUNK,  /* a pool chunk */
+	BE_BUF_BIG,    /* the big buffer */
+	BE_BUF_PINNED, /* cuMemHostAlloc'd for one copy */
+	BE_BUF_MALLOC, /* pageable */
+};
+
+typedef struct be_buf {
+	void *p;
+	size_t cap;
+	int kind;
+} be_buf;
+
+typedef struct be_staging {
+	pthread_mutex_t mu;
+	size_t chunk_size, big_max;
+	unsigned max_chunks, nchunks, nfree, want_chunks;
+	void **all;  /* nchunks allocated chunks (for the final free) */
+	void **free; /* nfree of them idle */
+	void *big;
+	size_t big_cap, want_big;
+	int big_busy;
+	/* statistics */
+	uint64_t fallbacks;
+} be_staging;
+
+int be_staging_init(be_staging *st, size_t chunk_size, unsigned max_chunks, size_t big_max);
+/* Executor, with the context current: allocates what takers found missing (and
+ * at least min_chunks chunks in all). Cheap when nothing is missing. */
+void be_staging_grow(be_staging *st, unsigned min_chunks);
+/* Any thread, never blocks: a chunk or the big buffer when one is idle and fits,
+ * else malloc'd memory (BE_BUF_MALLOC). len 0 gives BE_BUF_NONE. Returns 0, or
+ * -1 when even malloc failed. */
+int be_staging_take_nb(be_staging *st, size_t len, be_buf *out);
+/* Executor (context current): the same, but allocates pinned memory rather
+ * than malloc when nothing idle fits: a new pool chunk while the pool may grow,
+ * else a buffer for this copy alone (BE_BUF_PINNED); malloc only if that fails. */
+int be_staging_take(be_staging *st, size_t len, be_buf *out);
+/* Any thread; a BE_BUF_PINNED buffer needs the context current. Resets *b. */
+void be_staging_release(be_staging *st, be_buf *b);
+/* Executor, context current, every buffer released: frees all. */
+void be_staging_destroy(be_staging *st);
+
+#endif

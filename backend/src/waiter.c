@@ -1,0 +1,290 @@
+/*
+ * The waiter: one thread per session that blocks on the GPU so the executor
+ * never does. The executor pushes entries in order; the waiter takes them one by
+ * one, waits (cuEventSynchronize on an event the executor recorded, or
+ * cuCtxSynchronize), then does what the entry says: send the reply (with a
+ * payload out of a staging buffer for D2H copies), release staging buffers,
+ * destroy a client's event.
+ *
+ * Order is the point. Replies of synchronising calls leave in the order the
+ * calls were made; a staging buffer goes back to the pool only once the copy
+ * reading or writing it is done; and a client's event_destroy is queued here
+ * like everything else, so an earlier event_sync never waits on a destroyed
+ * event.
+ *
+ * Internal events (created with CU_EVENT_DISABLE_TIMING, the cheapest kind) are
+ * pooled: the executor takes one to record, the waiter gives it back.
+ */
+#include "backend.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static void *waiter_main(void *arg);
+static void run_entry(be_session *s, be_wentry *e, int live);
+static void entry_recycle(be_session *s, be_wentry *e);
+static void evpool_put(be_session *s, CUevent ev);
+
+int be_waiter_init(be_session *s)
+{
+	be_waiter *w = &s->w;
+	pthread_mutex_init(&w->mu, NULL);
+	pthread_cond_init(&w->cv, NULL);
+	w->head = NULL;
+	w->tail = &w->head;
+	return 0;
+}
+
+int be_waiter_start(be_session *s)
+{
+	if (pthread_create(&s->w.thread, NULL, waiter_main, s) != 0)
+		return -1;
+	s->w.started = 1;
+	return 0;
+}
+
+be_wentry *be_wentry_new(be_session *s)
+{
+	be_waiter *w = &s->w;
+	pthread_mutex_lock(&w->mu);
+	be_wentry *e = w->spare;
+	if (e)
+		w->spare = e->next;
+	pthread_mutex_unlock(&w->mu);
+	if (!e && !(e = malloc(sizeof(*e))))
+		return NULL;
+	memset(e, 0, sizeof(*e));
+	return e;
+}
+
+static void entry_recycle(be_session *s, be_wentry *e)
+{
+	be_waiter *w = &s->w;
+	pthread_mutex_lock(&w->mu);
+	e->next = w->spare;
+	w->spare = e;
+	pthread_mutex_unlock(&w->mu);
+}
+
+void be_waiter_push(be_session *s, be_wentry *e)
+{
+	be_waiter *w = &s->w;
+	e->next = NULL;
+	pthread_mutex_lock(&w->mu);
+	*w->tail = e;
+	w->tail = &e->next;
+	if (w->sleeping)
+		pthread_cond_signal(&w->cv);
+	pthread_mutex_unlock(&w->mu);
+}
+
+CUevent be_event_record_internal(be_session *s, CUstream stream, CUresult *err)
+{
+	be_waiter *w = &s->w;
+	CUevent ev = NULL;
+	CUresult r;
+
+	pthread_mutex_lock(&w->mu);
+	if (w->npool)
+		ev = w->pool[--w->npool];
+	pthread_mutex_unlock(&w->mu);
+	if (!ev) {
+		if ((r = be_drv.cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS) {
+			*err = r;
+			return NULL;
+		}
+		pthread_mutex_lock(&w->mu);
+		w->nevents++;
+		pthread_mutex_unlock(&w->mu);
+	}
+	if ((r = be_drv.cuEventRecord(ev, stream)) != CUDA_SUCCESS) {
+		evpool_put(s, ev);
+		*err = r;
+		return NULL;
+	}
+	*err = CUDA_SUCCESS;
+	return ev;
+}
+
+int be_waiter_after(be_session *s, CUstream stream, be_req *rq, be_buf *out, size_t out_len, be_buf *rel)
+{
+	CUresult r;
+	CUevent ev = be_event_record_internal(s, stream, &r);
+	be_wentry *e = ev ? be_wentry_new(s) : NULL;
+
+	if (!e) {
+		/* Rare (no memory, or the context is broken): the buffers may still be
+		 * in use by the copy, so wait for it here before letting them go. */
+		if (ev) {
+			r = CUDA_ERROR_OUT_OF_MEMORY;
+			be_drv.cuEventSynchronize(ev);
+			evpool_put(s, ev);
+		} else {
+			be_drv.cuCtxSynchronize();
+		}
+		if (out)
+			be_staging_release(&s->staging, out);
+		if (rel)
+			be_staging_release(&s->staging, rel);
+		return r;
+	}
+	e->kind = BE_WAIT_EVENT;
+	e->ev = ev;
+	if (rq) {
+		e->reply = 1;
+		e->seq = rq->seq;
+	}
+	if (out) {
+		e->out = *out;
+		e->out_len = out_len;
+		*out = (be_buf){0};
+	}
+	if (rel) {
+		e->rel = *rel;
+		*rel = (be_buf){0};
+	}
+	be_waiter_push(s, e);
+	return rq ? BE_DEFERRED : 0;
+}
+
+static void evpool_put(be_session *s, CUevent ev)
+{
+	be_waiter *w = &s->w;
+	pthread_mutex_lock(&w->mu);
+	if (w->npool < BE_EVPOOL_MAX) {
+		w->pool[w->npool++] = ev;
+		ev = NULL;
+	} else {
+		w->nevents--;
+	}
+	pthread_mutex_unlock(&w->mu);
+	if (ev)
+		be_drv.cuEventDestroy(ev);
+}
+
+/* live: the session is running (wait, then reply); otherwise the context has
+ * been synchronised at teardown and only the releases are left to do. */
+static void run_entry(be_session *s, be_wentry *e, int live)
+{
+	CUresult st = CUDA_SUCCESS;
+
+	if (live) {
+		if (e->kind == BE_WAIT_EVENT || e->kind == BE_WAIT_USER_EVENT)
+			st = be_drv.cuEventSynchronize(e->ev);
+		else if (e->kind == BE_WAIT_CTX)
+			st = be_drv.cuCtxSynchronize();
+	}
+	if (e->kind == BE_WAIT_EVENT)
+		evpool_put(s, e->ev);
+	if (live) {
+		if (e->reply) {
+			if (st == CUDA_SUCCESS)
+				be_reply_send(s, be_reply_begin_seq(s, e->seq, 0), e->out.p, e->out_len);
+			else
+				be_reply_status_seq(s, e->seq, st);
+		} else if (st != CUDA_SUCCESS) {
+			/* A copy that failed on the GPU: report it at the next reply, as
+			 * CUDA reports asynchronous errors. */
+			be_latch(s, st);
+		}
+	}
+	be_staging_release(&s->staging, &e->out);
+	be_staging_release(&s->staging, &e->rel);
+	if (e->destroy) {
+		CUresult r = be_drv.cuEventDestroy(e->destroy);
+		if (r != CUDA_SUCCESS && live)
+			be_latch(s, r);
+	}
+	entry_recycle(s, e);
+}
+
+static void *waiter_main(void *arg)
+{
+	be_session *s = arg;
+	be_waiter *w = &s->w;
+	int ctx_set = 0;
+
+	for (;;) {
+		pthread_mutex_lock(&w->mu);
+		while (!w->head && !w->stop) {
+			w->sleeping = 1;
+			pthread_cond_wait(&w->cv, &w->mu);
+			w->sleeping = 0;
+		}
+		if (w->stop) { /* leftovers are released after the teardown's synchronize */
+			pthread_mutex_unlock(&w->mu);
+			break;
+		}
+		be_wentry *e = w->head;
+		w->head = e->next;
+		if (!w->head)
+			w->tail = &w->head;
+		pthread_mutex_unlock(&w->mu);
+
+		/* Entries exist only after hello made the context (the push is
+		 * ordered after it by w->mu). */
+		if (!ctx_set && s->ctx) {
+			CUresult r = be_drv.cuCtxSetCurrent(s->ctx);
+			if (r != CUDA_SUCCESS)
+				LOG_WARN(BE_LOG, "session %" PRIu64 ": waiter cuCtxSetCurrent: %s", s->id, be_errname(r));
+			ctx_set = 1;
+		}
+		run_entry(s, e, 1);
+	}
+	return NULL;
+}
+
+int be_waiter_stop(be_session *s)
+{
+	be_waiter *w = &s->w;
+	struct timespec ts;
+
+	if (!w->started)
+		return 0;
+	pthread_mutex_lock(&w->mu);
+	w->stop = 1;
+	pthread_cond_signal(&w->cv);
+	pthread_mutex_unlock(&w->mu);
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += BE_WAITER_JOIN_MS / 1000;
+	ts.tv_nsec += (long)(BE_WAITER_JOIN_MS % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	int r = pthread_timedjoin_np(w->thread, NULL, &ts);
+	if (r == ETIMEDOUT) {
+		pthread_detach(w->thread);
+		return -1;
+	}
+	w->started = 0;
+	return 0;
+}
+
+void be_waiter_cleanup(be_session *s)
+{
+	be_waiter *w = &s->w;
+	be_wentry *e, *next;
+
+	for (e = w->head; e; e = next) {
+		next = e->next;
+		run_entry(s, e, 0);
+	}
+	w->head = NULL;
+	w->tail = &w->head;
+	for (e = w->spare; e; e = next) {
+		next = e->next;
+		free(e);
+	}
+	w->spare = NULL;
+	for (unsigned i = 0; i < w->npool; i++)
+		be_drv.cuEventDestroy(w->pool[i]);
+	w->nevents -= w->npool;
+	w->npool = 0;
+	if (w->nevents)
+		LOG_WARN(BE_LOG, "session %" PRIu64 ": %" PRIu64 " internal events unaccounted for", s->id, w->nevents);
+}

@@ -1,0 +1,92 @@
+/*
+ * funcattrs: cudaFuncGetAttributes, cudaFuncSetAttribute and the occupancy
+ * calculator for the rgtest kernels and for kernels with static shared and
+ * local memory. Through the remote these come from the server's driver, so on
+ * a GPU they must equal a local run; on the driver test double they are the
+ * fake's values (CI checks only that the calls succeed).
+ */
+#include "rgtest.h"
+#include "rgtest_kernels.cuh"
+
+extern "C" __global__ void rgtest_attr_shared(float *p, int n)
+{
+	__shared__ float tile[1024];
+	int i = threadIdx.x;
+	tile[i] = i < n ? p[i] : 0;
+	__syncthreads();
+	if (i < n)
+		p[i] = tile[1023 - i];
+}
+
+extern "C" __global__ void rgtest_attr_local(float *p, int n, int k)
+{
+	float a[64];
+	for (int i = 0; i < 64; i++)
+		a[i] = p[(i * 7 + k) % n];
+	p[threadIdx.x % n] = a[k & 63] + a[(k * 3) & 63];
+}
+
+extern "C" __global__ void rgtest_attr_dynamic(float *p)
+{
+	extern __shared__ float dyn[];
+	dyn[threadIdx.x] = p[threadIdx.x];
+	__syncthreads();
+	p[threadIdx.x] = dyn[blockDim.x - 1 - threadIdx.x];
+}
+
+static void show(const char *name, const void *fn)
+{
+	cudaFuncAttributes a;
+	memset(&a, 0, sizeof a);
+	CK(cudaFuncGetAttributes(&a, fn));
+	printf("%s: regs %d maxThreads %d shared %zu const %zu local %zu maxDynShared %d ptx %d binary %d "
+	       "carveout %d\n",
+	       name, a.numRegs, a.maxThreadsPerBlock, a.sharedSizeBytes, a.constSizeBytes, a.localSizeBytes,
+	       a.maxDynamicSharedSizeBytes, a.ptxVersion, a.binaryVersion, a.preferredShmemCarveout);
+	int blocks = -1;
+	CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, fn, 256, 0));
+	int blocks2 = -1;
+	CK(cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(&blocks2, fn, 128, 1024,
+	                                                          cudaOccupancyDisableCachingOverride));
+	printf("  occupancy: %d blocks of 256 threads, %d blocks of 128 threads + 1 KiB\n", blocks, blocks2);
+}
+
+int main(void)
+{
+	CK(cudaSetDevice(0));
+	show("rgtest_fill_u32", (const void *)rgtest_fill_u32);
+	show("rgtest_add_f32", (const void *)rgtest_add_f32);
+	show("rgtest_scale_f32", (const void *)rgtest_scale_f32);
+	show("rgtest_fault", (const void *)rgtest_fault);
+	show("rgtest_attr_shared", (const void *)rgtest_attr_shared);
+	show("rgtest_attr_local", (const void *)rgtest_attr_local);
+	show("rgtest_attr_dynamic", (const void *)rgtest_attr_dynamic);
+
+	/* opt in to more dynamic shared memory and read the attribute back */
+	int optin = 0;
+	CK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
+	CK(cudaFuncSetAttribute((const void *)rgtest_attr_dynamic, cudaFuncAttributeMaxDynamicSharedMemorySize,
+	                        optin));
+	cudaFuncAttributes a;
+	CK(cudaFuncGetAttributes(&a, (const void *)rgtest_attr_dynamic));
+	printf("rgtest_attr_dynamic maxDynShared after opt-in equals the optin limit: %s\n",
+	       a.maxDynamicSharedSizeBytes == optin ? "yes" : "no");
+	if (a.maxDynamicSharedSizeBytes != optin && !rg_fake()) /* the fake's attributes are canned */
+		rg_failures++;
+	int blocks = -1;
+	CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, (const void *)rgtest_attr_dynamic, 256, optin));
+	printf("  occupancy with %s dynamic shared memory: %d\n", "optin", blocks);
+	CK(cudaFuncSetAttribute((const void *)rgtest_attr_dynamic, cudaFuncAttributePreferredSharedMemoryCarveout,
+	                        50));
+	int min_grid = 0, block = 0;
+	CK(cudaOccupancyMaxPotentialBlockSize(&min_grid, &block, rgtest_fill_u32, 0, 0));
+	printf("max potential block size for rgtest_fill_u32: %d (min grid %d)\n", block, min_grid);
+	if (!rg_fake()) {
+		EXPECT_ERR("max dynamic shared memory past the limit",
+		           cudaFuncSetAttribute((const void *)rgtest_attr_dynamic,
+		                                cudaFuncAttributeMaxDynamicSharedMemorySize, optin + 1),
+		           cudaErrorInvalidValue);
+		cudaGetLastError();
+	}
+	return rg_finish("funcattrs");
+}

@@ -1,0 +1,126 @@
+/*
+ * memsets: cudaMemset, cudaMemsetAsync, cudaMemset2D(Async) at odd sizes and
+ * unaligned offsets. Each case first fills the whole allocation with a known
+ * pattern, sets a range, reads everything back and checks that exactly that
+ * range changed (only the low byte of the value counts, as in CUDA).
+ */
+#include "rgtest.h"
+
+#define MiB (1024ull * 1024)
+
+static void check_set(const char *label, const unsigned char *got, const unsigned char *before,
+                      size_t total, size_t off, size_t n, unsigned char v)
+{
+	for (size_t i = 0; i < total; i++) {
+		unsigned char want = (i >= off && i < off + n) ? v : before[i];
+		if (got[i] != want) {
+			fprintf(stderr, "%s: byte %zu: got %02x want %02x\n", label, i, got[i], want);
+			printf("%s: MISMATCH\n", label);
+			rg_failures++;
+			return;
+		}
+	}
+	printf("%s: ok fnv=%016llx\n", label, (unsigned long long)rg_fnv(got, total));
+}
+
+static void linear(int async)
+{
+	static const size_t sizes[] = {0, 1, 3, 4097, MiB + 1};
+	static const int offs[] = {0, 1, 3};
+	static const int vals[] = {0x00, 0xA5, 0x1234};
+	cudaStream_t s = 0;
+	if (async)
+		CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+	for (int si = 0; si < 5; si++) {
+		for (int oi = 0; oi < 3; oi++) {
+			size_t n = sizes[si], total = n + 8;
+			int off = offs[oi], v = vals[(si + oi) % 3];
+			unsigned char *before = (unsigned char *)malloc(total), *got = (unsigned char *)malloc(total);
+			unsigned char *d;
+			CK(cudaMalloc(&d, total));
+			rg_pattern(before, total, si * 3 + oi + (async ? 50 : 0));
+			CK(cudaMemcpy(d, before, total, cudaMemcpyHostToDevice));
+			/* a pageable cudaMemcpy may return before its DMA is done, and a
+			 * non-blocking stream does not wait for it */
+			CK(cudaDeviceSynchronize());
+			if (async) {
+				CK(cudaMemsetAsync(d + off, v, n, s));
+				CK(cudaMemcpyAsync(got, d, total, cudaMemcpyDeviceToHost, s));
+				CK(cudaStreamSynchronize(s));
+			} else {
+				CK(cudaMemset(d + off, v, n));
+				CK(cudaMemcpy(got, d, total, cudaMemcpyDeviceToHost));
+			}
+			char label[96];
+			snprintf(label, sizeof label, "%s size=%zu off=%d value=0x%x", async ? "memsetasync" : "memset", n,
+			         off, v);
+			check_set(label, got, before, total, off, n, (unsigned char)v);
+			CK(cudaFree(d));
+			free(before);
+			free(got);
+		}
+	}
+	if (async)
+		CK(cudaStreamDestroy(s));
+}
+
+static void twod(int async)
+{
+	size_t w = 33, h = 17, pitch;
+	unsigned char *d;
+	CK(cudaMallocPitch(&d, &pitch, w + 5, h + 2));
+	size_t total = pitch * (h + 2);
+	unsigned char *before = (unsigned char *)malloc(total), *got = (unsigned char *)malloc(total);
+	rg_pattern(before, total, async ? 91 : 90);
+	CK(cudaMemcpy(d, before, total, cudaMemcpyHostToDevice));
+	CK(cudaDeviceSynchronize());
+	/* start at row 1, column 2 */
+	unsigned char *base = d + pitch + 2;
+	cudaStream_t s = 0;
+	if (async) {
+		CK(cudaStreamCreate(&s));
+		CK(cudaMemset2DAsync(base, pitch, 0x5A, w, h, s));
+		CK(cudaStreamSynchronize(s));
+		CK(cudaStreamDestroy(s));
+	} else {
+		CK(cudaMemset2D(base, pitch, 0x5A, w, h));
+	}
+	CK(cudaMemcpy(got, d, total, cudaMemcpyDeviceToHost));
+	/* compare row by row with the expected image (the pitch itself is not printed) */
+	int bad = 0;
+	for (size_t r = 0; r < h + 2 && !bad; r++)
+		for (size_t c = 0; c < pitch; c++) {
+			int inside = r >= 1 && r < 1 + h && c >= 2 && c < 2 + w;
+			unsigned char want = inside ? 0x5A : before[r * pitch + c];
+			if (got[r * pitch + c] != want) {
+				fprintf(stderr, "memset2d row %zu col %zu: got %02x want %02x\n", r, c, got[r * pitch + c], want);
+				bad = 1;
+				break;
+			}
+		}
+	/* checksum of the w x h window only: independent of the pitch */
+	unsigned char *win = (unsigned char *)malloc(w * h);
+	for (size_t r = 0; r < h; r++)
+		memcpy(win + r * w, got + (r + 1) * pitch + 2, w);
+	if (bad) {
+		rg_failures++;
+		printf("%s 33x17 value=0x5a: MISMATCH\n", async ? "memset2dasync" : "memset2d");
+	} else {
+		printf("%s 33x17 value=0x5a: ok fnv=%016llx\n", async ? "memset2dasync" : "memset2d",
+		       (unsigned long long)rg_fnv(win, w * h));
+	}
+	free(win);
+	free(before);
+	free(got);
+	CK(cudaFree(d));
+}
+
+int main(void)
+{
+	CK(cudaSetDevice(0));
+	linear(0);
+	linear(1);
+	twod(0);
+	twod(1);
+	return rg_finish("memsets");
+}

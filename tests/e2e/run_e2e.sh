@@ -1,0 +1,417 @@
+#!/usr/bin/env bash
+# run_e2e.sh: end-to-end tests of the whole path, libremote.so -> TCP ->
+# remote-gpud -> driver, on a machine without a GPU. The backend runs on the
+# driver test double (tests/fakecuda: device memory in host RAM, launches logged
+# to $FAKECUDA_LAUNCH_LOG); the CUDA C programs of tests/e2e run unmodified with
+# LD_PRELOAD=libremote.so.
+#
+#   tests/e2e/run_e2e.sh [--build DIR] [--bin DIR] [--only NAME[,NAME...]]
+#                        [--driver PATH] [--keep] [--list]
+#
+#   --build DIR   the CMake build folder (default $RG_BUILD_DIR or <repo>/build):
+#                 backend/remote-gpud, frontend/libremote.so and
+#                 tests/fakecuda/libcuda.so.1 are taken from there
+#   --bin DIR     where the compiled test programs are (default
+#                 <build>/tests/e2e/bin); missing or stale ones are built with
+#                 nvcc (tests/e2e/nvcc-build.sh)
+#   --only LIST   run only these tests (names from --list)
+#   --driver PATH run the backend on another driver library (default: the fake;
+#                 with another driver the launch-log checks are skipped)
+#   --keep        keep the scratch folder (it is always kept when a test fails)
+#
+# Each program test: the program's exit status is 0; its stdout, less the
+# "expect launch" lines, equals tests/e2e/expected/<name>.out where that file
+# exists; every "expect launch" line it printed is in the fake's launch log, in
+# order, byte for byte; and afterwards the server's free memory (cudaMemGetInfo
+# through the remote, by the probe program) is back to its baseline.
+# Other tests: several clients at once, a client killed with SIGKILL in the
+# middle of a 64 MiB copy loop, garbage bytes on the server's port, SIGTERM.
+#
+# Exit status: 0 all passed, 1 some failed, 77 skipped (no nvcc, or the backend,
+# frontend or fake driver not built). The last line is "N passed, N failed".
+set -u -o pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/../.." && pwd)
+build=${RG_BUILD_DIR:-$root/build}
+bin=
+only=
+driver=
+keep=0
+timeout_s=${RG_E2E_TIMEOUT:-120}
+
+PROGRAMS=(copies memsets streams graphs args errors sticky devquery funcattrs pointers threads fork)
+SPECIAL=(multi_client kill_mid_copy garbage sigterm)
+HELPERS=(probe copyloop holder)
+
+while [ $# -gt 0 ]; do
+  case $1 in
+    --build) build=$2; shift 2 ;;
+    --bin) bin=$2; shift 2 ;;
+    --only) only=$2; shift 2 ;;
+    --driver) driver=$2; shift 2 ;;
+    --keep) keep=1; shift ;;
+    --list) printf '%s\n' "${PROGRAMS[@]}" "${SPECIAL[@]}"; exit 0 ;;
+    -h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) echo "run_e2e: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+build=$(cd "$build" 2>/dev/null && pwd || echo "$build")
+bin=${bin:-$build/tests/e2e/bin}
+
+skip() {
+  echo "SKIP: $*"
+  echo "0 passed, 0 failed"
+  exit 77
+}
+
+if [ -n "$only" ]; then
+  IFS=, read -r -a tests <<<"$only"
+  for t in "${tests[@]}"; do
+    [[ " ${PROGRAMS[*]} ${SPECIAL[*]} " == *" $t "* ]] || { echo "run_e2e: unknown test $t (see --list)" >&2; exit 2; }
+  done
+else
+  tests=("${PROGRAMS[@]}" "${SPECIAL[@]}")
+fi
+
+# ---- what we need -------------------------------------------------------------
+gpud=$build/backend/remote-gpud
+lib=$build/frontend/libremote.so
+fake=$build/tests/fakecuda/libcuda.so.1
+[ -x "$gpud" ] || skip "remote-gpud not built ($gpud)"
+[ -f "$lib" ] || skip "libremote.so not built ($lib)"
+if [ -z "$driver" ]; then
+  [ -f "$fake" ] || skip "driver test double not built ($fake)"
+  driver=$fake
+fi
+fake_mode=0
+[ "$(realpath "$driver")" = "$(realpath "$fake" 2>/dev/null)" ] && fake_mode=1
+
+nvcc=${RG_NVCC:-$(command -v nvcc || true)}
+[ -z "$nvcc" ] && [ -x /usr/local/cuda/bin/nvcc ] && nvcc=/usr/local/cuda/bin/nvcc
+mkdir -p "$bin"
+for p in "${PROGRAMS[@]}" "${HELPERS[@]}"; do
+  src=$here/$p.cu
+  if [ ! -x "$bin/$p" ] || [ "$src" -nt "$bin/$p" ] || [ "$here/rgtest.h" -nt "$bin/$p" ] ||
+     [ "$here/rgtest_kernels.cuh" -nt "$bin/$p" ]; then
+    [ -n "$nvcc" ] || skip "nvcc not found (set RG_NVCC or put it on PATH): the test programs cannot be built"
+    echo "nvcc: $p"
+    "$here/nvcc-build.sh" --nvcc "$nvcc" -o "$bin/$p" "$src" || { echo "FAIL: cannot build $p"; echo "0 passed, 1 failed"; exit 1; }
+  fi
+done
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/rg-e2e.XXXXXX")
+launch_log=$work/launch.log
+srv_pid=
+srv_port=
+holder_pid=
+holder_fd=
+pass=0
+fail=0
+failed=()
+
+cleanup() {
+  stop_holder >/dev/null 2>&1
+  if [ -n "$srv_pid" ] && kill -0 "$srv_pid" 2>/dev/null; then
+    kill -TERM "$srv_pid" 2>/dev/null
+    wait_pid "$srv_pid" 10 || kill -KILL "$srv_pid" 2>/dev/null
+  fi
+  if [ "$keep" = 1 ] || [ "$fail" -gt 0 ]; then
+    echo "scratch folder kept: $work"
+  else
+    rm -rf "$work"
+  fi
+}
+trap cleanup EXIT
+
+# wait_pid PID SECONDS: wait for a child to end; its status in $wait_status.
+wait_status=
+wait_pid() {
+  local pid=$1 n=$(($2 * 10))
+  while kill -0 "$pid" 2>/dev/null && [ $n -gt 0 ]; do sleep 0.1; n=$((n - 1)); done
+  kill -0 "$pid" 2>/dev/null && return 1
+  wait "$pid" 2>/dev/null
+  wait_status=$?
+  return 0
+}
+
+start_server() {
+  local pf=$work/port
+  rm -f "$pf"
+  echo "--- remote-gpud start $(date +%T)" >>"$work/server.log"
+  FAKECUDA_LAUNCH_LOG=$launch_log "$gpud" --listen 127.0.0.1:0 --port-file "$pf" --driver "$driver" \
+    >>"$work/server.log" 2>&1 &
+  srv_pid=$!
+  local n=100
+  while [ $n -gt 0 ]; do
+    if [ -s "$pf" ] && read -r srv_port <"$pf" && [[ $srv_port =~ ^[0-9]+$ ]]; then
+      return 0
+    fi
+    kill -0 "$srv_pid" 2>/dev/null || break
+    sleep 0.1
+    n=$((n - 1))
+  done
+  echo "remote-gpud did not start (no port in $pf); its log:"
+  tail -n 20 "$work/server.log" | sed 's/^/  | /'
+  return 1
+}
+
+server_alive() { [ -n "$srv_pid" ] && kill -0 "$srv_pid" 2>/dev/null; }
+
+# client PROG ARGS...: a program through the remote (stdout/stderr as the caller redirects)
+client() {
+  REMOTE_GPU=127.0.0.1:$srv_port LD_PRELOAD=$lib RGTEST_FAKE=$fake_mode timeout "$timeout_s" "$@"
+}
+
+probe_free() { client "$bin/probe" 2>>"$work/probe.err" | sed -n 's/^free=\([0-9]*\) .*/\1/p'; }
+
+# mem_back: poll until the server's free memory is back at the baseline.
+mem_detail=
+mem_back() {
+  local f= n=100
+  while [ $n -gt 0 ]; do
+    f=$(probe_free)
+    [ -n "$f" ] && [ "$f" = "$baseline" ] && return 0
+    sleep 0.1
+    n=$((n - 1))
+  done
+  if [ -z "$f" ]; then
+    mem_detail="the probe got no answer from the server"
+  else
+    mem_detail="free memory $f, baseline $baseline ($((baseline - f)) bytes still held)"
+  fi
+  return 1
+}
+
+# start_holder: another client holding 1 MiB; its device address in $holder_ptr.
+holder_ptr=
+start_holder() {
+  local fifo=$work/holder.fifo
+  rm -f "$fifo" "$work/holder.out"
+  mkfifo "$fifo"
+  client "$bin/holder" <"$fifo" >"$work/holder.out" 2>"$work/holder.err" &
+  holder_pid=$!
+  exec {holder_fd}>"$fifo"
+  local n=100
+  while [ $n -gt 0 ]; do
+    holder_ptr=$(head -n1 "$work/holder.out" 2>/dev/null)
+    [[ $holder_ptr =~ ^[0-9a-f]+$ ]] && return 0
+    kill -0 "$holder_pid" 2>/dev/null || break
+    sleep 0.1
+    n=$((n - 1))
+  done
+  return 1
+}
+
+# stop_holder: close its stdin; 0 if it ended cleanly (its memory untouched).
+stop_holder() {
+  [ -n "$holder_pid" ] || return 0
+  [ -n "$holder_fd" ] && exec {holder_fd}>&-
+  holder_fd=
+  local pid=$holder_pid
+  holder_pid=
+  wait_pid "$pid" 20 || { kill -KILL "$pid" 2>/dev/null; return 1; }
+  return "$wait_status"
+}
+
+# check_launches OUT OFFSET: the "expect launch" lines of OUT appear, in order,
+# in the launch log written since byte OFFSET.
+check_launches() {
+  local out=$1 off=$2
+  grep '^expect launch ' "$out" | sed 's/^expect //' >"$out.want"
+  tail -c +"$((off + 1))" "$launch_log" >"$out.log"
+  awk 'function norm(s) { sub(/[ \t\r]+$/, "", s); return tolower(s) }
+       NR == FNR { want[++n] = norm($0); next }
+       i < n && norm($0) == want[i + 1] { i++ }
+       END { if (i < n) { print "  not in the launch log (in order): " want[i + 1]; exit 1 } }' \
+    "$out.want" "$out.log" && return 0
+  local name
+  name=$(awk '{print $2}' <<<"$(grep -vxFf "$out.log" "$out.want" | head -n1)")
+  echo "  the log's lines for ${name:-?}:"
+  grep -F "launch $name " "$out.log" | head -n 4 | cut -c1-300 | sed 's/^/  | /'
+  return 1
+}
+
+report() { # NAME PROBLEMS...
+  local name=$1
+  shift
+  if [ $# -eq 0 ]; then
+    echo "PASS $name"
+    pass=$((pass + 1))
+  else
+    echo "FAIL $name"
+    printf '  %s\n' "$@"
+    fail=$((fail + 1))
+    failed+=("$name")
+  fi
+}
+
+show_files() { # DIR: diff and stderr of a failed program
+  [ -s "$1/diff" ] && head -n 40 "$1/diff" | sed 's/^/  | /'
+  [ -s "$1/err" ] && { echo "  stderr:"; tail -n 12 "$1/err" | sed 's/^/  | /'; }
+  return 0
+}
+
+# run_program NAME DIR [ARGS...]: runs it, checks status, stdout and launches;
+# appends problems to the array "problems".
+run_program() {
+  local p=$1 dir=$2
+  shift 2
+  mkdir -p "$dir"
+  local off
+  off=$(stat -c %s "$launch_log" 2>/dev/null || echo 0)
+  client "$bin/$p" "$@" >"$dir/out" 2>"$dir/err"
+  local rc=$?
+  [ $rc -eq 0 ] || problems+=("exit status $rc$([ $rc -eq 124 ] && echo ' (timed out)')")
+  if [ -f "$here/expected/$p.out" ]; then
+    grep -v '^expect ' "$dir/out" >"$dir/out.cmp"
+    diff -u "$here/expected/$p.out" "$dir/out.cmp" >"$dir/diff" ||
+      problems+=("stdout differs from tests/e2e/expected/$p.out")
+  fi
+  if [ "$fake_mode" = 1 ] && grep -q '^expect launch ' "$dir/out"; then
+    check_launches "$dir/out" "$off" >"$dir/launches" || problems+=("launches differ from the fake's log:" "$(cat "$dir/launches")")
+  fi
+}
+
+ensure_server() {
+  server_alive && return 0
+  echo "(remote-gpud is not running: starting it again)"
+  start_server && baseline=$(probe_free)
+}
+
+# ---- tests -------------------------------------------------------------------
+t_program() {
+  local p=$1 dir=$work/$1 args=()
+  problems=()
+  if [ "$p" = errors ]; then
+    if start_holder; then args=("$holder_ptr"); else problems+=("the holder client did not start"); fi
+  fi
+  run_program "$p" "$dir" "${args[@]}"
+  if [ "$p" = errors ]; then
+    stop_holder || problems+=("the holder client (whose pointer errors used) did not end cleanly: $(tail -n 2 "$work/holder.err")")
+  fi
+  server_alive || problems+=("remote-gpud died: $(tail -n 5 "$work/server.log")")
+  server_alive && { mem_back || problems+=("after the client: $mem_detail"); }
+  report "$p" "${problems[@]}"
+  [ ${#problems[@]} -eq 0 ] || show_files "$dir"
+}
+
+t_multi_client() {
+  problems=()
+  local progs=(copies streams threads graphs memsets) pids=() i
+  for i in "${!progs[@]}"; do
+    (
+      problems=()
+      run_program "${progs[$i]}" "$work/multi.$i"
+      [ ${#problems[@]} -eq 0 ] || printf '%s\n' "${problems[@]}" >"$work/multi.$i.problems"
+    ) &
+    pids+=($!)
+  done
+  for i in "${!pids[@]}"; do
+    wait "${pids[$i]}"
+    if [ -s "$work/multi.$i.problems" ]; then
+      problems+=("${progs[$i]}: $(paste -sd';' "$work/multi.$i.problems")")
+      show_files "$work/multi.$i" >"$work/multi.$i.show"
+    fi
+  done
+  server_alive || problems+=("remote-gpud died")
+  server_alive && { mem_back || problems+=("after the clients: $mem_detail"); }
+  report multi_client "${problems[@]}"
+  cat "$work"/multi.*.show 2>/dev/null
+  return 0
+}
+
+t_kill_mid_copy() {
+  problems=()
+  local round delay
+  for round in 1 2; do
+    delay=$([ $round = 1 ] && echo 0.3 || echo 1.1)
+    local out=$work/copyloop.$round
+    REMOTE_GPU=127.0.0.1:$srv_port LD_PRELOAD=$lib RGTEST_FAKE=$fake_mode "$bin/copyloop" >"$out" 2>"$out.err" &
+    local pid=$! n=300
+    while [ $n -gt 0 ] && ! grep -q '^ready' "$out" 2>/dev/null && kill -0 $pid 2>/dev/null; do
+      sleep 0.1
+      n=$((n - 1))
+    done
+    if ! grep -q '^ready' "$out"; then
+      problems+=("round $round: copyloop never got ready: $(tail -n 3 "$out.err")")
+      kill -KILL $pid 2>/dev/null
+      wait $pid 2>/dev/null
+      continue
+    fi
+    sleep "$delay"
+    kill -KILL $pid
+    wait $pid 2>/dev/null
+    server_alive || { problems+=("round $round: remote-gpud died"); break; }
+    mem_back || problems+=("round $round: after SIGKILL: $mem_detail")
+  done
+  if server_alive; then
+    run_program memsets "$work/after_kill"
+  fi
+  report kill_mid_copy "${problems[@]}"
+  [ ${#problems[@]} -eq 0 ] || show_files "$work/after_kill"
+}
+
+t_garbage() {
+  problems=()
+  "$here/garbage.sh" 127.0.0.1 "$srv_port" >"$work/garbage.log" 2>&1 || problems+=("could not connect: $(tail -n 3 "$work/garbage.log")")
+  server_alive || problems+=("remote-gpud died: $(tail -n 5 "$work/server.log")")
+  if server_alive; then
+    mem_back || problems+=("$mem_detail")
+    run_program memsets "$work/after_garbage"
+  fi
+  report garbage "${problems[@]}"
+  [ ${#problems[@]} -eq 0 ] || show_files "$work/after_garbage"
+}
+
+t_sigterm() {
+  problems=()
+  # a client still connected (holding memory) when the signal comes
+  start_holder || problems+=("the holder client did not start")
+  kill -TERM "$srv_pid"
+  if wait_pid "$srv_pid" 10; then
+    [ "$wait_status" -eq 0 ] || problems+=("remote-gpud exit status $wait_status after SIGTERM")
+  else
+    problems+=("remote-gpud still running 10 s after SIGTERM")
+    kill -KILL "$srv_pid" 2>/dev/null
+  fi
+  srv_pid=
+  stop_holder >/dev/null 2>&1 # it lost its server: only make sure it ends
+  report sigterm "${problems[@]}"
+  [ ${#problems[@]} -eq 0 ] || tail -n 10 "$work/server.log" | sed 's/^/  | /'
+}
+
+# ---- run ----------------------------------------------------------------------
+echo "remote-gpud: $gpud"
+echo "frontend:    $lib"
+echo "driver:      $driver$([ $fake_mode = 1 ] && echo ' (test double)')"
+echo "programs:    $bin"
+start_server || { echo "0 passed, ${#tests[@]} failed"; exit 1; }
+baseline=$(probe_free)
+if [ -z "$baseline" ]; then
+  echo "FAIL: the probe program gets no answer through the remote:"
+  sed 's/^/  | /' "$work/probe.err" | tail -n 10
+  tail -n 10 "$work/server.log" | sed 's/^/  | /'
+  echo "0 passed, ${#tests[@]} failed"
+  fail=1
+  exit 1
+fi
+echo "server on port $srv_port, free memory baseline $baseline"
+
+for t in "${tests[@]}"; do
+  [ "$t" = sigterm ] && continue
+  ensure_server || { report "$t" "remote-gpud could not be restarted"; continue; }
+  case $t in
+    multi_client) t_multi_client ;;
+    kill_mid_copy) t_kill_mid_copy ;;
+    garbage) t_garbage ;;
+    *) t_program "$t" ;;
+  esac
+done
+if [[ " ${tests[*]} " == *" sigterm "* ]]; then
+  ensure_server && t_sigterm
+fi
+
+[ $fail -gt 0 ] && echo "failed: ${failed[*]}"
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]

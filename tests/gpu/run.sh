@@ -1,0 +1,549 @@
+#!/usr/bin/env bash
+# tests/gpu/run.sh: the GPU suite, one script for the GPU machine (H100/H200,
+# CUDA 13, nvcc; no network; libuv/msgpack/xxhash from .deps/, unpacked by
+# tools/device-deps.sh and carried along).
+#
+#   tests/gpu/run.sh                 # from the repository root or anywhere
+#
+# 1. Builds the project (Release, -DCMAKE_PREFIX_PATH=<repo>/.deps/usr), and the
+#    test programs (tests/e2e/*.cu) and examples (examples/cuda/*.cu) with nvcc.
+# 2. Starts remote-gpud on the real GPU (default driver libcuda.so.1).
+# 3. Runs every program twice: locally on the GPU (no preload), and through
+#    libremote.so inside a private mount namespace in which every libcuda.so*,
+#    libnvidia-ml.so* and /dev/nvidia* is hidden under /dev/null (checked: the
+#    driver cannot be loaded there, and a program without libremote.so sees no
+#    GPU). The remote output must equal the local one byte for byte, and the
+#    server's free memory (cudaMemGetInfo through the remote) must be back at its
+#    baseline after each client. Where tests/e2e/expected/<name>.out exists, the
+#    local output must also equal it (those files are what CI expects).
+# 4. Several clients at once, a client killed with SIGKILL mid-copy, garbage
+#    bytes on the port, SIGTERM (exit 0).
+# 5. Writes ${OUT:-tests/gpu/reports}/gpu-report.md (GPU, driver, commit, date,
+#    per-program PASS/FAIL with diffs), gpu-run.log and gpu-details.tar.gz.
+# 6. Runs bench/run-gpu.sh if present, in the time left, and copies what it adds
+#    under bench/results/ next to the report.
+#
+# Environment: OUT (report folder), RG_BUILD_DIR (default <repo>/build-gpu),
+# RG_COMMIT (commit to name when the tree has no .git), RG_GPUD and
+# RG_LIBREMOTE (use these binaries, skip the CMake build), RG_GPU_BUDGET_S
+# (whole run including the benchmarks, default 470 s), RG_MEM_SLACK (bytes of
+# free-memory difference tolerated after a client, default 0).
+# Exit status: 0 when every check passed.
+set -u -o pipefail
+
+t0=$(date +%s)
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/../.." && pwd)
+e2e=$root/tests/e2e
+report_dir=${OUT:-$root/tests/gpu/reports}
+B=${RG_BUILD_DIR:-$root/build-gpu}
+budget=${RG_GPU_BUDGET_S:-470}
+prog_timeout=${RG_GPU_PROG_TIMEOUT:-90}
+slack=${RG_MEM_SLACK:-0}
+mkdir -p "$report_dir"
+report_dir=$(cd "$report_dir" && pwd)
+work=$(mktemp -d /tmp/rg-gpu.XXXXXX)
+log=$work/gpu-run.log
+bin=$work/bin
+mkdir -p "$bin" "$work/d"
+
+E2E_PROGRAMS=(copies memsets streams graphs args errors sticky devquery funcattrs pointers threads fork)
+EXAMPLES=(vector_add matmul reduction fault)
+HELPERS=(probe copyloop holder)
+
+note() { echo "$*" | tee -a "$log"; }
+elapsed() { echo $(($(date +%s) - t0)); }
+left() { echo $((budget - $(elapsed))); }
+
+srv_pid=
+cleanup() {
+  if [ -n "$srv_pid" ] && kill -0 "$srv_pid" 2>/dev/null; then
+    kill -TERM "$srv_pid"
+    sleep 2
+    kill -KILL "$srv_pid" 2>/dev/null
+  fi
+}
+trap cleanup EXIT
+
+wait_status=
+wait_pid() { # PID SECONDS
+  local pid=$1 n=$(($2 * 10))
+  while kill -0 "$pid" 2>/dev/null && [ $n -gt 0 ]; do sleep 0.1; n=$((n - 1)); done
+  kill -0 "$pid" 2>/dev/null && return 1
+  wait "$pid" 2>/dev/null
+  wait_status=$?
+  return 0
+}
+
+# ---- machine -------------------------------------------------------------------
+gpu_name=$(nvidia-smi -L 2>/dev/null | paste -sd';' -)
+driver_ver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -n1)
+nvcc=${RG_NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
+nvcc_ver=$("$nvcc" --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\), \(V[0-9.]*\).*/\1 (\2)/p')
+commit=${RG_COMMIT:-$(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)}
+if [ -z "${RG_COMMIT:-}" ] && [ -n "$(git -C "$root" status --porcelain 2>/dev/null | head -n1)" ]; then
+  commit="$commit (with uncommitted changes)"
+fi
+run_date=$(date -u '+%Y-%m-%d %H:%M:%S UTC')
+note "GPU suite: ${gpu_name:-no GPU found}; driver ${driver_ver:-?}; nvcc ${nvcc_ver:-?}; commit $commit"
+
+# ---- build ---------------------------------------------------------------------
+build_ok=1
+build_note=
+if [ -n "${RG_GPUD:-}" ]; then
+  gpud=$RG_GPUD
+  lib=${RG_LIBREMOTE:?RG_LIBREMOTE must be set with RG_GPUD}
+  build_note="binaries given: $gpud, $lib"
+else
+  gpud=$B/backend/remote-gpud
+  lib=$B/frontend/libremote.so
+  [ -d "$root/.deps/usr" ] || note "warning: $root/.deps/usr missing (run tools/device-deps.sh where apt works, and carry .deps)"
+  note "building the project in $B (Release)"
+  if cmake -S "$root" -B "$B" -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$root/.deps/usr" \
+       -DRG_BUILD_TESTS=OFF -DRG_WITH_RDMA=OFF >"$work/build.log" 2>&1 &&
+     cmake --build "$B" -j "$(nproc)" >>"$work/build.log" 2>&1; then
+    build_note="built in $(elapsed) s"
+  else
+    build_ok=0
+    build_note="the CMake build FAILED (log below)"
+  fi
+fi
+[ -x "$gpud" ] && [ -f "$lib" ] || { build_ok=0; build_note="$build_note; missing $([ -x "$gpud" ] || echo "$gpud ")$([ -f "$lib" ] || echo "$lib")"; }
+note "build: $build_note"
+
+note "compiling test programs and examples with $nvcc"
+srcs=()
+for p in "${E2E_PROGRAMS[@]}" "${HELPERS[@]}"; do srcs+=("$e2e/$p.cu"); done
+for p in "${EXAMPLES[@]}"; do srcs+=("$root/examples/cuda/$p.cu"); done
+printf '%s\n' "${srcs[@]}" | xargs -P "$(nproc)" -I{} sh -c \
+  'n=$(basename {} .cu); "$0" --nvcc "$1" -o "$2/$n" {} >"$2/$n.build.log" 2>&1 || echo "$n" >>"$2/build-failed"' \
+  "$e2e/nvcc-build.sh" "$nvcc" "$bin"
+[ -s "$bin/build-failed" ] && note "nvcc failed for: $(paste -sd' ' "$bin/build-failed")"
+
+# ---- the GPU-less namespace ---------------------------------------------------------
+# Every path the dynamic linker could find libcuda.so* / libnvidia-ml.so* at
+# (ldconfig's cache, its configured folders, LD_LIBRARY_PATH, the usual driver
+# and CUDA folders including compat and stubs), resolved through symlinks, and
+# the NVIDIA device nodes.
+hidelist=$work/hidden-paths
+{
+  ldconfig -p 2>/dev/null | awk '/(libcuda|libnvidia-ml)\.so/ {print $NF}'
+  dirs=(/lib /lib64 /usr/lib /usr/lib64 /lib/x86_64-linux-gnu /usr/lib/x86_64-linux-gnu /usr/local/lib
+        /usr/local/nvidia/lib /usr/local/nvidia/lib64 /usr/lib/wsl/lib)
+  dirs+=(/usr/local/cuda*/compat /usr/local/cuda*/lib64 /usr/local/cuda*/lib64/stubs /usr/local/cuda*/targets/*/lib
+         /usr/local/cuda*/targets/*/lib/stubs)
+  IFS=: read -r -a ldp <<<"${LD_LIBRARY_PATH:-}"
+  dirs+=("${ldp[@]}")
+  while read -r d; do dirs+=("$d"); done < <(cat /etc/ld.so.conf /etc/ld.so.conf.d/*.conf 2>/dev/null | sed 's/#.*//' | grep '^/')
+  for d in "${dirs[@]}"; do
+    [ -d "$d" ] && find "$d" -maxdepth 1 \( -name 'libcuda.so*' -o -name 'libnvidia-ml.so*' \) 2>/dev/null
+  done
+  ls -d /dev/nvidia* 2>/dev/null
+} | while read -r f; do
+  [ -n "$f" ] && [ -e "$f" ] && readlink -f "$f"
+done | sort -u >"$hidelist"
+
+cat >"$work/gpuless.sh" <<EOF
+#!/bin/bash
+# Runs inside unshare -m: hides the NVIDIA driver, then execs "\$@".
+while IFS= read -r f; do
+  if [ -d "\$f" ]; then
+    mount -t tmpfs -o size=4k,mode=755 rg-hidden "\$f"
+  else
+    mount --bind /dev/null "\$f"
+  fi || { echo "gpuless: cannot hide \$f" >&2; exit 125; }
+done <"$hidelist"
+exec "\$@"
+EOF
+gpuless() { unshare -m --propagation private bash "$work/gpuless.sh" "$@"; }
+
+gpuless_ok=0
+gpuless_note=
+if [ ! -x "$bin/devquery" ]; then
+  gpuless_note="not checked: devquery did not build"
+else
+  # shellcheck disable=SC2016
+  gpuless bash -c '
+    fails=0
+    python3 -c "import ctypes; ctypes.CDLL(\"libcuda.so.1\")" 2>/dev/null && { echo "libcuda.so.1 loads"; fails=1; }
+    python3 -c "import ctypes; ctypes.CDLL(\"libnvidia-ml.so.1\")" 2>/dev/null && { echo "libnvidia-ml.so.1 loads"; fails=1; }
+    if command -v nvidia-smi >/dev/null; then nvidia-smi -L >/dev/null 2>&1 && { echo "nvidia-smi works"; fails=1; }; fi
+    "$1" >/dev/null 2>&1 && { echo "devquery without libremote.so sees a GPU"; fails=1; }
+    exit $fails' _ "$bin/devquery" >"$work/gpuless-check" 2>&1
+  rc=$?
+  if [ $rc -eq 0 ]; then
+    gpuless_ok=1
+    gpuless_note="verified: libcuda.so.1 and libnvidia-ml.so.1 cannot be loaded, nvidia-smi fails, devquery without libremote.so fails; $(wc -l <"$hidelist") paths hidden"
+  else
+    gpuless_note="NOT GPU-less (rc $rc): $(paste -sd';' "$work/gpuless-check")"
+  fi
+fi
+note "namespace: $gpuless_note"
+
+# ---- server ------------------------------------------------------------------------
+srv_port=
+start_server() {
+  local pf=$work/port
+  rm -f "$pf"
+  "$gpud" --listen 127.0.0.1:0 --port-file "$pf" >>"$work/server.log" 2>&1 &
+  srv_pid=$!
+  local n=150
+  while [ $n -gt 0 ]; do
+    if [ -s "$pf" ] && read -r srv_port <"$pf" && [[ $srv_port =~ ^[0-9]+$ ]]; then return 0; fi
+    kill -0 "$srv_pid" 2>/dev/null || break
+    sleep 0.1
+    n=$((n - 1))
+  done
+  return 1
+}
+server_alive() { [ -n "$srv_pid" ] && kill -0 "$srv_pid" 2>/dev/null; }
+
+remote() { # PROG ARGS...: through libremote.so in the GPU-less namespace
+  timeout "$prog_timeout" unshare -m --propagation private bash "$work/gpuless.sh" \
+    env REMOTE_GPU=127.0.0.1:$srv_port LD_PRELOAD="$lib" "$@"
+}
+local_run() { timeout "$prog_timeout" "$@"; }
+
+probe_free() { remote "$bin/probe" 2>>"$work/probe.err" | sed -n 's/^free=\([0-9]*\) .*/\1/p'; }
+server_gpu_mem() { # the server's own usage as nvidia-smi sees it (MiB), for the report
+  nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits 2>/dev/null |
+    awk -F', *' -v p="$srv_pid" '$1 == p {print $2 " MiB"}'
+}
+
+mem_detail=
+mem_back() {
+  local f= n=100 d
+  while [ $n -gt 0 ]; do
+    f=$(probe_free)
+    if [ -n "$f" ]; then
+      d=$((baseline - f))
+      [ ${d#-} -le "$slack" ] && { mem_detail="back to baseline"; return 0; }
+    fi
+    sleep 0.1
+    n=$((n - 1))
+  done
+  if [ -z "$f" ]; then mem_detail="probe got no answer"; else mem_detail="$d bytes still held"; fi
+  return 1
+}
+
+holder_pid=
+holder_fd=
+holder_ptr=
+start_holder() { # local|remote
+  local fifo=$work/holder.fifo
+  rm -f "$fifo" "$work/holder.out"
+  mkfifo "$fifo"
+  if [ "$1" = remote ]; then
+    remote "$bin/holder" <"$fifo" >"$work/holder.out" 2>"$work/holder.err" &
+  else
+    local_run "$bin/holder" <"$fifo" >"$work/holder.out" 2>"$work/holder.err" &
+  fi
+  holder_pid=$!
+  exec {holder_fd}>"$fifo"
+  local n=150
+  while [ $n -gt 0 ]; do
+    holder_ptr=$(head -n1 "$work/holder.out" 2>/dev/null)
+    [[ $holder_ptr =~ ^[0-9a-f]+$ ]] && return 0
+    kill -0 "$holder_pid" 2>/dev/null || break
+    sleep 0.1
+    n=$((n - 1))
+  done
+  return 1
+}
+stop_holder() {
+  [ -n "$holder_fd" ] && exec {holder_fd}>&-
+  holder_fd=
+  [ -n "$holder_pid" ] || return 0
+  local pid=$holder_pid
+  holder_pid=
+  wait_pid "$pid" 20 || { kill -KILL "$pid" 2>/dev/null; return 1; }
+  return "$wait_status"
+}
+
+server_ok=0
+server_note=
+if [ $build_ok = 1 ] && [ $gpuless_ok = 1 ]; then
+  if start_server; then
+    baseline=$(probe_free)
+    if [ -n "$baseline" ]; then
+      server_ok=1
+      server_note="port $srv_port; free memory baseline $baseline bytes (server process on the GPU: $(server_gpu_mem))"
+    else
+      server_note="the probe gets no answer through the remote: $(tail -n 3 "$work/probe.err" | paste -sd';')"
+    fi
+  else
+    server_note="remote-gpud did not start: $(tail -n 5 "$work/server.log" | paste -sd';')"
+  fi
+else
+  server_note="not started ($([ $build_ok = 1 ] || echo 'build failed ')$([ $gpuless_ok = 1 ] || echo 'namespace not GPU-less'))"
+fi
+note "server: $server_note"
+
+# ---- programs ------------------------------------------------------------------------
+rows=()     # markdown table rows
+fails=()    # names with details
+npass=0
+nfail=0
+
+verdict() { # NAME PASS|FAIL
+  if [ "$2" = PASS ]; then npass=$((npass + 1)); else nfail=$((nfail + 1)); fails+=("$1"); fi
+}
+
+run_pair() { # NAME: local then remote; fills a table row
+  local p=$1 d=$work/d/$1 args=() problems=()
+  mkdir -p "$d"
+  if [ ! -x "$bin/$p" ]; then
+    rows+=("| $p | - | - | - | - | - | FAIL (did not build) |")
+    verdict "$p" FAIL
+    cp "$bin/$p.build.log" "$d/build.log" 2>/dev/null
+    return
+  fi
+  if [ "$(left)" -lt 60 ]; then
+    rows+=("| $p | - | - | - | - | - | FAIL (not run: time budget) |")
+    verdict "$p" FAIL
+    return
+  fi
+  # local
+  [ "$p" = errors ] && { start_holder local && args=("$holder_ptr") || problems+=("local holder did not start"); }
+  local_run "$bin/$p" "${args[@]}" >"$d/local.out" 2>"$d/local.err"
+  local lrc=$?
+  [ "$p" = errors ] && { stop_holder || problems+=("local holder did not end cleanly"); }
+  # remote
+  local rrc=- same=- mem=- exp=n/a
+  if [ $server_ok = 1 ]; then
+    server_alive || { start_server && baseline=$(probe_free); }
+    args=()
+    [ "$p" = errors ] && { start_holder remote && args=("$holder_ptr") || problems+=("remote holder did not start"); }
+    remote "$bin/$p" "${args[@]}" >"$d/remote.out" 2>"$d/remote.err"
+    rrc=$?
+    [ "$p" = errors ] && { stop_holder || problems+=("remote holder did not end cleanly"); }
+    if cmp -s "$d/local.out" "$d/remote.out"; then same=yes; else same=NO; diff -u "$d/local.out" "$d/remote.out" >"$d/diff"; fi
+    if server_alive; then
+      mem_back; mem=$mem_detail
+      [ "$mem" = "back to baseline" ] || problems+=("server memory: $mem")
+    else
+      mem="server died"
+      problems+=("remote-gpud died: $(tail -n 5 "$work/server.log" | paste -sd';')")
+    fi
+  else
+    problems+=("remote not run: $server_note")
+  fi
+  if [ -f "$e2e/expected/$p.out" ]; then
+    grep -v -e '^expect ' -e '^  echo: ok' "$d/local.out" >"$d/local.cmp"
+    if diff -u "$e2e/expected/$p.out" "$d/local.cmp" >"$d/expected.diff"; then exp=yes; else exp=NO; problems+=("local output differs from tests/e2e/expected/$p.out"); fi
+  fi
+  [ "$lrc" = 0 ] || problems+=("local exit status $lrc")
+  if [ "$rrc" != - ]; then
+    [ "$rrc" = 0 ] || problems+=("remote exit status $rrc")
+    [ "$same" = yes ] || problems+=("remote output differs from local")
+  fi
+  local v=PASS
+  [ ${#problems[@]} -eq 0 ] || v=FAIL
+  printf '%s\n' "${problems[@]}" >"$d/problems"
+  rows+=("| $p | $lrc | $rrc | $same | $exp | $mem | $v |")
+  verdict "$p" "$v"
+  note "$v $p (local $lrc, remote $rrc, same $same, expected $exp, memory $mem)"
+}
+
+for p in "${E2E_PROGRAMS[@]}" "${EXAMPLES[@]}"; do run_pair "$p"; done
+
+# ---- server tests ------------------------------------------------------------------------
+srows=()
+sverdict() { # NAME DETAIL PROBLEMS...
+  local name=$1 detail=$2
+  shift 2
+  if [ $# -eq 0 ]; then
+    srows+=("| $name | PASS | $detail |")
+    verdict "$name" PASS
+  else
+    srows+=("| $name | FAIL | $detail; $(printf '%s; ' "$@") |")
+    verdict "$name" FAIL
+    printf '%s\n' "$@" >"$work/d/$name.problems"
+  fi
+  note "$([ $# -eq 0 ] && echo PASS || echo FAIL) $name"
+}
+
+if [ $server_ok = 1 ] && [ "$(left)" -gt 60 ]; then
+  # several clients at once, each compared with its own local output
+  problems=()
+  multi=(copies threads streams matmul reduction)
+  pids=()
+  for p in "${multi[@]}"; do
+    remote "$bin/$p" >"$work/d/multi.$p.out" 2>"$work/d/multi.$p.err" &
+    pids+=($!)
+  done
+  for i in "${!multi[@]}"; do
+    wait "${pids[$i]}"
+    rc=$?
+    p=${multi[$i]}
+    [ $rc -eq 0 ] || problems+=("$p exit status $rc")
+    cmp -s "$work/d/$p/local.out" "$work/d/multi.$p.out" || problems+=("$p output differs from local")
+  done
+  server_alive && { mem_back || problems+=("server memory: $mem_detail"); } || problems+=("remote-gpud died")
+  sverdict multi_client "${multi[*]} at once, each equal to its local run" "${problems[@]}"
+
+  # a client killed with SIGKILL in the middle of 64 MiB copies
+  server_alive || { start_server && baseline=$(probe_free); }
+  problems=()
+  timeout 120 unshare -m --propagation private bash "$work/gpuless.sh" \
+    env REMOTE_GPU=127.0.0.1:$srv_port LD_PRELOAD="$lib" "$bin/copyloop" >"$work/d/copyloop.out" 2>"$work/d/copyloop.err" &
+  pid=$!
+  n=300
+  while [ $n -gt 0 ] && ! grep -q '^ready' "$work/d/copyloop.out" && kill -0 $pid 2>/dev/null; do sleep 0.1; n=$((n - 1)); done
+  if grep -q '^ready' "$work/d/copyloop.out"; then
+    sleep 0.5
+    # timeout -> unshare (exec'd: bash, env, copyloop): the program is the child of timeout
+    pkill_target=$(pgrep -P $pid | head -n1)
+    kill -KILL "${pkill_target:-$pid}" 2>/dev/null
+    wait $pid 2>/dev/null
+    server_alive || problems+=("remote-gpud died")
+    server_alive && { mem_back || problems+=("after SIGKILL: $mem_detail"); }
+    server_alive && { remote "$bin/memsets" >"$work/d/after-kill.out" 2>&1 && cmp -s "$work/d/after-kill.out" "$work/d/memsets/local.out" || problems+=("memsets after the kill failed or differs"); }
+  else
+    problems+=("copyloop never got ready: $(tail -n 3 "$work/d/copyloop.err" | paste -sd';')")
+    kill -KILL $pid 2>/dev/null
+  fi
+  sverdict kill_mid_copy "SIGKILL during 64 MiB copies; memory back to baseline; server still serves" "${problems[@]}"
+
+  # garbage on the port
+  problems=()
+  "$e2e/garbage.sh" 127.0.0.1 "$srv_port" >"$work/d/garbage.log" 2>&1 || problems+=("could not connect")
+  server_alive || problems+=("remote-gpud died")
+  server_alive && { mem_back || problems+=("$mem_detail"); }
+  server_alive && { remote "$bin/memsets" >"$work/d/after-garbage.out" 2>&1 && cmp -s "$work/d/after-garbage.out" "$work/d/memsets/local.out" || problems+=("memsets after the garbage failed or differs"); }
+  sverdict garbage "malformed frames, hostile lengths, truncated input; server keeps serving" "${problems[@]}"
+
+  # SIGTERM with a client connected
+  problems=()
+  start_holder remote || problems+=("holder did not start")
+  kill -TERM "$srv_pid"
+  if wait_pid "$srv_pid" 10; then
+    [ "$wait_status" -eq 0 ] || problems+=("exit status $wait_status")
+  else
+    problems+=("still running 10 s after SIGTERM")
+    kill -KILL "$srv_pid"
+  fi
+  srv_pid=
+  stop_holder >/dev/null 2>&1
+  sverdict sigterm "clean exit 0 with a client connected" "${problems[@]}"
+else
+  for t in multi_client kill_mid_copy garbage sigterm; do
+    sverdict $t "not run" "server not available or out of time"
+  done
+fi
+
+# ---- report ------------------------------------------------------------------------
+rep=$report_dir/gpu-report.md
+{
+  echo "# remote-gpu GPU suite"
+  echo
+  echo "| | |"
+  echo "|---|---|"
+  echo "| date | $run_date |"
+  echo "| GPU | ${gpu_name:-none found} |"
+  echo "| driver | ${driver_ver:-?} |"
+  echo "| CUDA (nvcc) | ${nvcc_ver:-?} |"
+  echo "| commit | $commit |"
+  echo "| host | $(hostname), kernel $(uname -r) |"
+  echo "| build | $build_note |"
+  echo "| GPU-less namespace | $gpuless_note |"
+  echo "| server | $server_note |"
+  echo "| result | **$npass passed, $nfail failed** in $(elapsed) s |"
+  echo
+  echo "Each program runs locally on the GPU and remotely (libremote.so, GPU-less mount"
+  echo "namespace, remote-gpud on the same GPU). *remote = local*: stdout byte for byte."
+  echo "*= CI expected*: the local output equals tests/e2e/expected/NAME.out (what CI"
+  echo "checks against the driver test double). *server memory*: free memory through the"
+  echo "remote back at its baseline after the client ended."
+  echo
+  echo "## Programs"
+  echo
+  echo "| program | local exit | remote exit | remote = local | = CI expected | server memory | result |"
+  echo "|---|---|---|---|---|---|---|"
+  printf '%s\n' "${rows[@]}"
+  echo
+  echo "## Server"
+  echo
+  echo "| test | result | detail |"
+  echo "|---|---|---|"
+  printf '%s\n' "${srows[@]}"
+  if [ ${#fails[@]} -gt 0 ]; then
+    echo
+    echo "## Failures"
+    for f in "${fails[@]}"; do
+      d=$work/d/$f
+      echo
+      echo "### $f"
+      echo
+      [ -s "$d/problems" ] && sed 's/^/- /' "$d/problems"
+      [ -s "$work/d/$f.problems" ] && sed 's/^/- /' "$work/d/$f.problems"
+      for x in diff expected.diff; do
+        if [ -s "$d/$x" ]; then
+          echo
+          [ $x = diff ] && echo "local vs remote stdout:" || echo "expected vs local stdout:"
+          echo '```diff'
+          head -n 60 "$d/$x"
+          echo '```'
+        fi
+      done
+      for x in local.err remote.err build.log; do
+        if [ -s "$d/$x" ]; then
+          echo
+          echo "$x (last lines):"
+          echo '```'
+          tail -n 15 "$d/$x" | cut -c1-300
+          echo '```'
+        fi
+      done
+    done
+  fi
+  if [ $build_ok = 0 ] && [ -s "$work/build.log" ]; then
+    echo
+    echo "## Build log (last lines)"
+    echo '```'
+    tail -n 40 "$work/build.log"
+    echo '```'
+  fi
+  echo
+  echo "## Hidden in the namespace"
+  echo
+  sed 's/^/- `/; s/$/`/' "$hidelist"
+} >"$rep"
+note "report: $rep ($npass passed, $nfail failed)"
+
+# ---- benchmarks -----------------------------------------------------------------------
+if [ -f "$root/bench/run-gpu.sh" ]; then
+  cleanup
+  srv_pid=
+  bl=$(($(left) - 10))
+  if [ $bl -gt 20 ]; then
+    note "running bench/run-gpu.sh (up to $bl s)"
+    marker=$work/bench-start
+    touch "$marker"
+    (cd "$root" && RG_BUILD_DIR=$B RG_GPU_REPORT_DIR=$report_dir timeout "$bl" bash bench/run-gpu.sh) \
+      >"$report_dir/bench-run.log" 2>&1
+    brc=$?
+    mapfile -t new < <(find "$root/bench/results" -type f -newer "$marker" 2>/dev/null)
+    if [ ${#new[@]} -gt 4 ]; then
+      tar czf "$report_dir/bench-results.tar.gz" -C "$root" "${new[@]#$root/}"
+    elif [ ${#new[@]} -gt 0 ]; then
+      cp "${new[@]}" "$report_dir/"
+    fi
+    {
+      echo
+      echo "## Benchmarks"
+      echo
+      echo "bench/run-gpu.sh: exit status $brc$([ $brc = 124 ] && echo ' (stopped at the time limit)'); log: bench-run.log; results copied: ${#new[@]} file(s)"
+    } >>"$rep"
+    note "bench: exit $brc, ${#new[@]} result file(s)"
+  else
+    echo -e "\n## Benchmarks\n\nbench/run-gpu.sh not run: no time left." >>"$rep"
+  fi
+fi
+
+cp "$log" "$report_dir/gpu-run.log"
+cp "$work/server.log" "$work/d/" 2>/dev/null
+cp "$work/build.log" "$work/gpuless-check" "$hidelist" "$work/d/" 2>/dev/null
+tar czf "$report_dir/gpu-details.tar.gz" -C "$work" d 2>/dev/null
+note "total $(elapsed) s"
+[ $nfail -eq 0 ]

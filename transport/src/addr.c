@@ -1,0 +1,252 @@
+/*
+ * The transport core: address parsing, the provider table and dispatch by
+ * scheme, error strings.
+ *
+ * An address is "[scheme://]host:port". The scheme defaults to "tcp"; an IPv6
+ * host is written in brackets ("[::1]:7420", "tcp://[fe80::1%eth0]:7420") because
+ * its colons would otherwise be ambiguous with the port separator. Parsing
+ * failures are logged at warn level with the reason (the return code alone,
+ * TRANSPORT_EADDR, cannot say what was wrong with REMOTE_GPU).
+ *
+ * Providers: see transport_int.h. The table is small and fixed-size; lookups
+ * take a mutex because registration may in principle happen on another thread,
+ * and connect/listen are far from any hot path.
+ */
+#include "transport_int.h"
+
+#include <ctype.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rg_log.h"
+
+#define MAX_PROVIDERS 8
+
+static int enotsup_connect(const transport_addr *a, transport_conn **out);
+static int enotsup_listen(uv_loop_t *loop, const transport_addr *a, const transport_server_cb *cb, void *ctx,
+			  transport_listener **out);
+static void noop_listener_close(transport_listener *l);
+static void providers_init(void);
+static const transport_provider *provider_find(const char *scheme);
+static int scheme_valid(const char *s, size_t n);
+
+/* Schemes the design names; they parse even when their provider is not built, so
+ * that connect can answer "not supported" rather than "bad address". */
+static const char *const known_schemes[] = {"tcp", "rdma", "shm"};
+
+static struct {
+	pthread_once_t once;
+	pthread_mutex_t lock;
+	transport_provider tab[MAX_PROVIDERS];
+	int n;
+} P = {PTHREAD_ONCE_INIT, PTHREAD_MUTEX_INITIALIZER};
+
+/* ---- providers ---- */
+
+static int enotsup_connect(const transport_addr *a, transport_conn **out)
+{
+	*out = NULL;
+	return TRANSPORT_ENOTSUP;
+}
+
+static int enotsup_listen(uv_loop_t *loop, const transport_addr *a, const transport_server_cb *cb, void *ctx,
+			  transport_listener **out)
+{
+	*out = NULL;
+	return TRANSPORT_ENOTSUP;
+}
+
+/* A provider that cannot listen never hands out a listener, so this is never
+ * reached; it exists so the slot is filled. */
+static void noop_listener_close(transport_listener *l) {}
+
+static int scheme_valid(const char *s, size_t n)
+{
+	if (n == 0 || n >= sizeof(((transport_addr *)0)->scheme) || !islower((unsigned char)s[0]))
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (!islower((unsigned char)s[i]) && !isdigit((unsigned char)s[i]))
+			return 0;
+	return 1;
+}
+
+/* Caller holds P.lock (or runs inside pthread_once). */
+static int provider_add_locked(const transport_provider *p)
+{
+	transport_provider fill = *p;
+	if (!fill.scheme || !scheme_valid(fill.scheme, strlen(fill.scheme)))
+		return TRANSPORT_EADDR;
+	if (!fill.connect)
+		fill.connect = enotsup_connect;
+	if (!fill.listen)
+		fill.listen = enotsup_listen;
+	if (!fill.listener_close)
+		fill.listener_close = noop_listener_close;
+	for (int i = 0; i < P.n; i++) {
+		if (strcmp(P.tab[i].scheme, fill.scheme) == 0) {
+			P.tab[i] = fill;
+			return TRANSPORT_OK;
+		}
+	}
+	if (P.n == MAX_PROVIDERS)
+		return TRANSPORT_ENOMEM;
+	P.tab[P.n++] = fill;
+	return TRANSPORT_OK;
+}
+
+static void providers_init(void)
+{
+	provider_add_locked(&transport_tcp_provider);
+#ifdef RG_TRANSPORT_RDMA
+	provider_add_locked(&transport_rdma_provider);
+#endif
+#ifdef RG_TRANSPORT_SHM
+	provider_add_locked(&transport_shm_provider);
+#endif
+}
+
+int transport_register_provider(const transport_provider *p)
+{
+	pthread_once(&P.once, providers_init);
+	pthread_mutex_lock(&P.lock);
+	int err = provider_add_locked(p);
+	pthread_mutex_unlock(&P.lock);
+	return err;
+}
+
+/* Returns a pointer into the table; entries are replaced in place but never
+ * removed, so the pointer stays valid (and a concurrent replacement of the same
+ * scheme is a caller bug we do not defend against). */
+static const transport_provider *provider_find(const char *scheme)
+{
+	const transport_provider *found = NULL;
+	pthread_once(&P.once, providers_init);
+	pthread_mutex_lock(&P.lock);
+	for (int i = 0; i < P.n; i++)
+		if (strcmp(P.tab[i].scheme, scheme) == 0)
+			found = &P.tab[i];
+	pthread_mutex_unlock(&P.lock);
+	return found;
+}
+
+/* ---- addresses ---- */
+
+static int addr_fail(const char *s, const char *why)
+{
+	LOG_WARN("transport", "bad address \"%s\": %s (expected [scheme://]host:port)", s, why);
+	return TRANSPORT_EADDR;
+}
+
+int transport_parse_addr(const char *s, transport_addr *out)
+{
+	const char *p, *host, *hend, *port;
+	size_t n;
+
+	memset(out, 0, sizeof(*out));
+	if (!s || !*s)
+		return addr_fail("", "empty");
+	for (p = s; *p; p++)
+		if (isspace((unsigned char)*p) || !isprint((unsigned char)*p))
+			return addr_fail(s, "contains whitespace or control characters");
+
+	p = strstr(s, "://");
+	if (p) {
+		n = (size_t)(p - s);
+		if (!scheme_valid(s, n))
+			return addr_fail(s, "invalid scheme");
+		memcpy(out->scheme, s, n);
+		out->scheme[n] = 0;
+		int known = 0;
+		for (size_t i = 0; i < sizeof(known_schemes) / sizeof(known_schemes[0]); i++)
+			known |= strcmp(out->scheme, known_schemes[i]) == 0;
+		if (!known && !provider_find(out->scheme))
+			return addr_fail(s, "unknown scheme (tcp, rdma or shm)");
+		host = p + 3;
+	} else {
+		strcpy(out->scheme, "tcp");
+		host = s;
+	}
+
+	if (*host == '[') {
+		host++;
+		hend = strchr(host, ']');
+		if (!hend)
+			return addr_fail(s, "missing ']' after IPv6 address");
+		if (hend[1] != ':')
+			return addr_fail(s, "missing :port after ']'");
+		port = hend + 2;
+	} else {
+		hend = strrchr(host, ':');
+		if (!hend)
+			return addr_fail(s, "missing :port");
+		if (memchr(host, ':', (size_t)(hend - host)))
+			return addr_fail(s, "IPv6 addresses must be written in brackets, as [::1]:7420");
+		if (memchr(host, '[', (size_t)(hend - host)) || memchr(host, ']', (size_t)(hend - host)))
+			return addr_fail(s, "stray bracket in host");
+		port = hend + 1;
+	}
+	n = (size_t)(hend - host);
+	if (n == 0)
+		return addr_fail(s, "empty host");
+	if (n >= sizeof(out->host))
+		return addr_fail(s, "host name too long");
+	if (memchr(host, '/', n))
+		return addr_fail(s, "'/' in host");
+	memcpy(out->host, host, n);
+	out->host[n] = 0;
+
+	/* Decimal digits only: strtol would accept signs, spaces and hex prefixes. */
+	if (!*port)
+		return addr_fail(s, "empty port");
+	long v = 0;
+	for (p = port; *p; p++) {
+		if (!isdigit((unsigned char)*p))
+			return addr_fail(s, "port is not a decimal number");
+		v = v * 10 + (*p - '0');
+		if (v > 65535)
+			return addr_fail(s, "port out of range (0-65535)");
+	}
+	out->port = (int)v; /* 0 only makes sense to listen: "any free port" */
+	return TRANSPORT_OK;
+}
+
+/* ---- dispatch ---- */
+
+int transport_connect(const transport_addr *a, transport_conn **out)
+{
+	const transport_provider *prov = provider_find(a->scheme);
+	*out = NULL;
+	if (!prov) {
+		LOG_WARN("transport", "scheme \"%s\" is not supported by this build", a->scheme);
+		return TRANSPORT_ENOTSUP;
+	}
+	return prov->connect(a, out);
+}
+
+/* ---- misc ---- */
+
+const char *transport_strerror(int err)
+{
+	switch (err) {
+	case TRANSPORT_OK: return "ok";
+	case TRANSPORT_EIO: return "connection broken";
+	case TRANSPORT_ECLOSED: return "connection closed";
+	case TRANSPORT_EADDR: return "bad address or scheme";
+	case TRANSPORT_ECONNECT: return "could not connect";
+	case TRANSPORT_ENOTSUP: return "not supported by this transport";
+	case TRANSPORT_ETIMEDOUT: return "timed out";
+	case TRANSPORT_ENOMEM: return "out of memory";
+	}
+	if (err < 0 && err >= PROTO_ENOMEM)
+		return proto_strerror(err);
+	return "unknown transport error";
+}
+
+void transport_frame_free(transport_frame *f)
+{
+	if (!f)
+		return;
+	free(f->msg);
+	f->msg = NULL;
+}

@@ -1,0 +1,289 @@
+/*
+ * tcp client: plain blocking sockets, used from the caller's own threads
+ * (libremote.so). Blocking calls from the calling thread give the lowest latency:
+ * no hand-off to an I/O thread, one system call to send a frame and usually one
+ * to receive a reply.
+ *
+ * Sending (any thread): transport_sendv takes send_lock and writes the whole
+ * frame with tcp_write_all, so frames from different threads never interleave.
+ * A failure after part of a frame went out leaves the byte stream mid-frame, so
+ * the error is latched and every later send fails with it.
+ *
+ * Receiving (one thread at a time): bytes come through a small receive buffer so
+ * that a reply (header, msgpack and a small payload) costs one recv(); a large
+ * payload is then read straight into the buffer that payload_dest chose, never
+ * past the end of its frame. Protocol errors are latched too: after a bad header
+ * the stream cannot be resynchronised.
+ *
+ * Shutdown (any thread) sets a flag and shuts the socket down, which wakes a
+ * thread blocked in recv() (it sees end of stream) or in send() (EPIPE); both
+ * then report TRANSPORT_ECLOSED. The descriptor stays open until close(), so a
+ * racing call never touches a recycled descriptor. close() requires that no
+ * other thread is inside a call on the connection (shut down, join, then close).
+ */
+#include "transport_int.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "rg_log.h"
+
+/* Receive buffer: holds a typical reply whole. Payload remainders of at least
+ * DIRECT_MIN bytes bypass it and land in their destination directly. */
+#define RXBUF (16 * 1024)
+#define DIRECT_MIN (RXBUF / 2)
+
+typedef struct tcp_client {
+	transport_conn base;
+	int fd;
+	atomic_int shut; /* set by shutdown(); every call then answers ECLOSED */
+
+	pthread_mutex_t send_lock;
+	int send_err; /* under send_lock: latched failure, stream mid-frame */
+
+	/* receiving side: only the one receiving thread touches these */
+	int recv_err;      /* latched failure */
+	int frame_started; /* bytes of the current frame consumed: EOF now is EIO */
+	size_t rx_off, rx_len;
+	uint8_t rx[RXBUF];
+} tcp_client;
+
+static int client_connect(const transport_addr *a, transport_conn **out);
+static int client_sendv(transport_conn *c, const struct iovec *iov, int iovcnt);
+static int client_recv_frame(transport_conn *c, transport_frame *f, transport_payload_dest_fn dest, void *ctx);
+static void client_shutdown(transport_conn *c);
+static void client_close(transport_conn *c);
+static int rx_read(tcp_client *c, void *dst, size_t n);
+static int connect_one(const struct addrinfo *ai, int *err_out);
+
+static const transport_ops tcp_client_ops = {
+	.scheme = "tcp",
+	.sendv = client_sendv,
+	.recv_frame = client_recv_frame,
+	.reg_mem = tcp_reg_mem,
+	.dereg_mem = tcp_dereg_mem,
+	.shutdown = client_shutdown,
+	.close = client_close,
+};
+
+/* The client half only: listening lives in tcp_server.c (server library), so that
+ * libremote.so links no libuv. */
+const transport_provider transport_tcp_provider = {
+	.scheme = "tcp",
+	.connect = client_connect,
+};
+
+/* ---- connect ---- */
+
+/* Returns a connected socket or -1 with *err_out = errno. A connect()
+ * interrupted by a signal goes on in the background: wait for it to finish
+ * rather than starting over (which would fail with EALREADY). */
+static int connect_one(const struct addrinfo *ai, int *err_out)
+{
+	int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+	if (fd < 0) {
+		*err_out = errno;
+		return -1;
+	}
+	if (connect(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
+		if (errno != EINTR) {
+			*err_out = errno;
+			close(fd);
+			return -1;
+		}
+		struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+		int soerr = 0;
+		socklen_t sl = sizeof(soerr);
+		while (poll(&pfd, 1, -1) < 0 && errno == EINTR)
+			;
+		if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0 || soerr) {
+			*err_out = soerr ? soerr : errno;
+			close(fd);
+			return -1;
+		}
+	}
+	return fd;
+}
+
+static int client_connect(const transport_addr *a, transport_conn **out)
+{
+	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV};
+	struct addrinfo *res = NULL;
+	char port[8];
+	int fd = -1, err = 0, one = 1;
+
+	*out = NULL;
+	snprintf(port, sizeof(port), "%d", a->port);
+	int gai = getaddrinfo(a->host, port, &hints, &res);
+	if (gai) {
+		LOG_WARN("transport", "cannot resolve %s: %s", a->host, gai_strerror(gai));
+		return TRANSPORT_EADDR;
+	}
+	for (struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next)
+		fd = connect_one(ai, &err);
+	freeaddrinfo(res);
+	if (fd < 0) {
+		LOG_WARN("transport", "cannot connect to %s:%d: %s", a->host, a->port, strerror(err));
+		return err == ETIMEDOUT ? TRANSPORT_ETIMEDOUT : TRANSPORT_ECONNECT;
+	}
+	/* Calls are small and latency-bound; each frame is already one write. */
+	if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) < 0)
+		LOG_WARN("transport", "TCP_NODELAY: %s", strerror(errno));
+
+	tcp_client *c = calloc(1, sizeof(*c));
+	if (!c) {
+		close(fd);
+		return TRANSPORT_ENOMEM;
+	}
+	c->base.ops = &tcp_client_ops;
+	c->fd = fd;
+	atomic_init(&c->shut, 0);
+	pthread_mutex_init(&c->send_lock, NULL);
+	tcp_peer_name(fd, c->base.peer, sizeof(c->base.peer));
+	LOG_DEBUG("transport", "connected to %s", c->base.peer);
+	*out = &c->base;
+	return TRANSPORT_OK;
+}
+
+/* ---- send ---- */
+
+static int client_sendv(transport_conn *base, const struct iovec *iov, int iovcnt)
+{
+	tcp_client *c = (tcp_client *)base;
+	int err;
+
+	pthread_mutex_lock(&c->send_lock);
+	if (atomic_load(&c->shut))
+		err = TRANSPORT_ECLOSED;
+	else if (c->send_err)
+		err = c->send_err;
+	else if ((err = tcp_write_all(c->fd, iov, iovcnt, &c->shut)) != TRANSPORT_OK)
+		c->send_err = err;
+	pthread_mutex_unlock(&c->send_lock);
+	return err;
+}
+
+/* ---- receive ---- */
+
+/* End of stream or a read error, as a transport error. */
+static int rx_error(tcp_client *c, ssize_t r)
+{
+	if (atomic_load(&c->shut))
+		return TRANSPORT_ECLOSED;
+	if (r == 0)
+		return c->frame_started ? TRANSPORT_EIO : TRANSPORT_ECLOSED;
+	return TRANSPORT_EIO;
+}
+
+/* Reads exactly n bytes into dst (NULL: discard them). */
+static int rx_read(tcp_client *c, void *dst, size_t n)
+{
+	uint8_t *d = dst;
+
+	while (n > 0) {
+		size_t have = c->rx_len - c->rx_off;
+		if (have > 0) {
+			size_t k = have < n ? have : n;
+			if (d) {
+				memcpy(d, c->rx + c->rx_off, k);
+				d += k;
+			}
+			c->rx_off += k;
+			n -= k;
+			c->frame_started = 1;
+			continue;
+		}
+		c->rx_off = c->rx_len = 0;
+		ssize_t r;
+		if (d && n >= DIRECT_MIN) {
+			/* Straight into the destination, never more than this frame
+			 * holds. MSG_WAITALL saves wakeups on big payloads. */
+			r = recv(c->fd, d, n, MSG_WAITALL);
+			if (r > 0) {
+				d += r;
+				n -= (size_t)r;
+				c->frame_started = 1;
+			}
+		} else {
+			r = recv(c->fd, c->rx, RXBUF, 0);
+			if (r > 0)
+				c->rx_len = (size_t)r;
+		}
+		if (r > 0 && atomic_load(&c->shut))
+			return TRANSPORT_ECLOSED;
+		if (r == 0 || (r < 0 && errno != EINTR))
+			return rx_error(c, r);
+	}
+	return TRANSPORT_OK;
+}
+
+static int client_recv_frame(transport_conn *base, transport_frame *f, transport_payload_dest_fn dest, void *ctx)
+{
+	tcp_client *c = (tcp_client *)base;
+	uint8_t hb[PROTO_HDR_SIZE];
+	int err;
+
+	memset(f, 0, sizeof(*f));
+	if (atomic_load(&c->shut))
+		return TRANSPORT_ECLOSED;
+	if (c->recv_err)
+		return c->recv_err;
+
+	c->frame_started = 0;
+	if ((err = rx_read(c, hb, sizeof(hb))) != TRANSPORT_OK)
+		goto fail;
+	if ((err = proto_decode_hdr(hb, &f->hdr)) != PROTO_OK) {
+		LOG_WARN("transport", "%s: bad frame header: %s", c->base.peer, proto_strerror(err));
+		goto fail;
+	}
+	f->msg = malloc(f->hdr.hdr_len);
+	if (!f->msg) {
+		err = TRANSPORT_ENOMEM;
+		goto fail;
+	}
+	if ((err = rx_read(c, f->msg, f->hdr.hdr_len)) != TRANSPORT_OK)
+		goto fail;
+	if (f->hdr.payload_len > 0) {
+		f->payload = dest ? dest(ctx, f) : NULL;
+		if ((err = rx_read(c, f->payload, f->hdr.payload_len)) != TRANSPORT_OK)
+			goto fail;
+	}
+	return TRANSPORT_OK;
+
+fail:
+	/* Whatever went wrong, the stream is no longer at a frame boundary. */
+	c->recv_err = err;
+	free(f->msg);
+	f->msg = NULL;
+	f->payload = NULL;
+	return err;
+}
+
+/* ---- shutdown / close ---- */
+
+static void client_shutdown(transport_conn *base)
+{
+	tcp_client *c = (tcp_client *)base;
+	if (!atomic_exchange(&c->shut, 1))
+		shutdown(c->fd, SHUT_RDWR); /* wakes blocked recv/send */
+}
+
+static void client_close(transport_conn *base)
+{
+	tcp_client *c = (tcp_client *)base;
+	if (!c)
+		return;
+	client_shutdown(base);
+	close(c->fd);
+	pthread_mutex_destroy(&c->send_lock);
+	free(c);
+}

@@ -1,0 +1,110 @@
+/*
+ * Socket helpers shared by the tcp client (blocking sockets) and the tcp server
+ * (non-blocking sockets owned by libuv): writing a whole frame, naming the peer,
+ * and the no-op memory registration of tcp.
+ *
+ * Why one sendmsg per frame: the design sends each call as one write, i.e. one
+ * TCP segment when it fits. Split into a header write and a payload write, a
+ * frame costs two segments and two receiver wakeups, and without TCP_NODELAY the
+ * second write would wait for the delayed ACK of the first (tens of ms). sendmsg
+ * rather than writev because only send* take MSG_NOSIGNAL: a peer that vanished
+ * must give us EPIPE, never a SIGPIPE that kills the user's program.
+ */
+#include "transport_int.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+/* iovecs handed to one sendmsg. Frames have 2-3 (header+msgpack, payload);
+ * batches of queued async calls a few dozen. Beyond this the frame still goes
+ * out contiguously (we hold the caller's lock), just in several system calls. */
+#define WINDOW 64
+
+int tcp_write_all(int fd, const struct iovec *iov, int iovcnt, atomic_int *stop)
+{
+	struct iovec win[WINDOW];
+	size_t off = 0; /* bytes of iov[0] already written */
+
+	for (;;) {
+		/* Skip what is done (and empty iovecs, which sendmsg would accept but
+		 * which would make the "nothing left" test below wrong). */
+		while (iovcnt > 0 && off >= iov[0].iov_len) {
+			off -= iov[0].iov_len;
+			iov++;
+			iovcnt--;
+		}
+		if (iovcnt == 0)
+			return TRANSPORT_OK;
+		if (stop && atomic_load(stop))
+			return TRANSPORT_ECLOSED;
+
+		int n = iovcnt < WINDOW ? iovcnt : WINDOW;
+		memcpy(win, iov, (size_t)n * sizeof(*win));
+		win[0].iov_base = (char *)win[0].iov_base + off;
+		win[0].iov_len -= off;
+
+		struct msghdr mh = {.msg_iov = win, .msg_iovlen = (size_t)n};
+		ssize_t w = sendmsg(fd, &mh, MSG_NOSIGNAL);
+		if (w >= 0) {
+			off += (size_t)w;
+			continue;
+		}
+		if (errno == EINTR)
+			continue;
+		if (errno == EAGAIN || errno == EWOULDBLOCK) {
+			/* Level-triggered: a socket shut down by another thread polls
+			 * as writable at once, so a shutdown between the stop check
+			 * above and this poll cannot leave us asleep. */
+			struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+			if (poll(&pfd, 1, -1) < 0 && errno != EINTR)
+				return TRANSPORT_EIO;
+			continue;
+		}
+		if (stop && atomic_load(stop))
+			return TRANSPORT_ECLOSED;
+		return errno == EPIPE ? TRANSPORT_ECLOSED : TRANSPORT_EIO;
+	}
+}
+
+void tcp_peer_name(int fd, char *buf, size_t len)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	char host[INET6_ADDRSTRLEN];
+
+	snprintf(buf, len, "?");
+	if (getpeername(fd, (struct sockaddr *)&ss, &sl) < 0)
+		return;
+	if (ss.ss_family == AF_INET) {
+		struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+		if (inet_ntop(AF_INET, &s4->sin_addr, host, sizeof(host)))
+			snprintf(buf, len, "%s:%u", host, ntohs(s4->sin_port));
+	} else if (ss.ss_family == AF_INET6) {
+		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+		if (inet_ntop(AF_INET6, &s6->sin6_addr, host, sizeof(host)))
+			snprintf(buf, len, "[%s]:%u", host, ntohs(s6->sin6_port));
+	}
+}
+
+int tcp_reg_mem(transport_conn *c, void *addr, size_t len, transport_mr **out)
+{
+	transport_mr *mr = calloc(1, sizeof(*mr));
+	*out = mr;
+	if (!mr)
+		return TRANSPORT_ENOMEM;
+	mr->addr = addr;
+	mr->len = len;
+	return TRANSPORT_OK;
+}
+
+int tcp_dereg_mem(transport_conn *c, transport_mr *mr)
+{
+	free(mr);
+	return TRANSPORT_OK;
+}

@@ -1,0 +1,703 @@
+/*
+ * tcp server: a listener on the libuv loop of remote-gpud.
+ *
+ * Reading (loop thread). Each connection parses its byte stream with a small
+ * state machine: RX_HDR (24-byte fixed header) -> RX_MSG (msgpack part, into a
+ * malloc'd buffer whose ownership passes to on_frame) -> RX_PAYLOAD (raw bytes,
+ * into the buffer payload_dest chose) -> RX_HDR. Where libuv reads into depends
+ * on the state: in RX_PAYLOAD with a destination, alloc_cb hands libuv the
+ * remaining part of that destination, exactly as long as what is left of the
+ * frame, so a 1 GiB copy is read by the kernel straight into (pinned) memory and
+ * the next frame's bytes never land in it. Otherwise libuv reads into a 64 KiB
+ * scratch buffer shared by the listener's connections (the loop runs one
+ * read_cb at a time and read_cb consumes the scratch before returning), which
+ * takes many small frames in one system call.
+ *
+ * A malformed header ends the connection: the stream cannot be resynchronised
+ * and the peer is not one of ours (or is broken). A peer of another protocol
+ * version first gets a reply frame [REPLY, 0, PROTO_EVERSION, PROTO_VERSION] so
+ * that its user sees "version mismatch, server speaks N", not a reset.
+ *
+ * Writing (any thread). transport_sendv is blocking and thread-safe: send_lock
+ * keeps frames whole; libuv made the socket non-blocking, so on EAGAIN the
+ * writer waits in poll(). libuv never writes on these sockets itself.
+ *
+ * Closing. The uv handle, and with it the descriptor, may only be closed on the
+ * loop thread, but the upper layer decides to drop a connection on its own
+ * threads. So shutdown/close from another thread only record the request and
+ * wake the loop through the listener's uv_async_t; the loop thread then tears
+ * the connection down (teardown()): it shuts the socket down (which wakes a
+ * writer blocked in poll), waits for send_lock so no writer still uses the
+ * descriptor, calls on_close exactly once, and uv_close()s the handle. The
+ * connection object is freed when both the handle is closed and the upper
+ * layer has called transport_close, whichever comes last.
+ *
+ * Lock order: send_lock -> conn.lock -> listener.lock. conn.lock and
+ * listener.lock are only held for a few instructions, never across I/O.
+ */
+#include "transport_int.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "rg_log.h"
+
+#define SCRATCH_SIZE (64 * 1024)
+#define KEEPALIVE_S 60 /* notice clients that vanished without a FIN/RST */
+
+/* Intrusive doubly linked circular list. */
+typedef struct qnode {
+	struct qnode *prev, *next;
+} qnode;
+
+typedef struct tcp_listener tcp_listener;
+
+enum rx_state { RX_HDR, RX_MSG, RX_PAYLOAD };
+
+typedef struct sconn {
+	transport_conn base;
+	uv_tcp_t handle;
+	tcp_listener *l; /* valid until the handle is closed */
+	void *conn_ctx;  /* NULL: refused, no on_close */
+	int fd;
+	qnode node;      /* in l->conns; loop thread only */
+	qnode req_node;  /* in l->reqs while req_pending; under l->lock */
+	int req_pending;
+
+	pthread_mutex_t lock; /* guards the fields below */
+	int fd_open;          /* descriptor usable (for shutdown() from other threads) */
+	int torn_down;        /* teardown() started: no more requests to the loop */
+	int released;         /* the upper layer called transport_close */
+	int handle_closed;    /* uv_close's callback ran */
+	int close_err;        /* first reason recorded for the close */
+	atomic_int shut;      /* no more I/O; read without the lock on hot paths */
+
+	pthread_mutex_t send_lock;
+	int send_err; /* under send_lock: stream mid-frame after a failed write */
+
+	/* receive state machine: loop thread only */
+	enum rx_state rx_state;
+	size_t rx_got; /* bytes of the current part received */
+	uint8_t hdr[PROTO_HDR_SIZE];
+	transport_frame frame;
+} sconn;
+
+struct tcp_listener {
+	transport_listener base;
+	uv_loop_t *loop;
+	uv_tcp_t tcp;
+	uv_async_t async;
+	transport_server_cb cb;
+	void *ctx;
+
+	pthread_mutex_t lock; /* guards reqs, closing */
+	qnode reqs;            /* connections to tear down */
+	int closing;          /* transport_listener_close was called */
+
+	/* loop thread only */
+	int close_started;
+	int nhandles; /* tcp, async and connection handles not yet closed */
+	qnode conns;
+	uint8_t scratch[SCRATCH_SIZE];
+};
+
+static void on_connection(uv_stream_t *server, int status);
+static void on_async(uv_async_t *a);
+static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
+static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
+static void conn_close_cb(uv_handle_t *h);
+static void listener_close_cb(uv_handle_t *h);
+static void teardown(sconn *c, int err);
+static void request_teardown(sconn *c, int err);
+static int server_sendv(transport_conn *c, const struct iovec *iov, int iovcnt);
+static int server_recv_frame(transport_conn *c, transport_frame *f, transport_payload_dest_fn dest, void *ctx);
+static void server_shutdown(transport_conn *c);
+static void server_close(transport_conn *c);
+int tcp_listen(uv_loop_t *loop, const transport_addr *a, const transport_server_cb *cb, void *ctx,
+	       transport_listener **out);
+void tcp_listener_close(transport_listener *l);
+
+static const transport_ops tcp_server_ops = {
+	.scheme = "tcp",
+	.sendv = server_sendv,
+	.recv_frame = server_recv_frame,
+	.reg_mem = tcp_reg_mem,
+	.dereg_mem = tcp_dereg_mem,
+	.shutdown = server_shutdown,
+	.close = server_close,
+};
+
+static void list_init(qnode *h) { h->prev = h->next = h; }
+static int list_empty(const qnode *h) { return h->next == h; }
+static void list_add_tail(qnode *h, qnode *n)
+{
+	n->prev = h->prev;
+	n->next = h;
+	h->prev->next = n;
+	h->prev = n;
+}
+static void list_del(qnode *n)
+{
+	n->prev->next = n->next;
+	n->next->prev = n->prev;
+	list_init(n);
+}
+#define CONTAINER_OF(p, type, field) ((type *)((char *)(p)-offsetof(type, field)))
+
+/* ---- listen ---- */
+
+/* Creates, binds and listens on a socket with plain system calls, trying each
+ * address the host resolves to; libuv gets the socket only once this worked, so
+ * a failure needs no uv handle to be closed asynchronously. */
+static int bind_socket(const transport_addr *a, int *port_out)
+{
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+	struct addrinfo *res = NULL;
+	char port[8];
+	int fd = -1, err = 0, one = 1;
+
+	snprintf(port, sizeof(port), "%d", a->port);
+	int gai = getaddrinfo(a->host, port, &hints, &res);
+	if (gai) {
+		LOG_WARN("transport", "cannot resolve %s: %s", a->host, gai_strerror(gai));
+		return TRANSPORT_EADDR;
+	}
+	for (struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next) {
+		fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol);
+		if (fd < 0) {
+			err = errno;
+			continue;
+		}
+		/* A restarted server must not wait for old connections' TIME_WAIT. */
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, SOMAXCONN) < 0) {
+			err = errno;
+			close(fd);
+			fd = -1;
+		}
+	}
+	freeaddrinfo(res);
+	if (fd < 0) {
+		LOG_ERROR("transport", "cannot listen on %s:%d: %s", a->host, a->port, strerror(err));
+		return TRANSPORT_EADDR;
+	}
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	*port_out = a->port;
+	if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) {
+		if (ss.ss_family == AF_INET)
+			*port_out = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+		else if (ss.ss_family == AF_INET6)
+			*port_out = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+	}
+	return fd;
+}
+
+int tcp_listen(uv_loop_t *loop, const transport_addr *a, const transport_server_cb *cb, void *ctx,
+	       transport_listener **out)
+{
+	int port = 0, r;
+	int fd = bind_socket(a, &port);
+
+	*out = NULL;
+	if (fd < 0)
+		return fd;
+	tcp_listener *l = calloc(1, sizeof(*l));
+	if (!l) {
+		close(fd);
+		return TRANSPORT_ENOMEM;
+	}
+	l->base.prov = &transport_tcp_listen_provider;
+	l->base.port = port;
+	l->loop = loop;
+	l->cb = *cb;
+	l->ctx = ctx;
+	pthread_mutex_init(&l->lock, NULL);
+	list_init(&l->reqs);
+	list_init(&l->conns);
+
+	if ((r = uv_async_init(loop, &l->async, on_async)) < 0) {
+		close(fd);
+		pthread_mutex_destroy(&l->lock);
+		free(l);
+		LOG_ERROR("transport", "uv_async_init: %s", uv_strerror(r));
+		return TRANSPORT_EIO;
+	}
+	l->async.data = l;
+	l->nhandles++;
+	uv_tcp_init(loop, &l->tcp); /* cannot fail without flags */
+	l->tcp.data = l;
+	l->nhandles++;
+	if ((r = uv_tcp_open(&l->tcp, fd)) < 0 || (r = uv_listen((uv_stream_t *)&l->tcp, SOMAXCONN, on_connection)) < 0) {
+		LOG_ERROR("transport", "cannot listen on %s:%d: %s", a->host, a->port, uv_strerror(r));
+		if (uv_fileno((uv_handle_t *)&l->tcp, &(uv_os_fd_t){0}) != 0)
+			close(fd); /* uv_tcp_open failed: the handle does not own fd */
+		l->close_started = 1;
+		uv_close((uv_handle_t *)&l->tcp, listener_close_cb);
+		uv_close((uv_handle_t *)&l->async, listener_close_cb);
+		return TRANSPORT_EIO;
+	}
+	LOG_INFO("transport", "listening on %s:%d", a->host, port);
+	*out = &l->base;
+	return TRANSPORT_OK;
+}
+
+/* Any thread. The work happens on the loop thread (on_async); holding l->lock
+ * across uv_async_send keeps the loop from closing the async handle while this
+ * thread is still inside uv_async_send. */
+void tcp_listener_close(transport_listener *base)
+{
+	tcp_listener *l = (tcp_listener *)base;
+	pthread_mutex_lock(&l->lock);
+	l->closing = 1;
+	uv_async_send(&l->async);
+	pthread_mutex_unlock(&l->lock);
+}
+
+const transport_provider transport_tcp_listen_provider = {
+	.scheme = "tcp",
+	.listen = tcp_listen,
+	.listener_close = tcp_listener_close,
+};
+
+static void listener_free_if_done(tcp_listener *l)
+{
+	if (l->close_started && l->nhandles == 0) {
+		pthread_mutex_destroy(&l->lock);
+		free(l);
+	}
+}
+
+static void listener_close_cb(uv_handle_t *h)
+{
+	tcp_listener *l = h->data;
+	l->nhandles--;
+	listener_free_if_done(l);
+}
+
+/* Loop thread: runs the teardowns other threads asked for, and the listener's
+ * own close. */
+static void on_async(uv_async_t *a)
+{
+	tcp_listener *l = a->data;
+	int closing;
+
+	for (;;) {
+		sconn *c = NULL;
+		pthread_mutex_lock(&l->lock);
+		if (!list_empty(&l->reqs)) {
+			c = CONTAINER_OF(l->reqs.next, sconn, req_node);
+			list_del(&c->req_node);
+			c->req_pending = 0;
+		}
+		pthread_mutex_unlock(&l->lock);
+		if (!c)
+			break;
+		teardown(c, TRANSPORT_ECLOSED);
+	}
+
+	pthread_mutex_lock(&l->lock);
+	closing = l->closing;
+	pthread_mutex_unlock(&l->lock);
+	if (!closing || l->close_started)
+		return;
+	l->close_started = 1;
+	uv_close((uv_handle_t *)&l->tcp, listener_close_cb);
+	/* teardown() unlinks nothing (conn_close_cb does), so walking is safe even
+	 * though on_close may call transport_close. */
+	for (qnode *n = l->conns.next; n != &l->conns; n = n->next)
+		teardown(CONTAINER_OF(n, sconn, node), TRANSPORT_ECLOSED);
+	/* Every connection is torn down now, so no thread can ask this handle for
+	 * anything more (request_teardown checks torn_down under the conn lock). */
+	uv_close((uv_handle_t *)&l->async, listener_close_cb);
+}
+
+/* ---- accept ---- */
+
+static void on_connection(uv_stream_t *server, int status)
+{
+	tcp_listener *l = server->data;
+	uv_os_fd_t fd;
+	int r;
+
+	if (status < 0) {
+		LOG_WARN("transport", "accept: %s", uv_strerror(status));
+		return;
+	}
+	sconn *c = calloc(1, sizeof(*c));
+	if (!c) {
+		/* libuv holds the accepted socket until someone takes it; without
+		 * memory for a connection we cannot, and it stops listening. */
+		LOG_ERROR("transport", "accept: out of memory");
+		return;
+	}
+	c->base.ops = &tcp_server_ops;
+	c->l = l;
+	c->fd = -1;
+	pthread_mutex_init(&c->lock, NULL);
+	pthread_mutex_init(&c->send_lock, NULL);
+	atomic_init(&c->shut, 0);
+	list_init(&c->node);
+	list_init(&c->req_node);
+	uv_tcp_init(l->loop, &c->handle);
+	c->handle.data = c;
+	l->nhandles++;
+
+	if ((r = uv_accept(server, (uv_stream_t *)&c->handle)) < 0 ||
+	    (r = uv_fileno((uv_handle_t *)&c->handle, &fd)) < 0) {
+		LOG_WARN("transport", "accept: %s", uv_strerror(r));
+		c->released = 1; /* nobody else knows this connection */
+		c->torn_down = 1;
+		uv_close((uv_handle_t *)&c->handle, conn_close_cb);
+		return;
+	}
+	c->fd = fd;
+	c->fd_open = 1;
+	uv_tcp_nodelay(&c->handle, 1);
+	uv_tcp_keepalive(&c->handle, 1, KEEPALIVE_S);
+	tcp_peer_name(fd, c->base.peer, sizeof(c->base.peer));
+	list_add_tail(&l->conns, &c->node);
+
+	LOG_DEBUG("transport", "accepted %s", c->base.peer);
+	/* Once transport_listener_close has returned, on_accept is not called
+	 * again (it may have been called from this thread, in a callback). */
+	pthread_mutex_lock(&l->lock);
+	int closing = l->closing;
+	pthread_mutex_unlock(&l->lock);
+	c->conn_ctx = !closing && l->cb.on_accept ? l->cb.on_accept(l->ctx, &c->base) : NULL;
+	if (!c->conn_ctx) {
+		LOG_INFO("transport", "%s: refused by the upper layer", c->base.peer);
+		c->released = 1; /* the upper layer gave c up by refusing it */
+		teardown(c, TRANSPORT_ECLOSED);
+		return;
+	}
+	if ((r = uv_read_start((uv_stream_t *)&c->handle, alloc_cb, read_cb)) < 0) {
+		LOG_WARN("transport", "%s: read: %s", c->base.peer, uv_strerror(r));
+		teardown(c, TRANSPORT_EIO);
+	}
+}
+
+/* ---- teardown ---- */
+
+/* Any thread: ask the loop thread to tear c down. */
+static void request_teardown(sconn *c, int err)
+{
+	pthread_mutex_lock(&c->lock);
+	if (!c->close_err)
+		c->close_err = err;
+	if (!c->torn_down) {
+		/* torn_down == 0 under c->lock: the listener and its async handle
+		 * are alive (they go only after every connection is torn down). */
+		tcp_listener *l = c->l;
+		pthread_mutex_lock(&l->lock);
+		if (!c->req_pending) {
+			list_add_tail(&l->reqs, &c->req_node);
+			c->req_pending = 1;
+		}
+		uv_async_send(&l->async);
+		pthread_mutex_unlock(&l->lock);
+	}
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* Loop thread, once per connection (later calls return at once). err is used
+ * unless an earlier reason was recorded (a failed write, say). */
+static void teardown(sconn *c, int err)
+{
+	tcp_listener *l = c->l;
+
+	pthread_mutex_lock(&c->lock);
+	if (c->torn_down) {
+		pthread_mutex_unlock(&c->lock);
+		return;
+	}
+	c->torn_down = 1;
+	if (!c->close_err)
+		c->close_err = err;
+	err = c->close_err;
+	atomic_store(&c->shut, 1);
+	/* Wakes a writer blocked in poll(): a shut down socket polls writable and
+	 * its sendmsg fails with EPIPE. Data already queued still goes out,
+	 * followed by a FIN. */
+	if (c->fd_open)
+		shutdown(c->fd, SHUT_RDWR);
+	pthread_mutex_unlock(&c->lock);
+
+	pthread_mutex_lock(&l->lock);
+	if (c->req_pending) {
+		list_del(&c->req_node);
+		c->req_pending = 0;
+	}
+	pthread_mutex_unlock(&l->lock);
+
+	uv_read_stop((uv_stream_t *)&c->handle);
+	/* Once we hold send_lock no writer is inside sendmsg/poll on fd, and
+	 * later ones see shut; only then may uv_close close the descriptor. */
+	pthread_mutex_lock(&c->send_lock);
+	pthread_mutex_lock(&c->lock);
+	c->fd_open = 0;
+	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&c->send_lock);
+
+	free(c->frame.msg); /* a frame cut short */
+	c->frame.msg = NULL;
+	if (c->conn_ctx) {
+		LOG_DEBUG("transport", "%s: closed: %s", c->base.peer, transport_strerror(err));
+		if (l->cb.on_close)
+			l->cb.on_close(c->conn_ctx, err);
+	}
+	uv_close((uv_handle_t *)&c->handle, conn_close_cb);
+}
+
+static void conn_close_cb(uv_handle_t *h)
+{
+	sconn *c = h->data;
+	tcp_listener *l = c->l;
+	int free_now;
+
+	list_del(&c->node);
+	pthread_mutex_lock(&c->lock);
+	c->handle_closed = 1;
+	c->l = NULL;
+	free_now = c->released;
+	pthread_mutex_unlock(&c->lock);
+	if (free_now) {
+		pthread_mutex_destroy(&c->lock);
+		pthread_mutex_destroy(&c->send_lock);
+		free(c);
+	}
+	l->nhandles--;
+	listener_free_if_done(l);
+}
+
+/* ---- receive ---- */
+
+static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+	sconn *c = h->data;
+
+	if (c->rx_state == RX_PAYLOAD && c->frame.payload) {
+		/* Straight into the destination, capped at the end of this frame. */
+		buf->base = (char *)c->frame.payload + c->rx_got;
+		buf->len = (size_t)c->frame.hdr.payload_len - c->rx_got;
+	} else {
+		buf->base = (char *)c->l->scratch;
+		buf->len = SCRATCH_SIZE;
+	}
+}
+
+/* Sends [REPLY, 0, PROTO_EVERSION, PROTO_VERSION] if it can go out at once: the
+ * loop thread must not block, and a peer that does not read gets nothing. */
+static void send_version_reply(sconn *c)
+{
+	proto_msg m;
+
+	proto_msg_begin(&m, PROTO_OP_REPLY, 0, 2);
+	proto_msg_i64(&m, PROTO_EVERSION);
+	proto_msg_u64(&m, PROTO_VERSION);
+	if (proto_msg_finish(&m, PROTO_F_REPLY, 0) == PROTO_OK && pthread_mutex_trylock(&c->send_lock) == 0) {
+		if (!atomic_load(&c->shut) && !c->send_err)
+			if (send(c->fd, m.data, m.len, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)m.len)
+				c->send_err = TRANSPORT_EIO;
+		pthread_mutex_unlock(&c->send_lock);
+	}
+	proto_msg_free(&m);
+}
+
+/* The fixed header is complete: check it and get ready for the msgpack part. */
+static int on_header(sconn *c)
+{
+	int err = proto_decode_hdr(c->hdr, &c->frame.hdr);
+	if (err == PROTO_EVERSION) {
+		LOG_WARN("transport", "%s: peer speaks protocol version %u, we speak %u", c->base.peer,
+			 c->frame.hdr.version, PROTO_VERSION);
+		send_version_reply(c);
+		return err;
+	}
+	if (err) {
+		LOG_WARN("transport", "%s: bad frame header: %s", c->base.peer, proto_strerror(err));
+		return err;
+	}
+	c->frame.msg = malloc(c->frame.hdr.hdr_len);
+	if (!c->frame.msg)
+		return TRANSPORT_ENOMEM;
+	c->frame.payload = NULL;
+	c->rx_state = RX_MSG;
+	c->rx_got = 0;
+	return PROTO_OK;
+}
+
+/* The upper layer may have shut the connection down from a callback (or from
+ * another thread): stop delivering and tear down now. */
+static int stopped(sconn *c)
+{
+	if (!atomic_load(&c->shut))
+		return 0;
+	teardown(c, TRANSPORT_ECLOSED);
+	return 1;
+}
+
+static void deliver(sconn *c)
+{
+	transport_frame f = c->frame;
+	memset(&c->frame, 0, sizeof(c->frame));
+	c->rx_state = RX_HDR;
+	c->rx_got = 0;
+	if (c->l->cb.on_frame)
+		c->l->cb.on_frame(c->conn_ctx, &f);
+	else
+		free(f.msg);
+}
+
+/* The msgpack part is complete: deliver, or find where the payload goes. */
+static void on_msg(sconn *c)
+{
+	if (c->frame.hdr.payload_len == 0) {
+		deliver(c);
+		return;
+	}
+	c->rx_state = RX_PAYLOAD;
+	c->rx_got = 0;
+	if (c->l->cb.payload_dest)
+		c->frame.payload = c->l->cb.payload_dest(c->conn_ctx, &c->frame);
+}
+
+/* Consumes n bytes of scratch. */
+static void parse(sconn *c, const uint8_t *p, size_t n)
+{
+	while (n > 0) {
+		size_t want, k;
+		int err;
+
+		switch (c->rx_state) {
+		case RX_HDR:
+			want = PROTO_HDR_SIZE - c->rx_got;
+			k = n < want ? n : want;
+			memcpy(c->hdr + c->rx_got, p, k);
+			c->rx_got += k;
+			if (c->rx_got == PROTO_HDR_SIZE && (err = on_header(c)) != PROTO_OK) {
+				teardown(c, err);
+				return;
+			}
+			break;
+		case RX_MSG:
+			want = c->frame.hdr.hdr_len - c->rx_got;
+			k = n < want ? n : want;
+			memcpy(c->frame.msg + c->rx_got, p, k);
+			c->rx_got += k;
+			if (c->rx_got == c->frame.hdr.hdr_len) {
+				on_msg(c);
+				if (stopped(c))
+					return;
+			}
+			break;
+		case RX_PAYLOAD:
+			want = (size_t)c->frame.hdr.payload_len - c->rx_got;
+			k = n < want ? n : want;
+			if (c->frame.payload)
+				memcpy((uint8_t *)c->frame.payload + c->rx_got, p, k);
+			c->rx_got += k;
+			if (c->rx_got == c->frame.hdr.payload_len) {
+				deliver(c);
+				if (stopped(c))
+					return;
+			}
+			break;
+		default:
+			abort(); /* broken internal invariant, not peer input */
+		}
+		p += k;
+		n -= k;
+	}
+}
+
+static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+	sconn *c = s->data;
+
+	if (nread < 0) {
+		int at_boundary = c->rx_state == RX_HDR && c->rx_got == 0;
+		if (nread != UV_EOF)
+			LOG_INFO("transport", "%s: read: %s", c->base.peer, uv_strerror((int)nread));
+		else if (!at_boundary)
+			LOG_INFO("transport", "%s: closed in the middle of a frame", c->base.peer);
+		teardown(c, nread == UV_EOF && at_boundary ? TRANSPORT_ECLOSED : TRANSPORT_EIO);
+		return;
+	}
+	if (nread == 0)
+		return; /* EAGAIN */
+	if (buf->base != (char *)c->l->scratch) {
+		/* alloc_cb pointed libuv into the payload destination. */
+		c->rx_got += (size_t)nread;
+		if (c->rx_got == c->frame.hdr.payload_len) {
+			deliver(c);
+			stopped(c);
+		}
+		return;
+	}
+	parse(c, (const uint8_t *)buf->base, (size_t)nread);
+}
+
+/* ---- connection ops ---- */
+
+static int server_sendv(transport_conn *base, const struct iovec *iov, int iovcnt)
+{
+	sconn *c = (sconn *)base;
+	int err;
+
+	pthread_mutex_lock(&c->send_lock);
+	/* !shut while holding send_lock implies the descriptor is open: teardown
+	 * sets shut before it takes send_lock to retire the descriptor. */
+	if (atomic_load(&c->shut))
+		err = TRANSPORT_ECLOSED;
+	else if (c->send_err)
+		err = c->send_err;
+	else if ((err = tcp_write_all(c->fd, iov, iovcnt, &c->shut)) != TRANSPORT_OK && !atomic_load(&c->shut)) {
+		/* The peer is gone or the stream is mid-frame: end it. */
+		c->send_err = err;
+		request_teardown(c, err);
+	}
+	pthread_mutex_unlock(&c->send_lock);
+	return err;
+}
+
+/* Frames reach the server through on_frame, not by asking. */
+static int server_recv_frame(transport_conn *c, transport_frame *f, transport_payload_dest_fn dest, void *ctx)
+{
+	memset(f, 0, sizeof(*f));
+	return TRANSPORT_ENOTSUP;
+}
+
+static void server_shutdown(transport_conn *base)
+{
+	sconn *c = (sconn *)base;
+
+	pthread_mutex_lock(&c->lock);
+	if (!atomic_exchange(&c->shut, 1) && c->fd_open)
+		shutdown(c->fd, SHUT_RDWR); /* wakes writers now, not when the loop gets to it */
+	pthread_mutex_unlock(&c->lock);
+	request_teardown(c, TRANSPORT_ECLOSED);
+}
+
+static void server_close(transport_conn *base)
+{
+	sconn *c = (sconn *)base;
+	int free_now;
+
+	server_shutdown(base);
+	pthread_mutex_lock(&c->lock);
+	c->released = 1;
+	free_now = c->handle_closed;
+	pthread_mutex_unlock(&c->lock);
+	if (free_now) {
+		pthread_mutex_destroy(&c->lock);
+		pthread_mutex_destroy(&c->send_lock);
+		free(c);
+	}
+}

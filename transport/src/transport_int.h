@@ -1,0 +1,86 @@
+/*
+ * Internal interface of the transport library: how an implementation (tcp, rdma,
+ * shm) plugs in, and helpers the tcp client and server share. Not installed, not
+ * included outside transport/ (except by the unit tests).
+ *
+ * A provider is a table of entry points for one address scheme. The core
+ * (addr.c) looks the scheme up and calls through the table; every slot is filled
+ * when the provider is registered (missing ones with functions that return
+ * TRANSPORT_ENOTSUP, as libibverbs does with its dummy ops), so the core never
+ * checks for NULL.
+ *
+ * Built-in providers are listed at compile time in addr.c: a static library only
+ * pulls in the object files something references, so a provider that registered
+ * itself from a constructor would silently vanish from programs linked against
+ * rg_transport. transport/rdma.cmake adds its sources and defines
+ * RG_TRANSPORT_RDMA (likewise RG_TRANSPORT_SHM), and addr.c then references
+ * transport_rdma_provider (transport_shm_provider).
+ */
+#ifndef TRANSPORT_INT_H
+#define TRANSPORT_INT_H
+
+#include "transport.h"
+
+#include <stdatomic.h>
+
+typedef struct transport_provider {
+	const char *scheme;
+	int (*connect)(const transport_addr *a, transport_conn **out);
+	/* Called on the loop thread (or before the loop runs). */
+	int (*listen)(uv_loop_t *loop, const transport_addr *a, const transport_server_cb *cb, void *ctx,
+		      transport_listener **out);
+	/* Any thread; see transport_listener_close in transport.h. */
+	void (*listener_close)(transport_listener *l);
+} transport_provider;
+
+/*
+ * Common head of every provider's listener object: the core dispatches
+ * transport_listener_close and answers transport_listener_port from it.
+ */
+struct transport_listener {
+	const transport_provider *prov;
+	int port; /* the port actually bound (useful when asked for port 0) */
+};
+
+/* Adds or replaces the provider for p->scheme. p must outlive the process (the
+ * table keeps a copy of the slots but the scheme string by pointer). Returns
+ * TRANSPORT_ENOMEM when the table is full, TRANSPORT_EADDR for a bad scheme. */
+int transport_register_provider(const transport_provider *p);
+
+/* The providers compiled in: connect halves (client library) and listen halves
+ * (server library, listen.c). */
+extern const transport_provider transport_tcp_provider;
+extern const transport_provider transport_tcp_listen_provider;
+#ifdef RG_TRANSPORT_RDMA
+extern const transport_provider transport_rdma_provider;
+#endif
+#ifdef RG_TRANSPORT_SHM
+extern const transport_provider transport_shm_provider;
+#endif
+
+/* ---- shared by tcp_client.c and tcp_server.c (tcp_io.c) ---- */
+
+/*
+ * Writes every byte of iov[0..iovcnt) to fd with sendmsg(MSG_NOSIGNAL): as one
+ * system call whenever the kernel takes it all (the common case), looping on
+ * partial writes and EINTR. On EAGAIN (non-blocking fd: the server's sockets,
+ * which libuv owns) waits in poll() for POLLOUT. *stop is checked before each
+ * wait: once set (by a shutdown from another thread, which also wakes the
+ * poll by shutting the socket down) the write gives up.
+ * Returns TRANSPORT_OK, TRANSPORT_ECLOSED (stop set, or EPIPE: the peer is
+ * gone), or TRANSPORT_EIO. A failure after a partial write leaves the stream
+ * mid-frame: the caller must not write on it again.
+ */
+int tcp_write_all(int fd, const struct iovec *iov, int iovcnt, atomic_int *stop);
+
+/* Formats the address of the other end of fd as "host:port" ("[v6]:port"). */
+void tcp_peer_name(int fd, char *buf, size_t len);
+
+/* tcp needs no memory registration: the kernel copies from and to any user
+ * address during send/recv, and pins nothing beyond the call. These hand out a
+ * transport_mr that only records addr/len so callers can treat every transport
+ * alike. */
+int tcp_reg_mem(transport_conn *c, void *addr, size_t len, transport_mr **out);
+int tcp_dereg_mem(transport_conn *c, transport_mr *mr);
+
+#endif
