@@ -696,6 +696,15 @@ static int gen_profiler_stop(be_session *s, be_req *rq)
 	return st;
 }
 
+static int gen_error_string(be_session *s, be_req *rq)
+{
+	int32_t code_w;
+	if (proto_arg_i32(&rq->view, 0, &code_w))
+		return BE_EPROTO;
+	int32_t code = (int32_t)code_w;
+	return be_op_error_string(s, rq, code);
+}
+
 const be_op_desc be_ops[PROTO_OP_COUNT] = {
 	[PROTO_OP_HELLO] = {gen_hello, BE_OP_SYNC},
 	[PROTO_OP_MODULE_LOAD] = {gen_module_load, BE_OP_SYNC | BE_OP_PAYLOAD},
@@ -726,7 +735,7 @@ const be_op_desc be_ops[PROTO_OP_COUNT] = {
 	[PROTO_OP_DEVICE_SYNC] = {gen_device_sync, BE_OP_SYNC},
 	[PROTO_OP_LAUNCH] = {gen_launch, BE_OP_ASYNC},
 	[PROTO_OP_FUNC_GET_ATTRS] = {gen_func_get_attrs, BE_OP_SYNC},
-	[PROTO_OP_FUNC_SET_ATTR] = {gen_func_set_attr, BE_OP_ASYNC},
+	[PROTO_OP_FUNC_SET_ATTR] = {gen_func_set_attr, BE_OP_SYNC},
 	[PROTO_OP_OCCUPANCY] = {gen_occupancy, BE_OP_SYNC},
 	[PROTO_OP_HOSTFN] = {gen_hostfn, BE_OP_ASYNC},
 	[PROTO_OP_HOSTFN_DONE] = {gen_hostfn_done, BE_OP_ASYNC | BE_OP_LOOP},
@@ -742,4 +751,5 @@ const be_op_desc be_ops[PROTO_OP_COUNT] = {
 	[PROTO_OP_MEMPOOL_TRIM] = {gen_mempool_trim, BE_OP_ASYNC},
 	[PROTO_OP_PROFILER_START] = {gen_profiler_start, BE_OP_ASYNC},
 	[PROTO_OP_PROFILER_STOP] = {gen_profiler_stop, BE_OP_ASYNC},
+	[PROTO_OP_ERROR_STRING] = {gen_error_string, BE_OP_SYNC},
 };

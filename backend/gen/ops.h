@@ -39,5 +39,6 @@ int be_op_graph_node_count(be_session *s, be_req *rq, uint64_t g);
 int be_op_mempool_set_attr(be_session *s, be_req *rq, int32_t attr, uint64_t value);
 int be_op_mempool_get_attr(be_session *s, be_req *rq, int32_t attr);
 int be_op_mempool_trim(be_session *s, be_req *rq, uint64_t keep);
+int be_op_error_string(be_session *s, be_req *rq, int32_t code);
 
 #endif

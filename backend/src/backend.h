@@ -19,8 +19,10 @@
 #define BE_BACKEND_H
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <time.h>
 
 #include <uv.h>
 
@@ -37,10 +39,35 @@
 #define BE_MAX_CHUNKS 16             /* chunks per session */
 #define BE_INITIAL_CHUNKS 2          /* allocated at hello */
 #define BE_BIG_MAX (256u << 20)      /* largest kept staging buffer */
-#define BE_SPIN_NS 20000             /* executor spin before sleeping */
+#define BE_SPIN_NS 20000             /* executor / waiter spin before sleeping */
+#define BE_FAST_NS 10000             /* executor: how long a sync call may poll its event */
 #define BE_WAITER_JOIN_MS 10000      /* teardown: how long the waiter may take */
 #define BE_EVPOOL_MAX 64             /* idle internal events kept */
 #define BE_MAX_LAUNCH_ATTRS 16
+
+/* ---- spinning ---- */
+
+static inline uint64_t be_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* One step of a bounded spin: a few pause instructions, then a yield, so a
+ * spinning thread gives its core to runnable threads (the loop thread that is
+ * about to hand it work) when cores are scarce, and costs nothing when not. */
+static inline void be_spin_step(void)
+{
+	for (int i = 0; i < 32; i++) {
+#if defined(__x86_64__) || defined(__i386__)
+		__builtin_ia32_pause();
+#elif defined(__aarch64__)
+		__asm__ __volatile__("yield");
+#endif
+	}
+	sched_yield();
+}
 
 /* ---- server (main.c) ---- */
 
@@ -55,6 +82,7 @@ typedef struct be_server {
 	int32_t attrs[CU_DEVICE_ATTRIBUTE_MAX];
 	char pci_bus_id[32];
 	atomic_uint_fast64_t next_session;
+	int no_fastpath; /* REMOTE_GPU_NO_FASTPATH: every sync call goes through the waiter (tests) */
 } be_server;
 
 extern be_server be_srv;
@@ -102,6 +130,8 @@ typedef struct be_waiter {
 	pthread_cond_t cv;
 	be_wentry *head, **tail;
 	be_wentry *spare; /* free list */
+	atomic_uint queued; /* entries pushed, not yet taken (peeked while spinning) */
+	atomic_uint busy;   /* entries pushed, not yet finished: 0 = the waiter is idle */
 	int stop, sleeping, started;
 	pthread_t thread;
 	/* internal events: taken by the executor, returned by the waiter */
@@ -117,6 +147,9 @@ be_wentry *be_wentry_new(be_session *s);
 void be_waiter_push(be_session *s, be_wentry *e);
 /* Executor: an internal event recorded on stream, or NULL with *err set. */
 CUevent be_event_record_internal(be_session *s, CUstream stream, CUresult *err);
+/* Executor, for sync calls: 1 if the waiter has nothing pending (a reply sent
+ * now cannot overtake one of its replies). */
+static inline int be_waiter_idle(be_session *s);
 /* Executor: once the work queued so far on stream is done, the waiter replies
  * to rq (if non-NULL; with out_len bytes of out as payload) and releases out
  * and rel (either may be NULL; taken over: left BE_BUF_NONE). Returns
@@ -129,6 +162,10 @@ int be_waiter_after(be_session *s, CUstream stream, be_req *rq, be_buf *out, siz
 int be_waiter_stop(be_session *s);
 /* Teardown, after cuCtxSynchronize: releases whatever the thread left over. */
 void be_waiter_cleanup(be_session *s);
+
+/* Executor: a sync call on ev (a client's event) completes at once if the
+ * waiter is idle and ev is done: returns 1 after replying, else 0. */
+int be_waiter_try_now(be_session *s, be_req *rq, CUevent ev);
 
 /* ---- host functions (op_hostfn.c) ---- */
 
@@ -190,6 +227,8 @@ struct be_session {
 	char client_host[64], program[128];
 	int unknown_logged;
 };
+
+static inline int be_waiter_idle(be_session *s) { return atomic_load(&s->w.busy) == 0; }
 
 /* session.c */
 void be_latch(be_session *s, int status);

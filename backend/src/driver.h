@@ -15,6 +15,7 @@
 	X(cuInit)                                            \
 	X(cuDriverGetVersion)                                \
 	X(cuGetErrorName)                                    \
+	X(cuGetErrorString)                                  \
 	X(cuDeviceGet)                                       \
 	X(cuDeviceGetCount)                                  \
 	X(cuDeviceGetName)                                   \

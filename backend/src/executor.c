@@ -7,8 +7,10 @@
  * at once and runs it without the lock. Before it sleeps on the condition
  * variable it spins for BE_SPIN_NS watching q_len: a client that issues calls
  * back to back (a launch right after a reply) then finds the executor awake,
- * which saves a futex wake-up (several microseconds) per call. The loop only
- * signals when the executor is actually asleep.
+ * which saves a futex wake-up (several microseconds) per call. The spin yields
+ * the core between checks, so where cores are scarce the loop thread (which
+ * brings the next frame) still gets to run. The loop only signals when the
+ * executor is actually asleep.
  *
  * At the end (q_stop, set by on_close) whatever is still queued is dropped
  * unanswered (the connection is gone) and the executor tears the session down.
@@ -17,7 +19,6 @@
 
 #include <inttypes.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include "dispatch.h"
 
@@ -25,22 +26,6 @@ static void *executor_main(void *arg);
 static be_req *take(be_session *s, int *stop);
 static void run_frame(be_session *s, be_req *rq);
 static void finish(be_session *s, be_req *rq, int sync, int st);
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#elif defined(__aarch64__)
-	__asm__ __volatile__("yield");
-#endif
-}
 
 int be_executor_start(be_session *s)
 {
@@ -72,10 +57,10 @@ static be_req *take(be_session *s, int *stop)
 	be_req *batch;
 
 	if (atomic_load_explicit(&s->q_len, memory_order_acquire) == 0) {
-		uint64_t t0 = now_ns();
+		uint64_t t0 = be_now_ns();
 		while (atomic_load_explicit(&s->q_len, memory_order_acquire) == 0 && !atomic_load(&s->closing) &&
-		       now_ns() - t0 < BE_SPIN_NS)
-			cpu_relax();
+		       be_now_ns() - t0 < BE_SPIN_NS)
+			be_spin_step();
 	}
 	pthread_mutex_lock(&s->q_mu);
 	while (!s->q_head && !s->q_stop) {

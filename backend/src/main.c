@@ -126,6 +126,16 @@ static void on_signal(uv_signal_t *h, int signum)
 
 static void on_handle_closed(uv_handle_t *h) {}
 
+/* Startup failed after the loop was set up: close what is open, exit 1. */
+static int stop_early(void)
+{
+	uv_close((uv_handle_t *)&M.sigterm, on_handle_closed);
+	uv_close((uv_handle_t *)&M.sigint, on_handle_closed);
+	uv_run(&M.loop, UV_RUN_DEFAULT); /* lets a failed or closed listener release its handles */
+	uv_loop_close(&M.loop);
+	return 1;
+}
+
 int main(int argc, char **argv)
 {
 	const char *listen = DEFAULT_LISTEN, *port_file = NULL, *driver = NULL, *token = NULL;
@@ -173,6 +183,9 @@ int main(int argc, char **argv)
 	if (!token)
 		token = getenv("REMOTE_GPU_TOKEN");
 	be_srv.token = token && *token ? token : NULL;
+	/* For tests: make every synchronising call take the waiter's path. */
+	const char *nf = getenv("REMOTE_GPU_NO_FASTPATH");
+	be_srv.no_fastpath = nf && *nf && strcmp(nf, "0") != 0;
 
 	signal(SIGPIPE, SIG_IGN); /* a vanished client is an error code, not a death */
 	if (transport_parse_addr(listen, &addr) != TRANSPORT_OK) {
@@ -186,6 +199,12 @@ int main(int argc, char **argv)
 	}
 
 	uv_loop_init(&M.loop);
+	/* Signals first: a SIGTERM right after the port file appears must already
+	 * mean a clean shutdown. */
+	uv_signal_init(&M.loop, &M.sigterm);
+	uv_signal_init(&M.loop, &M.sigint);
+	uv_signal_start(&M.sigterm, on_signal, SIGTERM);
+	uv_signal_start(&M.sigint, on_signal, SIGINT);
 	static const transport_server_cb cb = {
 		.on_accept = be_on_accept,
 		.payload_dest = be_payload_dest,
@@ -194,23 +213,13 @@ int main(int argc, char **argv)
 	};
 	if ((r = transport_listen(&M.loop, &addr, &cb, &M.loop, &M.listener)) != TRANSPORT_OK) {
 		fprintf(stderr, "remote-gpud: cannot listen on %s: %s\n", listen, transport_strerror(r));
-		uv_run(&M.loop, UV_RUN_DEFAULT); /* let a failed listener close its handles */
-		uv_loop_close(&M.loop);
-		be_driver_unload();
-		return 1;
+		return stop_early();
 	}
 	int port = transport_listener_port(M.listener);
 	if (port_file && write_port_file(port_file, port) != 0) {
 		transport_listener_close(M.listener);
-		uv_run(&M.loop, UV_RUN_DEFAULT);
-		uv_loop_close(&M.loop);
-		be_driver_unload();
-		return 1;
+		return stop_early();
 	}
-	uv_signal_init(&M.loop, &M.sigterm);
-	uv_signal_init(&M.loop, &M.sigint);
-	uv_signal_start(&M.sigterm, on_signal, SIGTERM);
-	uv_signal_start(&M.sigint, on_signal, SIGINT);
 	/* Printed whatever REMOTE_GPU_LOG says: scripts wait for it. */
 	rg_log_write(RG_LOG_INFO, BE_LOG, "listening on %s:%d, device %d: %s (%zu MiB)%s", addr.host, port, device,
 		     be_srv.name, be_srv.total_mem >> 20, be_srv.token ? ", token required" : "");

@@ -64,6 +64,8 @@ int be_op_event_sync(be_session *s, be_req *rq, uint64_t e_id)
 
 	if ((err = be_get_event(s, e_id, &ev)))
 		return err;
+	if (be_waiter_try_now(s, rq, ev))
+		return BE_REPLIED;
 	be_wentry *e = be_wentry_new(s);
 	if (!e)
 		return CUDA_ERROR_OUT_OF_MEMORY;

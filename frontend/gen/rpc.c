@@ -344,7 +344,7 @@ int fe_rpc_func_set_attr(fe_conn *c, uint64_t f, int32_t attr, int32_t value)
 	proto_msg_u64(&m, f);
 	proto_msg_i64(&m, (int64_t)attr);
 	proto_msg_i64(&m, (int64_t)value);
-	return fe_conn_post(c, &m, NULL, 0);
+	return fe_conn_call(c, &m, NULL, 0, NULL, 0, NULL);
 }
 
 int fe_rpc_occupancy(fe_conn *c, uint64_t f, int32_t block, uint64_t shmem, uint32_t flags, int32_t *nblocks)

@@ -37,15 +37,23 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static fe_pending *pending_take(fe_conn *c, uint64_t seq)
+static fe_pending *pending_find_locked(fe_conn *c, uint64_t seq)
+{
+	for (fe_pending *p = c->pending; p; p = p->next)
+		if (p->seq == seq)
+			return p;
+	return NULL;
+}
+
+/* A call leaves the list only once its reply (payload included) is complete, so
+ * that waiters for "everything sent before" see calls still being received. */
+static void pending_unlink_locked(fe_conn *c, fe_pending *p)
 {
 	for (fe_pending **pp = &c->pending; *pp; pp = &(*pp)->next)
-		if ((*pp)->seq == seq) {
-			fe_pending *p = *pp;
+		if (*pp == p) {
 			*pp = p->next;
-			return p;
+			return;
 		}
-	return NULL;
 }
 
 static void pending_complete(fe_conn *c, fe_pending *p, int status, int latched, uint8_t *msg, uint32_t msg_len)
@@ -58,19 +66,17 @@ static void pending_complete(fe_conn *c, fe_pending *p, int status, int latched,
 		msg = NULL;
 	}
 	free(msg);
+	pthread_mutex_lock(&c->lock);
+	pending_unlink_locked(c, p);
 	if (p->heap) {
 		/* A detached copy: nobody waits on p itself, only on the count. */
 		if (status != 0)
 			LOG_WARN("frontend", "async copy to host failed: %d", status);
 		free(p);
-		pthread_mutex_lock(&c->lock);
 		c->detached--;
-		pthread_cond_broadcast(&c->cond);
-		pthread_mutex_unlock(&c->lock);
-		return;
+	} else {
+		atomic_store_explicit(&p->done, 1, memory_order_release);
 	}
-	atomic_store_explicit(&p->done, 1, memory_order_release);
-	pthread_mutex_lock(&c->lock);
 	pthread_cond_broadcast(&c->cond);
 	pthread_mutex_unlock(&c->lock);
 }
@@ -82,13 +88,14 @@ static void conn_fail(fe_conn *c, int err)
 		LOG_ERROR("frontend", "connection to %s lost: %s", c->t->peer,
 			  err <= -100 ? transport_strerror(err) : proto_strerror(err));
 	c->dead = 1;
-	fe_pending *list = c->pending;
-	c->pending = NULL;
 	pthread_mutex_unlock(&c->lock);
-	while (list) {
-		fe_pending *next = list->next;
-		pending_complete(c, list, FE_EDEAD, 0, NULL, 0);
-		list = next;
+	for (;;) {
+		pthread_mutex_lock(&c->lock);
+		fe_pending *p = c->pending;
+		pthread_mutex_unlock(&c->lock);
+		if (!p)
+			break;
+		pending_complete(c, p, FE_EDEAD, 0, NULL, 0);
 	}
 }
 
@@ -101,7 +108,7 @@ static void rx_classify(fe_conn *c, const transport_frame *f)
 	if (!c->rx_view_ok || (f->hdr.flags & PROTO_F_EVENT))
 		return;
 	pthread_mutex_lock(&c->lock);
-	c->rx_cur = pending_take(c, c->rx_view.seq);
+	c->rx_cur = pending_find_locked(c, c->rx_view.seq);
 	pthread_mutex_unlock(&c->lock);
 }
 
@@ -209,6 +216,8 @@ void fe_conn_close(fe_conn *c)
 const char *fe_conn_peer(fe_conn *c) { return c->t->peer; }
 
 uint64_t fe_conn_next_seq(fe_conn *c) { return atomic_fetch_add(&c->seq, 1); }
+
+uint64_t fe_conn_peek_seq(fe_conn *c) { return atomic_load(&c->seq); }
 
 static int conn_send(fe_conn *c, proto_msg *m, uint16_t flags, const void *payload, uint64_t len)
 {
@@ -326,6 +335,24 @@ int fe_conn_drain_detached(fe_conn *c)
 {
 	pthread_mutex_lock(&c->lock);
 	while (c->detached > 0 && !c->dead)
+		pthread_cond_wait(&c->cond, &c->lock);
+	int dead = c->dead;
+	pthread_mutex_unlock(&c->lock);
+	return dead ? FE_EDEAD : 0;
+}
+
+static int detached_before_locked(fe_conn *c, uint64_t seq)
+{
+	for (fe_pending *p = c->pending; p; p = p->next)
+		if (p->heap && p->seq < seq)
+			return 1;
+	return 0;
+}
+
+int fe_conn_drain_detached_before(fe_conn *c, uint64_t seq)
+{
+	pthread_mutex_lock(&c->lock);
+	while (!c->dead && detached_before_locked(c, seq))
 		pthread_cond_wait(&c->cond, &c->lock);
 	int dead = c->dead;
 	pthread_mutex_unlock(&c->lock);

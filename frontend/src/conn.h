@@ -50,6 +50,8 @@ void fe_conn_close(fe_conn *c);
 const char *fe_conn_peer(fe_conn *c);
 
 uint64_t fe_conn_next_seq(fe_conn *c);
+/* The seq the next call will get: every call sent so far has a smaller one. */
+uint64_t fe_conn_peek_seq(fe_conn *c);
 
 /* Async: sends the frame (flags ASYNC) with an optional payload; no reply. */
 int fe_conn_post(fe_conn *c, proto_msg *m, const void *payload, uint64_t len);
@@ -68,6 +70,8 @@ int fe_conn_wait(fe_conn *c, fe_pending *p);
 int fe_conn_begin_detached(fe_conn *c, proto_msg *m, void *dest, uint64_t dest_len);
 /* Waits until every detached request sent before this call has landed. */
 int fe_conn_drain_detached(fe_conn *c);
+/* Same, for those with a seq below seq only. */
+int fe_conn_drain_detached_before(fe_conn *c, uint64_t seq);
 
 /* The first error latched by the server from an async call and not yet taken. */
 int fe_conn_take_latched(fe_conn *c);

@@ -70,7 +70,7 @@ void fe_mem_forget_device(int device);
 
 /* Host functions (cudaLaunchHostFunc, cudaStreamAddCallback). */
 void fe_hostfn_dispatch(void *ctx, uint64_t id);
-uint64_t fe_hostfn_register(void (*fn)(void *), void *data);
+uint64_t fe_hostfn_register(void (*fn)(void *), void *data, uint64_t after_seq);
 
 /* Stream capture state known on the client from begin/end capture calls. */
 int fe_stream_capturing(uint64_t sid);

@@ -173,7 +173,9 @@ cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *attr, const v
 	fe_range r;
 	attr->device = -2;
 	if (fe_mem_find((uintptr_t)ptr, 0, &r) < 0) {
+		/* As CUDA does for memory it does not know: host memory by default. */
 		attr->type = cudaMemoryTypeUnregistered;
+		attr->hostPointer = (void *)ptr;
 		return cudaSuccess;
 	}
 	attr->device = r.device;

@@ -322,18 +322,31 @@ cudaError_t __cudaPopCallConfiguration(dim3 *gridDim, dim3 *blockDim, size_t *sh
 	return cudaSuccess;
 }
 
+static cudaError_t func_attrs(fe_kernel *k, fe_conn *c, int dev);
+
 /* CUDA checks the configuration at the launch call: so do we, from the cached
- * device properties, so that the error is synchronous as the program expects. */
-static cudaError_t check_config(const fe_device *d, dim3 g, dim3 b)
+ * device properties and function attributes, so that the error is synchronous as
+ * the program expects. The CUDA 13 runtime answers cudaErrorInvalidValue for all
+ * of these (measured on an H200; not cudaErrorInvalidConfiguration). */
+static cudaError_t check_config(fe_kernel *k, fe_conn *c, int dev, dim3 g, dim3 b, size_t shmem)
 {
-	const struct cudaDeviceProp *p = &d->prop;
+	const struct cudaDeviceProp *p = &fe_rt_device(dev)->prop;
 	if (!g.x || !g.y || !g.z || !b.x || !b.y || !b.z)
-		return cudaErrorInvalidConfiguration;
+		return cudaErrorInvalidValue;
 	if (b.x > (unsigned)p->maxThreadsDim[0] || b.y > (unsigned)p->maxThreadsDim[1] ||
 	    b.z > (unsigned)p->maxThreadsDim[2] || (uint64_t)b.x * b.y * b.z > (uint64_t)p->maxThreadsPerBlock)
-		return cudaErrorInvalidConfiguration;
+		return cudaErrorInvalidValue;
 	if (g.x > (unsigned)p->maxGridSize[0] || g.y > (unsigned)p->maxGridSize[1] || g.z > (unsigned)p->maxGridSize[2])
-		return cudaErrorInvalidConfiguration;
+		return cudaErrorInvalidValue;
+	/* Past the default dynamic shared memory, the kernel's own limit (raised by
+	 * cudaFuncSetAttribute) decides: one round trip per kernel, then cached. */
+	if (shmem > p->sharedMemPerBlock) {
+		cudaError_t e = func_attrs(k, c, dev);
+		if (e != cudaSuccess)
+			return e;
+		if (shmem > (size_t)k->attrs[dev][CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES])
+			return cudaErrorInvalidValue;
+	}
 	return cudaSuccess;
 }
 
@@ -350,7 +363,7 @@ static cudaError_t launch(fe_kernel *k, dim3 g, dim3 b, void **args, size_t shme
 	int st = kernel_ready(k, c, dev);
 	if (st)
 		return fe_rt_leave(st == CUDA_ERROR_NOT_FOUND ? cudaErrorInvalidDeviceFunction : st);
-	if ((e = check_config(fe_rt_device(dev), g, b)) != cudaSuccess)
+	if ((e = check_config(k, c, dev, g, b, shmem)) != cudaSuccess)
 		return fe_rt_fail(e);
 	uint8_t small[1024], *buf = small;
 	if (k->param_size > sizeof(small) && !(buf = malloc(k->param_size)))

@@ -125,7 +125,7 @@ cudaError_t fe_rt_enter(fe_conn **c)
 		return fe_rt_fail(e);
 	int sticky = atomic_load(&S.sticky);
 	if (sticky)
-		return (cudaError_t)sticky;
+		return fe_rt_fail((cudaError_t)sticky);
 	if (tls_device >= S.ndev)
 		return fe_rt_fail(cudaErrorInvalidDevice);
 	*c = S.dev[tls_device].conn;
@@ -161,21 +161,16 @@ cudaError_t fe_rt_leave(int status)
 	return fe_rt_fail(e);
 }
 
+/* As the CUDA runtime does: a sticky error is reported once here like any other
+ * (and reset), while every call that needs the device keeps failing with it. */
 cudaError_t cudaGetLastError(void)
 {
-	int sticky = atomic_load(&S.sticky);
-	if (sticky)
-		return (cudaError_t)sticky;
 	cudaError_t e = tls_last_error;
 	tls_last_error = cudaSuccess;
 	return e;
 }
 
-cudaError_t cudaPeekAtLastError(void)
-{
-	int sticky = atomic_load(&S.sticky);
-	return sticky ? (cudaError_t)sticky : tls_last_error;
-}
+cudaError_t cudaPeekAtLastError(void) { return tls_last_error; }
 
 uint64_t fe_rt_new_id(void)
 {

@@ -24,6 +24,28 @@ typedef struct stream_info {
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static stream_info *streams;
+
+/* Live event ids: CUDA reports a destroyed or unknown event at the call that uses
+ * it, though event calls travel async here. */
+typedef struct event_info {
+	uint64_t id;
+	unsigned flags;
+	struct event_info *next;
+} event_info;
+static event_info *events;
+
+static int event_known(cudaEvent_t e, unsigned *flags)
+{
+	uint64_t id = fe_rt_event(e);
+	pthread_mutex_lock(&lock);
+	event_info *ev = events;
+	while (ev && ev->id != id)
+		ev = ev->next;
+	if (ev && flags)
+		*flags = ev->flags;
+	pthread_mutex_unlock(&lock);
+	return ev != NULL;
+}
 static unsigned long long next_capture_id = 1;
 static _Thread_local enum cudaStreamCaptureMode tls_capture_mode = cudaStreamCaptureModeGlobal;
 
@@ -145,7 +167,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
 	cudaError_t e = fe_rt_enter(&c);
 	if (e != cudaSuccess)
 		return e;
-	if (!stream_known(stream) || !event)
+	if (!stream_known(stream) || !event_known(event, NULL))
 		return fe_rt_fail(cudaErrorInvalidResourceHandle);
 	return fe_rt_leave(fe_rpc_stream_wait_event(c, fe_rt_stream(stream), fe_rt_event(event), flags));
 }
@@ -190,15 +212,22 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags)
 		return e;
 	if (!event)
 		return fe_rt_fail(cudaErrorInvalidValue);
-	if (flags & cudaEventInterprocess) {
-		rg_log_once("frontend", "not supported (IPC across hosts)", "cudaEventCreateWithFlags(cudaEventInterprocess)");
-		return fe_rt_fail(cudaErrorNotSupported);
+	event_info *ev = calloc(1, sizeof(*ev));
+	if (!ev)
+		return fe_rt_fail(cudaErrorMemoryAllocation);
+	ev->id = fe_rt_new_id();
+	ev->flags = flags;
+	int st = fe_rpc_event_create(c, ev->id, flags);
+	if (st) {
+		free(ev);
+		return fe_rt_leave(st);
 	}
-	uint64_t id = fe_rt_new_id();
-	int st = fe_rpc_event_create(c, id, flags);
-	if (st == 0)
-		*event = (cudaEvent_t)(uintptr_t)id;
-	return fe_rt_leave(st);
+	pthread_mutex_lock(&lock);
+	ev->next = events;
+	events = ev;
+	pthread_mutex_unlock(&lock);
+	*event = (cudaEvent_t)(uintptr_t)ev->id;
+	return cudaSuccess;
 }
 
 cudaError_t cudaEventCreate(cudaEvent_t *event) { return cudaEventCreateWithFlags(event, 0); }
@@ -209,9 +238,19 @@ cudaError_t cudaEventDestroy(cudaEvent_t event)
 	cudaError_t e = fe_rt_enter(&c);
 	if (e != cudaSuccess)
 		return e;
-	if (!event)
+	uint64_t id = fe_rt_event(event);
+	pthread_mutex_lock(&lock);
+	event_info **pp = &events;
+	while (*pp && (*pp)->id != id)
+		pp = &(*pp)->next;
+	event_info *ev = *pp;
+	if (ev)
+		*pp = ev->next;
+	pthread_mutex_unlock(&lock);
+	if (!ev)
 		return fe_rt_fail(cudaErrorInvalidResourceHandle);
-	return fe_rt_leave(fe_rpc_event_destroy(c, fe_rt_event(event)));
+	free(ev);
+	return fe_rt_leave(fe_rpc_event_destroy(c, id));
 }
 
 cudaError_t cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t stream, unsigned int flags)
@@ -220,7 +259,7 @@ cudaError_t cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t stream, uns
 	cudaError_t e = fe_rt_enter(&c);
 	if (e != cudaSuccess)
 		return e;
-	if (!event || !stream_known(stream))
+	if (!event_known(event, NULL) || !stream_known(stream))
 		return fe_rt_fail(cudaErrorInvalidResourceHandle);
 	return fe_rt_leave(fe_rpc_event_record(c, fe_rt_event(event), fe_rt_stream(stream), flags));
 }
@@ -236,6 +275,8 @@ cudaError_t cudaEventQuery(cudaEvent_t event)
 	cudaError_t e = fe_rt_enter(&c);
 	if (e != cudaSuccess)
 		return e;
+	if (!event_known(event, NULL))
+		return fe_rt_fail(cudaErrorInvalidResourceHandle);
 	int st = fe_rpc_event_query(c, fe_rt_event(event));
 	if (st == 0)
 		st = fe_conn_drain_detached(c);
@@ -250,6 +291,8 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event)
 	cudaError_t e = fe_rt_enter(&c);
 	if (e != cudaSuccess)
 		return e;
+	if (!event_known(event, NULL))
+		return fe_rt_fail(cudaErrorInvalidResourceHandle);
 	int st = fe_rpc_event_sync(c, fe_rt_event(event));
 	if (st == 0)
 		st = fe_conn_drain_detached(c);
@@ -261,6 +304,7 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event)
 
 typedef struct hostfn {
 	uint64_t id;
+	uint64_t after_seq; /* async copies to host sent before it must land first */
 	void (*fn)(void *);
 	void *data;
 	fe_device *dev;
@@ -284,6 +328,10 @@ static void *hostfn_main(void *arg)
 		hostfn *h = H.ready;
 		H.ready = h->next;
 		pthread_mutex_unlock(&H.lock);
+		/* The stream reached the host function, so every copy to host queued
+		 * before it is done on the GPU: let its bytes land before user code
+		 * looks at them. */
+		fe_conn_drain_detached_before(h->dev->conn, h->after_seq);
 		h->fn(h->data);
 		fe_rpc_hostfn_done(h->dev->conn, h->id);
 		free(h);
@@ -291,12 +339,13 @@ static void *hostfn_main(void *arg)
 	return NULL;
 }
 
-uint64_t fe_hostfn_register(void (*fn)(void *), void *data)
+uint64_t fe_hostfn_register(void (*fn)(void *), void *data, uint64_t after_seq)
 {
 	hostfn *h = calloc(1, sizeof(*h));
 	if (!h)
 		return 0;
 	h->id = fe_rt_new_id();
+	h->after_seq = after_seq;
 	h->fn = fn;
 	h->data = data;
 	pthread_mutex_lock(&H.lock);
@@ -347,7 +396,7 @@ cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void *userD
 		return fe_rt_fail(cudaErrorInvalidValue);
 	if (!stream_known(stream))
 		return fe_rt_fail(cudaErrorInvalidResourceHandle);
-	uint64_t id = fe_hostfn_register(fn, userData);
+	uint64_t id = fe_hostfn_register(fn, userData, fe_conn_peek_seq(c));
 	if (!id)
 		return fe_rt_fail(cudaErrorMemoryAllocation);
 	return fe_rt_leave(fe_rpc_hostfn(c, fe_rt_stream(stream), id));

@@ -51,7 +51,8 @@ enum proto_op {
 	PROTO_OP_MEMPOOL_TRIM = 43,
 	PROTO_OP_PROFILER_START = 44,
 	PROTO_OP_PROFILER_STOP = 45,
-	PROTO_OP_COUNT = 46,
+	PROTO_OP_ERROR_STRING = 46,
+	PROTO_OP_COUNT = 47,
 };
 
 /* Name of an op for logs and statistics; "?" when out of range. */

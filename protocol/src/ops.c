@@ -48,6 +48,7 @@ static const char *const names[PROTO_OP_COUNT] = {
 	[PROTO_OP_MEMPOOL_TRIM] = "mempool_trim",
 	[PROTO_OP_PROFILER_START] = "profiler_start",
 	[PROTO_OP_PROFILER_STOP] = "profiler_stop",
+	[PROTO_OP_ERROR_STRING] = "error_string",
 };
 
 const char *proto_op_name(uint32_t op)

@@ -139,26 +139,43 @@ int main(int argc, char **argv)
 	CK(cudaEventDestroy(e2));
 	still_works("stale handles");
 
-	/* launch configuration error: not sticky, reported once */
+	/*
+	 * Launch configuration errors: not sticky, reported once. CUDA 13.0 (driver
+	 * 580.159.04, H200) answers all of these with cudaErrorInvalidValue, not
+	 * cudaErrorInvalidConfiguration: more than 1024 threads in a block (1024x2),
+	 * a block dimension over its limit (2048x1x1), a zero grid, and more dynamic
+	 * shared memory than the opt-in limit. The error comes from the launch itself
+	 * (cudaPeekAtLastError right after <<<>>>), not from a later call.
+	 */
 	unsigned *u;
 	CK(cudaMalloc(&u, 4096));
-	rgtest_fill_u32<<<1, 2048>>>(u, 1, 1024);
-	EXPECT_ERR("launch with 2048 threads: peek", cudaPeekAtLastError(), cudaErrorInvalidConfiguration);
-	EXPECT_ERR("  peek again", cudaPeekAtLastError(), cudaErrorInvalidConfiguration);
-	EXPECT_ERR("  get", cudaGetLastError(), cudaErrorInvalidConfiguration);
+	rgtest_fill_u32<<<1, dim3(1024, 2, 1)>>>(u, 1, 1024);
+	EXPECT_ERR("launch with 1024x2 threads: peek", cudaPeekAtLastError(), cudaErrorInvalidValue);
+	EXPECT_ERR("  peek again", cudaPeekAtLastError(), cudaErrorInvalidValue);
+	EXPECT_ERR("  get", cudaGetLastError(), cudaErrorInvalidValue);
 	EXPECT_ERR("  get again", cudaGetLastError(), cudaSuccess);
 	EXPECT_ERR("  peek after get", cudaPeekAtLastError(), cudaSuccess);
 	EXPECT_ERR("  synchronize", cudaDeviceSynchronize(), cudaSuccess);
+	rgtest_fill_u32<<<1, 2048>>>(u, 1, 1024);
+	EXPECT_ERR("launch with 2048x1x1 threads: peek", cudaPeekAtLastError(), cudaErrorInvalidValue);
+	EXPECT_ERR("  get", cudaGetLastError(), cudaErrorInvalidValue);
+	EXPECT_ERR("  get again", cudaGetLastError(), cudaSuccess);
 	/* through cudaLaunchKernel the error is also returned directly */
 	unsigned long long cnt = 1024;
 	unsigned v = 2;
 	void *args[] = {&u, &v, &cnt};
-	EXPECT_AND_LAST("cudaLaunchKernel with 2048 threads",
+	EXPECT_AND_LAST("cudaLaunchKernel with 1024x2 threads",
+	                cudaLaunchKernel((const void *)rgtest_fill_u32, dim3(1), dim3(1024, 2, 1), args, 0, 0),
+	                cudaErrorInvalidValue);
+	EXPECT_AND_LAST("cudaLaunchKernel with 2048x1x1 threads",
 	                cudaLaunchKernel((const void *)rgtest_fill_u32, dim3(1), dim3(2048), args, 0, 0),
-	                cudaErrorInvalidConfiguration);
-	/* a zero grid */
+	                cudaErrorInvalidValue);
 	rgtest_fill_u32<<<0, 32>>>(u, 1, 1024);
-	EXPECT_ERR("launch with grid 0", cudaGetLastError(), cudaErrorInvalidConfiguration);
+	EXPECT_ERR("launch with grid 0", cudaGetLastError(), cudaErrorInvalidValue);
+	int maxsh = 0;
+	CK(cudaDeviceGetAttribute(&maxsh, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
+	rgtest_fill_u32<<<1, 32, maxsh + 1>>>(u, 1, 1024);
+	EXPECT_ERR("launch with too much dynamic shared memory", cudaGetLastError(), cudaErrorInvalidValue);
 	CK(cudaFree(u));
 	still_works("configuration errors");
 

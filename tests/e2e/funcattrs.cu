@@ -62,31 +62,32 @@ int main(void)
 	show("rgtest_attr_local", (const void *)rgtest_attr_local);
 	show("rgtest_attr_dynamic", (const void *)rgtest_attr_dynamic);
 
-	/* opt in to more dynamic shared memory and read the attribute back */
+	/* opt in to more dynamic shared memory (up to the opt-in limit less the
+	 * kernel's static shared memory) and read the attribute back */
 	int optin = 0;
 	CK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
-	CK(cudaFuncSetAttribute((const void *)rgtest_attr_dynamic, cudaFuncAttributeMaxDynamicSharedMemorySize,
-	                        optin));
 	cudaFuncAttributes a;
 	CK(cudaFuncGetAttributes(&a, (const void *)rgtest_attr_dynamic));
-	printf("rgtest_attr_dynamic maxDynShared after opt-in equals the optin limit: %s\n",
-	       a.maxDynamicSharedSizeBytes == optin ? "yes" : "no");
-	if (a.maxDynamicSharedSizeBytes != optin && !rg_fake()) /* the fake's attributes are canned */
+	int limit = optin - (int)a.sharedSizeBytes;
+	CK(cudaFuncSetAttribute((const void *)rgtest_attr_dynamic, cudaFuncAttributeMaxDynamicSharedMemorySize,
+	                        limit));
+	CK(cudaFuncGetAttributes(&a, (const void *)rgtest_attr_dynamic));
+	printf("rgtest_attr_dynamic maxDynShared after opt-in equals the limit: %s\n",
+	       a.maxDynamicSharedSizeBytes == limit ? "yes" : "no");
+	if (a.maxDynamicSharedSizeBytes != limit && !rg_fake()) /* the fake's attributes are canned */
 		rg_failures++;
 	int blocks = -1;
-	CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, (const void *)rgtest_attr_dynamic, 256, optin));
-	printf("  occupancy with %s dynamic shared memory: %d\n", "optin", blocks);
+	CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, (const void *)rgtest_attr_dynamic, 256, limit));
+	printf("  occupancy with the most dynamic shared memory: %d\n", blocks);
 	CK(cudaFuncSetAttribute((const void *)rgtest_attr_dynamic, cudaFuncAttributePreferredSharedMemoryCarveout,
 	                        50));
 	int min_grid = 0, block = 0;
 	CK(cudaOccupancyMaxPotentialBlockSize(&min_grid, &block, rgtest_fill_u32, 0, 0));
 	printf("max potential block size for rgtest_fill_u32: %d (min grid %d)\n", block, min_grid);
-	if (!rg_fake()) {
-		EXPECT_ERR("max dynamic shared memory past the limit",
-		           cudaFuncSetAttribute((const void *)rgtest_attr_dynamic,
-		                                cudaFuncAttributeMaxDynamicSharedMemorySize, optin + 1),
-		           cudaErrorInvalidValue);
-		cudaGetLastError();
-	}
+	EXPECT_ERR("max dynamic shared memory past the limit",
+	           cudaFuncSetAttribute((const void *)rgtest_attr_dynamic, cudaFuncAttributeMaxDynamicSharedMemorySize,
+	                                limit + 1),
+	           cudaErrorInvalidValue);
+	cudaGetLastError();
 	return rg_finish("funcattrs");
 }

@@ -9,6 +9,9 @@
 # (bytes 55 50 47 52), u16 version, u16 flags, u32 hdr_len, u32 reserved,
 # u64 payload_len, then hdr_len bytes of msgpack [op, seq, args...].
 set -u
+# The server may close a connection while we still write to it: a write must
+# then fail (EPIPE), not kill this script.
+trap '' PIPE
 host=${1:?host}
 port=${2:?port}
 
@@ -49,7 +52,7 @@ send "truncated msgpack" "${MAGIC}${V1}\x00\x00\x64\x00\x00\x00\x00\x00\x00\x00\
 send "truncated payload" "${MAGIC}${V1}\x00\x00\x03\x00\x00\x00\x00\x00\x00\x00\x00\x00\x10\x00\x00\x00\x00\x00\x93\x01\x01\x00abcdef" 1
 send "empty connection" ""
 # many connections at once, all dropped without a byte
-for i in $(seq 32); do exec {fd}<>"/dev/tcp/$host/$port" && fds+=("$fd"); done 2>/dev/null
+for _ in $(seq 32); do exec {fd}<>"/dev/tcp/$host/$port" && fds+=("$fd"); done 2>/dev/null
 for fd in "${fds[@]:-}"; do [ -n "$fd" ] && exec {fd}>&-; done
 echo "garbage: 32 idle connections: opened and closed"
 exit $failed

@@ -40,7 +40,8 @@ driver=
 keep=0
 timeout_s=${RG_E2E_TIMEOUT:-120}
 
-PROGRAMS=(copies memsets streams graphs args errors sticky devquery funcattrs pointers threads fork)
+# sticky last among the programs: on a GPU its error may poison the server
+PROGRAMS=(copies memsets streams graphs args errors devquery funcattrs pointers threads fork sticky)
 SPECIAL=(multi_client kill_mid_copy garbage sigterm)
 HELPERS=(probe copyloop holder)
 
@@ -168,7 +169,7 @@ probe_free() { client "$bin/probe" 2>>"$work/probe.err" | sed -n 's/^free=\([0-9
 # mem_back: poll until the server's free memory is back at the baseline.
 mem_detail=
 mem_back() {
-  local f= n=100
+  local f='' n=100
   while [ $n -gt 0 ]; do
     f=$(probe_free)
     [ -n "$f" ] && [ "$f" = "$baseline" ] && return 0
@@ -179,6 +180,7 @@ mem_back() {
     mem_detail="the probe got no answer from the server"
   else
     mem_detail="free memory $f, baseline $baseline ($((baseline - f)) bytes still held)"
+    baseline=$f # judge the next tests on their own
   fi
   return 1
 }
@@ -354,7 +356,8 @@ t_kill_mid_copy() {
 
 t_garbage() {
   problems=()
-  "$here/garbage.sh" 127.0.0.1 "$srv_port" >"$work/garbage.log" 2>&1 || problems+=("could not connect: $(tail -n 3 "$work/garbage.log")")
+  "$here/garbage.sh" 127.0.0.1 "$srv_port" >"$work/garbage.log" 2>&1 ||
+    problems+=("garbage.sh exit status $?: $(tail -n 3 "$work/garbage.log" | paste -sd';')")
   server_alive || problems+=("remote-gpud died: $(tail -n 5 "$work/server.log")")
   if server_alive; then
     mem_back || problems+=("$mem_detail")

@@ -47,8 +47,11 @@ log=$work/gpu-run.log
 bin=$work/bin
 mkdir -p "$bin" "$work/d"
 
-E2E_PROGRAMS=(copies memsets streams graphs args errors sticky devquery funcattrs pointers threads fork)
-EXAMPLES=(vector_add matmul reduction fault)
+E2E_PROGRAMS=(copies memsets streams graphs args errors devquery funcattrs pointers threads fork)
+EXAMPLES=(vector_add matmul reduction)
+# Programs that end in a sticky error run last, each on a fresh server: on a GPU a
+# sticky error may leave the whole server process unusable (see fault_isolation).
+FAULTING=(sticky fault)
 HELPERS=(probe copyloop holder)
 
 note() { echo "$*" | tee -a "$log"; }
@@ -114,6 +117,7 @@ note "build: $build_note"
 note "compiling test programs and examples with $nvcc"
 srcs=()
 for p in "${E2E_PROGRAMS[@]}" "${HELPERS[@]}"; do srcs+=("$e2e/$p.cu"); done
+srcs+=("$e2e/sticky.cu" "$root/examples/cuda/fault.cu")
 for p in "${EXAMPLES[@]}"; do srcs+=("$root/examples/cuda/$p.cu"); done
 printf '%s\n' "${srcs[@]}" | xargs -P "$(nproc)" -I{} sh -c \
   'n=$(basename {} .cu); "$0" --nvcc "$1" -o "$2/$n" {} >"$2/$n.build.log" 2>&1 || echo "$n" >>"$2/build-failed"' \
@@ -138,6 +142,8 @@ hidelist=$work/hidden-paths
   for d in "${dirs[@]}"; do
     [ -d "$d" ] && find "$d" -maxdepth 1 \( -name 'libcuda.so*' -o -name 'libnvidia-ml.so*' \) 2>/dev/null
   done
+  # and anywhere under the usual roots (a dlopen with a full path, a venv's copy)
+  find /usr /lib /lib64 /opt /etc \( -name 'libcuda.so*' -o -name 'libnvidia-ml.so*' \) 2>/dev/null
   ls -d /dev/nvidia* 2>/dev/null
 } | while read -r f; do
   [ -n "$f" ] && [ -e "$f" ] && readlink -f "$f"
@@ -198,6 +204,25 @@ start_server() {
 }
 server_alive() { [ -n "$srv_pid" ] && kill -0 "$srv_pid" 2>/dev/null; }
 
+# fresh_server: stop the running server (if any) and start a new one.
+restarts=0
+fresh_server() {
+  if server_alive; then
+    kill -TERM "$srv_pid"
+    wait_pid "$srv_pid" 10 || kill -KILL "$srv_pid" 2>/dev/null
+  fi
+  srv_pid=
+  echo "--- restart $(date +%T)" >>"$work/server.log"
+  restarts=$((restarts + 1))
+  start_server && baseline=$(probe_free) && [ -n "$baseline" ]
+}
+# healthy_server: a server that answers a new client, restarted if need be.
+healthy_server() {
+  server_alive && [ -n "$(probe_free)" ] && return 0
+  note "(remote-gpud not serving: starting a fresh one)"
+  fresh_server
+}
+
 remote() { # PROG ARGS...: through libremote.so in the GPU-less namespace
   timeout "$prog_timeout" unshare -m --propagation private bash "$work/gpuless.sh" \
     env REMOTE_GPU=127.0.0.1:$srv_port LD_PRELOAD="$lib" "$@"
@@ -212,7 +237,7 @@ server_gpu_mem() { # the server's own usage as nvidia-smi sees it (MiB), for the
 
 mem_detail=
 mem_back() {
-  local f= n=100 d
+  local f='' n=100 d
   while [ $n -gt 0 ]; do
     f=$(probe_free)
     if [ -n "$f" ]; then
@@ -222,7 +247,12 @@ mem_back() {
     sleep 0.1
     n=$((n - 1))
   done
-  if [ -z "$f" ]; then mem_detail="probe got no answer"; else mem_detail="$d bytes still held"; fi
+  if [ -z "$f" ]; then
+    mem_detail="probe got no answer"
+  else
+    mem_detail="$d bytes still held"
+    baseline=$f # judge the next clients on their own
+  fi
   return 1
 }
 
@@ -289,8 +319,8 @@ verdict() { # NAME PASS|FAIL
   if [ "$2" = PASS ]; then npass=$((npass + 1)); else nfail=$((nfail + 1)); fails+=("$1"); fi
 }
 
-run_pair() { # NAME: local then remote; fills a table row
-  local p=$1 d=$work/d/$1 args=() problems=()
+run_pair() { # NAME [nomem]: local then remote; fills a table row
+  local p=$1 d=$work/d/$1 args=() problems=() nomem=${2:-}
   mkdir -p "$d"
   if [ ! -x "$bin/$p" ]; then
     rows+=("| $p | - | - | - | - | - | FAIL (did not build) |")
@@ -311,14 +341,16 @@ run_pair() { # NAME: local then remote; fills a table row
   # remote
   local rrc=- same=- mem=- exp=n/a
   if [ $server_ok = 1 ]; then
-    server_alive || { start_server && baseline=$(probe_free); }
+    [ -n "$nomem" ] || healthy_server
     args=()
     [ "$p" = errors ] && { start_holder remote && args=("$holder_ptr") || problems+=("remote holder did not start"); }
     remote "$bin/$p" "${args[@]}" >"$d/remote.out" 2>"$d/remote.err"
     rrc=$?
     [ "$p" = errors ] && { stop_holder || problems+=("remote holder did not end cleanly"); }
     if cmp -s "$d/local.out" "$d/remote.out"; then same=yes; else same=NO; diff -u "$d/local.out" "$d/remote.out" >"$d/diff"; fi
-    if server_alive; then
+    if [ -n "$nomem" ]; then
+      mem="see fault_isolation"
+    elif server_alive; then
       mem_back; mem=$mem_detail
       [ "$mem" = "back to baseline" ] || problems+=("server memory: $mem")
     else
@@ -356,7 +388,9 @@ sverdict() { # NAME DETAIL PROBLEMS...
     srows+=("| $name | PASS | $detail |")
     verdict "$name" PASS
   else
-    srows+=("| $name | FAIL | $detail; $(printf '%s; ' "$@") |")
+    local joined
+    joined=$(printf '%s; ' "$@")
+    srows+=("| $name | FAIL | $detail: ${joined%; } |")
     verdict "$name" FAIL
     printf '%s\n' "$@" >"$work/d/$name.problems"
   fi
@@ -379,11 +413,11 @@ if [ $server_ok = 1 ] && [ "$(left)" -gt 60 ]; then
     [ $rc -eq 0 ] || problems+=("$p exit status $rc")
     cmp -s "$work/d/$p/local.out" "$work/d/multi.$p.out" || problems+=("$p output differs from local")
   done
-  server_alive && { mem_back || problems+=("server memory: $mem_detail"); } || problems+=("remote-gpud died")
+  if server_alive; then mem_back || problems+=("server memory: $mem_detail"); else problems+=("remote-gpud died"); fi
   sverdict multi_client "${multi[*]} at once, each equal to its local run" "${problems[@]}"
 
   # a client killed with SIGKILL in the middle of 64 MiB copies
-  server_alive || { start_server && baseline=$(probe_free); }
+  healthy_server
   problems=()
   timeout 120 unshare -m --propagation private bash "$work/gpuless.sh" \
     env REMOTE_GPU=127.0.0.1:$srv_port LD_PRELOAD="$lib" "$bin/copyloop" >"$work/d/copyloop.out" 2>"$work/d/copyloop.err" &
@@ -406,14 +440,35 @@ if [ $server_ok = 1 ] && [ "$(left)" -gt 60 ]; then
   sverdict kill_mid_copy "SIGKILL during 64 MiB copies; memory back to baseline; server still serves" "${problems[@]}"
 
   # garbage on the port
+  healthy_server
   problems=()
-  "$e2e/garbage.sh" 127.0.0.1 "$srv_port" >"$work/d/garbage.log" 2>&1 || problems+=("could not connect")
+  "$e2e/garbage.sh" 127.0.0.1 "$srv_port" >"$work/d/garbage.log" 2>&1 ||
+    problems+=("garbage.sh exit status $?: $(tail -n 3 "$work/d/garbage.log" | paste -sd';')")
   server_alive || problems+=("remote-gpud died")
   server_alive && { mem_back || problems+=("$mem_detail"); }
   server_alive && { remote "$bin/memsets" >"$work/d/after-garbage.out" 2>&1 && cmp -s "$work/d/after-garbage.out" "$work/d/memsets/local.out" || problems+=("memsets after the garbage failed or differs"); }
   sverdict garbage "malformed frames, hostile lengths, truncated input; server keeps serving" "${problems[@]}"
 
+  # Programs ending in a sticky error, each on a fresh server. Afterwards a new
+  # client must still work and the memory be back: one tenant's fault must not
+  # take the server from the others.
+  for p in "${FAULTING[@]}"; do
+    fresh_server || note "(fresh server for $p did not start)"
+    run_pair "$p" nomem
+    problems=()
+    if ! server_alive; then
+      problems+=("remote-gpud died after $p")
+    else
+      mem_back || problems+=("after $p, a new client: $mem_detail")
+      if [ "$mem_detail" = "probe got no answer" ]; then
+        problems+=("server log: $(grep -v '^---' "$work/server.log" | tail -n 2 | cut -c1-200 | paste -sd';')")
+      fi
+    fi
+    sverdict "fault_isolation_$p" "a new client works and memory is back after $p's sticky error" "${problems[@]}"
+  done
+
   # SIGTERM with a client connected
+  healthy_server || note "(no healthy server for the SIGTERM test)"
   problems=()
   start_holder remote || problems+=("holder did not start")
   kill -TERM "$srv_pid"
@@ -427,7 +482,8 @@ if [ $server_ok = 1 ] && [ "$(left)" -gt 60 ]; then
   stop_holder >/dev/null 2>&1
   sverdict sigterm "clean exit 0 with a client connected" "${problems[@]}"
 else
-  for t in multi_client kill_mid_copy garbage sigterm; do
+  for p in "${FAULTING[@]}"; do run_pair "$p" nomem; done
+  for t in multi_client kill_mid_copy garbage fault_isolation_sticky fault_isolation_fault sigterm; do
     sverdict $t "not run" "server not available or out of time"
   done
 fi
@@ -447,7 +503,7 @@ rep=$report_dir/gpu-report.md
   echo "| host | $(hostname), kernel $(uname -r) |"
   echo "| build | $build_note |"
   echo "| GPU-less namespace | $gpuless_note |"
-  echo "| server | $server_note |"
+  echo "| server | $server_note; restarted $restarts time(s) |"
   echo "| result | **$npass passed, $nfail failed** in $(elapsed) s |"
   echo
   echo "Each program runs locally on the GPU and remotely (libremote.so, GPU-less mount"
@@ -520,22 +576,28 @@ if [ -f "$root/bench/run-gpu.sh" ]; then
     note "running bench/run-gpu.sh (up to $bl s)"
     marker=$work/bench-start
     touch "$marker"
-    (cd "$root" && RG_BUILD_DIR=$B RG_GPU_REPORT_DIR=$report_dir timeout "$bl" bash bench/run-gpu.sh) \
+    # its own files go to a folder of ours; its report (.md, .json) next to ours,
+    # the rest in one archive (the device tool brings back at most 8 files)
+    mkdir -p "$work/bench"
+    (cd "$root" && RG_BUILD=$B OUT=$work/bench timeout "$bl" bash bench/run-gpu.sh) \
       >"$report_dir/bench-run.log" 2>&1
     brc=$?
-    mapfile -t new < <(find "$root/bench/results" -type f -newer "$marker" 2>/dev/null)
-    if [ ${#new[@]} -gt 4 ]; then
-      tar czf "$report_dir/bench-results.tar.gz" -C "$root" "${new[@]#$root/}"
-    elif [ ${#new[@]} -gt 0 ]; then
-      cp "${new[@]}" "$report_dir/"
+    # anything it put under bench/results/ instead of $OUT counts too
+    find "$root/bench/results" -type f -newer "$marker" -exec cp {} "$work/bench/" \; 2>/dev/null
+    here_new=()
+    for f in "$work"/bench/*.md "$work"/bench/*.json; do
+      [ -f "$f" ] && cp "$f" "$report_dir/" && here_new+=("$(basename "$f")")
+    done
+    if [ -n "$(ls -A "$work/bench" 2>/dev/null)" ]; then
+      tar czf "$report_dir/bench-files.tar.gz" -C "$work" bench && here_new+=(bench-files.tar.gz)
     fi
     {
       echo
       echo "## Benchmarks"
       echo
-      echo "bench/run-gpu.sh: exit status $brc$([ $brc = 124 ] && echo ' (stopped at the time limit)'); log: bench-run.log; results copied: ${#new[@]} file(s)"
+      echo "bench/run-gpu.sh: exit status $brc$([ $brc = 124 ] && echo ' (stopped at the time limit)'); log: bench-run.log; results next to this report: ${here_new[*]:-none}"
     } >>"$rep"
-    note "bench: exit $brc, ${#new[@]} result file(s)"
+    note "bench: exit $brc, results: ${here_new[*]:-none}"
   else
     echo -e "\n## Benchmarks\n\nbench/run-gpu.sh not run: no time left." >>"$rep"
   fi
