@@ -83,6 +83,7 @@ typedef struct be_server {
 	char pci_bus_id[32];
 	atomic_uint_fast64_t next_session;
 	int no_fastpath; /* REMOTE_GPU_NO_FASTPATH: every sync call goes through the waiter (tests) */
+	const char *store; /* --cubin-store: kernel images on disk, shared by every session process */
 } be_server;
 
 extern be_server be_srv;
@@ -248,6 +249,12 @@ void *be_payload_dest(void *ctx, const transport_frame *f);
 void be_on_frame(void *ctx, transport_frame *f);
 void be_on_close(void *ctx, int err);
 void be_sessions_shutdown(void); /* no new sessions */
+
+/* isolate.c: one process per session (see there why). */
+void be_isolate_init(uv_loop_t *loop, char *const *child_argv);
+void be_isolate_accept_fd(void *ctx, int fd, const char *peer);
+void be_isolate_shutdown(int signum);
+int be_isolate_live(void);
 int be_sessions_live(void);
 
 /* executor.c */
@@ -263,6 +270,8 @@ const void *be_img_data(const be_img *e);
 size_t be_img_size(const be_img *e);
 void be_imgcache_put(be_img *e);
 void be_imgcache_clear(void);
+/* Opens (creates) the on-disk store behind the cache; logs how many images it holds. */
+int be_imgcache_open_store(const char *dir);
 
 /* Common checks for handlers. */
 int be_stream_capturing(CUstream st); /* 1 if capturing (or the query failed) */

@@ -1,8 +1,12 @@
 /*
- * The kernel image cache, shared by all sessions of the server: content hash
- * (cubin_hash: XXH3-128, 32 hex digits) -> the fatbin bytes a client uploaded.
- * A program's second run, or a second client of the same program, loads its
- * modules by hash without sending the images again.
+ * The kernel image cache: content hash (cubin_hash: XXH3-128, 32 hex digits) ->
+ * the fatbin bytes. Behind the in-memory cache of this process sits the on-disk
+ * store (--cubin-store, cubin-tools/include/cubin_store.h), shared by every
+ * session process and filled ahead of time by `remote-cubin extract` or by
+ * uploads: a program's second run, or another client of the same program, loads
+ * its modules by hash without sending the images again. Entries read from disk
+ * are hashed before use; a damaged one counts as missing (the client uploads it
+ * and the upload replaces it).
  *
  * Images are kept in least-recently-used order and evicted beyond
  * BE_IMGCACHE_MAX bytes, unless a session is loading one right now (refs).
@@ -11,8 +15,12 @@
  */
 #include "backend.h"
 
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "cubin_store.h"
 
 #define BE_IMGCACHE_MAX (2ull << 30)
 
@@ -64,6 +72,40 @@ static be_img *find(const char *hash)
 	return NULL;
 }
 
+static be_img *cache_insert(const char *hash, void *data, size_t size);
+
+/* The store's copy of an image, verified; NULL when absent or damaged. */
+static be_img *store_load(const char *hash)
+{
+	char h[CUBIN_HASH_HEX], path[4096];
+	memcpy(h, hash, 32);
+	h[32] = 0;
+	if (!be_srv.store || cubin_store_path(be_srv.store, h, path, sizeof(path)) != CUBIN_OK)
+		return NULL;
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return NULL;
+	void *data = NULL;
+	long size = -1;
+	if (fseek(f, 0, SEEK_END) == 0 && (size = ftell(f)) > 0 && fseek(f, 0, SEEK_SET) == 0 && (data = malloc((size_t)size)) &&
+	    fread(data, 1, (size_t)size, f) != (size_t)size) {
+		free(data);
+		data = NULL;
+	}
+	fclose(f);
+	if (!data)
+		return NULL;
+	char got[CUBIN_HASH_HEX];
+	cubin_hash(data, (size_t)size, got);
+	if (memcmp(got, h, 32) != 0) {
+		LOG_WARN(BE_LOG, "cubin store: %s is damaged (its bytes hash to %s): asking the client for the image", path, got);
+		free(data);
+		return NULL;
+	}
+	LOG_DEBUG(BE_LOG, "cubin store: loaded %s (%ld bytes)", h, size);
+	return cache_insert(hash, data, (size_t)size);
+}
+
 be_img *be_imgcache_get(const char *hash)
 {
 	pthread_mutex_lock(&C.mu);
@@ -74,10 +116,48 @@ be_img *be_imgcache_get(const char *hash)
 		push_front(e);
 	}
 	pthread_mutex_unlock(&C.mu);
-	return e;
+	return e ? e : store_load(hash);
 }
 
-be_img *be_imgcache_add(const char *hash, void *data, size_t size)
+int be_imgcache_open_store(const char *dir)
+{
+	if (cubin_store_init(dir) != CUBIN_OK) {
+		LOG_ERROR(BE_LOG, "--cubin-store %s: cannot create or open it: %s", dir, strerror(errno));
+		return -1;
+	}
+	cubin_store_index ix = {0};
+	size_t bad = 0;
+	if (cubin_store_index_read(dir, &ix, &bad) == CUBIN_OK) {
+		uint64_t bytes = 0;
+		for (size_t i = 0; i < ix.n; i++)
+			bytes += ix.r[i].size;
+		LOG_INFO(BE_LOG, "cubin store %s: %zu images, %llu MiB%s", dir, ix.n, (unsigned long long)(bytes >> 20),
+			 bad ? " (malformed index lines skipped)" : "");
+		cubin_store_index_free(&ix);
+	}
+	be_srv.store = dir;
+	return 0;
+}
+
+/* An uploaded image goes to the store too, so later session processes find it. */
+static void store_save(const char *hash, const void *data, size_t size)
+{
+	char h[CUBIN_HASH_HEX];
+	if (!be_srv.store)
+		return;
+	int r = cubin_store_put(be_srv.store, data, size, h);
+	if (r < 0) {
+		LOG_WARN(BE_LOG, "cubin store: cannot save %.32s: %s", hash, cubin_strerror(r));
+		return;
+	}
+	if (r > 0) {
+		cubin_store_rec rec = {.size = size, .source = "upload"};
+		memcpy(rec.hash, h, sizeof(rec.hash));
+		cubin_store_index_add(be_srv.store, &rec, 1);
+	}
+}
+
+static be_img *cache_insert(const char *hash, void *data, size_t size)
 {
 	be_img *e, *victims = NULL;
 
@@ -121,6 +201,13 @@ be_img *be_imgcache_add(const char *hash, void *data, size_t size)
 		victims = next;
 	}
 	return e;
+}
+
+/* An uploaded image (already checked against its hash by the caller). */
+be_img *be_imgcache_add(const char *hash, void *data, size_t size)
+{
+	store_save(hash, data, size);
+	return cache_insert(hash, data, size);
 }
 
 const void *be_img_data(const be_img *e) { return e->data; }

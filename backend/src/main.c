@@ -2,13 +2,16 @@
  * remote-gpud: serves one GPU to remote-gpu clients (libremote.so).
  *
  *   remote-gpud [--listen HOST:PORT] [--port-file FILE] [--device N]
- *               [--driver PATH] [--token T]
+ *               [--driver PATH] [--token T] [--isolation process|thread]
  *
- * The main thread runs the libuv loop: the listener, every session's
- * connection callbacks, and the signals. SIGTERM or SIGINT closes the listener,
- * which ends every connection; each session tears itself down (freeing all it
- * created on the GPU), and once the last one is gone the loop has nothing left
- * and the process exits 0. A second signal during that exits at once.
+ * The main thread runs the libuv loop: the listener, the signals and, with
+ * --isolation thread, every session's connection callbacks. By default each
+ * session is served by a process of its own (isolate.c), started as
+ * `remote-gpud --session-fd 3 ...`, which serves that one connection and exits.
+ * SIGTERM or SIGINT closes the listener and passes the signal to the session
+ * processes; each session tears itself down (freeing all it created on the GPU),
+ * and once the last one is gone the loop has nothing left and the process exits
+ * 0. A second signal during that exits at once.
  */
 #include "backend.h"
 
@@ -28,7 +31,8 @@ static struct {
 	uv_signal_t sigterm, sigint;
 	transport_listener *listener;
 	int stopping;
-} M;
+	int session_fd; /* >= 0: this process serves that one connection */
+} M = {.session_fd = -1};
 
 static void usage(FILE *f)
 {
@@ -39,6 +43,11 @@ static void usage(FILE *f)
 		"  --device N          GPU ordinal to serve (default 0)\n"
 		"  --driver PATH       CUDA driver library (default libcuda.so.1)\n"
 		"  --token T           clients must present this token (also REMOTE_GPU_TOKEN)\n"
+		"  --cubin-store DIR   kernel images on disk (remote-cubin extract; uploads are added)\n"
+		"                      default: $TMPDIR/remote-gpud-cubins-<uid>\n"
+		"  --isolation MODE    process (default): each session in a process of its own, so a\n"
+		"                      kernel fault cannot reach other clients; thread: all in one\n"
+		"                      process (faster session start, no fault isolation)\n"
 		"  --help\n"
 		"Logging: REMOTE_GPU_LOG=info (or debug, or \"warn,backend=debug\"), REMOTE_GPU_LOG_FILE.\n");
 }
@@ -115,8 +124,9 @@ static void on_signal(uv_signal_t *h, int signum)
 		_exit(1);
 	}
 	M.stopping = 1;
-	LOG_INFO(BE_LOG, "%s: shutting down (%d sessions)", strsignal(signum), be_sessions_live());
+	LOG_INFO(BE_LOG, "%s: shutting down (%d sessions)", strsignal(signum), be_sessions_live() + be_isolate_live());
 	be_sessions_shutdown();
+	be_isolate_shutdown(signum);
 	transport_listener_close(M.listener);
 	/* Keep catching signals (a second one forces the exit), but do not keep
 	 * the loop alive for them: it ends when the last session is gone. */
@@ -136,9 +146,42 @@ static int stop_early(void)
 	return 1;
 }
 
+/* The session process's connection ended: nothing is left to serve. */
+static void on_close_last(void *ctx, int err)
+{
+	be_on_close(ctx, err);
+	transport_listener_close(M.listener);
+	uv_unref((uv_handle_t *)&M.sigterm);
+	uv_unref((uv_handle_t *)&M.sigint);
+}
+
+/* --session-fd: serve the one connection the supervisor handed over, then exit. */
+static int serve_one(int fd)
+{
+	static const transport_server_cb cb = {
+		.on_accept = be_on_accept,
+		.payload_dest = be_payload_dest,
+		.on_frame = be_on_frame,
+		.on_close = on_close_last,
+	};
+	int r = transport_adopt(&M.loop, "tcp", fd, &cb, &M.loop, &M.listener);
+	if (r != TRANSPORT_OK) {
+		LOG_ERROR(BE_LOG, "--session-fd %d: %s", fd, transport_strerror(r));
+		return stop_early();
+	}
+	uv_run(&M.loop, UV_RUN_DEFAULT);
+	uv_close((uv_handle_t *)&M.sigterm, on_handle_closed);
+	uv_close((uv_handle_t *)&M.sigint, on_handle_closed);
+	uv_run(&M.loop, UV_RUN_DEFAULT);
+	uv_loop_close(&M.loop);
+	be_imgcache_clear();
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *listen = DEFAULT_LISTEN, *port_file = NULL, *driver = NULL, *token = NULL;
+	const char *isolation = "process", *store = NULL;
 	int device = 0;
 	transport_addr addr;
 	int r;
@@ -164,6 +207,12 @@ int main(int argc, char **argv)
 			driver = v;
 		else if (!strcmp(a, "--token"))
 			token = v;
+		else if (!strcmp(a, "--isolation") && (!strcmp(v, "process") || !strcmp(v, "thread")))
+			isolation = v;
+		else if (!strcmp(a, "--cubin-store"))
+			store = v;
+		else if (!strcmp(a, "--session-fd"))
+			M.session_fd = atoi(v);
 		else if (!strcmp(a, "--device")) {
 			char *end;
 			errno = 0;
@@ -198,6 +247,16 @@ int main(int argc, char **argv)
 		return 1;
 	}
 
+	static char default_store[512];
+	if (!store) {
+		const char *tmp = getenv("TMPDIR");
+		snprintf(default_store, sizeof(default_store), "%s/remote-gpud-cubins-%d", tmp && *tmp ? tmp : "/tmp",
+			 (int)getuid());
+		store = default_store;
+	}
+	if (be_imgcache_open_store(store) != 0)
+		return 1;
+
 	uv_loop_init(&M.loop);
 	/* Signals first: a SIGTERM right after the port file appears must already
 	 * mean a clean shutdown. */
@@ -211,7 +270,34 @@ int main(int argc, char **argv)
 		.on_frame = be_on_frame,
 		.on_close = be_on_close,
 	};
-	if ((r = transport_listen(&M.loop, &addr, &cb, &M.loop, &M.listener)) != TRANSPORT_OK) {
+	if (M.session_fd >= 0)
+		return serve_one(M.session_fd);
+	transport_server_cb lcb = cb;
+	char *child_argv[16];
+	if (!strcmp(isolation, "process")) {
+		int n = 0;
+		child_argv[n++] = argv[0];
+		child_argv[n++] = "--session-fd";
+		child_argv[n++] = "3";
+		child_argv[n++] = "--device";
+		static char devbuf[16];
+		snprintf(devbuf, sizeof(devbuf), "%d", device);
+		child_argv[n++] = devbuf;
+		if (driver) {
+			child_argv[n++] = "--driver";
+			child_argv[n++] = (char *)driver;
+		}
+		child_argv[n++] = "--cubin-store";
+		child_argv[n++] = (char *)store;
+		if (be_srv.token) { /* the child also reads REMOTE_GPU_TOKEN; pass --token explicitly */
+			child_argv[n++] = "--token";
+			child_argv[n++] = (char *)be_srv.token;
+		}
+		child_argv[n] = NULL;
+		be_isolate_init(&M.loop, child_argv);
+		lcb.on_accept_fd = be_isolate_accept_fd;
+	}
+	if ((r = transport_listen(&M.loop, &addr, &lcb, &M.loop, &M.listener)) != TRANSPORT_OK) {
 		fprintf(stderr, "remote-gpud: cannot listen on %s: %s\n", listen, transport_strerror(r));
 		return stop_early();
 	}
@@ -221,8 +307,9 @@ int main(int argc, char **argv)
 		return stop_early();
 	}
 	/* Printed whatever REMOTE_GPU_LOG says: scripts wait for it. */
-	rg_log_write(RG_LOG_INFO, BE_LOG, "listening on %s:%d, device %d: %s (%zu MiB)%s", addr.host, port, device,
-		     be_srv.name, be_srv.total_mem >> 20, be_srv.token ? ", token required" : "");
+	rg_log_write(RG_LOG_INFO, BE_LOG, "listening on %s:%d, device %d: %s (%zu MiB)%s, a %s per session", addr.host,
+		     port, device, be_srv.name, be_srv.total_mem >> 20, be_srv.token ? ", token required" : "",
+		     isolation);
 
 	uv_run(&M.loop, UV_RUN_DEFAULT);
 

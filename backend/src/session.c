@@ -22,7 +22,6 @@
 #include <string.h>
 
 #include "dispatch.h"
-#include "msgcheck.h"
 
 static void on_done(uv_async_t *a);
 static void on_done_closed(uv_handle_t *h);
@@ -233,16 +232,12 @@ static be_frame *frame_decode(be_session *s, const transport_frame *f)
 		be_session_reject(s, "out of memory");
 		return NULL;
 	}
-	/* Checked first: msgpack-c would allocate whatever counts the peer claims. */
-	if (!be_msgpack_plausible(f->msg, f->hdr.hdr_len)) {
-		free(fr);
-		be_session_reject(s, "malformed message (not msgpack, or containers larger than the message)");
-		return NULL;
-	}
+	/* proto_view_init walks the bytes before msgpack-c allocates anything, so
+	 * hostile element counts are refused here too. */
 	if (proto_view_init(&fr->rq.view, f->msg, f->hdr.hdr_len) != PROTO_OK) {
 		proto_view_free(&fr->rq.view);
 		free(fr);
-		be_session_reject(s, "malformed message (not a msgpack array [op, seq, args...])");
+		be_session_reject(s, "malformed message (not msgpack [op, seq, args...], or containers larger than the message)");
 		return NULL;
 	}
 	fr->decoded = 1;
@@ -472,6 +467,8 @@ void be_session_teardown(be_session *s)
 			  "resources are leaked", s->id, BE_WAITER_JOIN_MS);
 		return;
 	}
+	unsigned nchunks = s->staging.nchunks;
+	uint64_t fallbacks = s->staging.fallbacks;
 	if (s->ctx) {
 		if ((r = be_drv.cuCtxSetCurrent(s->ctx)) != CUDA_SUCCESS)
 			LOG_WARN(BE_LOG, "session %" PRIu64 ": cuCtxSetCurrent: %s", s->id, be_errname(r));
@@ -501,7 +498,8 @@ void be_session_teardown(be_session *s)
 	unsigned failed = gx.failed + gr.failed + ev.failed + st.failed + mo.failed + afailed;
 	LOG_INFO(BE_LOG,
 		 "session %" PRIu64 " (%s, pid %" PRIu64 " %s) ended: freed %u allocations (%" PRIu64 " bytes), "
-		 "%u streams, %u events, %u modules, %u graphs, %u graph execs%s",
+		 "%u streams, %u events, %u modules, %u graphs, %u graph execs; staging %u chunks, %" PRIu64
+		 " copies through pageable memory%s",
 		 s->id, s->client_host[0] ? s->client_host : s->peer, s->pid, s->program[0] ? s->program : "?", nalloc,
-		 bytes, st.n, ev.n, mo.n, gr.n, gx.n, failed ? " (some destroys failed)" : "");
+		 bytes, st.n, ev.n, mo.n, gr.n, gx.n, nchunks, fallbacks, failed ? " (some destroys failed)" : "");
 }

@@ -109,6 +109,10 @@ typedef struct proto_view {
 	uint64_t seq;
 } proto_view;
 
+/* Walks one msgpack object without allocating: PROTO_OK when it is well formed,
+ * fills exactly len bytes, and no array or map claims more elements than bytes
+ * remain (msgpack-c would allocate for the claimed count up front). */
+int proto_check_msgpack(const uint8_t *p, size_t len);
 int proto_view_init(proto_view *v, const uint8_t *msg, size_t len);
 void proto_view_free(proto_view *v);
 /* Argument i counts from the first element after [op, seq]. */

@@ -96,7 +96,7 @@ void proto_msg_free(proto_msg *m)
  * it ask for ~100 GiB. Walk the encoding first and refuse any count larger than
  * the bytes left (every element takes at least one byte).
  */
-static int check_counts(const uint8_t *p, size_t len)
+int proto_check_msgpack(const uint8_t *p, size_t len)
 {
 	size_t pos = 0;
 	uint64_t pending = 1;
@@ -106,8 +106,8 @@ static int check_counts(const uint8_t *p, size_t len)
 		uint8_t t = p[pos++];
 		uint64_t skip = 0, children = 0;
 		size_t need = 0; /* bytes of length field that follow t */
-		if (t <= 0x7f || t >= 0xe0 || (t >= 0xc0 && t <= 0xc3)) {
-			/* fixint, nil, false, true */
+		if (t <= 0x7f || t >= 0xe0 || t == 0xc0 || t == 0xc2 || t == 0xc3) {
+			/* fixint, nil, false, true (0xc1 is never used) */
 		} else if (t >= 0x80 && t <= 0x8f) {
 			children = 2u * (t & 0x0f);
 		} else if (t >= 0x90 && t <= 0x9f) {
@@ -167,7 +167,7 @@ int proto_view_init(proto_view *v, const uint8_t *msg, size_t len)
 	msgpack_unpacked_init(&v->up);
 	v->items = NULL;
 	v->n = 0;
-	if (check_counts(msg, len) != PROTO_OK)
+	if (proto_check_msgpack(msg, len) != PROTO_OK)
 		goto bad;
 	if (msgpack_unpack_next(&v->up, (const char *)msg, len, &off) != MSGPACK_UNPACK_SUCCESS ||
 	    off != len || v->up.data.type != MSGPACK_OBJECT_ARRAY || v->up.data.via.array.size < 2)

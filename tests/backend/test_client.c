@@ -16,6 +16,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <pthread.h>
@@ -56,24 +57,31 @@ static void sleep_ms(int ms)
 	nanosleep(&ts, NULL);
 }
 
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	return remove(path);
+}
+
 static int srv_start(srv *s, const char *token)
 {
-	char pf[128];
+	char pf[128], store[128];
 
 	snprintf(s->dir, sizeof(s->dir), "/tmp/rgbe.XXXXXX");
 	if (!mkdtemp(s->dir))
 		return -1;
 	snprintf(pf, sizeof(pf), "%s/port", s->dir);
+	/* A fresh kernel image store: the module tests expect to upload. */
+	snprintf(store, sizeof(store), "%s/store", s->dir);
 	s->pid = fork();
 	if (s->pid < 0)
 		return -1;
 	if (s->pid == 0) {
 		if (token)
 			execl(g_server, g_server, "--listen", "127.0.0.1:0", "--port-file", pf, "--driver", g_driver,
-			      "--token", token, (char *)NULL);
+			      "--cubin-store", store, "--token", token, (char *)NULL);
 		else
 			execl(g_server, g_server, "--listen", "127.0.0.1:0", "--port-file", pf, "--driver", g_driver,
-			      (char *)NULL);
+			      "--cubin-store", store, (char *)NULL);
 		_exit(127);
 	}
 	for (int i = 0; i < 1000; i++) {
@@ -97,16 +105,13 @@ static int srv_start(srv *s, const char *token)
 static int srv_stop(srv *s)
 {
 	int st = 0;
-	char pf[128];
 
 	if (s->pid <= 0)
 		return -1;
 	kill(s->pid, SIGTERM);
 	for (int i = 0; i < 2000; i++) {
 		if (waitpid(s->pid, &st, WNOHANG) == s->pid) {
-			snprintf(pf, sizeof(pf), "%s/port", s->dir);
-			unlink(pf);
-			rmdir(s->dir);
+			nftw(s->dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
 			s->pid = 0;
 			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 		}

@@ -567,6 +567,31 @@ rep=$report_dir/gpu-report.md
 } >"$rep"
 note "report: $rep ($npass passed, $nfail failed)"
 
+# ---- PyTorch: a first look (issue 4) ------------------------------------------------
+# Stock torch locally and through libremote.so; what the remote run asked for that
+# is not forwarded yet shows in its log ("not supported" lines).
+if [ "${RG_TORCH:-1}" = 1 ] && [ -f "$here/torch_probe.py" ] && python3 -c 'import torch' 2>/dev/null &&
+   [ "$(left)" -gt 120 ]; then
+  healthy_server
+  note "torch probe: local"
+  timeout 150 python3 "$here/torch_probe.py" >"$work/d/torch.local" 2>&1
+  note "torch probe: remote"
+  timeout 200 unshare -m --propagation private bash "$work/gpuless.sh" \
+    env REMOTE_GPU=127.0.0.1:$srv_port LD_PRELOAD="$lib" REMOTE_GPU_LOG=info PYTHONUNBUFFERED=1 \
+    python3 "$here/torch_probe.py" >"$work/d/torch.remote" 2>"$work/d/torch.remote.err"
+  trc=$?
+  {
+    echo -e "\n## PyTorch probe (tests/gpu/torch_probe.py)\n"
+    echo "remote exit status $trc"
+    echo -e "\nlocal:\n\`\`\`"; cat "$work/d/torch.local"; echo '```'
+    echo -e "\nremote:\n\`\`\`"; cat "$work/d/torch.remote"; echo '```'
+    echo -e "\nremote log (warnings and errors, deduplicated):\n\`\`\`"
+    grep -E 'warn|error' "$work/d/torch.remote.err" | sed 's/^\[[^]]*\] //' | sort | uniq -c | sort -rn | head -60
+    echo '```'
+  } >>"$rep"
+  cp "$work/d/torch.remote.err" "$report_dir/torch-remote.log" 2>/dev/null
+fi
+
 # ---- benchmarks -----------------------------------------------------------------------
 if [ -f "$root/bench/run-gpu.sh" ]; then
   cleanup

@@ -98,15 +98,13 @@ static void test_dispatch(void)
 	transport_conn *c = (transport_conn *)1;
 	transport_listener *l = (transport_listener *)1;
 
-	/* Schemes the design names but this build lacks: not supported, not a bad
-	 * address. */
-	CHECK_EQ(transport_parse_addr("rdma://127.0.0.1:1", &a), TRANSPORT_OK);
+	/* A scheme the design names but this build lacks (shm): not supported, not
+	 * a bad address. */
+	CHECK_EQ(transport_parse_addr("shm://127.0.0.1:1", &a), TRANSPORT_OK);
 	CHECK_EQ(transport_connect(&a, &c), TRANSPORT_ENOTSUP);
 	CHECK(c == NULL);
 	CHECK_EQ(transport_listen(NULL, &a, NULL, NULL, &l), TRANSPORT_ENOTSUP);
 	CHECK(l == NULL);
-	CHECK_EQ(transport_parse_addr("shm://127.0.0.1:1", &a), TRANSPORT_OK);
-	CHECK_EQ(transport_connect(&a, &c), TRANSPORT_ENOTSUP);
 
 	/* Plug a provider in for shm (connect only): */
 	static const transport_provider fake = {.scheme = "shm", .connect = fake_connect};

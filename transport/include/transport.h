@@ -179,6 +179,11 @@ typedef struct transport_server_cb {
 	/* The connection failed or closed (err explains); no callback follows for it.
 	 * The upper layer calls transport_close when it no longer uses c. */
 	void (*on_close)(void *conn_ctx, int err);
+	/* Optional (tcp): when set, an accepted connection is not served here but
+	 * handed over as a descriptor of its own (close-on-exec set), e.g. to serve
+	 * it in another process with transport_adopt; on_accept is then not called
+	 * for it. peer is "host:port" for logs. */
+	void (*on_accept_fd)(void *ctx, int fd, const char *peer);
 } transport_server_cb;
 
 typedef struct transport_listener transport_listener;
@@ -189,5 +194,12 @@ void transport_listener_close(transport_listener *l);
 /* The port the listener is bound to: the one asked for, or the one the kernel
  * chose when asked for port 0 (tests, and logs of the actual address). */
 int transport_listener_port(const transport_listener *l);
+
+/* Serves one already connected socket (fd, from on_accept_fd in another process)
+ * as if it had just been accepted: on_accept runs for it, then the usual
+ * callbacks. The returned listener owns the connection's machinery: close it
+ * with transport_listener_close as any other. tcp only. */
+int transport_adopt(uv_loop_t *loop, const char *scheme, int fd, const transport_server_cb *cb, void *ctx,
+		    transport_listener **out);
 
 #endif

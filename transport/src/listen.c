@@ -8,6 +8,10 @@
 #include "rg_log.h"
 #include "transport_int.h"
 
+#ifdef RG_TRANSPORT_RDMA
+extern const transport_provider transport_rdma_listen_provider; /* rdma_server.c */
+#endif
+
 static const transport_provider *const listeners[] = {
 	&transport_tcp_listen_provider,
 #ifdef RG_TRANSPORT_RDMA
@@ -27,6 +31,17 @@ int transport_listen(uv_loop_t *loop, const transport_addr *a, const transport_s
 			return listeners[i]->listen(loop, a, cb, ctx, out);
 	LOG_WARN("transport", "cannot listen on scheme \"%s\": not supported by this build", a->scheme);
 	return TRANSPORT_ENOTSUP;
+}
+
+int tcp_adopt(uv_loop_t *loop, int fd, const transport_server_cb *cb, void *ctx, transport_listener **out);
+
+int transport_adopt(uv_loop_t *loop, const char *scheme, int fd, const transport_server_cb *cb, void *ctx,
+		    transport_listener **out)
+{
+	*out = NULL;
+	if (strcmp(scheme, "tcp") != 0)
+		return TRANSPORT_ENOTSUP; /* an RDMA connection cannot change process */
+	return tcp_adopt(loop, fd, cb, ctx, out);
 }
 
 void transport_listener_close(transport_listener *l)

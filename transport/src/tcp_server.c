@@ -38,6 +38,7 @@
 #include "transport_int.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -108,6 +109,7 @@ struct tcp_listener {
 };
 
 static void on_connection(uv_stream_t *server, int status);
+static tcp_listener *listener_new(uv_loop_t *loop, const transport_server_cb *cb, void *ctx);
 static void on_async(uv_async_t *a);
 static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
 static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
@@ -208,32 +210,12 @@ int tcp_listen(uv_loop_t *loop, const transport_addr *a, const transport_server_
 	*out = NULL;
 	if (fd < 0)
 		return fd;
-	tcp_listener *l = calloc(1, sizeof(*l));
+	tcp_listener *l = listener_new(loop, cb, ctx);
 	if (!l) {
 		close(fd);
 		return TRANSPORT_ENOMEM;
 	}
-	l->base.prov = &transport_tcp_listen_provider;
 	l->base.port = port;
-	l->loop = loop;
-	l->cb = *cb;
-	l->ctx = ctx;
-	pthread_mutex_init(&l->lock, NULL);
-	list_init(&l->reqs);
-	list_init(&l->conns);
-
-	if ((r = uv_async_init(loop, &l->async, on_async)) < 0) {
-		close(fd);
-		pthread_mutex_destroy(&l->lock);
-		free(l);
-		LOG_ERROR("transport", "uv_async_init: %s", uv_strerror(r));
-		return TRANSPORT_EIO;
-	}
-	l->async.data = l;
-	l->nhandles++;
-	uv_tcp_init(loop, &l->tcp); /* cannot fail without flags */
-	l->tcp.data = l;
-	l->nhandles++;
 	if ((r = uv_tcp_open(&l->tcp, fd)) < 0 || (r = uv_listen((uv_stream_t *)&l->tcp, SOMAXCONN, on_connection)) < 0) {
 		LOG_ERROR("transport", "cannot listen on %s:%d: %s", a->host, a->port, uv_strerror(r));
 		if (uv_fileno((uv_handle_t *)&l->tcp, &(uv_os_fd_t){0}) != 0)
@@ -320,23 +302,11 @@ static void on_async(uv_async_t *a)
 
 /* ---- accept ---- */
 
-static void on_connection(uv_stream_t *server, int status)
+static sconn *conn_new(tcp_listener *l)
 {
-	tcp_listener *l = server->data;
-	uv_os_fd_t fd;
-	int r;
-
-	if (status < 0) {
-		LOG_WARN("transport", "accept: %s", uv_strerror(status));
-		return;
-	}
 	sconn *c = calloc(1, sizeof(*c));
-	if (!c) {
-		/* libuv holds the accepted socket until someone takes it; without
-		 * memory for a connection we cannot, and it stops listening. */
-		LOG_ERROR("transport", "accept: out of memory");
-		return;
-	}
+	if (!c)
+		return NULL;
 	c->base.ops = &tcp_server_ops;
 	c->l = l;
 	c->fd = -1;
@@ -348,15 +318,21 @@ static void on_connection(uv_stream_t *server, int status)
 	uv_tcp_init(l->loop, &c->handle);
 	c->handle.data = c;
 	l->nhandles++;
+	return c;
+}
 
-	if ((r = uv_accept(server, (uv_stream_t *)&c->handle)) < 0 ||
-	    (r = uv_fileno((uv_handle_t *)&c->handle, &fd)) < 0) {
-		LOG_WARN("transport", "accept: %s", uv_strerror(r));
-		c->released = 1; /* nobody else knows this connection */
-		c->torn_down = 1;
-		uv_close((uv_handle_t *)&c->handle, conn_close_cb);
-		return;
-	}
+/* Gives up a connection nobody else knows yet. */
+static void conn_discard(sconn *c)
+{
+	c->released = 1;
+	c->torn_down = 1;
+	uv_close((uv_handle_t *)&c->handle, conn_close_cb);
+}
+
+/* The handle holds an open socket: hand it to the upper layer and start reading. */
+static void conn_start(tcp_listener *l, sconn *c, uv_os_fd_t fd)
+{
+	int r;
 	c->fd = fd;
 	c->fd_open = 1;
 	uv_tcp_nodelay(&c->handle, 1);
@@ -381,6 +357,96 @@ static void on_connection(uv_stream_t *server, int status)
 		LOG_WARN("transport", "%s: read: %s", c->base.peer, uv_strerror(r));
 		teardown(c, TRANSPORT_EIO);
 	}
+}
+
+static void on_connection(uv_stream_t *server, int status)
+{
+	tcp_listener *l = server->data;
+	uv_os_fd_t fd;
+	int r;
+
+	if (status < 0) {
+		LOG_WARN("transport", "accept: %s", uv_strerror(status));
+		return;
+	}
+	sconn *c = conn_new(l);
+	if (!c) {
+		/* libuv holds the accepted socket until someone takes it; without
+		 * memory for a connection we cannot, and it stops listening. */
+		LOG_ERROR("transport", "accept: out of memory");
+		return;
+	}
+	if ((r = uv_accept(server, (uv_stream_t *)&c->handle)) < 0 ||
+	    (r = uv_fileno((uv_handle_t *)&c->handle, &fd)) < 0) {
+		LOG_WARN("transport", "accept: %s", uv_strerror(r));
+		conn_discard(c);
+		return;
+	}
+	if (l->cb.on_accept_fd) {
+		/* The upper layer serves the socket elsewhere (another process): give
+		 * it a descriptor of its own. Closing ours does not shut the socket
+		 * down, so the connection lives on in the copy. */
+		char peer[sizeof(c->base.peer)];
+		tcp_peer_name(fd, peer, sizeof(peer));
+		int own = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+		conn_discard(c);
+		if (own < 0)
+			LOG_WARN("transport", "%s: dup: %s", peer, strerror(errno));
+		else
+			l->cb.on_accept_fd(l->ctx, own, peer);
+		return;
+	}
+	conn_start(l, c, fd);
+}
+
+static tcp_listener *listener_new(uv_loop_t *loop, const transport_server_cb *cb, void *ctx)
+{
+	tcp_listener *l = calloc(1, sizeof(*l));
+	if (!l)
+		return NULL;
+	l->base.prov = &transport_tcp_listen_provider;
+	l->loop = loop;
+	l->cb = *cb;
+	l->ctx = ctx;
+	pthread_mutex_init(&l->lock, NULL);
+	list_init(&l->reqs);
+	list_init(&l->conns);
+	int r = uv_async_init(loop, &l->async, on_async);
+	if (r < 0) {
+		pthread_mutex_destroy(&l->lock);
+		free(l);
+		LOG_ERROR("transport", "uv_async_init: %s", uv_strerror(r));
+		return NULL;
+	}
+	l->async.data = l;
+	l->nhandles++;
+	uv_tcp_init(loop, &l->tcp); /* cannot fail without flags */
+	l->tcp.data = l;
+	l->nhandles++;
+	return l;
+}
+
+int tcp_adopt(uv_loop_t *loop, int fd, const transport_server_cb *cb, void *ctx, transport_listener **out)
+{
+	*out = NULL;
+	tcp_listener *l = listener_new(loop, cb, ctx);
+	if (!l)
+		return TRANSPORT_ENOMEM;
+	sconn *c = conn_new(l);
+	int r = c ? uv_tcp_open(&c->handle, fd) : UV_ENOMEM;
+	if (r < 0) {
+		LOG_ERROR("transport", "cannot serve descriptor %d: %s", fd, uv_strerror(r));
+		if (c)
+			conn_discard(c);
+		close(fd);
+		l->close_started = 1;
+		uv_close((uv_handle_t *)&l->tcp, listener_close_cb);
+		uv_close((uv_handle_t *)&l->async, listener_close_cb);
+		return TRANSPORT_EIO;
+	}
+	*out = &l->base;
+	conn_start(l, c, fd);
+	return TRANSPORT_OK;
 }
 
 /* ---- teardown ---- */

@@ -1,11 +1,13 @@
-/* Unit tests of the msgpack plausibility check (backend/src/msgcheck.c). */
+/* Unit tests of the msgpack plausibility check (proto_check_msgpack in protocol/src/msg.c). */
 #include <stdlib.h>
 #include <string.h>
 
 #include <msgpack.h>
 
 #include "check.h"
-#include "msgcheck.h"
+#include "proto.h"
+
+#define plausible(p, n) (proto_check_msgpack((p), (n)) == PROTO_OK)
 
 static uint32_t rng = 1;
 static uint32_t rnd(void)
@@ -76,15 +78,15 @@ static void test_valid_and_truncated(void)
 		msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
 		gen(&pk, 4);
 		const uint8_t *p = (const uint8_t *)sb.data;
-		bad_valid += !be_msgpack_plausible(p, sb.size);
+		bad_valid += !plausible(p, sb.size);
 		/* every proper prefix is incomplete */
 		size_t cut = sb.size > 1 ? rnd() % sb.size : 0;
-		bad_trunc += be_msgpack_plausible(p, cut);
+		bad_trunc += plausible(p, cut);
 		/* trailing bytes: not one object */
 		uint8_t *q = malloc(sb.size + 1);
 		memcpy(q, p, sb.size);
 		q[sb.size] = 0;
-		bad_extra += be_msgpack_plausible(q, sb.size + 1);
+		bad_extra += plausible(q, sb.size + 1);
 		free(q);
 		msgpack_sbuffer_destroy(&sb);
 	}
@@ -103,16 +105,16 @@ static void test_hostile(void)
 	static const uint8_t never[] = {0xc1};
 	static const uint8_t trunc_hdr[] = {0xcf, 1, 2};
 	static const uint8_t fixext16[] = {0xd8, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
-	CHECK(!be_msgpack_plausible(a32, sizeof(a32)));
-	CHECK(!be_msgpack_plausible(nested, sizeof(nested)));
-	CHECK(!be_msgpack_plausible(map32, sizeof(map32)));
-	CHECK(be_msgpack_plausible(fits, sizeof(fits)));
-	CHECK(!be_msgpack_plausible(str32, sizeof(str32)));
-	CHECK(!be_msgpack_plausible(never, sizeof(never)));
-	CHECK(!be_msgpack_plausible(trunc_hdr, sizeof(trunc_hdr)));
-	CHECK(be_msgpack_plausible(fixext16, sizeof(fixext16)));
-	CHECK(!be_msgpack_plausible(fixext16, sizeof(fixext16) - 1));
-	CHECK(!be_msgpack_plausible(NULL, 0));
+	CHECK(!plausible(a32, sizeof(a32)));
+	CHECK(!plausible(nested, sizeof(nested)));
+	CHECK(!plausible(map32, sizeof(map32)));
+	CHECK(plausible(fits, sizeof(fits)));
+	CHECK(!plausible(str32, sizeof(str32)));
+	CHECK(!plausible(never, sizeof(never)));
+	CHECK(!plausible(trunc_hdr, sizeof(trunc_hdr)));
+	CHECK(plausible(fixext16, sizeof(fixext16)));
+	CHECK(!plausible(fixext16, sizeof(fixext16) - 1));
+	CHECK(!plausible(NULL, 0));
 }
 
 /* Random bytes: never a crash, and whatever passes, msgpack-c decodes whole. */
@@ -126,7 +128,7 @@ static void test_random(void)
 			buf[j] = (uint8_t)rnd();
 		if (rnd() % 2)
 			buf[0] = (uint8_t)(0x90 | (rnd() % 4));
-		if (!be_msgpack_plausible(buf, n))
+		if (!plausible(buf, n))
 			continue;
 		msgpack_unpacked up;
 		size_t off = 0;
