@@ -6,12 +6,13 @@
 #include <string.h>
 
 #include "rg_log.h"
+#include "sendq.h"
 
 #define SPIN_NS 50000 /* a reply usually comes within tens of microseconds */
 
 struct fe_conn {
 	transport_conn *t;
-	pthread_mutex_t send_lock;
+	fe_sendq *sq;
 	atomic_uint_fast64_t seq;
 
 	pthread_mutex_t lock; /* pending list, detached count, dead */
@@ -189,7 +190,11 @@ int fe_conn_open(const transport_addr *a, fe_hostfn_cb hostfn, void *hostfn_ctx,
 		free(c);
 		return err;
 	}
-	pthread_mutex_init(&c->send_lock, NULL);
+	if ((err = fe_sendq_open(c->t, &c->sq)) != 0) {
+		transport_close(c->t);
+		free(c);
+		return err;
+	}
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_cond_init(&c->cond, NULL);
 	atomic_init(&c->seq, 1);
@@ -197,6 +202,7 @@ int fe_conn_open(const transport_addr *a, fe_hostfn_cb hostfn, void *hostfn_ctx,
 	c->hostfn = hostfn;
 	c->hostfn_ctx = hostfn_ctx;
 	if (pthread_create(&c->rx, NULL, rx_main, c) != 0) {
+		fe_sendq_close(c->sq);
 		transport_close(c->t);
 		free(c);
 		return TRANSPORT_ENOMEM;
@@ -207,6 +213,7 @@ int fe_conn_open(const transport_addr *a, fe_hostfn_cb hostfn, void *hostfn_ctx,
 
 void fe_conn_close(fe_conn *c)
 {
+	fe_sendq_close(c->sq);
 	transport_shutdown(c->t);
 	pthread_join(c->rx, NULL);
 	transport_close(c->t);
@@ -222,12 +229,9 @@ uint64_t fe_conn_peek_seq(fe_conn *c) { return atomic_load(&c->seq); }
 static int conn_send(fe_conn *c, proto_msg *m, uint16_t flags, const void *payload, uint64_t len)
 {
 	int err = proto_msg_finish(m, flags, len);
-	if (err == 0) {
-		struct iovec iov[2] = {{m->data, m->len}, {(void *)payload, len}};
-		pthread_mutex_lock(&c->send_lock);
-		err = transport_sendv(c->t, iov, len ? 2 : 1);
-		pthread_mutex_unlock(&c->send_lock);
-	}
+	if (err == 0)
+		err = (flags & PROTO_F_ASYNC) ? fe_sendq_post(c->sq, m->data, m->len, payload, len)
+					      : fe_sendq_write(c->sq, m->data, m->len, payload, len);
 	proto_msg_free(m);
 	return err;
 }

@@ -56,15 +56,18 @@ static void begin_dtoh(proto_msg *m, fe_conn *c, uint64_t src, uint64_t n, uint6
 	proto_msg_u64(m, sid);
 }
 
-/* A window of chunk requests in flight keeps the pipeline full without letting
- * a huge copy queue unbounded staging on the server. */
-#define DTOH_WINDOW 8
+/* Copies to the host come back in smaller pieces than they go out: the server
+ * can start sending a piece only once the GPU copied all of it, so smaller pieces
+ * overlap the GPU's copy with the wire sooner. A window of requests in flight
+ * keeps the pipeline full without queueing unbounded staging on the server. */
+#define DTOH_CHUNK (1u << 20)
+#define DTOH_WINDOW 16
 
 static int copy_dtoh(fe_conn *c, uint8_t *dst, uint64_t src, size_t len, uint64_t sid, int async)
 {
 	if (async) {
-		for (size_t off = 0; off < len; off += FE_COPY_CHUNK) {
-			size_t n = len - off < FE_COPY_CHUNK ? len - off : FE_COPY_CHUNK;
+		for (size_t off = 0; off < len; off += DTOH_CHUNK) {
+			size_t n = len - off < DTOH_CHUNK ? len - off : DTOH_CHUNK;
 			proto_msg m;
 			begin_dtoh(&m, c, src + off, n, sid);
 			int st = fe_conn_begin_detached(c, &m, dst + off, n);
@@ -74,11 +77,11 @@ static int copy_dtoh(fe_conn *c, uint8_t *dst, uint64_t src, size_t len, uint64_
 		return 0;
 	}
 	fe_pending p[DTOH_WINDOW];
-	size_t nchunks = (len + FE_COPY_CHUNK - 1) / FE_COPY_CHUNK, sent = 0, done = 0;
+	size_t nchunks = (len + DTOH_CHUNK - 1) / DTOH_CHUNK, sent = 0, done = 0;
 	int result = 0;
 	while (done < nchunks) {
 		while (sent < nchunks && sent - done < DTOH_WINDOW) {
-			size_t off = sent * (size_t)FE_COPY_CHUNK, n = len - off < FE_COPY_CHUNK ? len - off : FE_COPY_CHUNK;
+			size_t off = sent * (size_t)DTOH_CHUNK, n = len - off < DTOH_CHUNK ? len - off : DTOH_CHUNK;
 			fe_pending *q = &p[sent % DTOH_WINDOW];
 			memset(q, 0, sizeof(*q));
 			q->dest = dst + off;

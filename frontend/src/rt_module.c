@@ -378,6 +378,63 @@ static cudaError_t launch(fe_kernel *k, dim3 g, dim3 b, void **args, size_t shme
 	return fe_rt_leave(st);
 }
 
+/* ---- images loaded through the driver API (drv_module.c): NVRTC output and the
+ * like, with kernels named one at a time by cuModuleGetFunction. */
+
+void *fe_module_from_image(const void *image, size_t size)
+{
+	fe_fatbin *fb = calloc(1, sizeof(*fb));
+	void *copy = malloc(size);
+	if (!fb || !copy) {
+		free(fb);
+		free(copy);
+		return NULL;
+	}
+	memcpy(copy, image, size);
+	fb->data = copy;
+	fb->size = size;
+	return fb;
+}
+
+/* Adds the kernel to the image's list and loads the image (again) so that the
+ * server resolves it: one round trip per new name, as cuModuleGetFunction. */
+int fe_module_get_kernel(void *module, const char *name, void **out)
+{
+	fe_fatbin *fb = module;
+	fe_conn *c;
+	cudaError_t e = fe_rt_enter(&c);
+	if (e != cudaSuccess)
+		return e;
+	int dev = fe_rt_current_device();
+	pthread_mutex_lock(&lock);
+	fe_kernel *k = fb->kernels;
+	while (k && strcmp(k->name, name) != 0)
+		k = k->next_in_fb;
+	if (!k) {
+		if (!(k = calloc(1, sizeof(*k))) || !(k->name = strdup(name))) {
+			free(k);
+			pthread_mutex_unlock(&lock);
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		}
+		k->fb = fb;
+		k->next_in_fb = fb->kernels;
+		fb->kernels = k;
+		fb->loaded[dev] = 0;
+	}
+	int st = load_locked(fb, dev, c);
+	if (st == 0)
+		st = k->status[dev];
+	pthread_mutex_unlock(&lock);
+	if (st == 0)
+		*out = k;
+	return st;
+}
+
+cudaError_t fe_kernel_launch(void *kernel, dim3 g, dim3 b, void **args, size_t shmem, cudaStream_t stream)
+{
+	return launch(kernel, g, b, args, shmem, stream, NULL, 0);
+}
+
 cudaError_t __cudaGetKernel(cudaKernel_t *kernel, const void *func)
 {
 	fe_kernel *k = kernel_of(func);

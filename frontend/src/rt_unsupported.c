@@ -41,18 +41,3 @@ cudaError_t cudaGraphNodeGetDependencies(cudaGraphNode_t node, cudaGraphNode_t *
 {
 	UNSUPPORTED("graph nodes live on the server", "cudaGraphNodeGetDependencies");
 }
-cudaError_t cudaGetDriverEntryPointByVersion(const char *symbol, void **funcPtr, unsigned int cudaVersion,
-					     unsigned long long flags, enum cudaDriverEntryPointQueryResult *driverStatus)
-{
-	if (driverStatus)
-		*driverStatus = cudaDriverEntryPointSymbolNotFound;
-	if (funcPtr)
-		*funcPtr = NULL;
-	rg_log_once("frontend", "not supported yet (driver API forwarding)", symbol ? symbol : "cudaGetDriverEntryPointByVersion");
-	return fe_rt_fail(cudaErrorNotSupported);
-}
-cudaError_t cudaGetDriverEntryPoint(const char *symbol, void **funcPtr, unsigned long long flags,
-				    enum cudaDriverEntryPointQueryResult *driverStatus)
-{
-	return cudaGetDriverEntryPointByVersion(symbol, funcPtr, CUDART_VERSION, flags, driverStatus);
-}

@@ -1,0 +1,195 @@
+/* See sendq.h. Two locks: `wlock` is held while bytes go to the socket (one writer
+ * at a time, frames never interleave), `qlock` guards the queue. A writer takes
+ * the whole queue under qlock, then writes it outside qlock, so posting never
+ * waits for the network. */
+#include "sendq.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "rg_log.h"
+
+#define QUEUE_MAX (1u << 20)     /* beyond this, posters write themselves: backpressure */
+#define COPY_MAX (64u << 10)     /* larger payloads are written from the caller's buffer */
+#define SPIN_NS 50000            /* the sender keeps looking this long before it sleeps */
+
+struct fe_sendq {
+	transport_conn *t;
+	pthread_mutex_t wlock;
+	pthread_mutex_t qlock;
+	pthread_cond_t qcond;
+	uint8_t *buf, *spare; /* buf: being filled; spare: free for the next swap */
+	size_t len, cap, spare_cap;
+	atomic_size_t pending; /* len, readable without the lock by the spinning sender */
+	int sleeping, closing, err;
+	pthread_t thread;
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Takes the queue's bytes (caller holds wlock and qlock). */
+static uint8_t *take_locked(fe_sendq *q, size_t *len, size_t *cap)
+{
+	uint8_t *b = q->buf;
+	*len = q->len;
+	*cap = q->cap;
+	q->buf = q->spare;
+	q->cap = q->spare_cap;
+	q->spare = NULL;
+	q->spare_cap = 0;
+	q->len = 0;
+	atomic_store(&q->pending, 0);
+	return b;
+}
+
+static void give_back(fe_sendq *q, uint8_t *b, size_t cap)
+{
+	pthread_mutex_lock(&q->qlock);
+	if (!q->spare) {
+		q->spare = b;
+		q->spare_cap = cap;
+		b = NULL;
+	}
+	pthread_mutex_unlock(&q->qlock);
+	free(b);
+}
+
+/* Writes queued bytes and, optionally, one more frame: one writev (wlock held). */
+static int write_locked(fe_sendq *q, const void *frame, size_t len, const void *payload, size_t plen)
+{
+	pthread_mutex_lock(&q->qlock);
+	size_t qlen, qcap;
+	uint8_t *qb = take_locked(q, &qlen, &qcap);
+	int err = q->err;
+	pthread_mutex_unlock(&q->qlock);
+	if (!err) {
+		struct iovec iov[3];
+		int n = 0;
+		if (qlen)
+			iov[n++] = (struct iovec){qb, qlen};
+		if (len)
+			iov[n++] = (struct iovec){(void *)frame, len};
+		if (plen)
+			iov[n++] = (struct iovec){(void *)payload, plen};
+		if (n)
+			err = transport_sendv(q->t, iov, n);
+	}
+	if (qb)
+		give_back(q, qb, qcap);
+	if (err) {
+		pthread_mutex_lock(&q->qlock);
+		if (!q->err)
+			q->err = err;
+		pthread_mutex_unlock(&q->qlock);
+	}
+	return err;
+}
+
+static void *sender_main(void *arg)
+{
+	fe_sendq *q = arg;
+	uint64_t idle_since = now_ns();
+	for (;;) {
+		if (atomic_load_explicit(&q->pending, memory_order_acquire) == 0) {
+			if (now_ns() - idle_since < SPIN_NS) {
+				__builtin_ia32_pause();
+				continue;
+			}
+			pthread_mutex_lock(&q->qlock);
+			while (q->len == 0 && !q->closing) {
+				q->sleeping = 1;
+				pthread_cond_wait(&q->qcond, &q->qlock);
+				q->sleeping = 0;
+			}
+			int done = q->closing && q->len == 0;
+			pthread_mutex_unlock(&q->qlock);
+			if (done)
+				return NULL;
+		}
+		pthread_mutex_lock(&q->wlock);
+		write_locked(q, NULL, 0, NULL, 0);
+		pthread_mutex_unlock(&q->wlock);
+		idle_since = now_ns();
+	}
+}
+
+int fe_sendq_open(transport_conn *t, fe_sendq **out)
+{
+	fe_sendq *q = calloc(1, sizeof(*q));
+	if (!q)
+		return TRANSPORT_ENOMEM;
+	q->t = t;
+	pthread_mutex_init(&q->wlock, NULL);
+	pthread_mutex_init(&q->qlock, NULL);
+	pthread_cond_init(&q->qcond, NULL);
+	atomic_init(&q->pending, 0);
+	if (pthread_create(&q->thread, NULL, sender_main, q) != 0) {
+		free(q);
+		return TRANSPORT_ENOMEM;
+	}
+	*out = q;
+	return 0;
+}
+
+void fe_sendq_close(fe_sendq *q)
+{
+	pthread_mutex_lock(&q->qlock);
+	q->closing = 1;
+	pthread_cond_signal(&q->qcond);
+	pthread_mutex_unlock(&q->qlock);
+	pthread_join(q->thread, NULL);
+	free(q->buf);
+	free(q->spare);
+	free(q);
+}
+
+int fe_sendq_write(fe_sendq *q, const void *frame, size_t len, const void *payload, size_t plen)
+{
+	pthread_mutex_lock(&q->wlock);
+	int err = write_locked(q, frame, len, payload, plen);
+	pthread_mutex_unlock(&q->wlock);
+	return err;
+}
+
+int fe_sendq_post(fe_sendq *q, const void *frame, size_t len, const void *payload, size_t plen)
+{
+	if (plen > COPY_MAX)
+		return fe_sendq_write(q, frame, len, payload, plen);
+	pthread_mutex_lock(&q->qlock);
+	int err = q->err;
+	if (!err && q->len + len + plen > QUEUE_MAX) {
+		pthread_mutex_unlock(&q->qlock);
+		return fe_sendq_write(q, frame, len, payload, plen);
+	}
+	if (!err && q->len + len + plen > q->cap) {
+		size_t cap = q->cap ? q->cap : 64u << 10;
+		while (cap < q->len + len + plen)
+			cap *= 2;
+		uint8_t *b = realloc(q->buf, cap);
+		if (!b)
+			err = TRANSPORT_ENOMEM;
+		else {
+			q->buf = b;
+			q->cap = cap;
+		}
+	}
+	if (!err) {
+		memcpy(q->buf + q->len, frame, len);
+		if (plen)
+			memcpy(q->buf + q->len + len, payload, plen);
+		q->len += len + plen;
+		atomic_store_explicit(&q->pending, q->len, memory_order_release);
+		if (q->sleeping)
+			pthread_cond_signal(&q->qcond);
+	}
+	pthread_mutex_unlock(&q->qlock);
+	return err;
+}
