@@ -54,6 +54,18 @@ struct fe_fatbin {
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static fe_ptrmap kernels_by_stub, vars_by_shadow;
+/* Images loaded, and those the server did not hold and we had to send (lock). */
+static struct {
+	unsigned loads, uploads;
+	uint64_t upload_bytes;
+} U;
+
+static void report_uploads(void)
+{
+	if (U.loads)
+		LOG_INFO("frontend", "kernel images: %u loaded, %u uploaded (%llu bytes)", U.loads, U.uploads,
+			 (unsigned long long)U.upload_bytes);
+}
 
 struct fatbin_wrapper {
 	int magic;
@@ -197,8 +209,13 @@ static int load_locked(fe_fatbin *fb, int dev, fe_conn *c)
 	uint64_t mid = fe_rt_new_id();
 	fe_reply r;
 	int st = send_load(c, fb, mid, names, 0, &r);
-	if (st == CUDA_ERROR_FILE_NOT_FOUND) /* the server lacks this image: send it once */
+	if (st == CUDA_ERROR_FILE_NOT_FOUND) { /* the server lacks this image: send it once */
 		st = send_load(c, fb, mid, names, 1, &r);
+		U.uploads++;
+		U.upload_bytes += fb->size;
+	}
+	if (U.loads++ == 0)
+		atexit(report_uploads);
 	free(names);
 	if (st < 0)
 		return st; /* channel broken: may be retried on a new connection */
