@@ -592,6 +592,20 @@ if [ "${RG_TORCH:-1}" = 1 ] && [ -f "$here/torch_probe.py" ] && python3 -c 'impo
   cp "$work/d/torch.remote.err" "$report_dir/torch-remote.log" 2>/dev/null
 fi
 
+# ---- issue 3: startup with a preloaded cubin store; issue 4: the examples ----------
+if [ "${RG_STARTUP:-1}" = 1 ] && [ -x "$root/bench/cubin-startup.sh" ] && [ "$(left)" -gt 150 ]; then
+  note "cubin store startup benchmark"
+  OUT=$report_dir timeout 200 bash "$root/bench/cubin-startup.sh" "$B" "unshare -m --propagation private bash $work/gpuless.sh" \
+    >"$work/startup.log" 2>&1 || note "cubin-startup.sh: exit $?"
+fi
+if [ -n "${RG_EXAMPLES:-}" ] && [ "$(left)" -gt 120 ]; then
+  healthy_server
+  note "torch examples: $RG_EXAMPLES (${RG_EXAMPLE_STEPS:-50} steps)"
+  OUT=$report_dir timeout $(( $(left) - 30 )) bash "$here/torch_examples.sh" "$B" \
+    "unshare -m --propagation private bash $work/gpuless.sh" "$srv_port" "${RG_EXAMPLE_STEPS:-50}" $RG_EXAMPLES \
+    >"$work/examples.log" 2>&1 || note "torch_examples.sh: exit $?"
+fi
+
 # ---- benchmarks -----------------------------------------------------------------------
 if [ -f "$root/bench/run-gpu.sh" ]; then
   cleanup
