@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Generate op ids, client stubs and server dispatch from api/cuda.api.
+"""Generate op ids, client stubs and server dispatch from api/cuda.api, and the
+forwarding of library APIs (cuBLAS, ...) from every other api/*.api (gen_lib.py).
 
     python3 api/gen.py            write the generated files
     python3 api/gen.py --check    fail if any generated file is out of date (CI)
@@ -7,6 +8,9 @@
 import os
 import re
 import sys
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+import gen_lib  # noqa: E402  (api/*.api other than cuda.api)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SRC = os.path.join(ROOT, "api", "cuda.api")
@@ -75,24 +79,36 @@ def parse():
     return ops
 
 
-def gen_ops_h(ops):
+def all_ops(ops, libs):
+    """Every op with its id: cuda.api's from 1 in line order, each library file's
+    from its @base (so adding a line to one file never renumbers another's)."""
+    out = [(i, o) for i, o in enumerate(ops, 1)]
+    for d in libs:
+        if d.base <= out[-1][0]:
+            sys.exit(f"{d.path}: @base {d.base} overlaps the ops before it (last id {out[-1][0]})")
+        out += [(f.id, f) for f in d.fns]
+    return out
+
+
+def gen_ops_h(ops, libs):
     out = [HEADER, "#ifndef PROTO_OPS_H\n#define PROTO_OPS_H\n\n#include <stdint.h>\n\n",
            "enum proto_op {\n\tPROTO_OP_REPLY = 0,\n"]
-    for i, o in enumerate(ops, 1):
+    every = all_ops(ops, libs)
+    for i, o in every:
         out.append(f"\t{o.enum} = {i},\n")
-    out.append(f"\tPROTO_OP_COUNT = {len(ops) + 1},\n}};\n\n")
+    out.append(f"\tPROTO_OP_COUNT = {every[-1][0] + 1},\n}};\n\n")
     out.append("/* Name of an op for logs and statistics; \"?\" when out of range. */\n")
     out.append("const char *proto_op_name(uint32_t op);\n\n#endif\n")
     return "".join(out)
 
 
-def gen_ops_c(ops):
+def gen_ops_c(ops, libs):
     out = [HEADER, '#include "proto.h"\n\nstatic const char *const names[PROTO_OP_COUNT] = {\n',
            '\t[PROTO_OP_REPLY] = "reply",\n']
-    for o in ops:
+    for _, o in all_ops(ops, libs):
         out.append(f'\t[{o.enum}] = "{o.name}",\n')
     out.append("};\n\nconst char *proto_op_name(uint32_t op)\n{\n"
-               "\treturn op < PROTO_OP_COUNT ? names[op] : \"?\";\n}\n")
+               "\treturn op < PROTO_OP_COUNT && names[op] ? names[op] : \"?\";\n}\n")
     return "".join(out)
 
 
@@ -280,8 +296,9 @@ def gen_be_ops_h(ops):
 DRV_RE = re.compile(r"^(\w+)\((.*)\)$")
 
 
-def gen_dispatch_c(ops):
-    out = [HEADER, '#include "dispatch.h"\n\n#include "driver.h"\n#include "ops.h"\n']
+def gen_dispatch_c(ops, libs):
+    out = [HEADER, '#include "dispatch.h"\n\n#include "driver.h"\n#include "lib.h"\n#include "ops.h"\n']
+    out += [f'#include "lib_{d.stem}_gen.h"\n' for d in libs]
     for o in ops:
         out.append(f"\nstatic int gen_{o.name}(be_session *s, be_req *rq)\n{{\n")
         out.append(server_decode(o))
@@ -329,7 +346,16 @@ def gen_dispatch_c(ops):
         if o.loop:
             flags.append("BE_OP_LOOP")
         out.append(f'\t[{o.enum}] = {{gen_{o.name}, {" | ".join(flags)}}},\n')
+    for d in libs:
+        out.append(f"\t/* api/{d.stem}.api (backend/gen/lib_{d.stem}.c) */\n")
+        for f in d.fns:
+            out.append(f'\t[{f.enum}] = {{be_gen_{f.name}, {"BE_OP_SYNC" if f.sync else "BE_OP_ASYNC"}}},\n')
     out.append("};\n")
+    out.append("\n/* The libraries forwarded at their own API level (lib.c). */\n"
+               "be_lib_def *const be_lib_defs[] = {\n")
+    for d in libs:
+        out.append(f"\t&be_{d.stem}_lib,\n")
+    out.append("\tNULL,\n};\n")
     return "".join(out)
 
 
@@ -353,23 +379,26 @@ def gen_error_names():
     return "".join(out)
 
 
-def outputs(ops):
-    return {
+def outputs(ops, libs):
+    out = {
         "frontend/gen/error_names.c": gen_error_names(),
-        "protocol/include/proto_ops.h": gen_ops_h(ops),
-        "protocol/src/ops.c": gen_ops_c(ops),
+        "protocol/include/proto_ops.h": gen_ops_h(ops, libs),
+        "protocol/src/ops.c": gen_ops_c(ops, libs),
         "frontend/gen/rpc.h": gen_rpc_h(ops),
         "frontend/gen/rpc.c": gen_rpc_c(ops),
         "frontend/gen/rt_forward.c": gen_rt_c(ops),
         "backend/gen/ops.h": gen_be_ops_h(ops),
-        "backend/gen/dispatch.c": gen_dispatch_c(ops),
+        "backend/gen/dispatch.c": gen_dispatch_c(ops, libs),
     }
+    for d in libs:
+        out.update(gen_lib.outputs(d))
+    return out
 
 
 def main():
     check = "--check" in sys.argv
     stale = []
-    for rel, text in outputs(parse()).items():
+    for rel, text in outputs(parse(), gen_lib.parse_all(os.path.join(ROOT, "api"))).items():
         path = os.path.join(ROOT, rel)
         old = open(path).read() if os.path.exists(path) else None
         if old == text:

@@ -32,6 +32,7 @@
 #include "rg_log.h"
 #include "session.h"
 #include "staging.h"
+#include "status.h"
 
 #define BE_LOG "backend"
 
@@ -215,6 +216,7 @@ struct be_session {
 	be_htab streams, events, modules, funcs, graphs, gexecs;
 	be_ranges ranges;
 	be_staging staging;
+	struct be_lib_sess *lib; /* objects of forwarded libraries (lib.c), on first use */
 
 	/* host functions */
 	pthread_mutex_t hf_mu;
@@ -222,6 +224,10 @@ struct be_session {
 	int hf_dying;
 	uint64_t hf_serial;
 	be_hostfn *hf_list;
+
+	/* counters for remote-smi and /metrics (status.h): never NULL after accept */
+	be_stat_session *stat;
+	struct be_status_sess *status;
 
 	/* client identity, from hello */
 	uint64_t pid;
@@ -243,6 +249,9 @@ void be_session_reject(be_session *s, const char *why);
 void be_frame_free(be_session *s, be_frame *f);
 /* Executor, at the end: destroys everything the session created. */
 void be_session_teardown(be_session *s);
+/* lib.c, from the teardown with the context current: destroys the library
+ * objects (cuBLAS handles, ...) the session left alive. */
+void be_lib_teardown(be_session *s);
 /* Transport callbacks (main.c installs them). */
 void *be_on_accept(void *ctx, transport_conn *c);
 void *be_payload_dest(void *ctx, const transport_frame *f);

@@ -114,6 +114,9 @@ static void finish(be_session *s, be_req *rq, int sync, int st)
 	}
 	if (st < 0)
 		return; /* a reply that could not be sent: the connection is closing */
+	/* module_load's FILE_NOT_FOUND asks for the image: part of the protocol */
+	if (st != CUDA_SUCCESS && !(st == CUDA_ERROR_FILE_NOT_FOUND && rq->view.op == PROTO_OP_MODULE_LOAD))
+		be_stat_error(s->stat);
 	if (st != CUDA_SUCCESS)
 		LOG_DEBUG(BE_LOG, "session %" PRIu64 ": %s (seq %" PRIu64 "): %s", s->id, proto_op_name(rq->view.op),
 			  rq->seq, be_errname(st));
@@ -153,4 +156,5 @@ static void run_frame(be_session *s, be_req *rq)
 	}
 	int st = fr->payload_lost ? CUDA_ERROR_OUT_OF_MEMORY : d->run(s, rq);
 	finish(s, rq, sync, st);
+	be_stat_mem(s->stat, s->ranges.bytes);
 }

@@ -39,6 +39,7 @@ static void child_exited(uv_process_t *p, int64_t status, int signal)
 		LOG_WARN(BE_LOG, "session process %d (%s) exited with %lld", p->pid, c->peer, (long long)status);
 	else
 		LOG_INFO(BE_LOG, "session process %d (%s) done", p->pid, c->peer);
+	be_status_reap(p->pid); /* what a process that died could not remove */
 	for (child **pp = &I.children; *pp; pp = &(*pp)->next)
 		if (*pp == c) {
 			*pp = c->next;
@@ -87,6 +88,7 @@ void be_isolate_accept_fd(void *ctx, int fd, const char *peer)
 	c->next = I.children;
 	I.children = c;
 	I.nchildren++;
+	be_status_count_session();
 	LOG_INFO(BE_LOG, "%s: session process %d", peer, c->proc.pid);
 }
 

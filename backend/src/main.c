@@ -3,6 +3,8 @@
  *
  *   remote-gpud [--listen HOST:PORT] [--port-file FILE] [--device N]
  *               [--driver PATH] [--token T] [--isolation process|thread]
+ *               [--cublas PATH] [--cublaslt PATH]
+ *               [--run-dir DIR] [--metrics-port N]
  *
  * The main thread runs the libuv loop: the listener, the signals and, with
  * --isolation thread, every session's connection callbacks. By default each
@@ -14,6 +16,7 @@
  * 0. A second signal during that exits at once.
  */
 #include "backend.h"
+#include "lib.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -42,14 +45,21 @@ static void usage(FILE *f)
 		"  --port-file FILE    write the bound port to FILE once listening\n"
 		"  --device N          GPU ordinal to serve (default 0)\n"
 		"  --driver PATH       CUDA driver library (default libcuda.so.1)\n"
+		"  --cublas PATH       cuBLAS (default libcublas.so.13; also REMOTE_GPU_CUBLAS)\n"
+		"  --cublaslt PATH     cuBLASLt (default libcublasLt.so.13; also REMOTE_GPU_CUBLASLT)\n"
 		"  --token T           clients must present this token (also REMOTE_GPU_TOKEN)\n"
 		"  --cubin-store DIR   kernel images on disk (remote-cubin extract; uploads are added)\n"
 		"                      default: $TMPDIR/remote-gpud-cubins-<uid>\n"
 		"  --isolation MODE    process (default): each session in a process of its own, so a\n"
 		"                      kernel fault cannot reach other clients; thread: all in one\n"
 		"                      process (faster session start, no fault isolation)\n"
+		"  --run-dir DIR       where the status of the server and its sessions is kept for\n"
+		"                      remote-smi (default $TMPDIR/remote-gpud-<port>)\n"
+		"  --metrics-port N    serve Prometheus metrics at http://127.0.0.1:N/metrics\n"
+		"                      (0: any free port, printed at start)\n"
 		"  --help\n"
-		"Logging: REMOTE_GPU_LOG=info (or debug, or \"warn,backend=debug\"), REMOTE_GPU_LOG_FILE.\n");
+		"Logging: REMOTE_GPU_LOG=info (or debug, or \"warn,backend=debug\"), REMOTE_GPU_LOG_FILE,\n"
+		"REMOTE_GPU_LOG_SYNC=1. Status of the server and its sessions: remote-smi.\n");
 }
 
 /* Immutable facts about the device, asked once and handed to every client. */
@@ -127,6 +137,7 @@ static void on_signal(uv_signal_t *h, int signum)
 	LOG_INFO(BE_LOG, "%s: shutting down (%d sessions)", strsignal(signum), be_sessions_live() + be_isolate_live());
 	be_sessions_shutdown();
 	be_isolate_shutdown(signum);
+	be_metrics_stop();
 	transport_listener_close(M.listener);
 	/* Keep catching signals (a second one forces the exit), but do not keep
 	 * the loop alive for them: it ends when the last session is gone. */
@@ -181,7 +192,8 @@ static int serve_one(int fd)
 int main(int argc, char **argv)
 {
 	const char *listen = DEFAULT_LISTEN, *port_file = NULL, *driver = NULL, *token = NULL;
-	const char *isolation = "process", *store = NULL;
+	const char *isolation = "process", *store = NULL, *run_dir = NULL;
+	int metrics_port = -1;
 	int device = 0;
 	transport_addr addr;
 	int r;
@@ -207,10 +219,24 @@ int main(int argc, char **argv)
 			driver = v;
 		else if (!strcmp(a, "--token"))
 			token = v;
+		else if (be_lib_option(a, v) == 0)
+			; /* a forwarded library's path (lib.c): --cublas, --cublaslt */
 		else if (!strcmp(a, "--isolation") && (!strcmp(v, "process") || !strcmp(v, "thread")))
 			isolation = v;
 		else if (!strcmp(a, "--cubin-store"))
 			store = v;
+		else if (!strcmp(a, "--run-dir"))
+			run_dir = v;
+		else if (!strcmp(a, "--metrics-port")) {
+			char *end;
+			errno = 0;
+			long p = strtol(v, &end, 10);
+			if (errno || *end || end == v || p < 0 || p > 65535) {
+				fprintf(stderr, "remote-gpud: --metrics-port %s: not a port number\n", v);
+				return 2;
+			}
+			metrics_port = (int)p;
+		}
 		else if (!strcmp(a, "--session-fd"))
 			M.session_fd = atoi(v);
 		else if (!strcmp(a, "--device")) {
@@ -270,8 +296,11 @@ int main(int argc, char **argv)
 		.on_frame = be_on_frame,
 		.on_close = be_on_close,
 	};
-	if (M.session_fd >= 0)
+	if (M.session_fd >= 0) {
+		/* The supervisor passes its run directory down (status.h). */
+		be_status_use_dir(run_dir ? run_dir : getenv("REMOTE_GPUD_RUN_DIR"));
 		return serve_one(M.session_fd);
+	}
 	transport_server_cb lcb = cb;
 	char *child_argv[16];
 	if (!strcmp(isolation, "process")) {
@@ -302,16 +331,28 @@ int main(int argc, char **argv)
 		return stop_early();
 	}
 	int port = transport_listener_port(M.listener);
+	int mport = 0;
+	if (metrics_port >= 0 && (mport = be_metrics_start(&M.loop, metrics_port)) < 0) {
+		transport_listener_close(M.listener);
+		return stop_early();
+	}
+	if (be_status_server_open(run_dir, addr.host, port, isolation, mport) == 0)
+		setenv("REMOTE_GPUD_RUN_DIR", be_status_dir(), 1); /* for the session processes */
 	if (port_file && write_port_file(port_file, port) != 0) {
 		transport_listener_close(M.listener);
+		be_metrics_stop();
+		be_status_server_close();
 		return stop_early();
 	}
 	/* Printed whatever REMOTE_GPU_LOG says: scripts wait for it. */
 	rg_log_write(RG_LOG_INFO, BE_LOG, "listening on %s:%d, device %d: %s (%zu MiB)%s, a %s per session", addr.host,
 		     port, device, be_srv.name, be_srv.total_mem >> 20, be_srv.token ? ", token required" : "",
 		     isolation);
+	if (mport > 0)
+		rg_log_write(RG_LOG_INFO, BE_LOG, "metrics at http://127.0.0.1:%d/metrics", mport);
 
 	uv_run(&M.loop, UV_RUN_DEFAULT);
+	be_status_server_close();
 
 	uv_close((uv_handle_t *)&M.sigterm, on_handle_closed);
 	uv_close((uv_handle_t *)&M.sigint, on_handle_closed);

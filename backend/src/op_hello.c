@@ -86,6 +86,7 @@ int be_op_hello(be_session *s, be_req *rq, uint32_t version, const char *token, 
 		s->mempool = NULL;
 	be_staging_grow(&s->staging, BE_INITIAL_CHUNKS);
 	atomic_store(&s->hello_ok, 1);
+	be_status_session_hello(s);
 
 	LOG_INFO(BE_LOG, "session %" PRIu64 " started: %s, pid %" PRIu64 ", %s (from %s)", s->id, s->client_host, pid,
 		 s->program, s->peer);

@@ -48,6 +48,8 @@ static void CUDA_CB hostfn_cb(void *data)
 		if (proto_msg_finish(&m, PROTO_F_EVENT, 0) == PROTO_OK) {
 			struct iovec iov = {m.data, m.len};
 			int err = transport_sendv(s->conn, &iov, 1);
+			if (!err)
+				be_stat_sent(s->stat, m.len);
 			if (err)
 				LOG_DEBUG(BE_LOG, "session %" PRIu64 ": host function %" PRIu64 ": %s", s->id, h->id,
 					  transport_strerror(err));

@@ -82,6 +82,8 @@ int be_reply_send(be_session *s, proto_msg *m, const void *payload, size_t len)
 	iov[0] = (struct iovec){m->data, m->len};
 	iov[1] = (struct iovec){(void *)payload, len};
 	err = transport_sendv(s->conn, iov, len ? 2 : 1);
+	if (!err)
+		be_stat_sent(s->stat, m->len + len);
 	proto_msg_free(m);
 	if (err) {
 		LOG_DEBUG(BE_LOG, "session %" PRIu64 ": reply not sent: %s", s->id, transport_strerror(err));
@@ -219,6 +221,8 @@ void *be_on_accept(void *ctx, transport_conn *c)
 		return NULL;
 	}
 	atomic_fetch_add(&nsessions, 1);
+	be_status_session_open(s, loop);
+	be_status_count_session();
 	LOG_INFO(BE_LOG, "session %" PRIu64 ": connection from %s", s->id, s->peer);
 	return s;
 }
@@ -315,6 +319,7 @@ void be_on_frame(void *ctx, transport_frame *f)
 	fr->rq.frame.payload = fr->payload.p;
 
 	uint32_t op = fr->rq.view.op;
+	be_stat_frame(s->stat, op, PROTO_HDR_SIZE + (uint64_t)f->hdr.hdr_len + f->hdr.payload_len);
 	const be_op_desc *d = op != PROTO_OP_REPLY && op < PROTO_OP_COUNT && be_ops[op].run ? &be_ops[op] : NULL;
 	if (f->hdr.payload_len > 0) {
 		if (d && !(d->flags & BE_OP_PAYLOAD)) {
@@ -337,8 +342,10 @@ void be_on_frame(void *ctx, transport_frame *f)
 			LOG_WARN(BE_LOG, "session %" PRIu64 ": %s: malformed arguments", s->id, proto_op_name(op));
 			st = CUDA_ERROR_INVALID_VALUE;
 		}
-		if (st > 0)
+		if (st > 0) {
 			be_latch(s, st);
+			be_stat_error(s->stat);
+		}
 		be_frame_free(s, fr);
 		return;
 	}
@@ -377,6 +384,7 @@ static void on_done(uv_async_t *a)
 	if (!s->leaked)
 		transport_close(s->conn);
 	s->conn = NULL;
+	be_status_session_close(s);
 	uv_close((uv_handle_t *)&s->done_async, on_done_closed);
 }
 
@@ -475,6 +483,7 @@ void be_session_teardown(be_session *s)
 		if ((r = be_drv.cuCtxSynchronize()) != CUDA_SUCCESS)
 			LOG_INFO(BE_LOG, "session %" PRIu64 ": cuCtxSynchronize at teardown: %s", s->id, be_errname(r));
 		be_waiter_cleanup(s);
+		be_lib_teardown(s); /* library handles may use the streams below */
 		be_htab_each(&s->gexecs, td_gexec, &gx);
 		be_htab_each(&s->graphs, td_graph, &gr);
 		be_htab_each(&s->events, td_event, &ev);

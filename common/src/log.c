@@ -20,6 +20,7 @@ static struct {
 	struct rule rules[MAX_RULES];
 	int nrules;
 	FILE *out;
+	int sync; /* REMOTE_GPU_LOG_SYNC: flush stdout before each line (rg_log.h) */
 	char prog[32];
 	pthread_mutex_t lock;
 	char seen[64][64]; /* names already logged once */
@@ -60,6 +61,8 @@ static void log_setup(void)
 		spec = end ? end + 1 : NULL;
 	}
 	L.out = stderr;
+	const char *sync = getenv("REMOTE_GPU_LOG_SYNC");
+	L.sync = sync && *sync && strcmp(sync, "0") != 0;
 	const char *file = getenv("REMOTE_GPU_LOG_FILE");
 	if (file && *file) {
 		char path[512];
@@ -72,6 +75,7 @@ static void log_setup(void)
 		if (f) {
 			setvbuf(f, NULL, _IOLBF, 0);
 			L.out = f;
+			L.sync = 0;
 		}
 	}
 }
@@ -92,24 +96,53 @@ int rg_log_enabled(int level, const char *module)
 	return level <= L.level;
 }
 
-void rg_log_write(int level, const char *module, const char *fmt, ...)
+int rg_log_prefix(char *buf, size_t cap, int level, const char *module)
 {
 	static const char *tags[] = {"error", "warn", "info", "debug", "trace"};
-	char line[1024];
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
-	int n = snprintf(line, sizeof(line), "[%s %d %ld.%06ld %s %s] ", L.prog[0] ? L.prog : "remote-gpu",
-			 (int)getpid(), (long)ts.tv_sec, ts.tv_nsec / 1000, tags[level], module);
+	if (level < 0 || level > RG_LOG_TRACE)
+		level = RG_LOG_INFO;
+	int n = snprintf(buf, cap, "[%s %d %ld.%06ld %s %s] ", L.prog[0] ? L.prog : "remote-gpu", (int)getpid(),
+			 (long)ts.tv_sec, ts.tv_nsec / 1000, tags[level], module);
+	if (n < 0)
+		n = 0;
+	return (size_t)n < cap ? n : (int)cap - 1;
+}
+
+/* Writes under L.lock: lines of several threads never mix. In sync mode the
+ * program's buffered stdout goes first (rg_log.h). */
+static void out_locked(const char *text, size_t len)
+{
+	if (L.sync)
+		fflush(stdout);
+	fwrite(text, 1, len, L.out);
+	fflush(L.out);
+}
+
+void rg_log_write(int level, const char *module, const char *fmt, ...)
+{
+	char line[1024];
+	pthread_once(&L.once, log_setup);
+	int n = rg_log_prefix(line, sizeof(line) - 1, level, module);
 	va_list ap;
 	va_start(ap, fmt);
-	if (n > 0 && (size_t)n < sizeof(line))
-		vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
+	int m = vsnprintf(line + n, sizeof(line) - 1 - (size_t)n, fmt, ap);
 	va_end(ap);
-	/* One fputs of a whole line under a lock: lines of several threads never mix. */
+	if (m < 0)
+		m = 0;
+	n += (size_t)m < sizeof(line) - 1 - (size_t)n ? m : (int)(sizeof(line) - 2 - (size_t)n);
+	line[n++] = '\n';
 	pthread_mutex_lock(&L.lock);
-	fputs(line, L.out);
-	fputc('\n', L.out);
-	fflush(L.out);
+	out_locked(line, (size_t)n);
+	pthread_mutex_unlock(&L.lock);
+}
+
+void rg_log_block(const char *text, size_t len)
+{
+	pthread_once(&L.once, log_setup);
+	pthread_mutex_lock(&L.lock);
+	out_locked(text, len);
 	pthread_mutex_unlock(&L.lock);
 }
 

@@ -7,6 +7,7 @@
 
 #include "rg_log.h"
 #include "sendq.h"
+#include "stats.h"
 
 #define SPIN_NS 50000 /* a reply usually comes within tens of microseconds */
 
@@ -176,6 +177,7 @@ static void *rx_main(void *arg)
 		}
 		if (status == 0 && p->dest && f.hdr.payload_len != p->dest_len)
 			status = PROTO_EDECODE;
+		p->rx_len = PROTO_HDR_SIZE + (uint64_t)f.hdr.hdr_len + f.hdr.payload_len;
 		pending_complete(c, p, status, latched, f.msg, f.hdr.hdr_len);
 	}
 }
@@ -230,6 +232,8 @@ static int conn_send(fe_conn *c, proto_msg *m, uint16_t flags, const void *paylo
 {
 	int err = proto_msg_finish(m, flags, len);
 	if (err == 0)
+		fe_obs_send(m->data, m->len, len);
+	if (err == 0)
 		err = (flags & PROTO_F_ASYNC) ? fe_sendq_post(c->sq, m->data, m->len, payload, len)
 					      : fe_sendq_write(c->sq, m->data, m->len, payload, len);
 	proto_msg_free(m);
@@ -265,6 +269,9 @@ int fe_conn_begin(fe_conn *c, proto_msg *m, const void *payload, uint64_t plen, 
 	p->seq = m->seq;
 	atomic_init(&p->done, 0);
 	p->msg = NULL;
+	p->rx_len = 0;
+	if (!p->heap)
+		fe_obs_round_trip();
 	int err = conn_register(c, p);
 	if (err) {
 		proto_msg_free(m);
@@ -293,6 +300,7 @@ int fe_conn_wait(fe_conn *c, fe_pending *p)
 		}
 		__builtin_ia32_pause();
 	}
+	fe_obs_received(p->rx_len);
 	return p->status;
 }
 
@@ -331,6 +339,9 @@ int fe_conn_begin_detached(fe_conn *c, proto_msg *m, void *dest, uint64_t dest_l
 	p->dest = dest;
 	p->dest_len = dest_len;
 	p->heap = 1;
+	/* Its reply lands later, on the receiver thread: counted now, as the
+	 * data asked for and a frame header. */
+	fe_obs_received(PROTO_HDR_SIZE + dest_len);
 	/* On failure p was freed by fe_conn_begin or completed by conn_fail. */
 	return fe_conn_begin(c, m, NULL, 0, p);
 }
@@ -364,3 +375,17 @@ int fe_conn_drain_detached_before(fe_conn *c, uint64_t seq)
 }
 
 int fe_conn_take_latched(fe_conn *c) { return atomic_exchange(&c->latched, 0); }
+
+int fe_conn_pin(fe_conn *c, void *p, size_t len, transport_mr **mr)
+{
+	*mr = NULL;
+	if (strcmp(c->t->ops->scheme, "rdma") != 0)
+		return 0;
+	return c->t->ops->reg_mem(c->t, p, len, mr);
+}
+
+void fe_conn_unpin(fe_conn *c, transport_mr *mr)
+{
+	if (mr)
+		c->t->ops->dereg_mem(c->t, mr);
+}

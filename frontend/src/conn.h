@@ -39,6 +39,7 @@ typedef struct fe_pending {
 	int want_msg;
 	int heap;          /* receiver frees it after completing */
 	atomic_int done;
+	uint64_t rx_len;   /* size of its reply frame (statistics, stats.h) */
 	struct fe_pending *next;
 } fe_pending;
 
@@ -72,6 +73,13 @@ int fe_conn_begin_detached(fe_conn *c, proto_msg *m, void *dest, uint64_t dest_l
 int fe_conn_drain_detached(fe_conn *c);
 /* Same, for those with a seq below seq only. */
 int fe_conn_drain_detached_before(fe_conn *c, uint64_t seq);
+
+/* Pinned host memory (cudaHostAlloc, cudaMallocHost, cudaHostRegister) for the
+ * transport: rdma registers it as a memory region, so copies from and to it are
+ * RDMA operations on those very pages (zero-copy); other transports need
+ * nothing (*mr stays NULL). Undo with fe_conn_unpin before the memory goes. */
+int fe_conn_pin(fe_conn *c, void *p, size_t len, transport_mr **mr);
+void fe_conn_unpin(fe_conn *c, transport_mr *mr);
 
 /* The first error latched by the server from an async call and not yet taken. */
 int fe_conn_take_latched(fe_conn *c);

@@ -75,6 +75,21 @@ uint64_t fe_lib_state(uint64_t id, int w);
 void fe_lib_set_state(uint64_t id, int w, uint64_t v);
 int fe_lib_kind(uint64_t id); /* -1 if unknown */
 
+/* An object's history: the encoded arguments of the calls its description marks
+ * `record` (its create, its attribute setters), in order. Objects with the same
+ * history are in the same state, so answers about them can be cached
+ * (cublasLtMatmulAlgoGetHeuristic). Histories longer than FE_LIB_MAX_HISTORY
+ * are dropped: such an object is never cached. */
+#define FE_LIB_MAX_HISTORY 4096
+typedef struct fe_lib_buf {
+	uint8_t *p;
+	size_t len, cap;
+} fe_lib_buf;
+void fe_lib_record(uint64_t id, uint32_t op, const void *args, size_t len);
+/* Appends the length and bytes of id's history to b; -1 if there is none. */
+int fe_lib_history(uint64_t id, fe_lib_buf *b);
+int fe_lib_buf_put(fe_lib_buf *b, const void *p, size_t n); /* -1 when out of memory */
+
 /* A negative code as one of the library's statuses (logged). */
 typedef struct fe_lib_statuses {
 	const char *lib;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "rt.h"
+#include "stats.h"
 
 static struct {
 	pthread_rwlock_t lock;
@@ -46,14 +47,24 @@ void fe_mem_add(uint64_t base, uint64_t size, int kind, int device)
 	M.r[i] = (fe_range){base, size, kind, device};
 	M.n++;
 	pthread_rwlock_unlock(&M.lock);
+	if (fe_obs_on && kind == FE_MEM_DEVICE)
+		fe_obs_mem(device, (int64_t)size);
 }
 
 int fe_mem_remove(uint64_t base, int kind, fe_range *out)
 {
 	int found = -1;
+	fe_range gone = {0};
 	pthread_rwlock_wrlock(&M.lock);
 	size_t i = upper(base);
+	/* Two ranges can start at base for a moment: cudaFree frees on the server
+	 * before it forgets the range here, and another thread's cudaMalloc may get
+	 * the same address in between and add its range (after the old one). The
+	 * oldest of them is the one going. */
+	while (i > 1 && M.r[i - 2].base == base && M.r[i - 2].kind == kind)
+		i--;
 	if (i > 0 && M.r[i - 1].base == base && M.r[i - 1].kind == kind) {
+		gone = M.r[i - 1];
 		if (out)
 			*out = M.r[i - 1];
 		memmove(&M.r[i - 1], &M.r[i], (M.n - i) * sizeof(*M.r));
@@ -61,6 +72,8 @@ int fe_mem_remove(uint64_t base, int kind, fe_range *out)
 		found = 0;
 	}
 	pthread_rwlock_unlock(&M.lock);
+	if (fe_obs_on && found == 0 && kind == FE_MEM_DEVICE)
+		fe_obs_mem(gone.device, -(int64_t)gone.size);
 	return found;
 }
 
@@ -96,6 +109,18 @@ void fe_mem_forget_device(int device)
 			M.r[j++] = M.r[i];
 		else if (device < 0 && (M.r[i].kind == FE_MEM_HOST_PINNED || M.r[i].kind == FE_MEM_HOST_REGISTERED))
 			M.r[j++] = M.r[i]; /* after fork the child still owns its host memory */
+		else if (fe_obs_on && M.r[i].kind == FE_MEM_DEVICE && device >= 0)
+			fe_obs_mem(M.r[i].device, -(int64_t)M.r[i].size);
 	M.n = j;
 	pthread_rwlock_unlock(&M.lock);
+}
+
+size_t fe_mem_snapshot(fe_range *out, size_t max)
+{
+	pthread_rwlock_rdlock(&M.lock);
+	size_t n = M.n;
+	if (out)
+		memcpy(out, M.r, (n < max ? n : max) * sizeof(*out));
+	pthread_rwlock_unlock(&M.lock);
+	return n;
 }

@@ -41,6 +41,15 @@ cudaError_t fe_rt_leave(int status);
 /* Record and return a locally detected error. */
 cudaError_t fe_rt_fail(cudaError_t e);
 
+#include "stats.h"
+/* Statistics and traces (stats.h) see each call here, under the name and caller
+ * of the function the macro is used in: the API entry point, or the site that a
+ * helper shared by several entry points was handed (FE_API_SITE). Off, each is
+ * one predicted branch. */
+#define fe_rt_enter(c) (FE_OBS_ENTER(__func__, __builtin_return_address(0)), (fe_rt_enter)(c))
+#define fe_rt_enter_site(c, site) (FE_OBS_ENTER((site).fn, (site).ra), (fe_rt_enter)(c))
+#define fe_rt_leave(st) ((cudaError_t)fe_obs_leave_ret((fe_rt_leave)(st)))
+
 int fe_rt_device_count(void);
 fe_device *fe_rt_device(int ordinal); /* NULL if out of range or not initialised */
 int fe_rt_current_device(void);

@@ -101,11 +101,11 @@ static int copy_dtoh(fe_conn *c, uint8_t *dst, uint64_t src, size_t len, uint64_
 	return result;
 }
 
-static cudaError_t memcpy_common(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
-				 cudaStream_t stream, int async)
+static cudaError_t memcpy_common(fe_api_site site, void *dst, const void *src, size_t count,
+				 enum cudaMemcpyKind kind, cudaStream_t stream, int async)
 {
 	fe_conn *c;
-	cudaError_t e = fe_rt_enter(&c);
+	cudaError_t e = fe_rt_enter_site(&c, site);
 	if (e != cudaSuccess)
 		return e;
 	if (count == 0)
@@ -133,6 +133,8 @@ static cudaError_t memcpy_common(void *dst, const void *src, size_t count, enum 
 		return fe_rt_fail(cudaErrorInvalidMemcpyDirection);
 	}
 }
+/* Counted under the entry point that called it (stats.h). */
+#define memcpy_common(...) memcpy_common(FE_API_SITE, __VA_ARGS__)
 
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind)
 {
@@ -160,11 +162,11 @@ cudaError_t cudaMemcpyPeerAsync(void *dst, int dstDevice, const void *src, int s
 }
 
 /* 2D: the host side travels packed (rows of width bytes back to back). */
-static cudaError_t memcpy2d_common(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
-				   size_t height, enum cudaMemcpyKind kind, cudaStream_t stream, int async)
+static cudaError_t memcpy2d_common(fe_api_site site, void *dst, size_t dpitch, const void *src, size_t spitch,
+				   size_t width, size_t height, enum cudaMemcpyKind kind, cudaStream_t stream, int async)
 {
 	fe_conn *c;
-	cudaError_t e = fe_rt_enter(&c);
+	cudaError_t e = fe_rt_enter_site(&c, site);
 	if (e != cudaSuccess)
 		return e;
 	if (width == 0 || height == 0)
@@ -221,6 +223,8 @@ static cudaError_t memcpy2d_common(void *dst, size_t dpitch, const void *src, si
 		return fe_rt_fail(cudaErrorInvalidMemcpyDirection);
 	}
 }
+/* Counted under the entry point that called it (stats.h). */
+#define memcpy2d_common(...) memcpy2d_common(FE_API_SITE, __VA_ARGS__)
 
 cudaError_t cudaMemcpy2D(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,
 			 enum cudaMemcpyKind kind)
@@ -306,10 +310,10 @@ cudaError_t cudaGetSymbolSize(size_t *size, const void *symbol)
 	return cudaSuccess;
 }
 
-static cudaError_t memset_common(void *p, int value, size_t count, cudaStream_t stream)
+static cudaError_t memset_common(fe_api_site site, void *p, int value, size_t count, cudaStream_t stream)
 {
 	fe_conn *c;
-	cudaError_t e = fe_rt_enter(&c);
+	cudaError_t e = fe_rt_enter_site(&c, site);
 	if (e != cudaSuccess)
 		return e;
 	if (count == 0)
@@ -318,6 +322,8 @@ static cudaError_t memset_common(void *p, int value, size_t count, cudaStream_t 
 		return fe_rt_fail(cudaErrorInvalidValue);
 	return fe_rt_leave(fe_rpc_memset(c, (uintptr_t)p, (uint8_t)value, 1, count, fe_rt_stream(stream)));
 }
+/* Counted under the entry point that called it (stats.h). */
+#define memset_common(...) memset_common(FE_API_SITE, __VA_ARGS__)
 
 cudaError_t cudaMemset(void *devPtr, int value, size_t count) { return memset_common(devPtr, value, count, 0); }
 
@@ -326,10 +332,11 @@ cudaError_t cudaMemsetAsync(void *devPtr, int value, size_t count, cudaStream_t 
 	return memset_common(devPtr, value, count, stream);
 }
 
-static cudaError_t memset2d_common(void *p, size_t pitch, int value, size_t width, size_t height, cudaStream_t s)
+static cudaError_t memset2d_common(fe_api_site site, void *p, size_t pitch, int value, size_t width, size_t height,
+				   cudaStream_t s)
 {
 	fe_conn *c;
-	cudaError_t e = fe_rt_enter(&c);
+	cudaError_t e = fe_rt_enter_site(&c, site);
 	if (e != cudaSuccess)
 		return e;
 	if (width == 0 || height == 0)
@@ -340,6 +347,8 @@ static cudaError_t memset2d_common(void *p, size_t pitch, int value, size_t widt
 		return fe_rt_fail(cudaErrorInvalidValue);
 	return fe_rt_leave(fe_rpc_memset_2d(c, (uintptr_t)p, pitch, (uint8_t)value, 1, width, height, fe_rt_stream(s)));
 }
+/* Counted under the entry point that called it (stats.h). */
+#define memset2d_common(...) memset2d_common(FE_API_SITE, __VA_ARGS__)
 
 cudaError_t cudaMemset2D(void *devPtr, size_t pitch, int value, size_t width, size_t height)
 {

@@ -1,5 +1,6 @@
 /* Allocation: device memory lives on the server; pinned host memory is ordinary
  * page-aligned memory here, tracked so copies from it are recognised. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -81,6 +82,59 @@ cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t stream)
 	return fe_rt_leave(fe_rpc_mem_free_async(c, (uintptr_t)devPtr, fe_rt_stream(stream)));
 }
 
+/* RDMA: pinned host memory is registered with every rdma connection (an MR), so
+ * copies from and to it move by RDMA on these pages, with no bounce copy; the
+ * MRs go when the memory is freed or unregistered. Nothing happens for tcp. A
+ * registration that fails only costs speed (the copy takes the bounce ring). */
+typedef struct pin_rec {
+	void *p;
+	fe_conn *conn[FE_MAX_DEVICES]; /* the connection each MR belongs to */
+	transport_mr *mr[FE_MAX_DEVICES];
+	struct pin_rec *next;
+} pin_rec;
+static pthread_mutex_t pins_lock = PTHREAD_MUTEX_INITIALIZER;
+static pin_rec *pins;
+
+static void pin(void *p, size_t size)
+{
+	pin_rec *r = calloc(1, sizeof(*r));
+	if (!r)
+		return;
+	r->p = p;
+	int n = fe_rt_device_count();
+	for (int i = 0; i < n && i < FE_MAX_DEVICES; i++) {
+		fe_device *d = fe_rt_device(i);
+		if (d && d->conn && fe_conn_pin(d->conn, p, size, &r->mr[i]) == 0 && r->mr[i])
+			r->conn[i] = d->conn;
+	}
+	pthread_mutex_lock(&pins_lock);
+	r->next = pins;
+	pins = r;
+	pthread_mutex_unlock(&pins_lock);
+}
+
+static void unpin(void *p)
+{
+	pin_rec *r = NULL;
+	pthread_mutex_lock(&pins_lock);
+	for (pin_rec **pp = &pins; *pp; pp = &(*pp)->next)
+		if ((*pp)->p == p) {
+			r = *pp;
+			*pp = r->next;
+			break;
+		}
+	pthread_mutex_unlock(&pins_lock);
+	if (!r)
+		return;
+	for (int i = 0; i < FE_MAX_DEVICES; i++) {
+		fe_device *d = r->conn[i] ? fe_rt_device(i) : NULL;
+		/* a fork child has connections of its own: the parent's MRs are not its */
+		if (d && d->conn == r->conn[i])
+			fe_conn_unpin(r->conn[i], r->mr[i]);
+	}
+	free(r);
+}
+
 static cudaError_t host_alloc(void **p, size_t size)
 {
 	if (!p)
@@ -97,6 +151,7 @@ static cudaError_t host_alloc(void **p, size_t size)
 	if (posix_memalign(&m, (size_t)sysconf(_SC_PAGESIZE), size) != 0)
 		return fe_rt_fail(cudaErrorMemoryAllocation);
 	fe_mem_add((uintptr_t)m, size, FE_MEM_HOST_PINNED, fe_rt_current_device());
+	pin(m, size);
 	*p = m;
 	return cudaSuccess;
 }
@@ -119,6 +174,7 @@ cudaError_t cudaFreeHost(void *ptr)
 		return cudaSuccess;
 	if (fe_mem_remove((uintptr_t)ptr, FE_MEM_HOST_PINNED, NULL) != 0)
 		return fe_rt_fail(cudaErrorInvalidValue);
+	unpin(ptr);
 	free(ptr);
 	return cudaSuccess;
 }
@@ -135,6 +191,7 @@ cudaError_t cudaHostRegister(void *ptr, size_t size, unsigned int flags)
 	if (fe_mem_find((uintptr_t)ptr, size, NULL) == 0)
 		return fe_rt_fail(cudaErrorHostMemoryAlreadyRegistered);
 	fe_mem_add((uintptr_t)ptr, size, FE_MEM_HOST_REGISTERED, fe_rt_current_device());
+	pin(ptr, size);
 	return cudaSuccess;
 }
 
@@ -142,6 +199,7 @@ cudaError_t cudaHostUnregister(void *ptr)
 {
 	if (fe_mem_remove((uintptr_t)ptr, FE_MEM_HOST_REGISTERED, NULL) != 0)
 		return fe_rt_fail(cudaErrorHostMemoryNotRegistered);
+	unpin(ptr);
 	return cudaSuccess;
 }
 

@@ -367,11 +367,11 @@ static cudaError_t check_config(fe_kernel *k, fe_conn *c, int dev, dim3 g, dim3 
 	return cudaSuccess;
 }
 
-static cudaError_t launch(fe_kernel *k, dim3 g, dim3 b, void **args, size_t shmem, cudaStream_t stream,
-			  const void *attrs, size_t attrs_len)
+static cudaError_t launch(fe_api_site site, fe_kernel *k, dim3 g, dim3 b, void **args, size_t shmem,
+			  cudaStream_t stream, const void *attrs, size_t attrs_len)
 {
 	fe_conn *c;
-	cudaError_t e = fe_rt_enter(&c);
+	cudaError_t e = fe_rt_enter_site(&c, site);
 	if (e != cudaSuccess)
 		return e;
 	if (!k)
@@ -394,6 +394,8 @@ static cudaError_t launch(fe_kernel *k, dim3 g, dim3 b, void **args, size_t shme
 		free(buf);
 	return fe_rt_leave(st);
 }
+/* Counted under the entry point that called it (stats.h). */
+#define launch(...) launch(FE_API_SITE, __VA_ARGS__)
 
 /* ---- images loaded through the driver API (drv_module.c): NVRTC output and the
  * like, with kernels named one at a time by cuModuleGetFunction. */

@@ -118,7 +118,7 @@ fe_device *fe_rt_device(int ordinal)
 int fe_rt_current_device(void) { return tls_device; }
 void fe_rt_set_current_device(int ordinal) { tls_device = ordinal; }
 
-cudaError_t fe_rt_enter(fe_conn **c)
+cudaError_t(fe_rt_enter)(fe_conn **c)
 {
 	cudaError_t e = fe_rt_init();
 	if (e != cudaSuccess)
@@ -144,7 +144,7 @@ cudaError_t fe_rt_fail(cudaError_t e)
 	return e;
 }
 
-cudaError_t fe_rt_leave(int status)
+cudaError_t(fe_rt_leave)(int status)
 {
 	cudaError_t e;
 	if (status < 0)

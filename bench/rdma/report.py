@@ -1,0 +1,228 @@
+#!/usr/bin/env python3
+"""Writes bench/results/rdma-softroce-<date>.md from the raw outputs of
+bench/rdma/run.sh (perftest, rdma-pingpong, remote-bench JSON).
+
+    bench/rdma/report.py OUT_DIR RESULTS_DIR
+
+Ratios are taken within the one run: the verbs limits (perftest) and our
+numbers come from the same guest, device and minute.
+"""
+import datetime
+import json
+import os
+import re
+import sys
+
+
+def read(path):
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def perftest_row(text):
+    """The numbers under the '#bytes' header of a perftest report."""
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if line.strip().startswith("#bytes") and i + 1 < len(lines):
+            return [float(x) for x in lines[i + 1].split()]
+    return None
+
+
+def pingpong(text):
+    r = {}
+    m = re.search(r"rtt_us median ([\d.]+) p99 ([\d.]+) min ([\d.]+)", text)
+    if m:
+        r["rtt"] = tuple(float(x) for x in m.groups())
+    for m in re.finditer(r"(h2d|d2h) (\w+) size (\d+) MBps ([\d.]+)", text):
+        r[(m.group(1), m.group(2), int(m.group(3)))] = float(m.group(4))
+    return r
+
+
+def rbench(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def rb_rtt(d, call="cudaStreamQuery"):
+    for r in (d or {}).get("rtt", []):
+        if r.get("call") == call:
+            return r
+    return None
+
+
+def rb_copy(d, direction, mem, size):
+    for r in (d or {}).get("copy", []):
+        if r.get("dir") == direction and r.get("mem") == mem and r.get("bytes") == size:
+            return r.get("gbps", 0) * 1000.0  # MB/s
+    return None
+
+
+def rb_launch(d):
+    lr = (d or {}).get("launch")
+    if isinstance(lr, dict):
+        return lr.get("rate_per_s")
+    return None
+
+
+def fmt(x, nd=1):
+    return "-" if x is None else f"{x:.{nd}f}"
+
+
+def ratio(a, b):
+    return None if a is None or not b else a / b
+
+
+def main():
+    out, results = sys.argv[1], sys.argv[2]
+    env = dict(line.split(" ", 1) for line in read(os.path.join(out, "env.txt")).splitlines() if " " in line)
+    lat = perftest_row(read(os.path.join(out, "ib_send_lat.txt")))
+    bw1 = perftest_row(read(os.path.join(out, "ib_write_bw_1m.txt")))
+    bw4 = perftest_row(read(os.path.join(out, "ib_write_bw_4m.txt")))
+    rd1 = perftest_row(read(os.path.join(out, "ib_read_bw_1m.txt")))
+    # ib_send_lat: bytes iters t_min t_max t_typical t_avg ...; half a round trip
+    lat_typ = lat[4] if lat else None
+    lat_rtt = 2 * lat_typ if lat_typ else None
+    wbw = {1 << 20: bw1[3] if bw1 else None, 4 << 20: bw4[3] if bw4 else None}
+    wbw_best = max([v for v in wbw.values() if v] or [0]) or None
+
+    pp = {k: pingpong(read(os.path.join(out, f"pp_{k}.txt"))) for k in ("rdma", "rdma_spin", "tcp")}
+    rb = {k: rbench(os.path.join(out, f"rb_{k}.json")) for k in ("rdma", "rdma_spin", "tcp")}
+
+    date = env.get("date", datetime.datetime.utcnow().isoformat())[:10]
+    L = []
+    w = L.append
+    w(f"# RDMA transport on Soft-RoCE: benchmark of {date}")
+    w("")
+    w("Run by `bench/rdma/run.sh` (report: `bench/rdma/report.py`) in one qemu guest of "
+      "`tools/rdma-vm` (TCG software emulation, no KVM): Debian kernel "
+      f"{env.get('kernel', '?')}, {env.get('cpu', '?')} vCPUs, Soft-RoCE device "
+      f"{env.get('device', '?').split()[0]} (rdma_rxe), client and server on that one device. "
+      f"Commit {env.get('commit', '?')}"
+      + (f" with {env.get('dirty')} uncommitted files" if env.get("dirty", "0") not in ("0", "") else "")
+      + ". The backend runs on the driver test double (`tests/fakecuda`), so the CUDA "
+      "copies measure the path client -> transport -> server, not a GPU.")
+    w("")
+    w("Under emulation every number is tens of times below real hardware, and run-to-run noise "
+      "is large (the host's 2 cores are shared): read the ratios, which compare measurements "
+      "of the same run on the same device.")
+    w("")
+    w("## Verbs limits of this device (perftest, same run)")
+    w("")
+    w("| tool | result |")
+    w("|---|---|")
+    if lat:
+        w(f"| `ib_send_lat -s 64` | typical {fmt(lat_typ, 2)} us, average {fmt(lat[5], 2)} us "
+          f"(perftest reports half a round trip: round trip {fmt(lat_rtt, 2)} us) |")
+    if bw1:
+        w(f"| `ib_write_bw -s 1M` | {fmt(bw1[3])} MB/s |")
+    if bw4:
+        w(f"| `ib_write_bw -s 4M` | {fmt(bw4[3])} MB/s |")
+    if rd1:
+        w(f"| `ib_read_bw -s 1M` | {fmt(rd1[3])} MB/s (the transport moves bulk data by RDMA READ) |")
+    w("")
+
+    w("## Round trip")
+    w("")
+    w("`rdma-pingpong`: the transport alone, a 64-byte frame out and back on one thread, the server "
+      "answering from its loop thread. `remote-bench`: `cudaStreamQuery` through libremote.so and "
+      "remote-gpud (request, the backend's loop thread hands it to the session's executor thread, "
+      "reply, the frontend's receiver thread hands it to the caller). \"busy polling\": "
+      "`REMOTE_GPU_RDMA_SPIN_US=2000000 REMOTE_GPU_RDMA_SERVER_SPIN_US=2000000` (both sides poll "
+      "the completion queue instead of sleeping on the completion channel, as perftest does).")
+    w("")
+    w("| path | median us | p99 us | / ib_send_lat round trip | / ib_send_lat figure |")
+    w("|---|---|---|---|---|")
+
+    def rtt_row(name, med, p99):
+        w(f"| {name} | {fmt(med)} | {fmt(p99)} | {fmt(ratio(med, lat_rtt), 2)} | {fmt(ratio(med, lat_typ), 2)} |")
+
+    for k, name in (("rdma", "rdma-pingpong, rdma, default settings"),
+                    ("rdma_spin", "rdma-pingpong, rdma, busy polling"),
+                    ("tcp", "rdma-pingpong, tcp (guest loopback)")):
+        r = pp[k].get("rtt")
+        if r:
+            rtt_row(name, r[0], r[1])
+    for k, name in (("rdma", "remote-bench, rdma, default settings"),
+                    ("rdma_spin", "remote-bench, rdma, busy polling"),
+                    ("tcp", "remote-bench, tcp (guest loopback)")):
+        r = rb_rtt(rb[k])
+        if r:
+            rtt_row(name, r.get("median_us"), r.get("p99_us"))
+    w("")
+
+    w("## Bulk bandwidth (MB/s = 1e6 B/s)")
+    w("")
+    w("Transport alone (`rdma-pingpong`): frames of the size back to back (H2D: client to server; "
+      "D2H: the server sends, 8 requests in flight), from/into pageable memory (bounce and landing "
+      "rings) and registered memory (zero-copy, `reg_mem`), against `ib_write_bw` at the same "
+      "message size.")
+    w("")
+    w("| size | direction | memory | default | busy polling | ib_write_bw | ratio (default) |")
+    w("|---|---|---|---|---|---|---|")
+    for size in (1 << 20, 4 << 20):
+        for d in ("h2d", "d2h"):
+            for mem in ("pageable", "pinned"):
+                a = pp["rdma"].get((d, mem, size))
+                b = pp["rdma_spin"].get((d, mem, size))
+                if a is None and b is None:
+                    continue
+                w(f"| {size >> 20} MiB | {d.upper()} | {mem} | {fmt(a)} | {fmt(b)} | {fmt(wbw.get(size))} | "
+                  f"{fmt(ratio(a, wbw.get(size)), 2)} |")
+    w("")
+    w("Through CUDA (`remote-bench`, synchronous `cudaMemcpy`, the median copy; pinned = "
+      "`cudaMallocHost`, which libremote.so registers with the connection). Ratio against the best "
+      f"`ib_write_bw` of the run ({fmt(wbw_best)} MB/s).")
+    w("")
+    w("| size | copy | rdma default | ratio | rdma busy polling | ratio | tcp (loopback) |")
+    w("|---|---|---|---|---|---|---|")
+    for size in (1 << 20, 4 << 20, 16 << 20):
+        for d in ("H2D", "D2H"):
+            for mem in ("pageable", "pinned"):
+                a = rb_copy(rb["rdma"], d, mem, size)
+                b = rb_copy(rb["rdma_spin"], d, mem, size)
+                t = rb_copy(rb["tcp"], d, mem, size)
+                if a is None and b is None:
+                    continue
+                w(f"| {size >> 20} MiB | {d} {mem} | {fmt(a)} | {fmt(ratio(a, wbw_best), 2)} | {fmt(b)} | "
+                  f"{fmt(ratio(b, wbw_best), 2)} | {fmt(t)} |")
+    w("")
+    lr = {k: rb_launch(rb[k]) for k in rb}
+    if any(lr.values()):
+        w("Async launch rate (remote-bench, empty kernel, launches/s): "
+          + ", ".join(f"{k.replace('_spin', ' busy polling')} {fmt(v, 0)}" for k, v in lr.items() if v) + ".")
+        w("")
+
+    # verdicts
+    big = [rb_copy(rb["rdma"], d, m, 16 << 20) for d in ("H2D", "D2H") for m in ("pageable", "pinned")]
+    big = [x for x in big if x]
+    w("## Against the targets of issue 5")
+    w("")
+    if big and wbw_best:
+        w(f"- Bulk copies (16 MiB, every direction and memory kind, default settings): "
+          f"{fmt(min(big) / wbw_best * 100, 0)}% to {fmt(max(big) / wbw_best * 100, 0)}% of `ib_write_bw` "
+          f"(target >= 90%).")
+    ppr = pp["rdma_spin"].get("rtt")
+    rbs = rb_rtt(rb["rdma_spin"])
+    if ppr and lat_rtt:
+        w(f"- Round trip of the transport alone, busy polling: {fmt(ppr[0] / lat_rtt, 2)}x the round trip "
+          f"ib_send_lat measures ({fmt(ppr[0] / lat_typ, 2)}x the half round trip it prints; target <= 1.3x).")
+    if rbs and lat_rtt:
+        w(f"- Round trip of a CUDA call (remote-bench, busy polling): {fmt(rbs['median_us'] / lat_rtt, 1)}x; "
+          f"with default settings {fmt(rb_rtt(rb['rdma'])['median_us'] / lat_rtt, 1)}x "
+          f"(tcp on the same guest: {fmt(rb_rtt(rb['tcp'])['median_us'] / lat_rtt, 1)}x).")
+    w("")
+    os.makedirs(results, exist_ok=True)
+    path = os.path.join(results, f"rdma-softroce-{date}.md")
+    with open(path, "w") as f:
+        f.write("\n".join(L) + "\n")
+    print(path)
+
+
+if __name__ == "__main__":
+    main()

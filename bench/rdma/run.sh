@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# bench/rdma/run.sh: the rdma benchmark of record, on Soft-RoCE in the test
+# guest. From the repository root, after building (build/ by default):
+#
+#   bench/rdma/run.sh [--build DIR] [--out DIR] [--quick]
+#
+# boots one guest (tools/rdma-vm) and runs in it, on the same rxe device:
+#   1. perftest: ib_send_lat (64 B) and ib_write_bw (1 MiB and 4 MiB), the
+#      verbs limits of this device in this run (plus ib_read_bw, since the
+#      transport moves bulk data with RDMA READ);
+#   2. rdma-pingpong: the transport alone (round trip, streams of 4 MiB frames
+#      both ways from pageable and registered memory), default settings and
+#      busy polling;
+#   3. remote-bench --only cuda through libremote.so against remote-gpud
+#      --listen rdma:// on the driver test double: the CUDA calls' round trip
+#      and copy bandwidth measure the transport (plus frontend and backend);
+#      once with default settings, once with busy polling;
+#   4. the same two over tcp:// on the guest's loopback, for scale.
+# then writes bench/results/rdma-softroce-<date>.md (bench/rdma/report.py)
+# with the ratios. The raw outputs stay in --out (default build/bench-rdma).
+#
+# Inside the guest (RDMA_VM=1) it runs the measurements only:
+#   bench/rdma/run.sh --guest --build DIR --out DIR
+set -u -o pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/../.." && pwd)
+build=$root/build
+out=
+guest=0
+quick=0
+while [ $# -gt 0 ]; do
+  case $1 in
+    --build) build=$(cd "$2" && pwd); shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    --guest) guest=1; shift ;;
+    --quick) quick=1; shift ;;
+    *) echo "run.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+out=${out:-$build/bench-rdma}
+
+if [ $guest = 0 ]; then
+  for f in "$build/backend/remote-gpud" "$build/frontend/libremote.so" "$build/tests/fakecuda/libcuda.so.1" \
+           "$build/bench/remote-bench"; do
+    [ -e "$f" ] || { echo "run.sh: $f not built" >&2; exit 1; }
+  done
+  pp=$build/tests/rdma/rdma-pingpong
+  [ -x "$pp" ] || pp=$build/rdma-pingpong
+  [ -x "$pp" ] || { echo "run.sh: rdma-pingpong not built" >&2; exit 1; }
+  rm -rf "$out" && mkdir -p "$out" || exit 1
+  q=(); [ $quick = 1 ] && q=(--quick)
+  RDMA_VM_TIMEOUT=${RDMA_VM_TIMEOUT:-1500} "$root/tools/rdma-vm/rdma-vm.sh" run "$root" -- \
+    "$here/run.sh" --guest --build "$build" --out "$out" "${q[@]}" || exit $?
+  python3 "$here/report.py" "$out" "$root/bench/results" || exit 1
+  exit 0
+fi
+
+# ---- in the guest --------------------------------------------------------------
+[ -n "${RDMA_VM_IP:-}" ] || { echo "run.sh --guest: not in the rdma guest" >&2; exit 77; }
+ip=$RDMA_VM_IP
+dev=${RDMA_VM_DEV:-rxe0}
+gid=${RDMA_VM_GID_INDEX:-1}
+mkdir -p "$out"
+pp=$build/tests/rdma/rdma-pingpong
+[ -x "$pp" ] || pp=$build/rdma-pingpong
+secs=4; iters=3000; rb_time=1; rb_iters=3000
+[ $quick = 1 ] && { secs=2; iters=1000; rb_time=0.3; rb_iters=500; }
+SPIN=(REMOTE_GPU_RDMA_SPIN_US=2000000 REMOTE_GPU_RDMA_SERVER_SPIN_US=2000000)
+
+step() { echo "== $* ($(date +%T))"; }
+wait_port() { # FILE PID
+  local n=300
+  while [ $n -gt 0 ] && ! [ -s "$1" ]; do kill -0 "$2" 2>/dev/null || return 1; sleep 0.1; n=$((n - 1)); done
+  [ -s "$1" ]
+}
+
+{
+  echo "date $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "kernel $(uname -r)"
+  echo "cpu $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //') x$(nproc)"
+  echo "device $dev $(cat "/sys/class/infiniband/$dev/ports/1/active_mtu" 2>/dev/null)"
+  echo "commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo "${RG_COMMIT:-unknown}")"
+  echo "dirty $(git -C "$root" status --porcelain 2>/dev/null | grep -c .)"
+} >"$out/env.txt"
+
+# perftest: server and client on the same device (rxe loops the packets back)
+perf() { # NAME TOOL ARGS...
+  local name=$1; shift
+  timeout 120 "$@" -d "$dev" -x "$gid" -F >"$out/$name.server" 2>&1 &
+  local s=$!
+  sleep 1
+  timeout 120 "$@" -d "$dev" -x "$gid" -F "$ip" >"$out/$name.txt" 2>&1
+  wait $s
+}
+step "perftest"
+perf ib_send_lat ib_send_lat -s 64 -n 5000
+perf ib_write_bw_1m ib_write_bw -s 1048576 -D $secs
+perf ib_write_bw_4m ib_write_bw -s 4194304 -D $secs
+perf ib_read_bw_1m ib_read_bw -s 1048576 -D $secs
+tail -n 2 "$out"/ib_*.txt | grep -v '^-' | sed 's/^/  /'
+
+# rdma-pingpong: the transport alone
+pingpong() { # NAME SPEC ENV...
+  local name=$1 spec=$2; shift 2
+  rm -f "$out/pp.port"
+  env "$@" "$pp" server "$spec:0" >"$out/pp.port" 2>"$out/$name.server" &
+  local s=$!
+  wait_port "$out/pp.port" $s || { echo "  pingpong server did not start"; return; }
+  env "$@" timeout 300 "$pp" client "$spec:$(head -1 "$out/pp.port")" $iters $secs 1048576 4194304 \
+    >"$out/$name.txt" 2>&1
+  kill $s; wait $s 2>/dev/null
+  sed 's/^/  /' "$out/$name.txt"
+}
+step "rdma-pingpong rdma (default settings)"; pingpong pp_rdma "rdma://$ip"
+step "rdma-pingpong rdma (busy polling)"; pingpong pp_rdma_spin "rdma://$ip" "${SPIN[@]}"
+step "rdma-pingpong tcp"; pingpong pp_tcp "tcp://$ip"
+
+# remote-bench through libremote.so and remote-gpud
+rbench() { # NAME SCHEME ENV...
+  local name=$1 scheme=$2; shift 2
+  rm -f "$out/gpud.port"
+  env "$@" "$build/backend/remote-gpud" --listen "$scheme://$ip:0" --port-file "$out/gpud.port" \
+    --driver "$build/tests/fakecuda/libcuda.so.1" >"$out/$name.server" 2>&1 &
+  local s=$!
+  wait_port "$out/gpud.port" $s || { echo "  remote-gpud did not start"; tail -5 "$out/$name.server"; return; }
+  env "$@" REMOTE_GPU="$scheme://$ip:$(cat "$out/gpud.port")" LD_PRELOAD="$build/frontend/libremote.so" \
+    timeout 900 "$build/bench/remote-bench" --only cuda --iters $rb_iters --min-time $rb_time \
+    --max-size 16M --launches 5000 --launch-reps 1 --label "$name" --json "$out/$name.json" >"$out/$name.txt" 2>&1
+  kill -TERM $s; wait $s 2>/dev/null
+  sed -n '/round trip/,/launch rate/p' "$out/$name.txt" | sed 's/^/  /'
+}
+step "remote-bench over rdma (default settings)"; rbench rb_rdma rdma
+step "remote-bench over rdma (busy polling)"; rbench rb_rdma_spin rdma "${SPIN[@]}"
+step "remote-bench over tcp"; rbench rb_tcp tcp
+step "done"

@@ -1,0 +1,289 @@
+/*
+ * cuBLAS and cuBLASLt on the client, the part api/cublas.api cannot say in a line:
+ * the state that decides how scalars travel, and the entry points marked `custom`,
+ * which keep that state and answer what the client knows without asking.
+ *
+ * Pointer modes. alpha and beta are host values or device addresses as the handle's
+ * pointer mode says (cublasLtMatmul: the matmul descriptor's). The client records
+ * each cublasSetPointerMode, CUBLASLT_MATMUL_DESC_POINTER_MODE and the descriptor's
+ * scale type (which sizes Lt's scalars); the server checks against the library's own
+ * view, so a client that got it wrong is refused, not trusted.
+ *
+ * Answered locally: cublasGetPointerMode and cublasGetMathMode (the modes change
+ * only through the calls recorded here), cublasLtGetVersion after its first call,
+ * and cublasLtMatmulAlgoGetHeuristic when asked again about descriptors in the same
+ * state (below).
+ *
+ * Heuristics cache. PyTorch creates fresh descriptors for every Lt matmul and asks
+ * for a heuristic each time: a synchronous round trip per matmul. The answer is
+ * a function of the descriptors' state (creation arguments and attributes), the
+ * handle and the count asked for; the client saw every call that made that state
+ * (lib.h: object histories, the lines marked `record`), so it keys a cache on
+ * those exact bytes. Only successful answers are kept. A hit does not reach the
+ * server, so a status latched by an earlier async call surfaces at the next call
+ * that does.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib_cublas.h"
+#include "rg_log.h"
+
+enum { W_PTR_MODE = 0, W_MATH_MODE = 1 };     /* cublasHandle_t */
+enum { W_SCALE_TYPE = 0, W_LT_PTR_MODE = 1 }; /* cublasLtMatmulDesc_t */
+
+/* ---- pointer modes (gen/lib_cublas_gen.h) ---- */
+
+int fe_cublas_mode_blas(uint64_t id, int which)
+{
+	return fe_lib_state(id, W_PTR_MODE) == CUBLAS_POINTER_MODE_DEVICE;
+}
+
+/* As the server reads it (backend/src/lib_cublas.c). */
+int fe_cublas_mode_ltdesc(uint64_t id, int which)
+{
+	switch (fe_lib_state(id, W_LT_PTR_MODE)) {
+	case CUBLASLT_POINTER_MODE_DEVICE:
+	case CUBLASLT_POINTER_MODE_DEVICE_VECTOR:
+	case CUBLASLT_POINTER_MODE_ALPHA_DEVICE_VECTOR_BETA_ZERO:
+		return 1;
+	case CUBLASLT_POINTER_MODE_ALPHA_DEVICE_VECTOR_BETA_HOST:
+		return which == 0;
+	default:
+		return 0;
+	}
+}
+
+/* ---- scalar sizes ---- */
+
+size_t fe_cublas_dtype_size(cudaDataType t)
+{
+	switch (t) {
+	case CUDA_R_8I: case CUDA_R_8U: case CUDA_R_8F_E4M3: case CUDA_R_8F_E5M2: case CUDA_R_8F_UE8M0:
+		return 1;
+	case CUDA_R_16F: case CUDA_R_16BF: case CUDA_R_16I: case CUDA_R_16U: case CUDA_C_8I: case CUDA_C_8U:
+		return 2;
+	case CUDA_R_32F: case CUDA_R_32I: case CUDA_R_32U: case CUDA_C_16F: case CUDA_C_16BF: case CUDA_C_16I:
+	case CUDA_C_16U:
+		return 4;
+	case CUDA_R_64F: case CUDA_R_64I: case CUDA_R_64U: case CUDA_C_32F: case CUDA_C_32I: case CUDA_C_32U:
+		return 8;
+	case CUDA_C_64F: case CUDA_C_64I: case CUDA_C_64U:
+		return 16;
+	default:
+		rg_log_once("frontend", "data type of unknown size (scalars sent as 4 bytes)", "cuBLAS");
+		return 4;
+	}
+}
+
+static int is_complex(cudaDataType t)
+{
+	switch (t) {
+	case CUDA_C_16F: case CUDA_C_16BF: case CUDA_C_32F: case CUDA_C_64F: case CUDA_C_8I: case CUDA_C_8U:
+	case CUDA_C_16I: case CUDA_C_16U: case CUDA_C_32I: case CUDA_C_32U: case CUDA_C_64I: case CUDA_C_64U:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+size_t fe_cublas_compute_size(cublasComputeType_t compute, cudaDataType ctype)
+{
+	size_t n;
+	switch (compute) {
+	case CUBLAS_COMPUTE_16F: case CUBLAS_COMPUTE_16F_PEDANTIC:
+		n = 2;
+		break;
+	case CUBLAS_COMPUTE_64F: case CUBLAS_COMPUTE_64F_PEDANTIC: case CUBLAS_COMPUTE_64F_EMULATED_FIXEDPOINT:
+		n = 8;
+		break;
+	case CUBLAS_COMPUTE_32I: case CUBLAS_COMPUTE_32I_PEDANTIC:
+		return 4;
+	default: /* the 32F family */
+		n = 4;
+		break;
+	}
+	return is_complex(ctype) ? 2 * n : n;
+}
+
+size_t fe_cublas_lt_scale_size(uint64_t desc)
+{
+	return fe_cublas_dtype_size((cudaDataType)fe_lib_state(desc, W_SCALE_TYPE));
+}
+
+/* ---- entry points with client state ---- */
+
+cublasStatus_t cublasSetPointerMode_v2(cublasHandle_t handle, cublasPointerMode_t mode)
+{
+	if (mode != CUBLAS_POINTER_MODE_HOST && mode != CUBLAS_POINTER_MODE_DEVICE)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	cublasStatus_t st = fe_lib_cublasSetPointerMode_v2(handle, mode);
+	if (st == CUBLAS_STATUS_SUCCESS)
+		fe_lib_set_state(fe_lib_id(handle), W_PTR_MODE, (uint64_t)mode);
+	return st;
+}
+
+cublasStatus_t cublasGetPointerMode_v2(cublasHandle_t handle, cublasPointerMode_t *mode)
+{
+	if (fe_lib_kind(fe_lib_id(handle)) != FE_CUBLAS_K_BLAS)
+		return CUBLAS_STATUS_NOT_INITIALIZED;
+	if (!mode)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	*mode = (cublasPointerMode_t)fe_lib_state(fe_lib_id(handle), W_PTR_MODE);
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSetMathMode(cublasHandle_t handle, cublasMath_t mode)
+{
+	cublasStatus_t st = fe_lib_cublasSetMathMode(handle, mode);
+	if (st == CUBLAS_STATUS_SUCCESS)
+		fe_lib_set_state(fe_lib_id(handle), W_MATH_MODE, (uint64_t)mode);
+	return st;
+}
+
+cublasStatus_t cublasGetMathMode(cublasHandle_t handle, cublasMath_t *mode)
+{
+	if (fe_lib_kind(fe_lib_id(handle)) != FE_CUBLAS_K_BLAS)
+		return CUBLAS_STATUS_NOT_INITIALIZED;
+	if (!mode)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	*mode = (cublasMath_t)fe_lib_state(fe_lib_id(handle), W_MATH_MODE);
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+size_t cublasLtGetVersion(void)
+{
+	static atomic_size_t version;
+	size_t v = atomic_load(&version);
+	if (!v && (v = fe_lib_cublasLtGetVersion()))
+		atomic_store(&version, v);
+	return v;
+}
+
+cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *matmulDesc, cublasComputeType_t computeType,
+					cudaDataType_t scaleType)
+{
+	cublasStatus_t st = fe_lib_cublasLtMatmulDescCreate(matmulDesc, computeType, scaleType);
+	if (st == CUBLAS_STATUS_SUCCESS)
+		fe_lib_set_state(fe_lib_id(*matmulDesc), W_SCALE_TYPE, (uint64_t)scaleType);
+	return st;
+}
+
+cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t matmulDesc, cublasLtMatmulDescAttributes_t attr,
+					      const void *buf, size_t sizeInBytes)
+{
+	cublasStatus_t st = fe_lib_cublasLtMatmulDescSetAttribute(matmulDesc, attr, buf, sizeInBytes);
+	if (st != CUBLAS_STATUS_SUCCESS || !buf || sizeInBytes != sizeof(int32_t))
+		return st;
+	int32_t v;
+	memcpy(&v, buf, sizeof(v));
+	if (attr == CUBLASLT_MATMUL_DESC_SCALE_TYPE)
+		fe_lib_set_state(fe_lib_id(matmulDesc), W_SCALE_TYPE, (uint64_t)v);
+	else if (attr == CUBLASLT_MATMUL_DESC_POINTER_MODE)
+		fe_lib_set_state(fe_lib_id(matmulDesc), W_LT_PTR_MODE, (uint64_t)v);
+	return st;
+}
+
+/* ---- heuristics cache ---- */
+
+#define HC_BUCKETS 256
+#define HC_MAX 1024      /* entries; the cache starts over when full */
+#define HC_MAX_ALGOS 64  /* larger requests are not cached */
+
+typedef struct hc_entry {
+	fe_lib_buf key;
+	cublasStatus_t st;
+	int count;
+	cublasLtMatmulHeuristicResult_t *res; /* the whole array as the server wrote it */
+	int requested;
+	struct hc_entry *next;
+} hc_entry;
+
+static struct {
+	pthread_mutex_t lock;
+	hc_entry *b[HC_BUCKETS];
+	int n;
+} HC = {PTHREAD_MUTEX_INITIALIZER};
+
+static uint64_t hc_hash(const fe_lib_buf *k)
+{
+	uint64_t h = 1469598103934665603ull; /* FNV-1a */
+	for (size_t i = 0; i < k->len; i++)
+		h = (h ^ k->p[i]) * 1099511628211ull;
+	return h;
+}
+
+static void hc_clear_locked(void)
+{
+	for (int i = 0; i < HC_BUCKETS; i++)
+		while (HC.b[i]) {
+			hc_entry *e = HC.b[i];
+			HC.b[i] = e->next;
+			free(e->key.p);
+			free(e->res);
+			free(e);
+		}
+	HC.n = 0;
+}
+
+static int hc_key(fe_lib_buf *k, cublasLtHandle_t lh, const uint64_t objs[6], int requested)
+{
+	uint64_t head[2] = {fe_lib_id(lh), (uint64_t)requested};
+	if (fe_lib_buf_put(k, head, sizeof(head)))
+		return -1;
+	for (int i = 0; i < 6; i++)
+		if (fe_lib_history(objs[i], k))
+			return -1;
+	return 0;
+}
+
+cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t operationDesc,
+					      cublasLtMatrixLayout_t Adesc, cublasLtMatrixLayout_t Bdesc,
+					      cublasLtMatrixLayout_t Cdesc, cublasLtMatrixLayout_t Ddesc,
+					      cublasLtMatmulPreference_t preference, int requestedAlgoCount,
+					      cublasLtMatmulHeuristicResult_t heuristicResultsArray[], int *returnAlgoCount)
+{
+	const uint64_t objs[6] = {fe_lib_id(operationDesc), fe_lib_id(Adesc), fe_lib_id(Bdesc),
+				  fe_lib_id(Cdesc), fe_lib_id(Ddesc), fe_lib_id(preference)};
+	size_t bytes = (size_t)requestedAlgoCount * sizeof(*heuristicResultsArray);
+	fe_lib_buf key = {0};
+	int cacheable = requestedAlgoCount > 0 && requestedAlgoCount <= HC_MAX_ALGOS && heuristicResultsArray &&
+			returnAlgoCount && hc_key(&key, lightHandle, objs, requestedAlgoCount) == 0;
+	uint64_t h = cacheable ? hc_hash(&key) : 0;
+	if (cacheable) {
+		pthread_mutex_lock(&HC.lock);
+		for (hc_entry *e = HC.b[h % HC_BUCKETS]; e; e = e->next)
+			if (e->key.len == key.len && !memcmp(e->key.p, key.p, key.len)) {
+				memcpy(heuristicResultsArray, e->res, bytes);
+				*returnAlgoCount = e->count;
+				pthread_mutex_unlock(&HC.lock);
+				free(key.p);
+				return e->st;
+			}
+		pthread_mutex_unlock(&HC.lock);
+	}
+	cublasStatus_t st = fe_lib_cublasLtMatmulAlgoGetHeuristic(lightHandle, operationDesc, Adesc, Bdesc, Cdesc,
+								 Ddesc, preference, requestedAlgoCount,
+								 heuristicResultsArray, returnAlgoCount);
+	hc_entry *e = cacheable && st == CUBLAS_STATUS_SUCCESS ? calloc(1, sizeof(*e)) : NULL;
+	if (e && (e->res = malloc(bytes))) {
+		memcpy(e->res, heuristicResultsArray, bytes);
+		e->key = key;
+		key = (fe_lib_buf){0};
+		e->st = st;
+		e->count = *returnAlgoCount;
+		pthread_mutex_lock(&HC.lock);
+		if (HC.n >= HC_MAX)
+			hc_clear_locked();
+		e->next = HC.b[h % HC_BUCKETS];
+		HC.b[h % HC_BUCKETS] = e;
+		HC.n++;
+		pthread_mutex_unlock(&HC.lock);
+	} else {
+		free(e);
+	}
+	free(key.p);
+	return st;
+}

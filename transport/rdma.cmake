@@ -1,0 +1,18 @@
+# The rdma verbs transport (src/rdma_*.c, README.md "RDMA"). Included by
+# CMakeLists.txt when RG_WITH_RDMA is on (cmake/deps.cmake turns it off when
+# the rdma-core headers are missing).
+#
+# rdma-core is loaded at run time (src/rdma_lib.c: dlopen of libibverbs.so.1 and
+# librdmacm.so.1), so only its headers are needed here and neither library is
+# linked: libremote.so keeps starting on hosts without an RDMA stack.
+target_sources(rg_transport_client PRIVATE
+  src/rdma_lib.c
+  src/rdma_mr.c
+  src/rdma_ep.c
+  src/rdma_client.c)
+target_sources(rg_transport PRIVATE
+  src/rdma_server.c)
+target_compile_definitions(rg_transport_client PRIVATE RG_TRANSPORT_RDMA)
+target_compile_definitions(rg_transport PRIVATE RG_TRANSPORT_RDMA)
+target_include_directories(rg_transport_client PRIVATE ${RDMACM_INCLUDE_DIR})
+target_link_libraries(rg_transport_client PUBLIC ${CMAKE_DL_LIBS})

@@ -1,0 +1,331 @@
+/*
+ * rdma transport: what the client half (rdma_client.c), the server half
+ * (rdma_server.c), the connection core (rdma_ep.c) and the registration cache
+ * (rdma_mr.c) share. Not included outside transport/ (except by its tests).
+ *
+ * One connection = one rdma_cm id with one RC queue pair, one completion queue
+ * (sends, reads and receives) on a completion channel, and a protection domain
+ * of its own: an rkey one peer learns is good only on that peer's queue pair, so
+ * a client can never read another session's buffers.
+ *
+ * Wire protocol
+ * -------------
+ * Control messages travel by SEND into the peer's receive buffers (RDMA_NRECV
+ * of RDMA_MSG_SIZE bytes each, posted at connect). Each message starts with an
+ * rmsg header:
+ *
+ *   type      FRAME (a new frame), SEGS (more segments of the current frame),
+ *             CTRL (nothing but the two counters below), BATCH (several whole
+ *             small frames back to back: a batch of async calls is one SEND)
+ *   flags     LAST (no more segments follow for this frame), NEED (the sender
+ *             used its last credit: answer with the credits you owe)
+ *   credits   receive buffers the sender reposted since it last said so
+ *   acked     how many of the receiver's segments the sender has consumed
+ *             (cumulative, mod 2^32)
+ *
+ * A frame's bytes after its 24-byte proto header (the msgpack part, then the
+ * payload: its "stream") travel in two ways. Bytes that fit travel inline in the
+ * FRAME message (a whole small frame is one SEND: eager). The rest is described
+ * by segments {addr, rkey, len} in the sender's registered memory, which the
+ * receiver pulls with RDMA READ straight into the destination payload_dest
+ * chose, in stream order. A segment is either the user's own memory (registered
+ * through reg_mem: client pinned memory, zero-copy) or a slot of the sender's
+ * bounce ring, into which pageable data is copied chunk by chunk; the receiver
+ * reads slot k while the sender fills slot k+1, so the wire does not idle. The
+ * receiver READs into the destination directly when it lies in registered
+ * memory, else into a landing ring slot that is then copied out (pipelined the
+ * same way). After consuming segments the receiver reports them in "acked";
+ * that frees bounce slots and, for zero-copy segments, lets the blocked
+ * transport_sendv return (the user may then change the buffer).
+ *
+ * Receiver-driven READ was chosen over sender WRITEs because the destination is
+ * only known at the receiver, after the msgpack part arrived (payload_dest): a
+ * WRITE would need an extra round trip to learn it.
+ *
+ * Credits: a side may send only while it holds credits (one per receive buffer
+ * the peer has posted). Frames and segment lists keep one credit in reserve, so
+ * a CTRL (credits, acks) can always go out and two peers that both ran out can
+ * not deadlock; a CTRL that spends the last credit carries NEED. Credits owed are
+ * piggybacked on every message and sent alone once half the buffers are owed.
+ *
+ * Faults: every error completion, a DISCONNECTED event, or a local shutdown
+ * latches ep->err and moves the QP to the error state, which flushes every
+ * outstanding work request; waiters wake and return the latched error. A peer
+ * that vanishes without a word (power loss, cable) is found by keepalives: a
+ * waiter that heard nothing from the peer for keepalive_ms posts an 8-byte RDMA
+ * WRITE to the peer's keepalive word; the peer's NIC acknowledges it without
+ * its process, so only a dead host or link fails it, after the QP's ack timeout
+ * and retries (about 0.5 s). A sender that waits for credits or acks with no
+ * sign of life from the peer's process for timeout_ms fails with
+ * TRANSPORT_ETIMEDOUT. Waiting for a reply is not timed out (a kernel may run for
+ * an hour); it ends when the peer is found dead.
+ *
+ * Threads: ep->mu guards the fields marked (mu). The receive side (rx.*) belongs
+ * to one thread at a time: the client's transport_recv_frame caller, or the
+ * server's loop thread; other threads only set the done flags of reads. Frames
+ * are sent whole under send_lock.
+ */
+#ifndef RDMA_INT_H
+#define RDMA_INT_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "rdma_lib.h"
+#include "transport_int.h"
+
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "the rdma wire format is written in host order: little-endian hosts only"
+#endif
+
+#define RDMA_MSG_SIZE 8192            /* one receive buffer: control message + inline bytes */
+#define RDMA_NRECV 32                 /* receive buffers = credits the peer starts with */
+#define RDMA_NSEND 64                 /* registered send slots */
+#define RDMA_CHUNK (256u * 1024)      /* one bounce or landing slot */
+#define RDMA_NBOUNCE 8                /* bounce ring (sender, pageable sources) */
+#define RDMA_NLANDING 8               /* landing ring (receiver, unregistered destinations) */
+#define RDMA_MAX_READS 16             /* RDMA READs in flight per connection */
+#define RDMA_SEG_MAX (4u << 20)       /* zero-copy segments are cut here so acks come regularly */
+#define RDMA_READ_MAX (1u << 20)      /* one READ straight into registered memory */
+#define RDMA_RXSEGS 512               /* announced segments the receiver holds */
+#define RDMA_SQ_DEPTH 128             /* >= RDMA_NSEND + RDMA_MAX_READS + keepalive */
+#define RDMA_PROTO_VERSION 1
+
+enum { RM_FRAME = 1, RM_SEGS = 2, RM_CTRL = 3, RM_BATCH = 4 };
+enum { RMF_LAST = 1, RMF_NEED = 2 };
+
+typedef struct rmsg {
+	uint8_t type, flags;
+	uint16_t credits;
+	uint32_t acked;
+	uint32_t nsegs; /* rseg entries that follow (BATCH: frames that follow) */
+	uint32_t inl;   /* FRAME: stream bytes inline (BATCH: bytes of frames) */
+} rmsg;
+
+typedef struct rseg {
+	uint64_t addr;
+	uint32_t rkey, len;
+} rseg;
+
+/* rdma_cm private data, both ways (<= 56 bytes, the limit of a connect request). */
+#define RDMA_HELLO_MAGIC 0x44524752u /* "RGRD" */
+typedef struct rhello {
+	uint32_t magic;
+	uint16_t version;
+	uint16_t credits;  /* receive buffers posted: the peer's initial credits */
+	uint32_t msg_size; /* size of each of them */
+	uint32_t ka_rkey;  /* keepalive word the peer may RDMA WRITE */
+	uint64_t ka_addr;
+} rhello;
+
+/* Tunables, read once from the environment (rdma_conf()). */
+typedef struct rdma_conf_t {
+	int spin_us;      /* REMOTE_GPU_RDMA_SPIN_US: a client waiter polls the CQ this long before sleeping */
+	int server_spin_us; /* REMOTE_GPU_RDMA_SERVER_SPIN_US: the server loop polls on after activity */
+	int keepalive_ms; /* REMOTE_GPU_RDMA_KEEPALIVE_MS: silence before a keepalive probe */
+	int timeout_ms;   /* REMOTE_GPU_RDMA_TIMEOUT_MS: a blocked sender's limit without progress */
+	int connect_ms;   /* REMOTE_GPU_RDMA_CONNECT_MS: address/route resolution and connect */
+	int ack_timeout;  /* QP local ack timeout exponent: 4.096 us * 2^n */
+	int retry_count;  /* QP transport retries */
+} rdma_conf_t;
+const rdma_conf_t *rdma_conf(void);
+
+/* ---- registration cache (rdma_mr.c) ---- */
+
+typedef struct rdma_reg rdma_reg;
+typedef struct rdma_regs {
+	pthread_mutex_t mu;
+	rdma_reg **v; /* sorted by start address */
+	int n, cap;
+	unsigned hits, misses;
+} rdma_regs;
+
+void rdma_regs_init(rdma_regs *r);
+/* Deregisters everything left (the connection is going away). */
+void rdma_regs_destroy(rdma_regs *r);
+/* reg_mem/dereg_mem: one MR per distinct range, shared (reference counted) by
+ * registrations of the same or an enclosed range. */
+int rdma_regs_add(rdma_regs *r, struct ibv_pd *pd, void *addr, size_t len, transport_mr **out);
+int rdma_regs_remove(rdma_regs *r, transport_mr *mr);
+/* Is [addr, addr+len) inside one registered MR? Fills lkey/rkey. */
+int rdma_regs_find(rdma_regs *r, const void *addr, size_t len, uint32_t *lkey, uint32_t *rkey);
+
+/* ---- connection core (rdma_ep.c) ---- */
+
+/* One RDMA READ in flight (receiver side). */
+typedef struct rdma_rd {
+	uint64_t off;   /* stream offset it fills */
+	uint32_t len;
+	int slot;       /* landing slot, or -1 (straight into the target, or skipped) */
+	int seg_end;    /* completing it finishes an announced segment */
+	int skip;       /* nothing was read: the bytes are being discarded */
+	int done;       /* (mu) completion seen */
+} rdma_rd;
+
+typedef struct rdma_rx {
+	int active;           /* a frame is in progress */
+	transport_frame f;
+	uint64_t total;       /* stream bytes: hdr_len + payload_len */
+	uint64_t issued;      /* stream bytes read, being read or skipped */
+	uint64_t filled;      /* stream bytes in place (a prefix) */
+	int last;             /* LAST seen: every segment is announced */
+	int dest_asked;       /* payload_dest was called */
+	int dest_reg;         /* the destination lies in registered memory */
+	uint32_t dest_lkey;
+	rseg segs[RDMA_RXSEGS]; /* announced, not yet fully issued */
+	unsigned sg_head, sg_n;
+	uint64_t sg_off;      /* bytes of segs[sg_head] already issued */
+	rdma_rd rd[RDMA_MAX_READS];
+	unsigned rd_head, rd_n;
+	uint32_t landing_free; /* bitmap of idle landing slots */
+	uint32_t batch_off;   /* BATCH at the queue's head: where its next frame starts */
+	uint32_t batch_left;  /* and how many frames it still holds */
+} rdma_rx;
+
+/* A work request on the send queue, by sequence number (wr_id). */
+typedef struct rdma_sqe {
+	uint8_t kind; /* SQE_SEND, SQE_READ, SQE_KA */
+	uint16_t idx; /* READ: index in rx.rd */
+	uint32_t slot_seq; /* SEND: its slot's sequence number */
+} rdma_sqe;
+
+typedef struct txf txf;
+
+typedef struct rdma_ep {
+	transport_conn *conn; /* for logs (peer name) */
+	int server;
+
+	pthread_mutex_t mu;
+	pthread_cond_t cv;       /* (mu) broadcast after every batch of progress */
+	pthread_mutex_t send_lock; /* one frame at a time */
+
+	struct rdma_cm_id *id;
+	struct ibv_context *verbs;
+	struct ibv_pd *pd;
+	struct ibv_comp_channel *ch;
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+	int cq_armed;
+
+	uint8_t *rbuf, *sbuf, *bounce, *landing;
+	struct ibv_mr *rbuf_mr, *sbuf_mr, *bounce_mr, *landing_mr, *ka_mr;
+	uint64_t *ka; /* [0]: the peer writes here; [1]: what we write to the peer */
+	uint64_t peer_ka_addr;
+	uint32_t peer_ka_rkey;
+	uint32_t peer_msg_size;
+
+	/* send queue (mu) */
+	uint64_t sq_posted, sq_done; /* work requests posted / known complete */
+	rdma_sqe sqe[RDMA_SQ_DEPTH];
+	uint32_t s_posted, s_done;   /* send slots taken / free again, in order */
+
+	/* flow control (mu) */
+	int credits;         /* messages we may still send */
+	int owed;            /* receive buffers reposted and not yet reported */
+	int need_sent;       /* our NEED is unanswered */
+	int peer_needs;      /* the peer sent NEED */
+	uint32_t rx_acked;   /* the peer's segments we consumed */
+	uint32_t ack_sent;   /* rx_acked as last reported */
+	uint32_t peer_acked; /* our segments the peer consumed */
+
+	/* sender (send_lock; the counters also under mu) */
+	struct txf *txf; /* the message being built (rdma_ep.c) */
+	uint32_t tx_segs;             /* segments announced so far */
+	uint32_t b_seg[RDMA_NBOUNCE]; /* segment number held by each bounce slot */
+	uint8_t b_busy[RDMA_NBOUNCE];
+	unsigned b_next;
+
+	/* receiver: FRAME/SEGS messages waiting for the receive side, in order (mu) */
+	uint16_t rq[RDMA_NRECV];
+	uint32_t rq_len[RDMA_NRECV];
+	unsigned rq_head, rq_n;
+	rdma_rx rx;
+
+	/* liveness (mu) */
+	uint64_t last_peer_ns;   /* last message or read completion from the peer */
+	uint64_t last_msg_ns;    /* last message from the peer's process */
+	int ka_inflight;
+	int err;       /* latched failure; 0 while usable */
+	int peer_gone; /* DISCONNECTED seen (frames already received still count) */
+	int qp_dead;   /* moved to the error state */
+
+	rdma_regs regs;
+
+	/* statistics (mu), for tests and logs */
+	struct {
+		uint64_t tx_frames, tx_inline, tx_batches, tx_zc_bytes, tx_bounce_bytes;
+		uint64_t rx_frames, rx_inline, rx_direct_bytes, rx_landing_bytes, rx_skip_bytes;
+		uint64_t keepalives, ctrl_sent;
+	} st;
+} rdma_ep;
+
+uint64_t rdma_now_ns(void);
+const char *rdma_wc_str(int status);
+
+/* Allocates PD, CQ (with channel), QP on id (rdma_create_qp), the registered
+ * buffers, and posts every receive. ep->conn and ep->server must be set. */
+int rdma_ep_init(rdma_ep *ep, struct rdma_cm_id *id);
+/* Applies the peer's hello (credits, message size, keepalive word). */
+int rdma_ep_hello(rdma_ep *ep, const void *priv, size_t len);
+void rdma_ep_fill_hello(rdma_ep *ep, rhello *h);
+/* Destroys the QP, CQ, channel and buffers (not the id, PD or user MRs). */
+void rdma_ep_destroy_qp(rdma_ep *ep);
+/* Deregisters what users left and deallocates the PD. Last. */
+void rdma_ep_free(rdma_ep *ep);
+
+/* (mu) Latches err (first one wins) and moves the QP to the error state. */
+void rdma_ep_fail(rdma_ep *ep, int err);
+
+/* (mu) Polls the CQ without blocking and processes what it finds; 1 if anything
+ * came, 0 if nothing, < 0 if ibv_poll_cq failed. */
+int rdma_ep_poll(rdma_ep *ep);
+/* Re-arms the CQ notification after a channel event was consumed (mu). */
+int rdma_ep_arm(rdma_ep *ep);
+/* Consumes and acks the channel's pending events (non-blocking fd); the CQ is
+ * then unarmed (rdma_ep_arm). */
+void rdma_ep_channel_drain(rdma_ep *ep);
+/* (mu) Keepalive and timeout checks for a thread that waits for the peer.
+ * sender_since: when the caller started to wait for credits/acks (0: it waits
+ * for a frame, which has no time limit). Returns 0 or the error it latched. */
+int rdma_ep_check(rdma_ep *ep, uint64_t sender_since);
+/* (mu) Sends a CTRL if acks or credits are due and a credit allows. */
+void rdma_ep_flush_ctrl(rdma_ep *ep);
+
+/* Sends the frames in iov (send_lock taken inside). wait() is called with mu
+ * held whenever the sender must wait for the peer; it returns 0 to retry or an
+ * error. */
+typedef int (*rdma_wait_fn)(rdma_ep *ep, uint64_t since);
+int rdma_ep_sendv(rdma_ep *ep, const struct iovec *iov, int iovcnt, rdma_wait_fn wait);
+
+/* (mu) Advances the receive side without blocking: 1 a frame is complete (in
+ * *out), 0 waiting for the peer, < 0 error (latched). payload_dest is called
+ * (mu dropped) once the msgpack part is in. */
+int rdma_ep_rx(rdma_ep *ep, transport_frame *out, transport_payload_dest_fn dest, void *ctx);
+/* (mu) A frame is partly received (an end now is TRANSPORT_EIO). */
+int rdma_ep_rx_busy(const rdma_ep *ep);
+/* (mu) Frees a frame cut short (its msgpack part). */
+void rdma_ep_rx_abort(rdma_ep *ep);
+
+/* (mu) Posts one whole small frame if a credit and a slot are free now, even
+ * with an error latched by rx (the version answer before a close). */
+int rdma_ep_send_eager_nb(rdma_ep *ep, const void *frame, size_t len);
+/* (mu) DISCONNECTED: flushes the QP; queued frames are still delivered, then
+ * the receive side ends with ECLOSED (between frames) or EIO. */
+void rdma_ep_peer_gone(rdma_ep *ep);
+
+/* reg_mem / dereg_mem for both halves */
+int rdma_reg_mem(rdma_ep *ep, void *addr, size_t len, transport_mr **out);
+int rdma_dereg_mem(rdma_ep *ep, transport_mr *mr);
+
+/* The rdma connection behind a transport_conn, or NULL when it is not rdma
+ * (tests and statistics). */
+rdma_ep *rdma_conn_ep(transport_conn *c);
+/* Test hooks: the QP in the error state as a broken link leaves it (this side
+ * notices, and tells the peer); a peer that vanishes without a word (it is the
+ * peer's keepalive that must find out). */
+void rdma_test_break_qp(transport_conn *c);
+void rdma_test_vanish(transport_conn *c);
+
+extern const transport_provider transport_rdma_listen_provider;
+
+#endif

@@ -1,0 +1,777 @@
+/*
+ * rdma server: a listener on the libuv loop of remote-gpud.
+ *
+ * The listener's rdma_cm event channel (shared by every connection it
+ * accepted) is watched by a uv_poll; each connection's completion channel by
+ * another. The loop thread is the only one that polls completion queues (but
+ * see inline waits below) and it runs every connection's receive side, so the
+ * callbacks (on_accept, payload_dest, on_frame, on_close) run there as the
+ * contract wants:
+ *
+ *   CONNECT_REQUEST  check the client's hello, create QP and buffers, accept
+ *   ESTABLISHED      on_accept; start watching the completion channel
+ *   completions      rdma_ep_poll + rdma_ep_rx: payload_dest once a frame's
+ *                    msgpack part is in, RDMA READs into that destination (or
+ *                    the landing ring), on_frame when the frame is whole
+ *   DISCONNECTED     deliver what was received, then on_close
+ *
+ * Senders (executor and waiter threads) post under ep.mu and, when they must
+ * wait (credits, acks from the client), sleep on ep.cv, which the loop
+ * broadcasts after every batch of completions; they wake every TICK_MS to
+ * apply the sender timeout. A send from the loop thread itself cannot wait for
+ * the loop, so it polls the completion queue inline (server_wait); frames it
+ * finds wait for the loop to come back (a "kick" through the listener's
+ * uv_async_t), because callbacks must not nest.
+ *
+ * A uv_timer (every TICK_MS) sends keepalives on quiet connections, so a client
+ * host that vanished is noticed and its session freed (on_close(EIO)).
+ *
+ * Closing follows tcp_server.c: shutdown/close from any thread latch the error
+ * (waking senders), disconnect, and ask the loop to tear the connection down:
+ * wait until no sender holds send_lock, on_close once, stop the uv_poll, destroy
+ * QP, CQ and id. The memory (and the PD with the user's registrations) goes
+ * when both the upper layer called transport_close and the handle is closed.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rdma_int.h"
+#include "rg_log.h"
+
+#define TICK_MS 200
+#define BACKLOG 128
+
+void rdma_addr_name(const struct sockaddr *sa, char *buf, size_t len); /* rdma_client.c */
+
+typedef struct qnode {
+	struct qnode *prev, *next;
+} qnode;
+
+typedef struct rdma_listener rdma_listener;
+
+typedef struct sconn {
+	transport_conn base; /* first two members as in every rdma connection */
+	rdma_ep ep;
+	rdma_listener *l; /* valid until the handle is closed */
+	void *conn_ctx;   /* set by on_accept; NULL: not (yet) accepted */
+	uv_poll_t poll;   /* on ep.ch->fd */
+	qnode node;       /* in l->conns; loop thread only */
+	qnode req_node;   /* in l->reqs while req_pending; under l->lock */
+	int req_pending;
+	int established;  /* loop thread only */
+	int kick;         /* under l->lock: run the receive side on the loop */
+	int inline_kick;  /* loop thread: an inline wait left work for the loop */
+
+	pthread_mutex_t lock; /* guards the fields below */
+	int torn_down, released, handle_closed, close_err;
+	atomic_int shut;
+} sconn;
+
+struct rdma_listener {
+	transport_listener base;
+	uv_loop_t *loop;
+	struct rdma_event_channel *cm;
+	struct rdma_cm_id *id;
+	uv_poll_t cm_poll;
+	uv_async_t async;
+	uv_timer_t timer;
+	transport_server_cb cb;
+	void *ctx;
+	int rd; /* READs in flight we allow (device limits) */
+
+	pthread_mutex_t lock; /* guards reqs, closing */
+	qnode reqs;
+	int closing;
+
+	/* loop thread only */
+	pthread_t loop_thread;
+	int close_started;
+	int nhandles;
+	qnode conns;
+};
+
+static void on_cm(uv_poll_t *h, int status, int events);
+static void on_comp(uv_poll_t *h, int status, int events);
+static void on_async(uv_async_t *a);
+static void on_timer(uv_timer_t *t);
+static void conn_close_cb(uv_handle_t *h);
+static void listener_close_cb(uv_handle_t *h);
+static void teardown(sconn *c, int err);
+static void request(sconn *c, int err, int kick);
+static void progress(sconn *c);
+static int server_sendv(transport_conn *c, const struct iovec *iov, int iovcnt);
+static int server_recv_frame(transport_conn *c, transport_frame *f, transport_payload_dest_fn dest, void *ctx);
+static int server_reg_mem(transport_conn *c, void *addr, size_t len, transport_mr **out);
+static int server_dereg_mem(transport_conn *c, transport_mr *mr);
+static void server_shutdown(transport_conn *c);
+static void server_close(transport_conn *c);
+static int srv_listen(uv_loop_t *loop, const transport_addr *a, const transport_server_cb *cb, void *ctx,
+		       transport_listener **out);
+static void srv_listener_close(transport_listener *l);
+
+static const transport_ops rdma_server_ops = {
+	.scheme = "rdma",
+	.sendv = server_sendv,
+	.recv_frame = server_recv_frame,
+	.reg_mem = server_reg_mem,
+	.dereg_mem = server_dereg_mem,
+	.shutdown = server_shutdown,
+	.close = server_close,
+};
+
+const transport_provider transport_rdma_listen_provider = {
+	.scheme = "rdma",
+	.listen = srv_listen,
+	.listener_close = srv_listener_close,
+};
+
+static void list_init(qnode *h) { h->prev = h->next = h; }
+static int list_empty(const qnode *h) { return h->next == h; }
+static void list_add_tail(qnode *h, qnode *n)
+{
+	n->prev = h->prev;
+	n->next = h;
+	h->prev->next = n;
+	h->prev = n;
+}
+static void list_del(qnode *n)
+{
+	n->prev->next = n->next;
+	n->next->prev = n->prev;
+	list_init(n);
+}
+#define CONTAINER_OF(p, type, field) ((type *)((char *)(p)-offsetof(type, field)))
+
+/* Loop callbacks note their thread: transport_listen may run before uv_run. */
+static void on_loop(rdma_listener *l) { l->loop_thread = pthread_self(); }
+
+/* ---- listen ---- */
+
+static int srv_listen(uv_loop_t *loop, const transport_addr *a, const transport_server_cb *cb, void *ctx,
+		       transport_listener **out)
+{
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+	struct addrinfo *res = NULL;
+	char port[8];
+	int r;
+
+	*out = NULL;
+	if ((r = rdma_lib_load()))
+		return r;
+	rdma_conf();
+	snprintf(port, sizeof(port), "%d", a->port);
+	int gai = getaddrinfo(a->host, port, &hints, &res);
+	if (gai) {
+		LOG_WARN("transport", "cannot resolve %s: %s", a->host, gai_strerror(gai));
+		return TRANSPORT_EADDR;
+	}
+	rdma_listener *l = calloc(1, sizeof(*l));
+	if (!l) {
+		freeaddrinfo(res);
+		return TRANSPORT_ENOMEM;
+	}
+	l->base.prov = &transport_rdma_listen_provider;
+	l->loop = loop;
+	l->cb = *cb;
+	l->ctx = ctx;
+	l->rd = 16;
+	l->loop_thread = pthread_self();
+	pthread_mutex_init(&l->lock, NULL);
+	list_init(&l->reqs);
+	list_init(&l->conns);
+
+	r = TRANSPORT_EADDR;
+	if (!(l->cm = rdma_v.create_event_channel())) {
+		LOG_ERROR("transport", "rdma: cannot open the rdma_cm event channel: %m (is rdma_ucm loaded?)");
+		goto fail;
+	}
+	fcntl(l->cm->fd, F_SETFL, fcntl(l->cm->fd, F_GETFL) | O_NONBLOCK);
+	if (rdma_v.create_id(l->cm, &l->id, l, RDMA_PS_TCP)) {
+		LOG_ERROR("transport", "rdma: rdma_create_id: %m");
+		goto fail;
+	}
+	int bound = 0, err = 0;
+	for (struct addrinfo *ai = res; ai && !bound; ai = ai->ai_next) {
+		if (rdma_v.bind_addr(l->id, ai->ai_addr) == 0)
+			bound = 1;
+		else
+			err = errno;
+	}
+	if (!bound || rdma_v.listen(l->id, BACKLOG) != 0) {
+		LOG_ERROR("transport", "cannot listen on rdma://%s:%d: %s%s", a->host, a->port,
+			  strerror(bound ? errno : err),
+			  bound ? "" : " (no RDMA device has this address?)");
+		goto fail;
+	}
+	l->base.port = ntohs(rdma_v.get_src_port(l->id));
+	if (l->id->verbs) {
+		struct ibv_device_attr da;
+		if (rdma_v.query_device(l->id->verbs, &da) == 0) {
+			if (da.max_qp_rd_atom < l->rd)
+				l->rd = da.max_qp_rd_atom;
+			if (da.max_qp_init_rd_atom < l->rd)
+				l->rd = da.max_qp_init_rd_atom;
+		}
+	}
+	freeaddrinfo(res);
+	res = NULL;
+
+	uv_async_init(loop, &l->async, on_async);
+	l->async.data = l;
+	uv_poll_init(loop, &l->cm_poll, l->cm->fd);
+	l->cm_poll.data = l;
+	uv_timer_init(loop, &l->timer);
+	l->timer.data = l;
+	l->nhandles = 3;
+	uv_poll_start(&l->cm_poll, UV_READABLE, on_cm);
+	uv_timer_start(&l->timer, on_timer, TICK_MS, TICK_MS);
+	LOG_INFO("transport", "listening on rdma://%s:%d (device %s)", a->host, l->base.port,
+		 l->id->verbs ? l->id->verbs->device->name : "any");
+	*out = &l->base;
+	return TRANSPORT_OK;
+
+fail:
+	if (res)
+		freeaddrinfo(res);
+	if (l->id)
+		rdma_v.destroy_id(l->id);
+	if (l->cm)
+		rdma_v.destroy_event_channel(l->cm);
+	pthread_mutex_destroy(&l->lock);
+	free(l);
+	return r;
+}
+
+static void srv_listener_close(transport_listener *base)
+{
+	rdma_listener *l = (rdma_listener *)base;
+	pthread_mutex_lock(&l->lock);
+	l->closing = 1;
+	uv_async_send(&l->async);
+	pthread_mutex_unlock(&l->lock);
+}
+
+static void listener_free_if_done(rdma_listener *l)
+{
+	if (l->close_started && l->nhandles == 0) {
+		/* Every id of the channel is destroyed by now. */
+		rdma_v.destroy_event_channel(l->cm);
+		pthread_mutex_destroy(&l->lock);
+		free(l);
+	}
+}
+
+static void listener_close_cb(uv_handle_t *h)
+{
+	rdma_listener *l = h->data;
+	l->nhandles--;
+	listener_free_if_done(l);
+}
+
+static void listener_close_now(rdma_listener *l)
+{
+	struct rdma_cm_event *ev;
+
+	l->close_started = 1;
+	uv_poll_stop(&l->cm_poll);
+	for (qnode *n = l->conns.next; n != &l->conns; n = n->next)
+		teardown(CONTAINER_OF(n, sconn, node), TRANSPORT_ECLOSED);
+	/* Requests that nobody picked up yet: refuse them. */
+	while (rdma_v.get_cm_event(l->cm, &ev) == 0) {
+		struct rdma_cm_id *id = ev->id;
+		int req = ev->event == RDMA_CM_EVENT_CONNECT_REQUEST;
+		if (req)
+			rdma_v.reject(id, NULL, 0);
+		rdma_v.ack_cm_event(ev);
+		if (req)
+			rdma_v.destroy_id(id);
+	}
+	rdma_v.destroy_id(l->id);
+	l->id = NULL;
+	uv_close((uv_handle_t *)&l->cm_poll, listener_close_cb);
+	uv_close((uv_handle_t *)&l->timer, listener_close_cb);
+	uv_close((uv_handle_t *)&l->async, listener_close_cb);
+}
+
+/* Loop thread: teardowns and kicks other threads asked for, and the close. */
+static void on_async(uv_async_t *a)
+{
+	rdma_listener *l = a->data;
+	on_loop(l);
+	for (;;) {
+		sconn *c = NULL;
+		int kick = 0;
+		pthread_mutex_lock(&l->lock);
+		if (!list_empty(&l->reqs)) {
+			c = CONTAINER_OF(l->reqs.next, sconn, req_node);
+			list_del(&c->req_node);
+			c->req_pending = 0;
+			kick = c->kick;
+			c->kick = 0;
+		}
+		pthread_mutex_unlock(&l->lock);
+		if (!c)
+			break;
+		pthread_mutex_lock(&c->lock);
+		int close_err = c->close_err, torn = c->torn_down;
+		pthread_mutex_unlock(&c->lock);
+		if (close_err)
+			teardown(c, close_err);
+		else if (kick && !torn)
+			progress(c);
+	}
+	pthread_mutex_lock(&l->lock);
+	int closing = l->closing;
+	pthread_mutex_unlock(&l->lock);
+	if (closing && !l->close_started)
+		listener_close_now(l);
+}
+
+static void on_timer(uv_timer_t *t)
+{
+	rdma_listener *l = t->data;
+	on_loop(l);
+	for (qnode *n = l->conns.next; n != &l->conns; n = n->next) {
+		sconn *c = CONTAINER_OF(n, sconn, node);
+		if (!c->established || atomic_load(&c->shut))
+			continue;
+		pthread_mutex_lock(&c->ep.mu);
+		int err = rdma_ep_check(&c->ep, 0); /* keepalive on a quiet connection */
+		pthread_mutex_unlock(&c->ep.mu);
+		if (err)
+			teardown(c, err);
+	}
+}
+
+/* ---- connections ---- */
+
+static sconn *conn_new(rdma_listener *l, struct rdma_cm_id *id)
+{
+	sconn *c = calloc(1, sizeof(*c));
+	if (!c)
+		return NULL;
+	c->base.ops = &rdma_server_ops;
+	c->l = l;
+	c->ep.conn = &c->base;
+	c->ep.server = 1;
+	pthread_mutex_init(&c->lock, NULL);
+	atomic_init(&c->shut, 0);
+	list_init(&c->node);
+	list_init(&c->req_node);
+	rdma_addr_name(rdma_get_peer_addr(id), c->base.peer, sizeof(c->base.peer));
+	id->context = c;
+	return c;
+}
+
+static void on_connect_request(rdma_listener *l, struct rdma_cm_id *id, const void *priv, size_t plen, int peer_rd)
+{
+	pthread_mutex_lock(&l->lock);
+	int closing = l->closing;
+	pthread_mutex_unlock(&l->lock);
+	sconn *c = closing ? NULL : conn_new(l, id);
+	if (!c) {
+		rdma_v.reject(id, NULL, 0);
+		rdma_v.destroy_id(id);
+		return;
+	}
+	int r = rdma_ep_init(&c->ep, id);
+	if (!r)
+		r = rdma_ep_hello(&c->ep, priv, plen);
+	if (r) {
+		LOG_WARN("transport", "rdma: %s: connection refused: %s", c->base.peer, transport_strerror(r));
+		rdma_v.reject(id, NULL, 0);
+		rdma_ep_free(&c->ep);
+		rdma_v.destroy_id(id);
+		pthread_mutex_destroy(&c->lock);
+		free(c);
+		return;
+	}
+	uv_poll_init(l->loop, &c->poll, c->ep.ch->fd);
+	c->poll.data = c;
+	l->nhandles++;
+	list_add_tail(&l->conns, &c->node);
+
+	rhello mine;
+	rdma_ep_fill_hello(&c->ep, &mine);
+	int rd = l->rd < peer_rd ? l->rd : peer_rd;
+	struct rdma_conn_param cp = {
+		.private_data = &mine,
+		.private_data_len = sizeof(mine),
+		.responder_resources = (uint8_t)rd,
+		.initiator_depth = (uint8_t)rd,
+		.retry_count = (uint8_t)rdma_conf()->retry_count,
+		.rnr_retry_count = 6,
+	};
+	uint8_t to = (uint8_t)rdma_conf()->ack_timeout;
+	rdma_v.set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &to, sizeof(to));
+	if (rdma_v.accept(id, &cp) != 0) {
+		LOG_WARN("transport", "rdma: %s: rdma_accept: %m", c->base.peer);
+		c->released = 1; /* nobody else knows it */
+		teardown(c, TRANSPORT_EIO);
+		return;
+	}
+	LOG_DEBUG("transport", "rdma: %s: connection request accepted", c->base.peer);
+}
+
+static void on_established(sconn *c)
+{
+	rdma_listener *l = c->l;
+	pthread_mutex_lock(&l->lock);
+	int closing = l->closing;
+	pthread_mutex_unlock(&l->lock);
+	c->conn_ctx = !closing && l->cb.on_accept ? l->cb.on_accept(l->ctx, &c->base) : NULL;
+	if (!c->conn_ctx) {
+		LOG_INFO("transport", "%s: refused by the upper layer", c->base.peer);
+		c->released = 1;
+		teardown(c, TRANSPORT_ECLOSED);
+		return;
+	}
+	c->established = 1;
+	LOG_DEBUG("transport", "rdma: accepted %s", c->base.peer);
+	uv_poll_start(&c->poll, UV_READABLE, on_comp);
+	progress(c); /* frames may have come before the event */
+}
+
+static void on_disconnected(sconn *c)
+{
+	pthread_mutex_lock(&c->ep.mu);
+	rdma_ep_poll(&c->ep); /* completions that came before it still count */
+	rdma_ep_peer_gone(&c->ep);
+	pthread_mutex_unlock(&c->ep.mu);
+	if (c->established)
+		progress(c); /* delivers what was received; tears down at the end */
+	else
+		teardown(c, TRANSPORT_ECLOSED);
+}
+
+static void on_cm(uv_poll_t *h, int status, int events)
+{
+	rdma_listener *l = h->data;
+	struct rdma_cm_event *ev;
+
+	on_loop(l);
+	while (!l->close_started && rdma_v.get_cm_event(l->cm, &ev) == 0) {
+		enum rdma_cm_event_type t = ev->event;
+		struct rdma_cm_id *id = ev->id;
+		uint8_t priv[64];
+		size_t plen = 0;
+		int peer_rd = ev->param.conn.initiator_depth;
+		if (t == RDMA_CM_EVENT_CONNECT_REQUEST && ev->param.conn.private_data) {
+			plen = ev->param.conn.private_data_len < sizeof(priv) ? ev->param.conn.private_data_len : sizeof(priv);
+			memcpy(priv, ev->param.conn.private_data, plen);
+		}
+		/* Acked before acting: destroying an id waits for its events. */
+		rdma_v.ack_cm_event(ev);
+		if (id == l->id) {
+			if (t == RDMA_CM_EVENT_DEVICE_REMOVAL)
+				LOG_ERROR("transport", "rdma: the listener's device was removed");
+			continue;
+		}
+		sconn *c = t == RDMA_CM_EVENT_CONNECT_REQUEST ? NULL : id->context;
+		if (c)
+			LOG_DEBUG("transport", "rdma: %s: %s", c->base.peer, rdma_v.event_str(t));
+		switch (t) {
+		case RDMA_CM_EVENT_CONNECT_REQUEST:
+			on_connect_request(l, id, plen ? priv : NULL, plen, peer_rd ? peer_rd : 1);
+			break;
+		case RDMA_CM_EVENT_ESTABLISHED:
+			if (c && !c->torn_down)
+				on_established(c);
+			break;
+		case RDMA_CM_EVENT_DISCONNECTED:
+			if (c && !c->torn_down)
+				on_disconnected(c);
+			break;
+		case RDMA_CM_EVENT_REJECTED:
+		case RDMA_CM_EVENT_CONNECT_ERROR:
+		case RDMA_CM_EVENT_UNREACHABLE:
+		case RDMA_CM_EVENT_DEVICE_REMOVAL:
+			if (c && !c->torn_down) {
+				LOG_INFO("transport", "rdma: %s: %s", c->base.peer, rdma_v.event_str(t));
+				teardown(c, TRANSPORT_EIO);
+			}
+			break;
+		default: /* TIMEWAIT_EXIT, ADDR_CHANGE, ... */
+			break;
+		}
+	}
+}
+
+/* Loop thread: completions, frames, acks; tears down on a failure. */
+static void progress(sconn *c)
+{
+	rdma_ep *ep = &c->ep;
+	rdma_listener *l = c->l;
+	int r = 0;
+
+	int spin_us = rdma_conf()->server_spin_us;
+	uint64_t spin_end = 0;
+
+	pthread_mutex_lock(&ep->mu);
+	rdma_ep_channel_drain(ep);
+	rdma_ep_arm(ep);
+	for (;;) {
+		int got = rdma_ep_poll(ep);
+		while (!atomic_load(&c->shut)) {
+			transport_frame f;
+			r = rdma_ep_rx(ep, &f, l->cb.payload_dest, c->conn_ctx);
+			if (r <= 0)
+				break;
+			got = 1;
+			pthread_mutex_unlock(&ep->mu);
+			if (l->cb.on_frame)
+				l->cb.on_frame(c->conn_ctx, &f);
+			else
+				free(f.msg);
+			pthread_mutex_lock(&ep->mu);
+			rdma_ep_poll(ep);
+		}
+		if (!spin_us || r < 0 || ep->err || atomic_load(&c->shut))
+			break;
+		/* Busy polling (REMOTE_GPU_RDMA_SERVER_SPIN_US): the next request
+		 * is often microseconds away, and a wake-up from the channel costs
+		 * more. The loop serves nothing else meanwhile: keep it short. */
+		uint64_t now = rdma_now_ns();
+		if (got || !spin_end)
+			spin_end = now + (uint64_t)spin_us * 1000;
+		else if (now >= spin_end)
+			break;
+		pthread_mutex_unlock(&ep->mu);
+		for (int i = 0; i < 64; i++)
+			__builtin_ia32_pause();
+		pthread_mutex_lock(&ep->mu);
+	}
+	if (r == PROTO_EVERSION) {
+		/* Like tcp: tell a peer of another version which one we speak. */
+		proto_msg m;
+		proto_msg_begin(&m, PROTO_OP_REPLY, 0, 2);
+		proto_msg_i64(&m, PROTO_EVERSION);
+		proto_msg_u64(&m, PROTO_VERSION);
+		if (proto_msg_finish(&m, PROTO_F_REPLY, 0) == PROTO_OK)
+			rdma_ep_send_eager_nb(ep, m.data, m.len);
+		proto_msg_free(&m);
+	}
+	rdma_ep_flush_ctrl(ep);
+	pthread_cond_broadcast(&ep->cv);
+	int err = ep->err;
+	pthread_mutex_unlock(&ep->mu);
+	if (atomic_load(&c->shut))
+		teardown(c, TRANSPORT_ECLOSED); /* a callback shut it down */
+	else if (err)
+		teardown(c, err);
+}
+
+static void on_comp(uv_poll_t *h, int status, int events)
+{
+	sconn *c = h->data;
+	on_loop(c->l);
+	progress(c);
+}
+
+/* ---- teardown ---- */
+
+/* Any thread: ask the loop to tear c down (err != 0) or to run its receive
+ * side (kick). */
+static void request(sconn *c, int err, int kick)
+{
+	pthread_mutex_lock(&c->lock);
+	if (err && !c->close_err)
+		c->close_err = err;
+	if (!c->torn_down) {
+		/* torn_down == 0 under c->lock: listener and async are alive. */
+		rdma_listener *l = c->l;
+		pthread_mutex_lock(&l->lock);
+		c->kick |= kick;
+		if (!c->req_pending) {
+			list_add_tail(&l->reqs, &c->req_node);
+			c->req_pending = 1;
+		}
+		uv_async_send(&l->async);
+		pthread_mutex_unlock(&l->lock);
+	}
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* Loop thread, once per connection. */
+static void teardown(sconn *c, int err)
+{
+	rdma_listener *l = c->l;
+	rdma_ep *ep = &c->ep;
+
+	pthread_mutex_lock(&c->lock);
+	if (c->torn_down) {
+		pthread_mutex_unlock(&c->lock);
+		return;
+	}
+	c->torn_down = 1;
+	if (!c->close_err)
+		c->close_err = err;
+	err = c->close_err;
+	atomic_store(&c->shut, 1);
+	pthread_mutex_unlock(&c->lock);
+
+	pthread_mutex_lock(&l->lock);
+	if (c->req_pending) {
+		list_del(&c->req_node);
+		c->req_pending = 0;
+	}
+	pthread_mutex_unlock(&l->lock);
+
+	/* Blocked senders wake and return; later ones see the error. */
+	pthread_mutex_lock(&ep->mu);
+	rdma_ep_fail(ep, err);
+	pthread_mutex_unlock(&ep->mu);
+	pthread_mutex_lock(&ep->send_lock); /* no sender is inside now */
+	pthread_mutex_unlock(&ep->send_lock);
+	pthread_mutex_lock(&ep->mu);
+	rdma_ep_rx_abort(ep);
+	pthread_mutex_unlock(&ep->mu);
+
+	if (c->conn_ctx) {
+		LOG_DEBUG("transport", "rdma: %s: closed: %s (frames in %llu, out %llu; %llu B read into registered "
+				       "memory, %llu B via landing; %llu B sent zero-copy, %llu B bounced)",
+			  c->base.peer, transport_strerror(err), (unsigned long long)ep->st.rx_frames,
+			  (unsigned long long)ep->st.tx_frames, (unsigned long long)ep->st.rx_direct_bytes,
+			  (unsigned long long)ep->st.rx_landing_bytes, (unsigned long long)ep->st.tx_zc_bytes,
+			  (unsigned long long)ep->st.tx_bounce_bytes);
+		if (l->cb.on_close)
+			l->cb.on_close(c->conn_ctx, err);
+	}
+	/* Senders check ep->err under ep.mu before touching the QP, so it may go
+	 * now; the channel must outlive the uv_poll watching it. */
+	pthread_mutex_lock(&ep->mu);
+	rdma_ep_destroy_qp(ep);
+	pthread_mutex_unlock(&ep->mu);
+	rdma_v.destroy_id(ep->id);
+	ep->id = NULL;
+	uv_poll_stop(&c->poll);
+	uv_close((uv_handle_t *)&c->poll, conn_close_cb);
+}
+
+static void conn_free(sconn *c)
+{
+	rdma_ep_free(&c->ep);
+	pthread_mutex_destroy(&c->lock);
+	free(c);
+}
+
+static void conn_close_cb(uv_handle_t *h)
+{
+	sconn *c = h->data;
+	rdma_listener *l = c->l;
+	int free_now;
+
+	list_del(&c->node);
+	pthread_mutex_lock(&c->lock);
+	c->handle_closed = 1;
+	c->l = NULL;
+	free_now = c->released;
+	pthread_mutex_unlock(&c->lock);
+	if (free_now)
+		conn_free(c);
+	l->nhandles--;
+	listener_free_if_done(l);
+}
+
+/* ---- connection ops ---- */
+
+/* rdma_wait_fn for senders (ep.mu held). */
+static int server_wait(rdma_ep *ep, uint64_t since)
+{
+	sconn *c = (sconn *)((char *)ep - offsetof(sconn, ep));
+	int r;
+
+	if (atomic_load(&c->shut))
+		return ep->err ? ep->err : TRANSPORT_ECLOSED;
+	if ((r = rdma_ep_check(ep, since)) != 0)
+		return r;
+	rdma_listener *l = c->l;
+	if (l && pthread_equal(pthread_self(), l->loop_thread) && ep->cq) {
+		/* The loop cannot wait for itself: poll here. What arrives for
+		 * the receive side is handled when the loop is back (kick). */
+		if (rdma_ep_poll(ep) == 0) {
+			rdma_ep_arm(ep);
+			if (rdma_ep_poll(ep) == 0) {
+				struct pollfd p = {.fd = ep->ch->fd, .events = POLLIN};
+				pthread_mutex_unlock(&ep->mu);
+				poll(&p, 1, TICK_MS);
+				pthread_mutex_lock(&ep->mu);
+				rdma_ep_channel_drain(ep);
+				rdma_ep_arm(ep);
+				rdma_ep_poll(ep);
+			}
+		}
+		if (ep->rq_n > 0 || ep->rx.rd_n > 0)
+			c->inline_kick = 1; /* server_sendv asks the loop, after we return */
+		return 0;
+	}
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_nsec += TICK_MS * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	pthread_cond_timedwait(&ep->cv, &ep->mu, &ts);
+	return 0;
+}
+
+static int server_sendv(transport_conn *base, const struct iovec *iov, int iovcnt)
+{
+	sconn *c = (sconn *)base;
+	if (atomic_load(&c->shut))
+		return TRANSPORT_ECLOSED;
+	int r = rdma_ep_sendv(&c->ep, iov, iovcnt, server_wait);
+	if (r && !atomic_load(&c->shut))
+		request(c, r, 0); /* the peer is gone or too slow: end it */
+	else if (c->inline_kick && c->l && pthread_equal(pthread_self(), c->l->loop_thread)) {
+		c->inline_kick = 0;
+		request(c, 0, 1);
+	}
+	return atomic_load(&c->shut) && r ? TRANSPORT_ECLOSED : r;
+}
+
+static int server_recv_frame(transport_conn *c, transport_frame *f, transport_payload_dest_fn dest, void *ctx)
+{
+	memset(f, 0, sizeof(*f));
+	return TRANSPORT_ENOTSUP;
+}
+
+static int server_reg_mem(transport_conn *base, void *addr, size_t len, transport_mr **out)
+{
+	return rdma_reg_mem(&((sconn *)base)->ep, addr, len, out);
+}
+
+static int server_dereg_mem(transport_conn *base, transport_mr *mr)
+{
+	return rdma_dereg_mem(&((sconn *)base)->ep, mr);
+}
+
+static void server_shutdown(transport_conn *base)
+{
+	sconn *c = (sconn *)base;
+	pthread_mutex_lock(&c->ep.mu);
+	atomic_store(&c->shut, 1);
+	rdma_ep_fail(&c->ep, TRANSPORT_ECLOSED); /* wakes senders now */
+	pthread_mutex_unlock(&c->ep.mu);
+	request(c, TRANSPORT_ECLOSED, 0);
+}
+
+static void server_close(transport_conn *base)
+{
+	sconn *c = (sconn *)base;
+	int free_now;
+
+	server_shutdown(base);
+	pthread_mutex_lock(&c->lock);
+	c->released = 1;
+	free_now = c->handle_closed;
+	pthread_mutex_unlock(&c->lock);
+	if (free_now)
+		conn_free(c);
+}
