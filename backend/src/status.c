@@ -241,9 +241,9 @@ void be_status_reap(int pid)
 
 /* Sessions that could not get anything: they share one region (counts mix, but
  * only when memory is exhausted). */
-static struct {
+static union {
 	be_stat_session h;
-	_Atomic uint64_t ops[PROTO_OP_COUNT];
+	unsigned char bytes[sizeof(be_stat_session) + PROTO_OP_COUNT * sizeof(uint64_t)];
 } fallback = {.h.nops = PROTO_OP_COUNT};
 
 void be_status_session_open(be_session *s, uv_loop_t *loop)

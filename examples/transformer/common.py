@@ -2,6 +2,7 @@
 line per step with the loss printed exactly (repr of the float), so that a local
 and a remote run can be compared bit for bit."""
 import argparse
+import os
 import time
 
 import torch
@@ -14,7 +15,15 @@ def parse_args(steps=50):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="cuda")
     p.add_argument("--time", action="store_true", help="print the mean step time (after 3 warm-up steps)")
-    return p.parse_args()
+    p.add_argument("--deterministic", action="store_true",
+                   help="torch.use_deterministic_algorithms(True): run to run, bit for bit")
+    args = p.parse_args()
+    if args.deterministic:
+        # cuBLAS needs a fixed workspace layout to be deterministic; torch reads
+        # this before the first cuBLAS call and refuses deterministic mode without it.
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        torch.use_deterministic_algorithms(True)
+    return args
 
 
 def tokens(gen, batch, seq, vocab, device):

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "lib.h"
+#include "stats.h"
 #include "rg_log.h"
 
 #define NBUCKETS 256 /* PyTorch keeps a few handles and a few descriptors alive */
@@ -154,17 +155,20 @@ int fe_lib_begin(fe_lib_msg *k, uint32_t op, uint64_t route_id, uint32_t nargs)
 	k->c = d->conn;
 	k->dev = dev;
 	k->op = op;
+	/* Statistics and traces name the library function (the op is named after
+	 * it); its caller is not known this deep, so no calling library. */
+	FE_OBS_ENTER(proto_op_name(op), NULL);
 	proto_msg_begin(&k->m, op, fe_conn_next_seq(k->c), nargs);
 	return 0;
 }
 
 void fe_lib_abort(fe_lib_msg *k) { proto_msg_free(&k->m); }
 
-int fe_lib_post(fe_lib_msg *k) { return fe_conn_post(k->c, &k->m, NULL, 0); }
+int fe_lib_post(fe_lib_msg *k) { return fe_obs_leave_ret(fe_conn_post(k->c, &k->m, NULL, 0)); }
 
 int fe_lib_call(fe_lib_msg *k, fe_reply *r)
 {
-	int st = fe_conn_call(k->c, &k->m, NULL, 0, NULL, 0, r);
+	int st = fe_obs_leave_ret(fe_conn_call(k->c, &k->m, NULL, 0, NULL, 0, r));
 	/* The reply's own status is 0 for library calls; a CUresult comes from the
 	 * server's executor: an op it does not know (an older server), no memory. */
 	if (st == CUDA_ERROR_NOT_SUPPORTED)

@@ -39,12 +39,14 @@ cudaError_t cudaFree(void *devPtr)
 		return e;
 	if (!devPtr)
 		return cudaSuccess;
+	/* Forget the range before the server frees it: once freed, another
+	 * thread's cudaMalloc may get the same address back at any moment. */
 	fe_range r;
-	if (fe_mem_find((uintptr_t)devPtr, 0, &r) != 0 || r.kind != FE_MEM_DEVICE || r.base != (uintptr_t)devPtr)
+	if (fe_mem_remove((uintptr_t)devPtr, FE_MEM_DEVICE, &r) != 0)
 		return fe_rt_fail(cudaErrorInvalidValue);
 	int st = fe_rpc_mem_free(c, (uintptr_t)devPtr);
-	if (st == 0)
-		fe_mem_remove((uintptr_t)devPtr, FE_MEM_DEVICE, NULL);
+	if (st != 0)
+		fe_mem_add(r.base, r.size, r.kind, r.device);
 	return fe_rt_leave(st);
 }
 
