@@ -40,7 +40,7 @@
 #define BE_MAX_CHUNKS 16             /* chunks per session */
 #define BE_INITIAL_CHUNKS 2          /* allocated at hello */
 #define BE_BIG_MAX (256u << 20)      /* largest kept staging buffer */
-#define BE_SPIN_NS 20000             /* executor / waiter spin before sleeping */
+#define BE_SPIN_NS 100000            /* executor / waiter spin before sleeping: longer than a round trip, so back-to-back calls never wait for a wake-up */
 #define BE_FAST_NS 10000             /* executor: how long a sync call may poll its event */
 #define BE_WAITER_JOIN_MS 10000      /* teardown: how long the waiter may take */
 #define BE_EVPOOL_MAX 64             /* idle internal events kept */

@@ -33,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "rg_log.h"
@@ -54,6 +55,7 @@ typedef struct tcp_client {
 	int recv_err;      /* latched failure */
 	int frame_started; /* bytes of the current frame consumed: EOF now is EIO */
 	size_t rx_off, rx_len;
+	uint64_t last_rx_ns; /* when bytes last arrived: spin for the next only while active */
 	uint8_t rx[RXBUF];
 } tcp_client;
 
@@ -63,6 +65,7 @@ static int client_recv_frame(transport_conn *c, transport_frame *f, transport_pa
 static void client_shutdown(transport_conn *c);
 static void client_close(transport_conn *c);
 static int rx_read(tcp_client *c, void *dst, size_t n);
+static ssize_t rx_poll(tcp_client *c);
 static int connect_one(const struct addrinfo *ai, int *err_out);
 
 static const transport_ops tcp_client_ops = {
@@ -185,6 +188,39 @@ static int rx_error(tcp_client *c, ssize_t r)
 }
 
 /* Reads exactly n bytes into dst (NULL: discard them). */
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Reads what is there into the receive buffer. While replies are flowing (one
+ * came within RX_ACTIVE_NS), look for the next one without sleeping for up to
+ * RX_SPIN_NS: waking a thread blocked in recv() costs a few microseconds, a
+ * sizeable part of a round trip on loopback. Idle connections block at once. */
+#define RX_ACTIVE_NS 2000000
+#define RX_SPIN_NS 50000
+static ssize_t rx_poll(tcp_client *c)
+{
+	uint64_t t0 = mono_ns();
+	if (t0 - c->last_rx_ns < RX_ACTIVE_NS) {
+		do {
+			ssize_t r = recv(c->fd, c->rx, RXBUF, MSG_DONTWAIT);
+			if (r > 0 || r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+				if (r > 0)
+					c->last_rx_ns = mono_ns();
+				return r;
+			}
+			__builtin_ia32_pause();
+		} while (mono_ns() - t0 < RX_SPIN_NS && !atomic_load(&c->shut));
+	}
+	ssize_t r = recv(c->fd, c->rx, RXBUF, 0);
+	if (r > 0)
+		c->last_rx_ns = mono_ns();
+	return r;
+}
+
 static int rx_read(tcp_client *c, void *dst, size_t n)
 {
 	uint8_t *d = dst;
@@ -214,7 +250,7 @@ static int rx_read(tcp_client *c, void *dst, size_t n)
 				c->frame_started = 1;
 			}
 		} else {
-			r = recv(c->fd, c->rx, RXBUF, 0);
+			r = rx_poll(c);
 			if (r > 0)
 				c->rx_len = (size_t)r;
 		}
