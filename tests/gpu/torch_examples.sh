@@ -79,7 +79,8 @@ if [[ " ${names[*]} " == *" gpt2 "* ]]; then
 		(cd "$ex" && timeout 300 $wrap env REMOTE_GPU=127.0.0.1:$port LD_PRELOAD="$B/frontend/libremote.so" \
 			REMOTE_GPU_STATS="$work/stats$k.txt" python3 gpt2.py --steps $k >/dev/null 2>&1)
 	done
-	tot() { awk '$1 == "total" {print $2, $3, $5, $6}' "$1" 2>/dev/null; }
+	# the total line: total CALLS ROUND-TRIPS MS SENT UNIT RECEIVED UNIT
+	tot() { awk '$1 == "total" {print $2, $3, $5 $6, $7 $8}' "$1" 2>/dev/null; }
 	read -r c10 r10 s10 v10 <<<"$(tot "$work/stats10.txt")"
 	read -r c20 r20 s20 v20 <<<"$(tot "$work/stats20.txt")"
 	{
