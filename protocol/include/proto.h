@@ -102,7 +102,11 @@ void proto_msg_free(proto_msg *m);
  * PROTO_ETYPE / PROTO_ERANGE rather than trusting the peer.
  */
 typedef struct proto_view {
-	msgpack_unpacked up;
+	/* Objects live in a zone of the view's own with a small first chunk: a
+	 * message's few arguments fit in it, and a small block is cheap to allocate
+	 * on one thread (the server's I/O thread) and free on another (its executor). */
+	msgpack_zone zone;
+	msgpack_object root;
 	const msgpack_object *items;
 	uint32_t n;
 	uint32_t op;

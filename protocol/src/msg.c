@@ -161,33 +161,46 @@ int proto_check_msgpack(const uint8_t *p, size_t len)
 	return pos == len ? PROTO_OK : PROTO_EDECODE;
 }
 
+#define VIEW_ZONE_CHUNK 512
+
+void proto_view_free(proto_view *v);
+
 int proto_view_init(proto_view *v, const uint8_t *msg, size_t len)
 {
 	size_t off = 0;
-	msgpack_unpacked_init(&v->up);
 	v->items = NULL;
 	v->n = 0;
-	if (proto_check_msgpack(msg, len) != PROTO_OK)
+	if (!msgpack_zone_init(&v->zone, VIEW_ZONE_CHUNK)) {
+		/* leave a zone that proto_view_free can destroy */
+		memset(&v->zone, 0, sizeof(v->zone));
+		return PROTO_ENOMEM;
+	}
+	if (proto_check_msgpack(msg, len) != PROTO_OK ||
+	    msgpack_unpack((const char *)msg, len, &off, &v->zone, &v->root) != MSGPACK_UNPACK_SUCCESS || off != len ||
+	    v->root.type != MSGPACK_OBJECT_ARRAY || v->root.via.array.size < 2)
 		goto bad;
-	if (msgpack_unpack_next(&v->up, (const char *)msg, len, &off) != MSGPACK_UNPACK_SUCCESS ||
-	    off != len || v->up.data.type != MSGPACK_OBJECT_ARRAY || v->up.data.via.array.size < 2)
-		goto bad;
-	const msgpack_object *o = v->up.data.via.array.ptr;
+	const msgpack_object *o = v->root.via.array.ptr;
 	if (o[0].type != MSGPACK_OBJECT_POSITIVE_INTEGER || o[0].via.u64 > UINT32_MAX ||
 	    o[1].type != MSGPACK_OBJECT_POSITIVE_INTEGER)
 		goto bad;
 	v->op = (uint32_t)o[0].via.u64;
 	v->seq = o[1].via.u64;
 	v->items = o + 2;
-	v->n = v->up.data.via.array.size - 2;
+	v->n = v->root.via.array.size - 2;
 	return PROTO_OK;
 bad:
-	msgpack_unpacked_destroy(&v->up);
-	msgpack_unpacked_init(&v->up);
+	/* Nothing left to free, and freeing again is harmless. */
+	proto_view_free(v);
 	return PROTO_EDECODE;
 }
 
-void proto_view_free(proto_view *v) { msgpack_unpacked_destroy(&v->up); }
+void proto_view_free(proto_view *v)
+{
+	if (v->zone.chunk_list.head)
+		msgpack_zone_destroy(&v->zone);
+	memset(&v->zone, 0, sizeof(v->zone));
+}
+
 
 static const msgpack_object *arg(const proto_view *v, uint32_t i, int *err)
 {
