@@ -601,7 +601,7 @@ fi
 if [ -n "${RG_EXAMPLES:-}" ] && [ "$(left)" -gt 120 ]; then
   healthy_server
   note "torch examples: $RG_EXAMPLES (${RG_EXAMPLE_STEPS:-50} steps)"
-  OUT=$report_dir timeout $(( $(left) - 30 )) bash "$here/torch_examples.sh" "$B" \
+  OUT=$report_dir RG_PROBE=$bin/probe timeout $(( $(left) - 30 )) bash "$here/torch_examples.sh" "$B" \
     "unshare -m --propagation private bash $work/gpuless.sh" "$srv_port" "${RG_EXAMPLE_STEPS:-50}" $RG_EXAMPLES \
     >"$work/examples.log" 2>&1 || note "torch_examples.sh: exit $?"
 fi

@@ -24,9 +24,26 @@ rep=$out/torch-examples.md
 	echo "- machine: $(nvidia-smi -L 2>/dev/null | head -n1); torch $(python3 -c 'import torch; print(torch.__version__)')"
 	echo "- commit: ${RG_COMMIT:-unknown}; $steps steps each; remote = libremote.so in the GPU-less namespace, remote-gpud over loopback TCP"
 	echo
-	echo "| example | local exit | remote exit | losses equal | first difference | not supported | local ms/step | remote ms/step | ratio |"
-	echo "|---|---|---|---|---|---|---|---|---|"
+	echo "| example | local exit | remote exit | losses equal | first difference | not supported | server memory after | local ms/step | remote ms/step | ratio |"
+	echo "|---|---|---|---|---|---|---|---|---|---|"
 } >"$rep"
+# The server's free memory, read through the remote by tests/e2e/probe (RG_PROBE).
+probe_free() {
+	[ -n "${RG_PROBE:-}" ] || return
+	$wrap env REMOTE_GPU=127.0.0.1:$port LD_PRELOAD="$B/frontend/libremote.so" "$RG_PROBE" 2>/dev/null |
+		sed -n 's/^free=\([0-9]*\) .*/\1/p'
+}
+mem_back() { # -> "back to baseline" or what it is
+	[ -n "${RG_PROBE:-}" ] || { echo "not checked"; return; }
+	local f i
+	for i in $(seq 50); do
+		f=$(probe_free)
+		[ "$f" = "$base" ] && { echo "back to baseline"; return; }
+		sleep 0.2
+	done
+	echo "NOT back: $f vs $base"
+}
+base=$(probe_free)
 for n in "${names[@]}"; do
 	(cd "$ex" && timeout 300 python3 "$n.py" --steps "$steps" --time >"$work/$n.local" 2>&1)
 	lrc=$?
@@ -40,6 +57,7 @@ for n in "${names[@]}"; do
 		diff=$(diff "$work/$n.l" "$work/$n.r" | grep '^[<>]' | head -n2 | paste -sd' ' | cut -c1-160)
 	fi
 	ns=$(grep -c 'not supported\|not forwarded' "$work/$n.err")
+	mem=$(mem_back)
 	if [ "$eq" = no ] && [ -s "$work/$n.r" ]; then
 		# Is the local run itself repeatable? Run it again, and once more each way
 		# with torch's deterministic algorithms: that pair must be equal bit for bit.
@@ -64,7 +82,7 @@ PY
 	lt=$(sed -n 's/.*mean step time \([0-9.]*\) ms/\1/p' "$work/$n.local")
 	rt=$(sed -n 's/.*mean step time \([0-9.]*\) ms/\1/p' "$work/$n.remote")
 	ratio=$( [ -n "$lt" ] && [ -n "$rt" ] && awk -v a="$rt" -v b="$lt" 'BEGIN{printf "%.3f", a/b}' || echo -)
-	echo "| $n | $lrc | $rrc | $eq | $diff | $ns | ${lt:--} | ${rt:--} | $ratio |" >>"$rep"
+	echo "| $n | $lrc | $rrc | $eq | $diff | $ns | $mem | ${lt:--} | ${rt:--} | $ratio |" >>"$rep"
 	{
 		echo -e "\n### $n: remote log (warnings, errors; deduplicated)\n\`\`\`"
 		grep -E 'warn|error|Error|Traceback' "$work/$n.err" "$work/$n.remote" | sed 's/^[^:]*://; s/^\[[^]]*\] //' | sort | uniq -c | sort -rn | head -25
