@@ -88,8 +88,9 @@ wait_port() { # FILE PID
 perf() { # NAME TOOL ARGS...
   local name=$1; shift
   timeout 120 "$@" -d "$dev" -x "$gid" -F >"$out/$name.server" 2>&1 &
-  local s=$!
-  sleep 1
+  local s=$! n=300
+  # the client may only start once the server listens (perftest's port 18515)
+  while [ $n -gt 0 ] && ! ss -Hltn "sport = :18515" | grep -q .; do sleep 0.1; n=$((n - 1)); done
   timeout 120 "$@" -d "$dev" -x "$gid" -F "$ip" >"$out/$name.txt" 2>&1
   wait $s
 }
