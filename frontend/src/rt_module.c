@@ -552,13 +552,20 @@ cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute attr, 
 	fe_kernel *k = kernel_of(func);
 	if (!k)
 		return fe_rt_fail(cudaErrorInvalidDeviceFunction);
+	if ((int)attr < 0 || (int)attr >= CU_FUNC_ATTRIBUTE_MAX)
+		return fe_rt_fail(cudaErrorInvalidValue);
 	int dev = fe_rt_current_device();
 	int st = kernel_ready(k, c, dev);
 	if (st)
 		return fe_rt_leave(st);
+	/* PyTorch sets the same attribute to the same value before many launches
+	 * (attention kernels): what the kernel already has costs no round trip. */
+	if (k->attrs_valid[dev] && k->attrs[dev][attr] == value)
+		return cudaSuccess;
 	/* cudaFuncAttribute and CUfunction_attribute share their numbers. */
 	st = fe_rpc_func_set_attr(c, k->func_id[dev], attr, value);
-	k->attrs_valid[dev] = 0;
+	if (st == 0 && k->attrs_valid[dev])
+		k->attrs[dev][attr] = value; /* the settable attributes read back as set */
 	return fe_rt_leave(st);
 }
 
