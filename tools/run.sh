@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 tools/setup.sh
 B=$PWD/build
 port_file=$(mktemp)
-example=$B/examples/cuda/vector_add
+example=$B/examples/vector_add
 if ! ldconfig -p | grep -q 'libcuda.so.1' || ! ls /dev/nvidia0 >/dev/null 2>&1; then
 	cat <<MSG
 This machine has no NVIDIA GPU (no libcuda.so.1 / /dev/nvidia0), so remote-gpud has
@@ -18,10 +18,11 @@ and on any host without a GPU:
 
     REMOTE_GPU=gpu-node:7420 LD_PRELOAD=$B/frontend/libremote.so ./your-cuda-program
 
-For a look at the whole path now, the example runs against remote-gpud on the driver
-test double (device memory in host RAM; kernels only logged, a few emulated):
+For a look at the whole path now, a test program whose kernels the driver test
+double emulates runs against remote-gpud on that double (device memory in host RAM):
 MSG
 	driver=(--driver "$B/tests/fakecuda/libcuda.so.1")
+	example=$B/tests/e2e/bin/streams
 else
 	driver=()
 fi

@@ -127,6 +127,16 @@ static int write_port_file(const char *path, int port)
 	return 0;
 }
 
+/* Closes the listener once: in a session process the connection's end and a
+ * SIGTERM may both ask, and the listener is freed after the first close. */
+static void listener_close_once(void)
+{
+	if (M.listener) {
+		transport_listener_close(M.listener);
+		M.listener = NULL;
+	}
+}
+
 static void on_signal(uv_signal_t *h, int signum)
 {
 	if (M.stopping) {
@@ -138,7 +148,7 @@ static void on_signal(uv_signal_t *h, int signum)
 	be_sessions_shutdown();
 	be_isolate_shutdown(signum);
 	be_metrics_stop();
-	transport_listener_close(M.listener);
+	listener_close_once();
 	/* Keep catching signals (a second one forces the exit), but do not keep
 	 * the loop alive for them: it ends when the last session is gone. */
 	uv_unref((uv_handle_t *)&M.sigterm);
@@ -161,7 +171,7 @@ static int stop_early(void)
 static void on_close_last(void *ctx, int err)
 {
 	be_on_close(ctx, err);
-	transport_listener_close(M.listener);
+	listener_close_once();
 	uv_unref((uv_handle_t *)&M.sigterm);
 	uv_unref((uv_handle_t *)&M.sigint);
 }
