@@ -307,6 +307,25 @@ char __cudaInitModule(void **fatCubinHandle)
 	return st == 0;
 }
 
+/* After fork the child starts sessions of its own: nothing the parent loaded is
+ * loaded there (rt_state.c's atfork handler; single-threaded in the child). */
+void fe_module_forget_sessions(void)
+{
+	pthread_mutex_init(&lock, NULL);
+	for (size_t i = 0; i < kernels_by_stub.cap; i++) {
+		fe_kernel *k = kernels_by_stub.keys[i] ? kernels_by_stub.vals[i] : NULL;
+		if (k) {
+			memset(k->fb->loaded, 0, sizeof(k->fb->loaded));
+			memset(k->attrs_valid, 0, sizeof(k->attrs_valid));
+		}
+	}
+	for (size_t i = 0; i < vars_by_shadow.cap; i++) {
+		fe_var *v = vars_by_shadow.keys[i] ? vars_by_shadow.vals[i] : NULL;
+		if (v)
+			memset(v->fb->loaded, 0, sizeof(v->fb->loaded));
+	}
+}
+
 /* ---- launch */
 
 typedef struct call_config {

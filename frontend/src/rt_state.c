@@ -12,6 +12,8 @@
 #include "rt.h"
 
 int fe_hello(fe_device *d);
+void fe_module_forget_sessions(void); /* rt_module.c */
+void fe_hostfn_forget(void);          /* rt_stream.c */
 
 static struct {
 	pthread_mutex_t lock;
@@ -55,6 +57,8 @@ static void atfork_child(void)
 	S.inited = 0;
 	S.ndev = 0;
 	fe_mem_forget_device(-1);
+	fe_module_forget_sessions();
+	fe_hostfn_forget();
 }
 
 static cudaError_t init_locked(void)

@@ -339,6 +339,15 @@ static void *hostfn_main(void *arg)
 	return NULL;
 }
 
+/* After fork: the callback thread is the parent's; the child starts its own. */
+void fe_hostfn_forget(void)
+{
+	pthread_mutex_init(&H.lock, NULL);
+	pthread_cond_init(&H.cond, NULL);
+	H.registered = H.ready = NULL;
+	H.started = 0;
+}
+
 uint64_t fe_hostfn_register(void (*fn)(void *), void *data, uint64_t after_seq)
 {
 	hostfn *h = calloc(1, sizeof(*h));
