@@ -191,6 +191,10 @@ static int serve_one(int fd)
 		return stop_early();
 	}
 	uv_run(&M.loop, UV_RUN_DEFAULT);
+	/* The session is over: a SIGTERM the supervisor passes on now must not
+	 * kill the process once libuv gives the signals back to their defaults. */
+	signal(SIGTERM, SIG_IGN);
+	signal(SIGINT, SIG_IGN);
 	uv_close((uv_handle_t *)&M.sigterm, on_handle_closed);
 	uv_close((uv_handle_t *)&M.sigint, on_handle_closed);
 	uv_run(&M.loop, UV_RUN_DEFAULT);
