@@ -120,45 +120,21 @@ int be_get_stream(be_session *s, uint64_t id, CUstream *out)
 	return r;
 }
 
-int be_get_event(be_session *s, uint64_t id, CUevent *out)
-{
-	void *o = NULL;
-	int r = lookup(s, &s->events, "event", id, &o, NULL);
-	*out = o;
-	return r;
-}
-
-int be_get_module(be_session *s, uint64_t id, CUmodule *out)
-{
-	void *o = NULL;
-	int r = lookup(s, &s->modules, "module", id, &o, NULL);
-	*out = o;
-	return r;
-}
-
-int be_get_func(be_session *s, uint64_t id, CUfunction *out)
-{
-	void *o = NULL;
-	int r = lookup(s, &s->funcs, "function", id, &o, NULL);
-	*out = o;
-	return r;
-}
-
-int be_get_graph(be_session *s, uint64_t id, CUgraph *out)
-{
-	void *o = NULL;
-	int r = lookup(s, &s->graphs, "graph", id, &o, NULL);
-	*out = o;
-	return r;
-}
-
-int be_get_gexec(be_session *s, uint64_t id, CUgraphExec *out)
-{
-	void *o = NULL;
-	int r = lookup(s, &s->gexecs, "graph exec", id, &o, NULL);
-	*out = o;
-	return r;
-}
+/* The typed lookups of session.h: one table each, named in the log. */
+#define BE_GETTER(name, type, table, label)                                  \
+	int be_get_##name(be_session *s, uint64_t id, type *out)            \
+	{                                                                    \
+		void *o = NULL;                                              \
+		int r = lookup(s, &s->table, label, id, &o, NULL);           \
+		*out = o;                                                    \
+		return r;                                                    \
+	}
+BE_GETTER(event, CUevent, events, "event")
+BE_GETTER(module, CUmodule, modules, "module")
+BE_GETTER(func, CUfunction, funcs, "function")
+BE_GETTER(graph, CUgraph, graphs, "graph")
+BE_GETTER(gexec, CUgraphExec, gexecs, "graph exec")
+#undef BE_GETTER
 
 int be_stream_capturing(CUstream st)
 {

@@ -250,44 +250,43 @@ static cudaError_t symbol_addr(const void *symbol, size_t count, size_t offset, 
 	return cudaSuccess;
 }
 
+/* A copy to or from a __device__ variable: its address on the device, then an
+ * ordinary copy. */
+static cudaError_t symbol_copy(fe_api_site site, const void *symbol, void *host, size_t count, size_t offset,
+			       enum cudaMemcpyKind kind, cudaStream_t stream, int async, int to_symbol)
+{
+	void *dev;
+	cudaError_t e = symbol_addr(symbol, count, offset, &dev);
+	if (e != cudaSuccess)
+		return fe_rt_fail(e);
+	return to_symbol ? (memcpy_common)(site, dev, host, count, kind, stream, async)
+			 : (memcpy_common)(site, host, dev, count, kind, stream, async);
+}
+/* Statistics name the entry point, not this helper. */
+#define symbol_copy(...) symbol_copy(FE_API_SITE, __VA_ARGS__)
+
 cudaError_t cudaMemcpyToSymbol(const void *symbol, const void *src, size_t count, size_t offset,
 			       enum cudaMemcpyKind kind)
 {
-	void *dst;
-	cudaError_t e = symbol_addr(symbol, count, offset, &dst);
-	if (e != cudaSuccess)
-		return fe_rt_fail(e);
-	return memcpy_common(dst, src, count, kind == cudaMemcpyDefault ? cudaMemcpyDefault : kind, 0, 0);
+	return symbol_copy(symbol, (void *)src, count, offset, kind, 0, 0, 1);
 }
 
 cudaError_t cudaMemcpyFromSymbol(void *dst, const void *symbol, size_t count, size_t offset,
 				 enum cudaMemcpyKind kind)
 {
-	void *src;
-	cudaError_t e = symbol_addr(symbol, count, offset, &src);
-	if (e != cudaSuccess)
-		return fe_rt_fail(e);
-	return memcpy_common(dst, src, count, kind, 0, 0);
+	return symbol_copy(symbol, dst, count, offset, kind, 0, 0, 0);
 }
 
 cudaError_t cudaMemcpyToSymbolAsync(const void *symbol, const void *src, size_t count, size_t offset,
 				    enum cudaMemcpyKind kind, cudaStream_t stream)
 {
-	void *dst;
-	cudaError_t e = symbol_addr(symbol, count, offset, &dst);
-	if (e != cudaSuccess)
-		return fe_rt_fail(e);
-	return memcpy_common(dst, src, count, kind, stream, 1);
+	return symbol_copy(symbol, (void *)src, count, offset, kind, stream, 1, 1);
 }
 
 cudaError_t cudaMemcpyFromSymbolAsync(void *dst, const void *symbol, size_t count, size_t offset,
 				      enum cudaMemcpyKind kind, cudaStream_t stream)
 {
-	void *src;
-	cudaError_t e = symbol_addr(symbol, count, offset, &src);
-	if (e != cudaSuccess)
-		return fe_rt_fail(e);
-	return memcpy_common(dst, src, count, kind, stream, 1);
+	return symbol_copy(symbol, dst, count, offset, kind, stream, 1, 0);
 }
 
 cudaError_t cudaGetSymbolAddress(void **devPtr, const void *symbol)
