@@ -26,6 +26,7 @@ static struct {
 	char *const *argv; /* the session child's command line, fd 3 being the socket */
 	child *children;
 	int nchildren;
+	int shutdown_signal; /* passed on to the children at shutdown */
 } I;
 
 static void child_closed(uv_handle_t *h) { free(h->data); }
@@ -33,7 +34,10 @@ static void child_closed(uv_handle_t *h) { free(h->data); }
 static void child_exited(uv_process_t *p, int64_t status, int signal)
 {
 	child *c = p->data;
-	if (signal)
+	if (signal && signal == I.shutdown_signal)
+		/* What we asked for: a child still starting has no handler for it yet. */
+		LOG_INFO(BE_LOG, "session process %d (%s) ended by the shutdown signal", p->pid, c->peer);
+	else if (signal)
 		LOG_WARN(BE_LOG, "session process %d (%s) killed by signal %d", p->pid, c->peer, signal);
 	else if (status)
 		LOG_WARN(BE_LOG, "session process %d (%s) exited with %lld", p->pid, c->peer, (long long)status);
@@ -94,6 +98,7 @@ void be_isolate_accept_fd(void *ctx, int fd, const char *peer)
 
 void be_isolate_shutdown(int signum)
 {
+	I.shutdown_signal = signum;
 	for (child *c = I.children; c; c = c->next)
 		uv_process_kill(&c->proc, signum);
 }

@@ -18,7 +18,7 @@ for i in $(seq 8); do
 	wait $s
 	rc=$?
 	if [ $rc -ne 0 ] || grep -q "killed by signal" "$work/log"; then
-		echo "round $i: exit $rc; $(grep 'signal' "$work/log" | head -n1)"
+		echo "round $i: exit $rc; server log:"; tail -n 5 "$work/log"
 		fail=$((fail + 1))
 	fi
 done
