@@ -36,8 +36,11 @@ libdir=$cuda_root/lib64
 [ -e "$libdir/libcudart.so" ] || libdir=$cuda_root/targets/x86_64-linux/lib
 arch=${RG_CUDA_ARCH:-90}
 
+# A program names the extra libraries it links in a "rg-build-libs: -lfoo" line.
+libs=$(sed -n 's/.*rg-build-libs:\(.*\)/\1/p' "$src" | head -n 1)
+
 mkdir -p "$(dirname "$out")"
 exec "$nvcc" -cudart shared -O2 -std=c++17 \
   -gencode "arch=compute_$arch,code=[sm_$arch,compute_$arch]" \
   -I"$here" -Xcompiler -Wall -Xlinker -rpath,"$libdir" \
-  -o "$out" "$src" -lpthread -ldl
+  -o "$out" "$src" $libs -lpthread -ldl
