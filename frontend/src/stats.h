@@ -1,5 +1,5 @@
 /*
- * Observability of the client (stats.c): where a program's time goes when its
+ * Observability of the client (stats*.c): where a program's time goes when its
  * GPU is remote, where the round trips are the cost.
  *
  * REMOTE_GPU_STATS=1 (or a file path; %p becomes the pid; a name ending in .json

@@ -1,6 +1,6 @@
 /*
  * obs-hooks-bench: what the statistics hooks cost one call, measured alone. It
- * links frontend/src/stats.c (nothing else of libremote.so) and runs, in a loop,
+ * links frontend/src/stats*.c (nothing else of libremote.so) and runs, in a loop,
  * what every forwarded runtime call does around its work: the entry hook (as
  * rt.h's fe_rt_enter expands it), one frame sent (conn.c's fe_obs_send), the
  * exit hook (fe_rt_leave). REMOTE_GPU_STATS decides on or off, as in a program.
@@ -17,7 +17,7 @@
 #include "rt.h"
 #include "stats.h"
 
-/* What stats.c uses of the rest of libremote.so. */
+/* What stats*.c use of the rest of libremote.so. */
 size_t fe_mem_snapshot(struct fe_range *out, size_t max) { return 0; }
 fe_device *fe_rt_device(int ordinal) { return NULL; }
 int fe_rt_current_device(void) { return 0; }
