@@ -359,23 +359,33 @@ def gen_dispatch_c(ops, libs):
     return "".join(out)
 
 
-def gen_error_names():
-    """cudaGetErrorName/String tables from the toolkit's own enum and its comments."""
-    hdr = os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "include", "driver_types.h")
-    text = open(hdr).read()
-    body = text[text.index("enum __device_builtin__ cudaError\n"):]
-    body = body[:body.index("};")]
+def error_enum(header, start, prefix):
+    """(code, name, first sentence) of every value of one error enum of a toolkit header."""
+    text = open(os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "include", header)).read()
+    body = text[text.index(start):]
+    body = body[:body.index("}")]
     entries = []
-    for m in re.finditer(r"/\*\*(.*?)\*/\s*(cuda\w+)\s*=\s*(\d+)", body, re.S):
+    for m in re.finditer(r"/\*\*(.*?)\*/\s*(" + prefix + r"\w+)\s*=\s*(\d+)", body, re.S):
         doc = " ".join(l.strip(" *") for l in m.group(1).splitlines()).strip()
         doc = re.sub(r"\\ref\s+|::|\\p\s+", "", doc)
         doc = re.split(r"(?<=[a-z\)])\.\s", doc + " ")[0].strip().rstrip(".")
         entries.append((int(m.group(3)), m.group(2), doc.replace("\\", "").replace('"', "'")))
-    out = [HEADER, "/* From the CUDA toolkit's driver_types.h: names and first sentences. */\n",
-           "#include <stddef.h>\n\n#include \"errors.h\"\n\nconst struct fe_error_text fe_error_texts[] = {\n"]
-    for code, name, doc in entries:
-        out.append(f'\t{{{code}, "{name}", "{doc}"}},\n')
-    out.append("};\n\nconst size_t fe_error_texts_n = sizeof(fe_error_texts) / sizeof(fe_error_texts[0]);\n")
+    return entries
+
+
+def gen_error_names():
+    """Runtime (cudaGetErrorName/String) and driver (cuGetErrorName/String) tables
+    from the toolkit's own enums and their comments: the two number their codes
+    alike in most places but name them differently."""
+    out = [HEADER, "/* From the CUDA toolkit's driver_types.h (runtime) and cuda.h (driver):\n"
+           " * names and first sentences. */\n",
+           "#include <stddef.h>\n\n#include \"errors.h\"\n"]
+    for var, header, start, prefix in (("fe_error_texts", "driver_types.h", "enum __device_builtin__ cudaError\n", "cuda"),
+                                       ("fe_drv_error_texts", "cuda.h", "typedef enum cudaError_enum {", "CUDA_")):
+        out.append(f"\nconst struct fe_error_text {var}[] = {{\n")
+        for code, name, doc in error_enum(header, start, prefix):
+            out.append(f'\t{{{code}, "{name}", "{doc}"}},\n')
+        out.append(f"}};\n\nconst size_t {var}_n = sizeof({var}) / sizeof({var}[0]);\n")
     return "".join(out)
 
 

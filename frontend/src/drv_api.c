@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "rg_log.h"
+#include "errors.h"
 #include "rt.h"
 
 void *fe_module_from_image(const void *image, size_t size);
@@ -27,7 +28,10 @@ static int is_driver_name(const char *file)
 	return strncmp(base, "libcuda.so", 10) == 0 && (base[10] == 0 || base[10] == '.');
 }
 
-void *dlopen(const char *file, int flags)
+/* glibc searches the RUNPATH of dlopen's caller (its return address): every
+ * other library must reach the real dlopen by a tail call, which leaves the
+ * program's return address in place, also in builds without optimisation. */
+__attribute__((optimize("optimize-sibling-calls"))) void *dlopen(const char *file, int flags)
 {
 	static void *(*real_dlopen)(const char *, int);
 	if (!real_dlopen)
@@ -55,21 +59,27 @@ static CUresult drv_enter(void)
 	return (CUresult)fe_rt_enter(&c);
 }
 
-CUresult cuGetErrorString(CUresult error, const char **pStr)
-{
-	if (!pStr)
-		return CUDA_ERROR_INVALID_VALUE;
-	*pStr = cudaGetErrorString((cudaError_t)error);
-	return CUDA_SUCCESS;
-}
-
+/* As the driver: a code it does not define is an invalid value, *pStr NULL. */
 CUresult cuGetErrorName(CUresult error, const char **pStr)
 {
 	if (!pStr)
 		return CUDA_ERROR_INVALID_VALUE;
-	/* Driver names are the runtime's with CUDA_ERROR_ spelling; the runtime
-	 * table is what we have, and callers print it. */
-	*pStr = cudaGetErrorName((cudaError_t)error);
+	const struct fe_error_text *t = fe_error_lookup(fe_drv_error_texts, fe_drv_error_texts_n, error);
+	*pStr = t ? t->name : NULL;
+	return t ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult cuGetErrorString(CUresult error, const char **pStr)
+{
+	if (!pStr)
+		return CUDA_ERROR_INVALID_VALUE;
+	const struct fe_error_text *t = fe_error_lookup(fe_drv_error_texts, fe_drv_error_texts_n, error);
+	if (!t) {
+		*pStr = NULL;
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+	const char *server = fe_error_server_text(error);
+	*pStr = server ? server : t->text;
 	return CUDA_SUCCESS;
 }
 
@@ -127,6 +137,18 @@ CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)
 		return CUDA_ERROR_INVALID_VALUE;
 	memcpy(uuid, d->uuid, sizeof(*uuid));
 	return CUDA_SUCCESS;
+}
+
+/* The driver's private function tables (NVRTC asks for them once it found a
+ * driver): an undocumented ABI of the local driver that cannot be forwarded.
+ * An error here makes NVRTC go on without them; a missing symbol would not
+ * (it dereferences the table it never got). */
+CUresult cuGetExportTable(const void **table, const CUuuid *id)
+{
+	if (table)
+		*table = NULL;
+	rg_log_once("frontend", "not supported", "cuGetExportTable");
+	return id ? CUDA_ERROR_NOT_SUPPORTED : CUDA_ERROR_INVALID_VALUE;
 }
 
 CUresult cuDeviceGetPCIBusId(char *id, int len, CUdevice dev)
@@ -285,7 +307,7 @@ static const entry entries[] = {
 	{"cuDeviceGetUuid", (void *)cuDeviceGetUuid}, E(cuDeviceGetPCIBusId), E(cuDevicePrimaryCtxRetain),
 	{"cuDevicePrimaryCtxRelease", (void *)cuDevicePrimaryCtxRelease}, E(cuDevicePrimaryCtxGetState),
 	E(cuCtxGetCurrent), E(cuCtxSetCurrent), E(cuCtxGetDevice), E(cuCtxSynchronize), E(cuModuleLoadData),
-	E(cuModuleLoadDataEx), E(cuModuleUnload), E(cuModuleGetFunction), E(cuLaunchKernel),
+	E(cuModuleLoadDataEx), E(cuModuleUnload), E(cuModuleGetFunction), E(cuLaunchKernel), E(cuGetExportTable),
 };
 
 static void *entry_find(const char *symbol)

@@ -5,6 +5,14 @@ struct fe_error_text {
 	int code;
 	const char *name, *text;
 };
+/* gen/error_names.c: the runtime's codes (cudaError_t) and the driver's (CUresult). */
 extern const struct fe_error_text fe_error_texts[];
 extern const size_t fe_error_texts_n;
+extern const struct fe_error_text fe_drv_error_texts[];
+extern const size_t fe_drv_error_texts_n;
+
+const struct fe_error_text *fe_error_lookup(const struct fe_error_text *table, size_t n, int code);
+/* The GPU node driver's cuGetErrorString text for a code, asked once and kept;
+ * NULL when the node cannot be asked. */
+const char *fe_error_server_text(int code);
 #endif

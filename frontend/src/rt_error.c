@@ -20,17 +20,17 @@ static struct {
 } cache[MAX_CACHED];
 static int ncached;
 
-static const struct fe_error_text *lookup(cudaError_t e)
+const struct fe_error_text *fe_error_lookup(const struct fe_error_text *table, size_t n, int code)
 {
-	for (size_t i = 0; i < fe_error_texts_n; i++)
-		if (fe_error_texts[i].code == (int)e)
-			return &fe_error_texts[i];
+	for (size_t i = 0; i < n; i++)
+		if (table[i].code == code)
+			return &table[i];
 	return NULL;
 }
 
 const char *cudaGetErrorName(cudaError_t error)
 {
-	const struct fe_error_text *t = lookup(error);
+	const struct fe_error_text *t = fe_error_lookup(fe_error_texts, fe_error_texts_n, error);
 	return t ? t->name : "cudaErrorUnknown";
 }
 
@@ -56,30 +56,38 @@ static char *driver_text(int code)
 	return text;
 }
 
-const char *cudaGetErrorString(cudaError_t error)
+const char *fe_error_server_text(int code)
 {
 	pthread_mutex_lock(&lock);
 	for (int i = 0; i < ncached; i++)
-		if (cache[i].code == (int)error) {
+		if (cache[i].code == code) {
 			pthread_mutex_unlock(&lock);
 			return cache[i].text;
 		}
 	pthread_mutex_unlock(&lock);
-	char *text = driver_text(error);
-	if (!text) {
-		const struct fe_error_text *t = lookup(error);
-		return t ? t->text : "unrecognized error code";
-	}
+	char *text = driver_text(code);
+	if (!text)
+		return NULL;
 	pthread_mutex_lock(&lock);
 	for (int i = 0; i < ncached; i++)
-		if (cache[i].code == (int)error) { /* another thread was first */
+		if (cache[i].code == code) { /* another thread was first */
 			free(text);
 			text = cache[i].text;
 			pthread_mutex_unlock(&lock);
 			return text;
 		}
 	if (ncached < MAX_CACHED)
-		cache[ncached++] = (typeof(cache[0])){error, text};
+		cache[ncached++] = (typeof(cache[0])){code, text};
 	pthread_mutex_unlock(&lock);
 	return text; /* beyond the cache: kept for the process's life, like the others */
+}
+
+const char *cudaGetErrorString(cudaError_t error)
+{
+	const char *text = fe_error_server_text(error);
+	if (!text) {
+		const struct fe_error_text *t = fe_error_lookup(fe_error_texts, fe_error_texts_n, error);
+		return t ? t->text : "unrecognized error code";
+	}
+	return text;
 }
