@@ -54,6 +54,12 @@ class Op:
         self.payload_in = "in" in mode[1:]
         self.payload_out = "out" in mode[1:]
         self.loop = "loop" in mode[1:]
+        self.quick = "quick" in mode[1:]
+        if self.quick and not self.sync:
+            sys.exit(f"{where}: +quick is for sync ops (an async op has no reply to hurry)")
+        unknown = set(mode[1:]) - {"in", "out", "loop", "quick"}
+        if unknown:
+            sys.exit(f"{where}: unknown mode flag(s) {sorted(unknown)}")
         self.args = [Param(p, where) for p in cols[2].split(",") if p.strip()]
         self.results = [Param(p, where) for p in cols[3].split(",") if p.strip()]
         self.server = cols[4]
@@ -345,6 +351,8 @@ def gen_dispatch_c(ops, libs):
             flags.append("BE_OP_PAYLOAD")
         if o.loop:
             flags.append("BE_OP_LOOP")
+        if o.quick:
+            flags.append("BE_OP_QUICK")
         out.append(f'\t[{o.enum}] = {{gen_{o.name}, {" | ".join(flags)}}},\n')
     for d in libs:
         out.append(f"\t/* api/{d.stem}.api (backend/gen/lib_{d.stem}.c) */\n")

@@ -29,6 +29,7 @@
 #include "driver.h"
 #include "handles.h"
 #include "ranges.h"
+#include "rg_clock.h"
 #include "rg_log.h"
 #include "session.h"
 #include "staging.h"
@@ -48,25 +49,13 @@
 
 /* ---- spinning ---- */
 
-static inline uint64_t be_now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* One step of a bounded spin: a few pause instructions, then a yield, so a
  * spinning thread gives its core to runnable threads (the loop thread that is
  * about to hand it work) when cores are scarce, and costs nothing when not. */
 static inline void be_spin_step(void)
 {
-	for (int i = 0; i < 32; i++) {
-#if defined(__x86_64__) || defined(__i386__)
-		__builtin_ia32_pause();
-#elif defined(__aarch64__)
-		__asm__ __volatile__("yield");
-#endif
-	}
+	for (int i = 0; i < 4; i++)
+		rg_cpu_relax();
 	sched_yield();
 }
 
@@ -206,6 +195,7 @@ struct be_session {
 	be_req *q_head, **q_tail;
 	atomic_uint q_len;
 	int q_stop, q_sleeping;
+	int q_busy; /* a batch is being run (by the executor, or inline by the loop) */
 	pthread_t exec_thread;
 
 	be_waiter w;
@@ -269,6 +259,9 @@ int be_sessions_live(void);
 /* executor.c */
 int be_executor_start(be_session *s);
 void be_executor_push(be_session *s, be_req *rq);
+/* Loop thread: runs rq (a BE_OP_QUICK op) here and now if nothing is queued or
+ * running for the session, which keeps arrival order; 1 if it ran (rq freed). */
+int be_executor_run_inline(be_session *s, be_req *rq);
 void be_executor_stop(be_session *s);
 
 /* imgcache.c: the server-wide kernel image cache (hash: 32 hex digits) */

@@ -9,6 +9,7 @@ enum be_op_flags {
 	BE_OP_ASYNC = 1u << 1,   /* no reply; failures are latched */
 	BE_OP_PAYLOAD = 1u << 2, /* the request carries a raw payload */
 	BE_OP_LOOP = 1u << 3,    /* run on the I/O thread, outside executor order */
+	BE_OP_QUICK = 1u << 4,   /* may run on the I/O thread when the executor is idle */
 };
 
 typedef struct be_op_desc {

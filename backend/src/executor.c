@@ -12,6 +12,13 @@
  * brings the next frame) still gets to run. The loop only signals when the
  * executor is actually asleep.
  *
+ * Inline runs. A sync op that never waits for the GPU (BE_OP_QUICK: a query)
+ * arriving while the queue is empty and no batch runs is run by the loop thread
+ * itself (be_executor_run_inline): nothing can be ahead of it, so order is kept,
+ * and the client's round trip saves the hand-off to the executor, the largest
+ * cost of a query where cores are few. q_busy makes "empty and idle" one
+ * decision under q_mu: the executor sets it when it takes a batch.
+ *
  * At the end (q_stop, set by on_close) whatever is still queued is dropped
  * unanswered (the connection is gone) and the executor tears the session down.
  */
@@ -57,9 +64,10 @@ static be_req *take(be_session *s, int *stop)
 	be_req *batch;
 
 	if (atomic_load_explicit(&s->q_len, memory_order_acquire) == 0) {
-		uint64_t t0 = be_now_ns();
+		rg_spin sp;
+		rg_spin_start(&sp, BE_SPIN_NS);
 		while (atomic_load_explicit(&s->q_len, memory_order_acquire) == 0 && !atomic_load(&s->closing) &&
-		       be_now_ns() - t0 < BE_SPIN_NS)
+		       rg_spin_on(&sp))
 			be_spin_step();
 	}
 	pthread_mutex_lock(&s->q_mu);
@@ -72,9 +80,41 @@ static be_req *take(be_session *s, int *stop)
 	s->q_head = NULL;
 	s->q_tail = &s->q_head;
 	atomic_store(&s->q_len, 0);
+	s->q_busy = batch != NULL;
 	*stop = s->q_stop;
 	pthread_mutex_unlock(&s->q_mu);
 	return batch;
+}
+
+static void idle(be_session *s)
+{
+	pthread_mutex_lock(&s->q_mu);
+	s->q_busy = 0;
+	pthread_mutex_unlock(&s->q_mu);
+}
+
+int be_executor_run_inline(be_session *s, be_req *rq)
+{
+	pthread_mutex_lock(&s->q_mu);
+	int claim = !s->q_head && !s->q_busy && !s->q_stop && s->ctx;
+	if (claim)
+		s->q_busy = 1;
+	pthread_mutex_unlock(&s->q_mu);
+	if (!claim)
+		return 0;
+	/* The loop thread may serve several sessions (rdma, --isolation thread). */
+	if (be_drv.cuCtxSetCurrent(s->ctx) != CUDA_SUCCESS) {
+		idle(s);
+		return 0;
+	}
+	if (!atomic_load(&s->closing))
+		run_frame(s, rq);
+	be_frame_free(s, be_frame_of(rq));
+	pthread_mutex_lock(&s->q_mu);
+	s->q_busy = 0;
+	/* The loop is the only producer and was busy here: nothing was pushed. */
+	pthread_mutex_unlock(&s->q_mu);
+	return 1;
 }
 
 static void *executor_main(void *arg)
@@ -91,6 +131,7 @@ static void *executor_main(void *arg)
 			be_frame_free(s, be_frame_of(rq));
 			rq = next;
 		}
+		idle(s);
 		if (stop)
 			break;
 		if (s->ctx)

@@ -325,6 +325,8 @@ void be_on_frame(void *ctx, transport_frame *f)
 		be_frame_free(s, fr);
 		return;
 	}
+	if (d && (d->flags & BE_OP_QUICK) && be_executor_run_inline(s, &fr->rq))
+		return;
 	be_executor_push(s, &fr->rq);
 }
 

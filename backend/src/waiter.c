@@ -124,13 +124,14 @@ static int fast_done(be_session *s, CUevent ev, uint64_t spin_ns)
 {
 	if (be_srv.no_fastpath || !be_waiter_idle(s))
 		return 0;
-	uint64_t t0 = spin_ns ? be_now_ns() : 0;
+	rg_spin sp;
+	rg_spin_start(&sp, spin_ns);
 	for (;;) {
 		CUresult r = be_drv.cuEventQuery(ev);
 		if (r == CUDA_SUCCESS)
 			return 1;
 		/* errors: the waiter's cuEventSynchronize reports them */
-		if (r != CUDA_ERROR_NOT_READY || !spin_ns || be_now_ns() - t0 >= spin_ns)
+		if (r != CUDA_ERROR_NOT_READY || !spin_ns || !rg_spin_on(&sp))
 			return 0;
 		be_spin_step();
 	}
@@ -257,9 +258,10 @@ static void *waiter_main(void *arg)
 		/* Spin a little before sleeping, as the executor does: a client
 		 * waiting on back-to-back synchronisations finds the waiter awake. */
 		if (atomic_load_explicit(&w->queued, memory_order_acquire) == 0) {
-			uint64_t t0 = be_now_ns();
+			rg_spin sp;
+			rg_spin_start(&sp, BE_SPIN_NS);
 			while (atomic_load_explicit(&w->queued, memory_order_acquire) == 0 &&
-			       !atomic_load(&s->closing) && be_now_ns() - t0 < BE_SPIN_NS)
+			       !atomic_load(&s->closing) && rg_spin_on(&sp))
 				be_spin_step();
 		}
 		pthread_mutex_lock(&w->mu);

@@ -1,10 +1,19 @@
-/* The call channel: send lock, pending calls, receiver thread. See conn.h. */
+/* The call channel: send lock, pending calls, the receive role. See conn.h.
+ *
+ * The receive role (rx_mu) is held by whoever reads frames: a caller waiting for
+ * its own reply takes it when it is free, and reads (and hands out) frames until
+ * its reply is in; the receiver thread takes it only when frames are due that no
+ * caller waits for (detached copies, host function events). A synchronous call
+ * then costs the server's round trip and nothing more: no thread hand-off, which
+ * is tens of microseconds where cores are few (a wake-up) and a cache line
+ * transfer where they are not. */
 #include "conn.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "rg_clock.h"
 #include "rg_log.h"
 #include "sendq.h"
 #include "stats.h"
@@ -23,21 +32,22 @@ struct fe_conn {
 	int dead;
 	atomic_int latched;
 
+	pthread_mutex_t rx_mu; /* the receive role */
+	int rx_busy;           /* (lock) rx_mu is held: waiters may sleep on cond */
+	int rx_want;           /* (lock) callers in fe_conn_wait */
+	int rx_parked;         /* (lock) the receiver thread sleeps on rx_cv */
+	int events;            /* (lock) the server may send events (host functions) */
+	int closing;           /* (lock) */
+	pthread_cond_t rx_cv;
 	pthread_t rx;
-	fe_pending *rx_cur; /* call whose reply the receiver is reading */
+	/* Below: the role holder's. */
+	fe_pending *rx_cur; /* call whose reply is being read */
 	int rx_classified;
 	proto_view rx_view;
 	int rx_view_ok;
 	fe_hostfn_cb hostfn;
 	void *hostfn_ctx;
 };
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static fe_pending *pending_find_locked(fe_conn *c, uint64_t seq)
 {
@@ -90,6 +100,7 @@ static void conn_fail(fe_conn *c, int err)
 		LOG_ERROR("frontend", "connection to %s lost: %s", c->t->peer,
 			  err <= -100 ? transport_strerror(err) : proto_strerror(err));
 	c->dead = 1;
+	pthread_cond_signal(&c->rx_cv);
 	pthread_mutex_unlock(&c->lock);
 	for (;;) {
 		pthread_mutex_lock(&c->lock);
@@ -135,50 +146,108 @@ static void rx_event(fe_conn *c)
 		LOG_WARN("frontend", "unexpected event op %u from server", c->rx_view.op);
 }
 
+/* Reads one frame and hands it out (role held). 0, or the error that killed
+ * the channel (every pending call is then complete). */
+static int rx_one(fe_conn *c)
+{
+	transport_frame f;
+	c->rx_classified = 0;
+	int err = transport_recv_frame(c->t, &f, rx_payload_dest, c);
+	if (err) {
+		if (c->rx_classified && c->rx_view_ok)
+			proto_view_free(&c->rx_view);
+		conn_fail(c, err);
+		return err;
+	}
+	if (!c->rx_classified)
+		rx_classify(c, &f);
+	if (!c->rx_view_ok) {
+		transport_frame_free(&f);
+		conn_fail(c, PROTO_EDECODE);
+		return PROTO_EDECODE;
+	}
+	if (f.hdr.flags & PROTO_F_EVENT) {
+		rx_event(c);
+		proto_view_free(&c->rx_view);
+		transport_frame_free(&f);
+		return 0;
+	}
+	fe_pending *p = c->rx_cur;
+	int32_t status = 0, latched = 0;
+	if (proto_reply_status(&c->rx_view, &status, &latched) != PROTO_OK)
+		status = PROTO_EDECODE;
+	proto_view_free(&c->rx_view);
+	if (latched) {
+		int zero = 0;
+		atomic_compare_exchange_strong(&c->latched, &zero, latched);
+	}
+	if (!p) {
+		LOG_WARN("frontend", "reply for unknown call %llu dropped", (unsigned long long)c->rx_view.seq);
+		transport_frame_free(&f);
+		return 0;
+	}
+	if (status == 0 && p->dest && f.hdr.payload_len != p->dest_len)
+		status = PROTO_EDECODE;
+	p->rx_len = PROTO_HDR_SIZE + (uint64_t)f.hdr.hdr_len + f.hdr.payload_len;
+	pending_complete(c, p, status, latched, f.msg, f.hdr.hdr_len);
+	return 0;
+}
+
+static int role_try(fe_conn *c)
+{
+	if (pthread_mutex_trylock(&c->rx_mu) != 0)
+		return 0;
+	pthread_mutex_lock(&c->lock);
+	c->rx_busy = 1;
+	pthread_mutex_unlock(&c->lock);
+	return 1;
+}
+
+static void role_take(fe_conn *c)
+{
+	pthread_mutex_lock(&c->rx_mu);
+	pthread_mutex_lock(&c->lock);
+	c->rx_busy = 1;
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* Frames still due with no caller to read them: the receiver thread's turn. */
+static int rx_due_locked(fe_conn *c) { return !c->rx_want && (c->pending || c->events); }
+
+static void role_release(fe_conn *c)
+{
+	pthread_mutex_lock(&c->lock);
+	c->rx_busy = 0;
+	pthread_cond_broadcast(&c->cond); /* waiters that slept while it was held */
+	if (c->rx_parked && rx_due_locked(c))
+		pthread_cond_signal(&c->rx_cv);
+	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&c->rx_mu);
+}
+
 static void *rx_main(void *arg)
 {
 	fe_conn *c = arg;
 	for (;;) {
-		transport_frame f;
-		c->rx_classified = 0;
-		int err = transport_recv_frame(c->t, &f, rx_payload_dest, c);
-		if (err) {
-			if (c->rx_classified && c->rx_view_ok)
-				proto_view_free(&c->rx_view);
-			conn_fail(c, err);
+		pthread_mutex_lock(&c->lock);
+		while (!c->closing && !c->dead && !rx_due_locked(c)) {
+			c->rx_parked = 1;
+			pthread_cond_wait(&c->rx_cv, &c->lock);
+			c->rx_parked = 0;
+		}
+		int stop = c->closing || c->dead;
+		pthread_mutex_unlock(&c->lock);
+		if (stop)
 			return NULL;
-		}
-		if (!c->rx_classified)
-			rx_classify(c, &f);
-		if (!c->rx_view_ok) {
-			transport_frame_free(&f);
-			conn_fail(c, PROTO_EDECODE);
+		role_take(c);
+		/* A caller may have read what was due while we waited for the role. */
+		pthread_mutex_lock(&c->lock);
+		int due = rx_due_locked(c);
+		pthread_mutex_unlock(&c->lock);
+		int err = due ? rx_one(c) : 0;
+		role_release(c);
+		if (err)
 			return NULL;
-		}
-		if (f.hdr.flags & PROTO_F_EVENT) {
-			rx_event(c);
-			proto_view_free(&c->rx_view);
-			transport_frame_free(&f);
-			continue;
-		}
-		fe_pending *p = c->rx_cur;
-		int32_t status = 0, latched = 0;
-		if (proto_reply_status(&c->rx_view, &status, &latched) != PROTO_OK)
-			status = PROTO_EDECODE;
-		proto_view_free(&c->rx_view);
-		if (latched) {
-			int zero = 0;
-			atomic_compare_exchange_strong(&c->latched, &zero, latched);
-		}
-		if (!p) {
-			LOG_WARN("frontend", "reply for unknown call %llu dropped", (unsigned long long)c->rx_view.seq);
-			transport_frame_free(&f);
-			continue;
-		}
-		if (status == 0 && p->dest && f.hdr.payload_len != p->dest_len)
-			status = PROTO_EDECODE;
-		p->rx_len = PROTO_HDR_SIZE + (uint64_t)f.hdr.hdr_len + f.hdr.payload_len;
-		pending_complete(c, p, status, latched, f.msg, f.hdr.hdr_len);
 	}
 }
 
@@ -199,6 +268,8 @@ int fe_conn_open(const transport_addr *a, fe_hostfn_cb hostfn, void *hostfn_ctx,
 	}
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_cond_init(&c->cond, NULL);
+	pthread_mutex_init(&c->rx_mu, NULL);
+	pthread_cond_init(&c->rx_cv, NULL);
 	atomic_init(&c->seq, 1);
 	atomic_init(&c->latched, 0);
 	c->hostfn = hostfn;
@@ -216,6 +287,10 @@ int fe_conn_open(const transport_addr *a, fe_hostfn_cb hostfn, void *hostfn_ctx,
 void fe_conn_close(fe_conn *c)
 {
 	fe_sendq_close(c->sq);
+	pthread_mutex_lock(&c->lock);
+	c->closing = 1;
+	pthread_cond_signal(&c->rx_cv);
+	pthread_mutex_unlock(&c->lock);
 	transport_shutdown(c->t);
 	pthread_join(c->rx, NULL);
 	transport_close(c->t);
@@ -259,6 +334,9 @@ static int conn_register(fe_conn *c, fe_pending *p)
 		c->pending = p;
 		if (p->heap)
 			c->detached++;
+		/* Nobody waits for a detached reply: the receiver thread reads it. */
+		if (p->heap && c->rx_parked && rx_due_locked(c))
+			pthread_cond_signal(&c->rx_cv);
 	}
 	pthread_mutex_unlock(&c->lock);
 	return dead ? FE_EDEAD : 0;
@@ -287,19 +365,37 @@ int fe_conn_begin(fe_conn *c, proto_msg *m, const void *payload, uint64_t plen, 
 	return 0;
 }
 
+static int is_done(const fe_pending *p) { return atomic_load_explicit(&p->done, memory_order_acquire); }
+
 int fe_conn_wait(fe_conn *c, fe_pending *p)
 {
-	uint64_t deadline = now_ns() + SPIN_NS;
-	while (!atomic_load_explicit(&p->done, memory_order_acquire)) {
-		if (now_ns() > deadline) {
-			pthread_mutex_lock(&c->lock);
-			while (!atomic_load_explicit(&p->done, memory_order_acquire))
-				pthread_cond_wait(&c->cond, &c->lock);
-			pthread_mutex_unlock(&c->lock);
+	pthread_mutex_lock(&c->lock);
+	c->rx_want++;
+	pthread_mutex_unlock(&c->lock);
+	rg_spin sp;
+	rg_spin_start(&sp, SPIN_NS);
+	while (!is_done(p)) {
+		if (role_try(c)) {
+			while (!is_done(p) && rx_one(c) == 0)
+				;
+			role_release(c);
 			break;
 		}
-		__builtin_ia32_pause();
+		/* Another thread reads: it completes p, or lets go of the role. */
+		if (rg_spin_on(&sp)) {
+			rg_cpu_relax();
+			continue;
+		}
+		pthread_mutex_lock(&c->lock);
+		while (!is_done(p) && c->rx_busy)
+			pthread_cond_wait(&c->cond, &c->lock);
+		pthread_mutex_unlock(&c->lock);
 	}
+	pthread_mutex_lock(&c->lock);
+	c->rx_want--;
+	if (c->rx_parked && rx_due_locked(c))
+		pthread_cond_signal(&c->rx_cv);
+	pthread_mutex_unlock(&c->lock);
 	fe_obs_received(p->rx_len);
 	return p->status;
 }
@@ -372,6 +468,16 @@ int fe_conn_drain_detached_before(fe_conn *c, uint64_t seq)
 	int dead = c->dead;
 	pthread_mutex_unlock(&c->lock);
 	return dead ? FE_EDEAD : 0;
+}
+
+void fe_conn_expect_events(fe_conn *c)
+{
+	pthread_mutex_lock(&c->lock);
+	/* For good: a host function captured in a graph fires at every launch. */
+	c->events = 1;
+	if (c->rx_parked && rx_due_locked(c))
+		pthread_cond_signal(&c->rx_cv);
+	pthread_mutex_unlock(&c->lock);
 }
 
 int fe_conn_take_latched(fe_conn *c) { return atomic_exchange(&c->latched, 0); }

@@ -1,10 +1,12 @@
 /*
  * The call channel to one server (one remote device). Many program threads share
  * it: sends are serialised by a lock (one frame = one write); replies are matched
- * by sequence number. A receiver thread reads every frame: it lands reply payloads
- * straight in the caller's buffer, completes the waiting call, and hands host
- * function notifications to the callback thread. A caller spins briefly on its
- * call before sleeping, so a round trip costs about one socket wake-up.
+ * by sequence number. Whoever holds the receive role reads frames: it lands reply
+ * payloads straight in the caller's buffer, completes the waiting call, and hands
+ * host function notifications to the callback thread. A caller waiting for its
+ * reply takes the role itself when it is free (a round trip is then the server's
+ * and the wire's, no thread hand-off); a receiver thread takes it for frames no
+ * caller waits for (detached copies, events).
  */
 #ifndef FE_CONN_H
 #define FE_CONN_H
@@ -83,5 +85,8 @@ void fe_conn_unpin(fe_conn *c, transport_mr *mr);
 
 /* The first error latched by the server from an async call and not yet taken. */
 int fe_conn_take_latched(fe_conn *c);
+/* The server may send events from now on (a host function was enqueued): the
+ * receiver thread keeps reading even when no call is outstanding. */
+void fe_conn_expect_events(fe_conn *c);
 
 #endif

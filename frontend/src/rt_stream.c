@@ -408,6 +408,7 @@ cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void *userD
 	uint64_t id = fe_hostfn_register(fn, userData, fe_conn_peek_seq(c));
 	if (!id)
 		return fe_rt_fail(cudaErrorMemoryAllocation);
+	fe_conn_expect_events(c);
 	return fe_rt_leave(fe_rpc_hostfn(c, fe_rt_stream(stream), id));
 }
 

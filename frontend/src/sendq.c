@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "rg_clock.h"
 #include "rg_log.h"
 
 #define QUEUE_MAX (1u << 20)     /* beyond this, posters write themselves: backpressure */
@@ -27,13 +28,6 @@ struct fe_sendq {
 	int sleeping, closing, err;
 	pthread_t thread;
 };
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* Takes the queue's bytes (caller holds wlock and qlock). */
 static uint8_t *take_locked(fe_sendq *q, size_t *len, size_t *cap)
@@ -96,11 +90,12 @@ static int write_locked(fe_sendq *q, const void *frame, size_t len, const void *
 static void *sender_main(void *arg)
 {
 	fe_sendq *q = arg;
-	uint64_t idle_since = now_ns();
+	rg_spin idle;
+	rg_spin_start(&idle, SPIN_NS);
 	for (;;) {
 		if (atomic_load_explicit(&q->pending, memory_order_acquire) == 0) {
-			if (now_ns() - idle_since < SPIN_NS) {
-				__builtin_ia32_pause();
+			if (rg_spin_on(&idle)) {
+				rg_cpu_relax();
 				continue;
 			}
 			pthread_mutex_lock(&q->qlock);
@@ -117,7 +112,7 @@ static void *sender_main(void *arg)
 		pthread_mutex_lock(&q->wlock);
 		write_locked(q, NULL, 0, NULL, 0);
 		pthread_mutex_unlock(&q->wlock);
-		idle_since = now_ns();
+		rg_spin_start(&idle, SPIN_NS);
 	}
 }
 

@@ -287,16 +287,16 @@ static void lead(rdma_client *c)
 	if (rdma_ep_poll(ep) != 0)
 		return;
 	if (spin_us > 0) {
-		uint64_t end = rdma_now_ns() + (uint64_t)spin_us * 1000;
+		rg_spin sp;
+		rg_spin_start(&sp, (uint64_t)spin_us * 1000);
 		do {
 			/* Let others at mu between tries (senders post under it). */
 			pthread_mutex_unlock(&ep->mu);
-			for (int i = 0; i < 64; i++)
-				__builtin_ia32_pause();
+			rg_cpu_relax();
 			pthread_mutex_lock(&ep->mu);
 			if (rdma_ep_poll(ep) != 0 || ep->err)
 				return;
-		} while (rdma_now_ns() < end);
+		} while (rg_spin_on(&sp));
 	}
 	if (rdma_ep_arm(ep) != 0 || rdma_ep_poll(ep) != 0)
 		return; /* completions slipped in before arming */

@@ -71,12 +71,7 @@ const rdma_conf_t *rdma_conf(void)
 	return &conf;
 }
 
-uint64_t rdma_now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
+uint64_t rdma_now_ns(void) { return rg_clock_coarse_ns(); }
 
 const char *rdma_wc_str(int status) { return rdma_v.wc_status_str((enum ibv_wc_status)status); }
 

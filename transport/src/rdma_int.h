@@ -72,6 +72,7 @@
 #include <stdint.h>
 
 #include "rdma_lib.h"
+#include "rg_clock.h"
 #include "transport_int.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -259,6 +260,8 @@ typedef struct rdma_ep {
 	} st;
 } rdma_ep;
 
+/* The clock of timeouts and liveness (keepalive_ms, timeout_ms): coarse, so
+ * stamping every message costs no system call (rg_clock.h). */
 uint64_t rdma_now_ns(void);
 const char *rdma_wc_str(int status);
 

@@ -510,7 +510,8 @@ static void progress(sconn *c)
 	int r = 0;
 
 	int spin_us = rdma_conf()->server_spin_us;
-	uint64_t spin_end = 0;
+	rg_spin sp;
+	rg_spin_start(&sp, (uint64_t)spin_us * 1000);
 
 	pthread_mutex_lock(&ep->mu);
 	rdma_ep_channel_drain(ep);
@@ -536,14 +537,12 @@ static void progress(sconn *c)
 		/* Busy polling (REMOTE_GPU_RDMA_SERVER_SPIN_US): the next request
 		 * is often microseconds away, and a wake-up from the channel costs
 		 * more. The loop serves nothing else meanwhile: keep it short. */
-		uint64_t now = rdma_now_ns();
-		if (got || !spin_end)
-			spin_end = now + (uint64_t)spin_us * 1000;
-		else if (now >= spin_end)
+		if (got)
+			rg_spin_start(&sp, (uint64_t)spin_us * 1000);
+		else if (!rg_spin_on(&sp))
 			break;
 		pthread_mutex_unlock(&ep->mu);
-		for (int i = 0; i < 64; i++)
-			__builtin_ia32_pause();
+		rg_cpu_relax();
 		pthread_mutex_lock(&ep->mu);
 	}
 	if (r == PROTO_EVERSION) {

@@ -21,6 +21,7 @@
  * racing call never touches a recycled descriptor. close() requires that no
  * other thread is inside a call on the connection (shut down, join, then close).
  */
+#include "rg_clock.h"
 #include "transport_int.h"
 
 #include <errno.h>
@@ -212,7 +213,7 @@ static ssize_t rx_poll(tcp_client *c)
 					c->last_rx_ns = mono_ns();
 				return r;
 			}
-			__builtin_ia32_pause();
+			rg_cpu_relax();
 		} while (mono_ns() - t0 < RX_SPIN_NS && !atomic_load(&c->shut));
 	}
 	ssize_t r = recv(c->fd, c->rx, RXBUF, 0);

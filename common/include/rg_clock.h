@@ -1,0 +1,74 @@
+/*
+ * Clocks for hot paths and bounded spins.
+ *
+ * clock_gettime(CLOCK_MONOTONIC) is a vDSO read only where the kernel's clock
+ * source can be read from user space. In a virtual machine without a stable TSC
+ * (the qemu guest of the RDMA tests) it is a system call: measured there, eight
+ * calls per round trip cost more than the round trip of ib_send_lat. So:
+ *   - timestamps that only feed timeouts of milliseconds or more (keepalives,
+ *     liveness) come from the coarse clock, which the vDSO always serves (its
+ *     resolution is the kernel tick, 1-4 ms);
+ *   - a bounded spin reads the precise clock only every RG_SPIN_STRIDE steps and
+ *     not at all before the first stride: a wait that ends within a few steps
+ *     (the common case) reads no clock.
+ */
+#ifndef RG_CLOCK_H
+#define RG_CLOCK_H
+
+#include <stdint.h>
+#include <time.h>
+
+static inline uint64_t rg_clock_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static inline uint64_t rg_clock_coarse_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* One step of a busy wait. Keep waits to one relax per poll: a Skylake pause
+ * takes ~140 cycles (64 of them delayed every wake-up by ~3 us), and under
+ * qemu's TCG each pause leaves the translated code. */
+static inline void rg_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield");
+#endif
+}
+
+#define RG_SPIN_STRIDE 16
+
+typedef struct rg_spin {
+	uint64_t ns;  /* how long to spin */
+	uint64_t end; /* deadline, set at the first stride (0: not yet) */
+	unsigned n;
+} rg_spin;
+
+static inline void rg_spin_start(rg_spin *s, uint64_t ns)
+{
+	s->ns = ns;
+	s->end = 0;
+	s->n = 0;
+}
+
+/* Counts one step; 0 once the spin is over. The first stride is free, so the
+ * spin lasts ns plus RG_SPIN_STRIDE steps. */
+static inline int rg_spin_on(rg_spin *s)
+{
+	if (++s->n % RG_SPIN_STRIDE)
+		return 1;
+	uint64_t now = rg_clock_ns();
+	if (!s->end)
+		s->end = now + s->ns;
+	return now < s->end;
+}
+
+#endif
