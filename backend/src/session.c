@@ -186,6 +186,7 @@ void *be_on_accept(void *ctx, transport_conn *c)
 		session_free(s);
 		return NULL;
 	}
+	be_staging_set_conn(&s->staging, c);
 	uv_async_init(loop, &s->done_async, on_done);
 	s->done_async.data = s;
 	if (be_waiter_start(s) != 0 || be_executor_start(s) != 0) {

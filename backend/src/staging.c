@@ -36,14 +36,36 @@ static void pinned_free(void *p)
 		LOG_WARN("backend", "cuMemFreeHost: %s", be_driver_error_name(r));
 }
 
+/* A failed registration only costs the copy through the transport's rings. */
+static transport_mr *reg(be_staging *st, void *p, size_t len)
+{
+	transport_mr *mr = NULL;
+	if (st->conn && st->conn->ops->reg_mem(st->conn, p, len, &mr) != 0) {
+		LOG_INFO("backend", "%s: staging buffer of %zu bytes not registered: copies through the transport",
+			 st->conn->peer, len);
+		mr = NULL;
+	}
+	return mr;
+}
+
+static void dereg(be_staging *st, transport_mr *mr)
+{
+	if (mr)
+		st->conn->ops->dereg_mem(st->conn, mr);
+}
+
+void be_staging_set_conn(be_staging *st, transport_conn *conn) { st->conn = conn; }
+
 int be_staging_init(be_staging *st, size_t chunk_size, unsigned max_chunks, size_t big_max)
 {
 	*st = (be_staging){.chunk_size = chunk_size, .max_chunks = max_chunks, .big_max = big_max};
 	st->all = calloc(max_chunks ? max_chunks : 1, sizeof(void *));
 	st->free = calloc(max_chunks ? max_chunks : 1, sizeof(void *));
-	if (!st->all || !st->free) {
+	st->mrs = calloc(max_chunks ? max_chunks : 1, sizeof(transport_mr *));
+	if (!st->all || !st->free || !st->mrs) {
 		free(st->all);
 		free(st->free);
+		free(st->mrs);
 		return -1;
 	}
 	pthread_mutex_init(&st->mu, NULL);
@@ -108,14 +130,18 @@ static int big_regrow(be_staging *st, size_t len, be_buf *out)
 		return 0;
 	}
 	old = st->big;
+	transport_mr *old_mr = st->big_mr;
 	st->big = NULL;
+	st->big_mr = NULL;
 	st->big_cap = 0;
 	st->big_busy = 1; /* reserved while we reallocate */
 	pthread_mutex_unlock(&st->mu);
 
+	dereg(st, old_mr);
 	if (old)
 		pinned_free(old);
 	void *p = pinned_alloc(cap);
+	transport_mr *mr = p ? reg(st, p, cap) : NULL;
 	pthread_mutex_lock(&st->mu);
 	if (!p) {
 		st->big_busy = 0;
@@ -123,6 +149,7 @@ static int big_regrow(be_staging *st, size_t len, be_buf *out)
 		return 0;
 	}
 	st->big = p;
+	st->big_mr = mr;
 	st->big_cap = cap;
 	if (st->want_big <= cap)
 		st->want_big = 0;
@@ -142,7 +169,9 @@ static int chunk_add(be_staging *st, be_buf *out)
 	void *p = room ? pinned_alloc(st->chunk_size) : NULL;
 	if (!p)
 		return 0;
+	transport_mr *mr = reg(st, p, st->chunk_size);
 	pthread_mutex_lock(&st->mu);
+	st->mrs[st->nchunks] = mr;
 	st->all[st->nchunks++] = p;
 	if (st->want_chunks)
 		st->want_chunks--; /* take_idle counted this shortfall */
@@ -201,7 +230,9 @@ void be_staging_grow(be_staging *st, unsigned min_chunks)
 		void *p = pinned_alloc(st->chunk_size);
 		if (!p)
 			break;
+		transport_mr *mr = reg(st, p, st->chunk_size);
 		pthread_mutex_lock(&st->mu);
+		st->mrs[st->nchunks] = mr;
 		st->all[st->nchunks++] = p;
 		st->free[st->nfree++] = p;
 		pthread_mutex_unlock(&st->mu);
@@ -250,12 +281,16 @@ void be_staging_destroy(be_staging *st)
 	if (st->nfree != st->nchunks || st->big_busy)
 		LOG_ERROR("backend", "staging pool destroyed with %u of %u chunks%s in use", st->nchunks - st->nfree,
 			  st->nchunks, st->big_busy ? " and the big buffer" : "");
-	for (unsigned i = 0; i < st->nchunks; i++)
+	for (unsigned i = 0; i < st->nchunks; i++) {
+		dereg(st, st->mrs[i]);
 		pinned_free(st->all[i]);
+	}
+	dereg(st, st->big_mr);
 	if (st->big)
 		pinned_free(st->big);
 	free(st->all);
 	free(st->free);
+	free(st->mrs);
 	pthread_mutex_destroy(&st->mu);
 	*st = (be_staging){0};
 }

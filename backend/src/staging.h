@@ -14,6 +14,13 @@
  * copies itself). It also records the shortfall, and the executor, which owns
  * the context, allocates more pinned memory afterwards (be_staging_grow): the
  * pool grows lazily to what the traffic needs, never on the loop thread.
+ *
+ * The chunks and the big buffer live as long as the session, so they are also
+ * registered with its connection (be_staging_set_conn): over RDMA the peer then
+ * reads D2H results straight from them and H2D payloads are read straight into
+ * them, with no copy through the transport's bounce and landing rings. Buffers
+ * for one copy (BE_BUF_PINNED, BE_BUF_MALLOC) are not: registering costs more
+ * than the copy it would save.
  */
 #ifndef BE_STAGING_H
 #define BE_STAGING_H
@@ -21,6 +28,8 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "transport.h"
 
 enum be_buf_kind {
 	BE_BUF_NONE = 0,
@@ -42,14 +51,19 @@ typedef struct be_staging {
 	unsigned max_chunks, nchunks, nfree, want_chunks;
 	void **all;  /* nchunks allocated chunks (for the final free) */
 	void **free; /* nfree of them idle */
+	transport_mr **mrs; /* registrations of all[] (NULL: none) */
 	void *big;
+	transport_mr *big_mr;
 	size_t big_cap, want_big;
+	transport_conn *conn; /* registers chunks and the big buffer (NULL: none) */
 	int big_busy;
 	/* statistics */
 	uint64_t fallbacks;
 } be_staging;
 
 int be_staging_init(be_staging *st, size_t chunk_size, unsigned max_chunks, size_t big_max);
+/* Before the first allocation: register long-lived buffers with conn. */
+void be_staging_set_conn(be_staging *st, transport_conn *conn);
 /* Executor, with the context current: allocates what takers found missing (and
  * at least min_chunks chunks in all). Cheap when nothing is missing. */
 void be_staging_grow(be_staging *st, unsigned min_chunks);

@@ -11,6 +11,9 @@
 # at its baseline afterwards): copies memsets streams threads args graphs
 # pointers. Pinned copies go zero-copy (libremote.so registers cudaMallocHost
 # memory with the connection), pageable ones through the bounce ring.
+# server_zero_copy: after a copies run, the server's transport statistics (its
+# log line at the connection's close) show payloads read straight into its
+# registered staging buffers and results sent from them without a bounce copy.
 # Fault tests: kill_client (a client SIGKILLed in the middle of 64 MiB copies:
 # the server frees its session, others carry on), kill_server (the server
 # SIGKILLed while a client holds memory and waits: the client's next call fails
@@ -26,7 +29,7 @@ ip=${RDMA_VM_IP:-}
 only=
 timeout_s=${RG_E2E_TIMEOUT:-300}
 PROGRAMS=(copies memsets streams threads args graphs pointers)
-SPECIAL=(kill_client kill_server)
+SPECIAL=(server_zero_copy kill_client kill_server)
 
 while [ $# -gt 0 ]; do
   case $1 in
@@ -65,7 +68,7 @@ trap cleanup EXIT
 
 start_server() {
   rm -f "$work/port"
-  FAKECUDA_LAUNCH_LOG=$work/launch.log "$gpud" --listen "rdma://$ip:0" --port-file "$work/port" \
+  REMOTE_GPU_LOG=warn,transport=debug FAKECUDA_LAUNCH_LOG=$work/launch.log "$gpud" --listen "rdma://$ip:0" --port-file "$work/port" \
     --driver "$fake" >>"$work/server.log" 2>&1 &
   srv_pid=$!
   local n=300
@@ -109,6 +112,25 @@ t_program() {
     head -n 20 "$d/diff" 2>/dev/null | sed 's/^/  | /'
     tail -n 10 "$d/err" | sed 's/^/  | /'
   fi
+}
+
+t_server_zero_copy() {
+  local why='' before after line direct zc
+  before=$(grep -c 'rdma: .*: closed:' "$work/server.log")
+  client "$bin/copies" >/dev/null 2>"$work/zc.err" || why="copies failed: $(tail -n 2 "$work/zc.err")"
+  local n=50
+  while [ $n -gt 0 ]; do
+    after=$(grep -c 'rdma: .*: closed:' "$work/server.log")
+    [ "$after" -gt "$before" ] && break
+    sleep 0.1; n=$((n - 1))
+  done
+  line=$(grep 'rdma: .*: closed:' "$work/server.log" | tail -n 1)
+  direct=$(sed -n 's/.*; \([0-9]*\) B read into registered memory.*/\1/p' <<<"$line")
+  zc=$(sed -n 's/.* \([0-9]*\) B sent zero-copy.*/\1/p' <<<"$line")
+  [ -z "$why" ] && [ "${after:-0}" -le "$before" ] && why="no close line from the server's transport"
+  [ -z "$why" ] && [ "${direct:-0}" -gt 0 ] || why="${why:-no payload read into registered staging: $line}"
+  [ -z "$why" ] && [ "${zc:-0}" -gt 0 ] || why="${why:-no result sent zero-copy: $line}"
+  report server_zero_copy "$([ -z "$why" ] && echo 0 || echo 1)" "${why:-$direct B read into staging, $zc B sent from it}"
 }
 
 t_kill_client() {
@@ -162,6 +184,7 @@ if [ -z "$baseline" ]; then
 fi
 for t in "${tests[@]}"; do
   case $t in
+    server_zero_copy) t_server_zero_copy ;;
     kill_client) t_kill_client ;;
     kill_server) t_kill_server ;;
     *) t_program "$t" ;;
