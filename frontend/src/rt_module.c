@@ -24,6 +24,10 @@ typedef struct fe_kernel {
 	struct fe_kernel *next_in_fb;
 	/* per device, filled when the fatbin is loaded there */
 	uint64_t func_id[FE_MAX_DEVICES];
+	/* The id asked for in the load being sent: fresh for every load, since an
+	 * image loaded again (cuModuleGetFunction of a new name) gets new server
+	 * handles and the server refuses to reuse a live id. */
+	uint64_t load_id;
 	int status[FE_MAX_DEVICES];
 	uint32_t nparams;
 	uint32_t *off, *size;
@@ -151,7 +155,7 @@ static char *load_names(fe_fatbin *fb)
 	if (!s)
 		return NULL;
 	for (fe_kernel *k = fb->kernels; k; k = k->next_in_fb)
-		p += sprintf(p, "f:%llu:%s\n", (unsigned long long)k->func_id[0], k->name);
+		p += sprintf(p, "f:%llu:%s\n", (unsigned long long)k->load_id, k->name);
 	for (fe_var *v = fb->vars; v; v = v->next_in_fb)
 		p += sprintf(p, "v:%s\n", v->name);
 	*p = 0;
@@ -201,8 +205,7 @@ static int load_locked(fe_fatbin *fb, int dev, fe_conn *c)
 	if (!fb->hash[0])
 		cubin_hash(fb->data, fb->size, fb->hash);
 	for (fe_kernel *k = fb->kernels; k; k = k->next_in_fb)
-		if (!k->func_id[0])
-			k->func_id[0] = fe_rt_new_id();
+		k->load_id = fe_rt_new_id();
 	char *names = load_names(fb);
 	if (!names)
 		return CUDA_ERROR_OUT_OF_MEMORY;
@@ -229,7 +232,7 @@ static int load_locked(fe_fatbin *fb, int dev, fe_conn *c)
 	if (proto_arg_array(&r.view, PROTO_REPLY_FIRST, &items, &n) == PROTO_OK) {
 		for (fe_kernel *k = fb->kernels; k && i < n; k = k->next_in_fb, i++) {
 			const msgpack_object *e = &items[i];
-			k->func_id[dev] = k->func_id[0];
+			k->func_id[dev] = k->load_id;
 			k->status[dev] = CUDA_ERROR_INVALID_IMAGE;
 			if (e->type == MSGPACK_OBJECT_ARRAY && e->via.array.size >= 1) {
 				k->status[dev] = (int)e->via.array.ptr[0].via.i64;
