@@ -53,8 +53,11 @@ static int env_int(const char *name, int def, int lo, int hi)
 
 static void conf_load(void)
 {
-	conf.spin_us = env_int("REMOTE_GPU_RDMA_SPIN_US", 20, 0, 10000000);
-	conf.server_spin_us = env_int("REMOTE_GPU_RDMA_SERVER_SPIN_US", 0, 0, 10000000);
+	/* Both sides poll on for 50 us after activity: a program's next call
+	 * usually follows within that, and a completion-channel wake-up costs
+	 * several system calls (tens of microseconds under emulation). */
+	conf.spin_us = env_int("REMOTE_GPU_RDMA_SPIN_US", 50, 0, 10000000);
+	conf.server_spin_us = env_int("REMOTE_GPU_RDMA_SERVER_SPIN_US", 50, 0, 10000000);
 	conf.keepalive_ms = env_int("REMOTE_GPU_RDMA_KEEPALIVE_MS", 2000, 50, 3600000);
 	conf.timeout_ms = env_int("REMOTE_GPU_RDMA_TIMEOUT_MS", 30000, 100, 86400000);
 	conf.connect_ms = env_int("REMOTE_GPU_RDMA_CONNECT_MS", 10000, 100, 600000);
