@@ -45,6 +45,8 @@
 #define BE_FAST_NS 10000             /* executor: how long a sync call may poll its event */
 #define BE_WAITER_JOIN_MS 10000      /* teardown: how long the waiter may take */
 #define BE_EVPOOL_MAX 64             /* idle internal events kept */
+#define BE_SESSION_LISTEN_MS 10000   /* rdma: a session process's time to report its port */
+#define BE_SESSION_CONNECT_MS 30000  /* rdma: its client's time to come (then it gives up) */
 #define BE_MAX_LAUNCH_ATTRS 16
 
 /* ---- spinning ---- */
@@ -250,8 +252,9 @@ void be_on_close(void *ctx, int err);
 void be_sessions_shutdown(void); /* no new sessions */
 
 /* isolate.c: one process per session (see there why). */
-void be_isolate_init(uv_loop_t *loop, char *const *child_argv);
+void be_isolate_init(uv_loop_t *loop, char *const *child_argv, char *const *child_argv_listen);
 void be_isolate_accept_fd(void *ctx, int fd, const char *peer);
+int be_isolate_redirect(void *ctx, const char *peer);
 void be_isolate_shutdown(int signum);
 int be_isolate_live(void);
 int be_sessions_live(void);

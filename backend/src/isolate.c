@@ -6,13 +6,25 @@
  * own: the supervisor accepts, and hands the socket to a fresh `remote-gpud
  * --session-fd 3` (spawned with libuv, the descriptor as its fd 3). The child
  * serves that one connection and exits; the driver frees whatever it held.
+ *
+ * An RDMA connection cannot change process (its queue pair, memory regions and
+ * completion channel belong to the process that made them), so for rdma the
+ * client is sent instead: on a connection request the supervisor starts
+ * `remote-gpud --session-listen rdma://HOST:0 --port-fd 3`, which listens on a
+ * port of its own before it loads the driver and writes the port to fd 3 (a
+ * pipe); the supervisor rejects the request with that port in the reject's
+ * private data, and the client connects there (transport rdma_client.c). The
+ * supervisor waits for the port, not for the child's driver: the first is
+ * milliseconds, the second can take a second on a large GPU.
  */
 #include "backend.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 typedef struct child {
@@ -24,6 +36,7 @@ typedef struct child {
 static struct {
 	uv_loop_t *loop;
 	char *const *argv; /* the session child's command line, fd 3 being the socket */
+	char *const *argv_listen; /* for rdma: it listens and writes its port to fd 3 */
 	child *children;
 	int nchildren;
 	int shutdown_signal; /* passed on to the children at shutdown */
@@ -53,19 +66,21 @@ static void child_exited(uv_process_t *p, int64_t status, int signal)
 	uv_close((uv_handle_t *)p, child_closed);
 }
 
-void be_isolate_init(uv_loop_t *loop, char *const *child_argv)
+void be_isolate_init(uv_loop_t *loop, char *const *child_argv, char *const *child_argv_listen)
 {
 	I.loop = loop;
 	I.argv = child_argv;
+	I.argv_listen = child_argv_listen;
 }
 
-void be_isolate_accept_fd(void *ctx, int fd, const char *peer)
+/* Starts a session process with fd as its fd 3 (closed here either way). */
+static child *spawn(char *const *argv, int fd, const char *peer)
 {
 	child *c = calloc(1, sizeof(*c));
 	if (!c) {
 		LOG_ERROR(BE_LOG, "%s: out of memory: connection dropped", peer);
 		close(fd);
-		return;
+		return NULL;
 	}
 	snprintf(c->peer, sizeof(c->peer), "%s", peer);
 	uv_stdio_container_t stdio[4] = {
@@ -77,7 +92,7 @@ void be_isolate_accept_fd(void *ctx, int fd, const char *peer)
 	uv_process_options_t o = {
 		.exit_cb = child_exited,
 		.file = "/proc/self/exe",
-		.args = (char **)I.argv,
+		.args = (char **)argv,
 		.stdio_count = 4,
 		.stdio = stdio,
 	};
@@ -87,13 +102,67 @@ void be_isolate_accept_fd(void *ctx, int fd, const char *peer)
 	if (r < 0) {
 		LOG_ERROR(BE_LOG, "%s: cannot start a session process: %s", peer, uv_strerror(r));
 		uv_close((uv_handle_t *)&c->proc, child_closed);
-		return;
+		return NULL;
 	}
 	c->next = I.children;
 	I.children = c;
 	I.nchildren++;
 	be_status_count_session();
 	LOG_INFO(BE_LOG, "%s: session process %d", peer, c->proc.pid);
+	return c;
+}
+
+void be_isolate_accept_fd(void *ctx, int fd, const char *peer) { spawn(I.argv, fd, peer); }
+
+/* Reads the port line the child writes to its fd 3, within ms. */
+static int read_port(int fd, int ms)
+{
+	char buf[16];
+	size_t n = 0;
+	uint64_t end = rg_clock_ns() + (uint64_t)ms * 1000000u;
+	while (n < sizeof(buf) - 1) {
+		uint64_t now = rg_clock_ns();
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		if (now >= end || poll(&p, 1, (int)((end - now) / 1000000u) + 1) < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		if (!p.revents)
+			continue;
+		ssize_t r = read(fd, buf + n, sizeof(buf) - 1 - n);
+		if (r <= 0)
+			return -1; /* the child died (or closed it) before saying */
+		n += (size_t)r;
+		if (memchr(buf, '\n', n))
+			break;
+	}
+	buf[n] = 0;
+	char *e;
+	long port = strtol(buf, &e, 10);
+	return e != buf && *e == '\n' && port > 0 && port <= 65535 ? (int)port : -1;
+}
+
+int be_isolate_redirect(void *ctx, const char *peer)
+{
+	int fds[2];
+	if (pipe2(fds, O_CLOEXEC) != 0) {
+		LOG_ERROR(BE_LOG, "%s: pipe: %s: connection refused", peer, strerror(errno));
+		return -1;
+	}
+	child *c = spawn(I.argv_listen, fds[1], peer);
+	if (!c) {
+		close(fds[0]);
+		return -1;
+	}
+	int port = read_port(fds[0], BE_SESSION_LISTEN_MS);
+	close(fds[0]);
+	if (port < 0) {
+		LOG_ERROR(BE_LOG, "%s: session process %d did not report a port within %d ms: connection refused",
+			  peer, c->proc.pid, BE_SESSION_LISTEN_MS);
+		uv_process_kill(&c->proc, SIGKILL);
+	}
+	return port;
 }
 
 void be_isolate_shutdown(int signum)

@@ -9,7 +9,9 @@
  * The main thread runs the libuv loop: the listener, the signals and, with
  * --isolation thread, every session's connection callbacks. By default each
  * session is served by a process of its own (isolate.c), started as
- * `remote-gpud --session-fd 3 ...`, which serves that one connection and exits.
+ * `remote-gpud --session-fd 3 ...`, which serves that one connection and exits
+ * (rdma: `--session-listen rdma://HOST:0 --port-fd 3`, to which the client is
+ * sent, see isolate.c).
  * SIGTERM or SIGINT closes the listener and passes the signal to the session
  * processes; each session tears itself down (freeing all it created on the GPU),
  * and once the last one is gone the loop has nothing left and the process exits
@@ -35,7 +37,11 @@ static struct {
 	transport_listener *listener;
 	int stopping;
 	int session_fd; /* >= 0: this process serves that one connection */
-} M = {.session_fd = -1};
+	const char *session_listen; /* rdma session process: listen here for the one client */
+	int port_fd;                /* ... and write the port there */
+	int served;                 /* ... its client came */
+	uv_timer_t no_client;
+} M = {.session_fd = -1, .port_fd = -1};
 
 static void usage(FILE *f)
 {
@@ -176,6 +182,21 @@ static void on_close_last(void *ctx, int err)
 	uv_unref((uv_handle_t *)&M.sigint);
 }
 
+/* A session process's loop ran out (its session is over): close what is left. */
+static int session_process_end(void)
+{
+	/* A SIGTERM the supervisor passes on now must not kill the process once
+	 * libuv gives the signals back to their defaults. */
+	signal(SIGTERM, SIG_IGN);
+	signal(SIGINT, SIG_IGN);
+	uv_close((uv_handle_t *)&M.sigterm, on_handle_closed);
+	uv_close((uv_handle_t *)&M.sigint, on_handle_closed);
+	uv_run(&M.loop, UV_RUN_DEFAULT);
+	uv_loop_close(&M.loop);
+	be_imgcache_clear();
+	return 0;
+}
+
 /* --session-fd: serve the one connection the supervisor handed over, then exit. */
 static int serve_one(int fd)
 {
@@ -191,16 +212,74 @@ static int serve_one(int fd)
 		return stop_early();
 	}
 	uv_run(&M.loop, UV_RUN_DEFAULT);
-	/* The session is over: a SIGTERM the supervisor passes on now must not
-	 * kill the process once libuv gives the signals back to their defaults. */
-	signal(SIGTERM, SIG_IGN);
-	signal(SIGINT, SIG_IGN);
-	uv_close((uv_handle_t *)&M.sigterm, on_handle_closed);
-	uv_close((uv_handle_t *)&M.sigint, on_handle_closed);
+	return session_process_end();
+}
+
+static void *accept_one(void *ctx, transport_conn *c)
+{
+	if (M.served) {
+		LOG_WARN(BE_LOG, "%s: this session process already serves a client: refused", c->peer);
+		return NULL;
+	}
+	M.served = 1;
+	uv_timer_stop(&M.no_client);
+	return be_on_accept(ctx, c);
+}
+
+/* The end of an rdma session process whose client never came, or never had a
+ * session: nothing to tear down. */
+static void close_last_session(void *ctx, int err)
+{
+	if (ctx)
+		be_on_close(ctx, err);
+	listener_close_once();
+	uv_unref((uv_handle_t *)&M.sigterm);
+	uv_unref((uv_handle_t *)&M.sigint);
+}
+
+static void on_no_client(uv_timer_t *t)
+{
+	LOG_WARN(BE_LOG, "the client sent to this session process did not come within %d ms", BE_SESSION_CONNECT_MS);
+	close_last_session(NULL, 0);
+}
+
+/* --session-listen ADDR --port-fd N (rdma, isolate.c): listen, say the port,
+ * load the driver, serve the one client the supervisor sends, exit. */
+static int serve_sent(const transport_addr *addr, const char *driver, int device, const char *store)
+{
+	static const transport_server_cb cb = {
+		.on_accept = accept_one,
+		.payload_dest = be_payload_dest,
+		.on_frame = be_on_frame,
+		.on_close = close_last_session,
+	};
+	uv_loop_init(&M.loop);
+	uv_signal_init(&M.loop, &M.sigterm);
+	uv_signal_init(&M.loop, &M.sigint);
+	uv_signal_start(&M.sigterm, on_signal, SIGTERM);
+	uv_signal_start(&M.sigint, on_signal, SIGINT);
+	int r = transport_listen(&M.loop, addr, &cb, &M.loop, &M.listener);
+	if (r != TRANSPORT_OK) {
+		LOG_ERROR(BE_LOG, "--session-listen %s:%d: %s", addr->host, addr->port, transport_strerror(r));
+		close(M.port_fd);
+		return stop_early();
+	}
+	char line[16];
+	int n = snprintf(line, sizeof(line), "%d\n", transport_listener_port(M.listener));
+	int ok = write(M.port_fd, line, (size_t)n) == n;
+	close(M.port_fd);
+	if (!ok || be_driver_load(driver) != 0 || device_info(device) != 0 || be_imgcache_open_store(store) != 0) {
+		LOG_ERROR(BE_LOG, "session process: %s", ok ? "no usable CUDA driver/device" : "cannot report the port");
+		listener_close_once();
+		return stop_early();
+	}
+	be_status_use_dir(getenv("REMOTE_GPUD_RUN_DIR"));
+	uv_timer_init(&M.loop, &M.no_client);
+	uv_timer_start(&M.no_client, on_no_client, BE_SESSION_CONNECT_MS, 0);
+	uv_unref((uv_handle_t *)&M.no_client);
 	uv_run(&M.loop, UV_RUN_DEFAULT);
-	uv_loop_close(&M.loop);
-	be_imgcache_clear();
-	return 0;
+	uv_close((uv_handle_t *)&M.no_client, on_handle_closed);
+	return session_process_end();
 }
 
 int main(int argc, char **argv)
@@ -253,6 +332,10 @@ int main(int argc, char **argv)
 		}
 		else if (!strcmp(a, "--session-fd"))
 			M.session_fd = atoi(v);
+		else if (!strcmp(a, "--session-listen"))
+			M.session_listen = v;
+		else if (!strcmp(a, "--port-fd"))
+			M.port_fd = atoi(v);
 		else if (!strcmp(a, "--device")) {
 			char *end;
 			errno = 0;
@@ -281,12 +364,6 @@ int main(int argc, char **argv)
 		fprintf(stderr, "remote-gpud: --listen %s: bad address (expected HOST:PORT)\n", listen);
 		return 2;
 	}
-	if (be_driver_load(driver) != 0 || device_info(device) != 0) {
-		fprintf(stderr, "remote-gpud: no usable CUDA driver/device (see the log above)\n");
-		be_driver_unload();
-		return 1;
-	}
-
 	static char default_store[512];
 	if (!store) {
 		const char *tmp = getenv("TMPDIR");
@@ -294,6 +371,20 @@ int main(int argc, char **argv)
 			 (int)getuid());
 		store = default_store;
 	}
+	if (M.session_listen) {
+		transport_addr sa;
+		if (M.port_fd < 0 || transport_parse_addr(M.session_listen, &sa) != TRANSPORT_OK) {
+			fprintf(stderr, "remote-gpud: --session-listen needs an address and --port-fd\n");
+			return 2;
+		}
+		return serve_sent(&sa, driver, device, store);
+	}
+	if (be_driver_load(driver) != 0 || device_info(device) != 0) {
+		fprintf(stderr, "remote-gpud: no usable CUDA driver/device (see the log above)\n");
+		be_driver_unload();
+		return 1;
+	}
+
 	if (be_imgcache_open_store(store) != 0)
 		return 1;
 
@@ -316,12 +407,13 @@ int main(int argc, char **argv)
 		return serve_one(M.session_fd);
 	}
 	transport_server_cb lcb = cb;
-	char *child_argv[16];
+	char *child_argv[16], *child_argv_listen[20];
 	if (!strcmp(isolation, "process")) {
 		int n = 0;
 		child_argv[n++] = argv[0];
 		child_argv[n++] = "--session-fd";
 		child_argv[n++] = "3";
+		int common = n;
 		child_argv[n++] = "--device";
 		static char devbuf[16];
 		snprintf(devbuf, sizeof(devbuf), "%d", device);
@@ -337,8 +429,21 @@ int main(int argc, char **argv)
 			child_argv[n++] = (char *)be_srv.token;
 		}
 		child_argv[n] = NULL;
-		be_isolate_init(&M.loop, child_argv);
+		/* rdma: the same, but it listens on the address of this listener. */
+		static char listen_addr[300];
+		snprintf(listen_addr, sizeof(listen_addr), strchr(addr.host, ':') ? "%s://[%s]:0" : "%s://%s:0",
+			 addr.scheme, addr.host);
+		int k = 0;
+		child_argv_listen[k++] = argv[0];
+		child_argv_listen[k++] = "--session-listen";
+		child_argv_listen[k++] = listen_addr;
+		child_argv_listen[k++] = "--port-fd";
+		child_argv_listen[k++] = "3";
+		for (int i = common; i <= n; i++)
+			child_argv_listen[k++] = child_argv[i];
+		be_isolate_init(&M.loop, child_argv, child_argv_listen);
 		lcb.on_accept_fd = be_isolate_accept_fd;
+		lcb.on_redirect = be_isolate_redirect;
 	}
 	if ((r = transport_listen(&M.loop, &addr, &lcb, &M.loop, &M.listener)) != TRANSPORT_OK) {
 		fprintf(stderr, "remote-gpud: cannot listen on %s: %s\n", listen, transport_strerror(r));

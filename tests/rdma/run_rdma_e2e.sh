@@ -14,10 +14,13 @@
 # server_zero_copy: after a copies run, the server's transport statistics (its
 # log line at the connection's close) show payloads read straight into its
 # registered staging buffers and results sent from them without a bounce copy.
+# Every session runs in a process of its own (the supervisor sends each client
+# to a session process's port): isolation checks that two clients at once are
+# served by two processes other than the supervisor.
 # Fault tests: kill_client (a client SIGKILLed in the middle of 64 MiB copies:
-# the server frees its session, others carry on), kill_server (the server
-# SIGKILLed while a client holds memory and waits: the client's next call fails
-# within a bound, it does not hang).
+# the server frees its session, others carry on), kill_server (the server, its
+# session processes included, SIGKILLed while a client holds memory and waits:
+# the client's next call fails within a bound, it does not hang).
 #
 # Exit status: 0 all passed, 1 some failed, 77 skipped. Last line "N passed, N failed".
 set -u -o pipefail
@@ -29,7 +32,7 @@ ip=${RDMA_VM_IP:-}
 only=
 timeout_s=${RG_E2E_TIMEOUT:-300}
 PROGRAMS=(copies memsets streams threads args graphs pointers)
-SPECIAL=(server_zero_copy kill_client kill_server)
+SPECIAL=(server_zero_copy isolation kill_client kill_server)
 
 while [ $# -gt 0 ]; do
   case $1 in
@@ -133,6 +136,27 @@ t_server_zero_copy() {
   report server_zero_copy "$([ -z "$why" ] && echo 0 || echo 1)" "${why:-$direct B read into staging, $zc B sent from it}"
 }
 
+t_isolation() {
+  local why='' fifo=$work/iso.fifo pids=() hp=() fds=()
+  mkfifo "$fifo.1" "$fifo.2"
+  for i in 1 2; do
+    REMOTE_GPU=rdma://$ip:$port LD_PRELOAD=$lib RGTEST_FAKE=1 "$bin/holder" <"$fifo.$i" >"$work/iso.$i.out" 2>"$work/iso.$i.err" &
+    hp+=($!)
+    exec {fd}>"$fifo.$i"
+    fds+=($fd)
+  done
+  local n=300
+  while [ $n -gt 0 ] && ! { [ -s "$work/iso.1.out" ] && [ -s "$work/iso.2.out" ]; }; do sleep 0.1; n=$((n - 1)); done
+  [ -s "$work/iso.1.out" ] && [ -s "$work/iso.2.out" ] || why="the two holders did not start"
+  local kids
+  kids=$(pgrep -P "$srv_pid" | wc -l)
+  [ -z "$why" ] && [ "$kids" -ge 2 ] || why="${why:-$kids session processes for two clients}"
+  for fd in "${fds[@]}"; do exec {fd}>&-; done
+  for p in "${hp[@]}"; do wait "$p" || why="${why:-a holder failed}"; done
+  [ -z "$why" ] && { mem_back || why="memory not freed"; }
+  report isolation "$([ -z "$why" ] && echo 0 || echo 1)" "${why:-two clients, $kids session processes}"
+}
+
 t_kill_client() {
   local why=
   # not through client(): SIGKILL must reach the program, not `timeout`
@@ -161,7 +185,11 @@ t_kill_server() {
   local n=300
   while [ $n -gt 0 ] && ! [ -s "$work/h.out" ]; do sleep 0.1; n=$((n - 1)); done
   [ -s "$work/h.out" ] || why="holder did not start"
-  { kill -KILL "$srv_pid"; wait "$srv_pid"; } 2>/dev/null; srv_pid=
+  # the whole server: the holder's session runs in a process of its own
+  local kids
+  kids=$(pgrep -P "$srv_pid")
+  [ -n "$kids" ] || why="${why:-no session process under remote-gpud}"
+  { kill -KILL $kids "$srv_pid"; wait "$srv_pid"; } 2>/dev/null; srv_pid=
   local t0=$SECONDS
   exec {hfd}>&- # the holder now frees its memory: that call must fail, not hang
   n=200
@@ -185,6 +213,7 @@ fi
 for t in "${tests[@]}"; do
   case $t in
     server_zero_copy) t_server_zero_copy ;;
+    isolation) t_isolation ;;
     kill_client) t_kill_client ;;
     kill_server) t_kill_server ;;
     *) t_program "$t" ;;

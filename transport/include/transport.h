@@ -184,6 +184,12 @@ typedef struct transport_server_cb {
 	 * it in another process with transport_adopt; on_accept is then not called
 	 * for it. peer is "host:port" for logs. */
 	void (*on_accept_fd)(void *ctx, int fd, const char *peer);
+	/* Optional (rdma, whose connections cannot change process): when set, a
+	 * connection request is not served here. The upper layer has another
+	 * listener take it (a session process listening on the same address) and
+	 * returns that listener's port; the client is sent there and connects
+	 * again by itself. A return outside 1..65535 refuses the request. */
+	int (*on_redirect)(void *ctx, const char *peer);
 } transport_server_cb;
 
 typedef struct transport_listener transport_listener;

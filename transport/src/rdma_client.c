@@ -84,7 +84,7 @@ void rdma_addr_name(const struct sockaddr *sa, char *buf, size_t len)
 /* Waits for the next event on the connection's channel; its type, status and
  * private data are copied out and the event acked. */
 static int wait_event(struct rdma_event_channel *ch, int ms, enum rdma_cm_event_type *type, int *status, rhello *h,
-		      int *have_h)
+		      int *have_h, int *redirect)
 {
 	struct pollfd p = {.fd = ch->fd, .events = POLLIN};
 	uint64_t end = rdma_now_ns() + (uint64_t)ms * 1000000ull;
@@ -110,6 +110,16 @@ static int wait_event(struct rdma_event_channel *ch, int ms, enum rdma_cm_event_
 			*have_h = 1;
 		}
 	}
+	if (redirect) {
+		rredirect rd;
+		*redirect = 0;
+		if (ev->event == RDMA_CM_EVENT_REJECTED && ev->param.conn.private_data &&
+		    ev->param.conn.private_data_len >= sizeof(rd)) {
+			memcpy(&rd, ev->param.conn.private_data, sizeof(rd));
+			if (rd.magic == RDMA_REDIRECT_MAGIC && rd.version == RDMA_PROTO_VERSION)
+				*redirect = rd.port;
+		}
+	}
 	rdma_v.ack_cm_event(ev);
 	return 0;
 }
@@ -117,7 +127,7 @@ static int wait_event(struct rdma_event_channel *ch, int ms, enum rdma_cm_event_
 static int expect(struct rdma_event_channel *ch, enum rdma_cm_event_type want, const char *what, const char *host)
 {
 	enum rdma_cm_event_type t;
-	int status, r = wait_event(ch, rdma_conf()->connect_ms, &t, &status, NULL, NULL);
+	int status, r = wait_event(ch, rdma_conf()->connect_ms, &t, &status, NULL, NULL, NULL);
 	if (r) {
 		LOG_WARN("transport", "rdma: %s %s: %s", what, host, r == TRANSPORT_ETIMEDOUT ? "timed out" : "failed");
 		return r;
@@ -129,7 +139,9 @@ static int expect(struct rdma_event_channel *ch, enum rdma_cm_event_type want, c
 	return 0;
 }
 
-static int client_connect(const transport_addr *a, transport_conn **out)
+/* One connection attempt; *redirect: the port the server sent us to (the
+ * attempt then failed). */
+static int connect_once(const transport_addr *a, transport_conn **out, int *redirect)
 {
 	const rdma_conf_t *cf = rdma_conf();
 	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV};
@@ -219,8 +231,12 @@ static int client_connect(const transport_addr *a, transport_conn **out)
 	}
 	enum rdma_cm_event_type t;
 	int status, have_h;
-	if ((r = wait_event(c->cm, cf->connect_ms, &t, &status, &theirs, &have_h)) != 0) {
+	if ((r = wait_event(c->cm, cf->connect_ms, &t, &status, &theirs, &have_h, redirect)) != 0) {
 		LOG_WARN("transport", "rdma: connect to %s: %s", c->base.peer, transport_strerror(r));
+		goto fail;
+	}
+	if (t != RDMA_CM_EVENT_ESTABLISHED && *redirect) {
+		r = TRANSPORT_ECONNECT;
 		goto fail;
 	}
 	if (t != RDMA_CM_EVENT_ESTABLISHED) {
@@ -253,6 +269,26 @@ fail:
 		rdma_v.destroy_event_channel(c->cm);
 	free(c);
 	return r;
+}
+
+/* A server that serves each session in a process of its own sends the client
+ * to that process's port (transport_server_cb.on_redirect): follow, once. */
+static int client_connect(const transport_addr *a, transport_conn **out)
+{
+	transport_addr cur = *a;
+	for (int hop = 0;; hop++) {
+		int port = 0;
+		int r = connect_once(&cur, out, &port);
+		if (!port)
+			return r;
+		if (hop == 1) {
+			LOG_WARN("transport", "rdma: %s:%d sent us on again (to port %d): giving up", cur.host, cur.port,
+				 port);
+			return TRANSPORT_ECONNECT;
+		}
+		LOG_DEBUG("transport", "rdma: %s:%d: sent to port %d", cur.host, cur.port, port);
+		cur.port = port;
+	}
 }
 
 /* ---- progress ---- */

@@ -89,6 +89,7 @@
 #define RDMA_SEG_MAX (4u << 20)       /* zero-copy segments are cut here so acks come regularly */
 #define RDMA_READ_MAX (1u << 20)      /* one READ straight into registered memory */
 #define RDMA_RXSEGS 512               /* announced segments the receiver holds */
+#define RDMA_INLINE_WANT 256       /* inline send size asked of the QP (a small frame fits) */
 #define RDMA_SQ_DEPTH 128             /* >= RDMA_NSEND + RDMA_MAX_READS + keepalive */
 #define RDMA_PROTO_VERSION 1
 
@@ -118,6 +119,15 @@ typedef struct rhello {
 	uint32_t ka_rkey;  /* keepalive word the peer may RDMA WRITE */
 	uint64_t ka_addr;
 } rhello;
+
+/* rdma_cm private data of a reject that sends the client to another port of
+ * the same host (a session process: transport_server_cb.on_redirect). */
+#define RDMA_REDIRECT_MAGIC 0x52444752u /* "RGDR" */
+typedef struct rredirect {
+	uint32_t magic;
+	uint16_t version;
+	uint16_t port;
+} rredirect;
 
 /* Tunables, read once from the environment (rdma_conf()). */
 typedef struct rdma_conf_t {
@@ -195,6 +205,7 @@ typedef struct txf txf;
 typedef struct rdma_ep {
 	transport_conn *conn; /* for logs (peer name) */
 	int server;
+	uint32_t max_inline; /* bytes a send may carry inline (the QP's cap) */
 
 	pthread_mutex_t mu;
 	pthread_cond_t cv;       /* (mu) broadcast after every batch of progress */

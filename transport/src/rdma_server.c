@@ -373,6 +373,20 @@ static void on_connect_request(rdma_listener *l, struct rdma_cm_id *id, const vo
 	pthread_mutex_lock(&l->lock);
 	int closing = l->closing;
 	pthread_mutex_unlock(&l->lock);
+	if (!closing && l->cb.on_redirect) {
+		char peer[64];
+		rdma_addr_name(rdma_get_peer_addr(id), peer, sizeof(peer));
+		int port = l->cb.on_redirect(l->ctx, peer);
+		if (port > 0 && port <= 65535) {
+			rredirect rd = {.magic = RDMA_REDIRECT_MAGIC, .version = RDMA_PROTO_VERSION, .port = (uint16_t)port};
+			rdma_v.reject(id, &rd, sizeof(rd));
+			LOG_DEBUG("transport", "rdma: %s: sent to port %d", peer, port);
+		} else {
+			rdma_v.reject(id, NULL, 0);
+		}
+		rdma_v.destroy_id(id);
+		return;
+	}
 	sconn *c = closing ? NULL : conn_new(l, id);
 	if (!c) {
 		rdma_v.reject(id, NULL, 0);
