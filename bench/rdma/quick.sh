@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# bench/rdma/quick.sh: the round trips only, in one guest boot (about 20 s), for
+# trying a change to the rdma path before the benchmark of record (run.sh):
+#
+#   bench/rdma/quick.sh [--build DIR]
+#
+# prints ib_send_lat's line (its "typical" column is half a round trip), the
+# transport alone (rdma-pingpong, busy polling) and cudaStreamQuery through
+# libremote.so and remote-gpud on the driver test double (default settings and
+# busy polling). Needs what run.sh needs.
+set -u -o pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/../.." && pwd)
+build=$root/build
+[ "${1:-}" = --build ] && build=$(cd "$2" && pwd)
+if [ -z "${RDMA_VM_IP:-}" ]; then
+  out=$(mktemp -d "${TMPDIR:-/tmp}/rg-rdma-quick.XXXXXX")
+  RDMA_VM_TIMEOUT=300 "$root/tools/rdma-vm/rdma-vm.sh" run -e "RG_BUILD=$build" -e "RG_OUT=$out" "$out" -- \
+    "$here/quick.sh"
+  rc=$?
+  rm -rf "$out"
+  exit $rc
+fi
+
+B=$RG_BUILD out=$RG_OUT ip=$RDMA_VM_IP dev=$RDMA_VM_DEV gid=$RDMA_VM_GID_INDEX
+SPIN=(REMOTE_GPU_RDMA_SPIN_US=2000000 REMOTE_GPU_RDMA_SERVER_SPIN_US=2000000)
+wait_file() { local n=100; while [ $n -gt 0 ] && ! [ -s "$1" ]; do sleep 0.1; n=$((n - 1)); done; }
+
+timeout 60 ib_send_lat -s 64 -n 3000 -d "$dev" -x "$gid" -F >"$out/lat.server" 2>&1 &
+s=$!
+n=100; while [ $n -gt 0 ] && ! ss -Hltn "sport = :18515" | grep -q .; do sleep 0.1; n=$((n - 1)); done
+echo "ib_send_lat: $(timeout 60 ib_send_lat -s 64 -n 3000 -d "$dev" -x "$gid" -F "$ip" 2>&1 | grep -A1 t_min | tail -1)"
+wait $s
+
+pp=$B/tests/rdma/rdma-pingpong
+env "${SPIN[@]}" "$pp" server "rdma://$ip:0" >"$out/pp.port" 2>"$out/pp.server" &
+s=$!
+wait_file "$out/pp.port"
+echo "rdma-pingpong (busy polling): $(env "${SPIN[@]}" timeout 60 "$pp" client "rdma://$ip:$(head -1 "$out/pp.port")" 2000 1 2>&1 | grep rtt)"
+kill $s; wait $s 2>/dev/null
+
+for mode in default busy; do
+  E=(RG_MODE=$mode); [ $mode = busy ] && E=("${SPIN[@]}")
+  rm -f "$out/gpud.port"
+  env "${E[@]}" "$B/backend/remote-gpud" --listen "rdma://$ip:0" --port-file "$out/gpud.port" \
+    --driver "$B/tests/fakecuda/libcuda.so.1" >"$out/gpud.log" 2>&1 &
+  s=$!
+  wait_file "$out/gpud.port"
+  env "${E[@]}" REMOTE_GPU="rdma://$ip:$(cat "$out/gpud.port")" LD_PRELOAD="$B/frontend/libremote.so" timeout 120 \
+    "$B/bench/remote-bench" --only cuda --iters 2000 --min-time 0.5 --min-size 1M --max-size 1M --launches 500 \
+    --launch-reps 1 >"$out/rb.txt" 2>&1
+  echo "remote-bench ($mode): $(grep -m1 cudaStreamQuery "$out/rb.txt")"
+  kill -TERM $s; wait $s 2>/dev/null
+done
