@@ -9,6 +9,8 @@ target_sources(rg_transport_client PRIVATE
   src/rdma_lib.c
   src/rdma_mr.c
   src/rdma_ep.c
+  src/rdma_tx.c
+  src/rdma_rx.c
   src/rdma_client.c)
 target_sources(rg_transport PRIVATE
   src/rdma_server.c)

@@ -1,9 +1,9 @@
 /*
  * The rdma connection core, shared by the client (rdma_client.c) and the server
- * (rdma_server.c): verbs resources, control messages with credits, the sending
- * of frames (inline, zero-copy segments, bounce ring) and the receive state
- * machine (inline bytes, RDMA READs into the destination or the landing ring).
- * The protocol is described in rdma_int.h; who waits how lives in the halves.
+ * (rdma_server.c): verbs resources, the send queue, control messages with
+ * credits, completions and keepalives. The sending of frames is in rdma_tx.c,
+ * the receive state machine in rdma_rx.c. The protocol is described in
+ * rdma_int.h; who waits how lives in the halves.
  *
  * Send queue bookkeeping. Every work request gets a sequence number (its
  * wr_id) and a record in sqe[]. Send completions arrive in posting order on an
@@ -23,14 +23,8 @@
 #include "rg_log.h"
 
 #define WR_RECV (1ull << 63)
-enum { SQE_SEND = 1, SQE_READ, SQE_KA };
-
-#define MSG_HDR (sizeof(rmsg))
-#define FRAME_HDR (MSG_HDR + PROTO_HDR_SIZE)
-#define ALIGN8(x) (((x) + 7u) & ~(size_t)7u)
 
 static int post_recv(rdma_ep *ep, unsigned idx);
-static void repost(rdma_ep *ep, unsigned idx);
 
 /* ---- configuration ---- */
 
@@ -102,6 +96,14 @@ static void free_reg(void **p, struct ibv_mr **mr)
 	free(*p);
 	*p = NULL;
 	*mr = NULL;
+}
+
+int rdma_ep_ensure_ring(rdma_ep *ep, uint8_t **ring, struct ibv_mr **mr, unsigned n, int access)
+{
+	if (*ring)
+		return 0;
+	*ring = alloc_reg(ep, (size_t)n * RDMA_CHUNK, access, mr);
+	return *ring ? 0 : TRANSPORT_ENOMEM;
 }
 
 int rdma_ep_init(rdma_ep *ep, struct rdma_cm_id *id)
@@ -267,9 +269,9 @@ void rdma_ep_fail(rdma_ep *ep, int err)
 
 /* ---- send queue ---- */
 
-static int sq_room(const rdma_ep *ep, unsigned n) { return ep->sq_posted - ep->sq_done + n <= RDMA_SQ_DEPTH; }
+int rdma_ep_has_sq_room(const rdma_ep *ep, unsigned n) { return ep->sq_posted - ep->sq_done + n <= RDMA_SQ_DEPTH; }
 
-static int sq_post(rdma_ep *ep, struct ibv_send_wr *wr, rdma_sqe e)
+int rdma_ep_post_wr(rdma_ep *ep, struct ibv_send_wr *wr, rdma_sqe e)
 {
 	struct ibv_send_wr *bad;
 	wr->wr_id = ep->sq_posted;
@@ -284,11 +286,12 @@ static int sq_post(rdma_ep *ep, struct ibv_send_wr *wr, rdma_sqe e)
 	return 0;
 }
 
-static int slot_free(const rdma_ep *ep) { return ep->s_posted - ep->s_done < RDMA_NSEND && sq_room(ep, 2); }
+int rdma_ep_has_slot(const rdma_ep *ep)
+{
+	return ep->s_posted - ep->s_done < RDMA_NSEND && rdma_ep_has_sq_room(ep, 2);
+}
 
-/* Posts the message in the next send slot (already filled but for the
- * counters). The caller checked slot_free and the credits. */
-static int msg_post(rdma_ep *ep, uint32_t len)
+int rdma_ep_post_msg(rdma_ep *ep, uint32_t len)
 {
 	uint8_t *slot = ep->sbuf + (size_t)(ep->s_posted % RDMA_NSEND) * RDMA_MSG_SIZE;
 	rmsg *m = (rmsg *)slot;
@@ -303,11 +306,11 @@ static int msg_post(rdma_ep *ep, uint32_t len)
 	struct ibv_sge sge = {.addr = (uintptr_t)slot, .length = len, .lkey = ep->sbuf_mr->lkey};
 	struct ibv_send_wr wr = {.sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND};
 	unsigned inflight = ep->s_posted + 1 - ep->s_done;
-	if ((ep->s_posted & 7) == 7 || inflight >= RDMA_NSEND / 2 || !sq_room(ep, RDMA_SQ_DEPTH / 2))
+	if ((ep->s_posted & 7) == 7 || inflight >= RDMA_NSEND / 2 || !rdma_ep_has_sq_room(ep, RDMA_SQ_DEPTH / 2))
 		wr.send_flags = IBV_SEND_SIGNALED;
 	if (len <= ep->max_inline)
 		wr.send_flags |= IBV_SEND_INLINE;
-	if (sq_post(ep, &wr, (rdma_sqe){.kind = SQE_SEND, .slot_seq = ep->s_posted}) != 0)
+	if (rdma_ep_post_wr(ep, &wr, (rdma_sqe){.kind = SQE_SEND, .slot_seq = ep->s_posted}) != 0)
 		return TRANSPORT_EIO;
 	ep->s_posted++;
 	ep->owed -= give;
@@ -321,12 +324,12 @@ void rdma_ep_flush_ctrl(rdma_ep *ep)
 	if (ep->err || ep->peer_gone || !ep->qp || !ep->credits)
 		return;
 	int due = ep->rx_acked != ep->ack_sent || ep->owed >= RDMA_NRECV / 2 || (ep->peer_needs && ep->owed > 0);
-	if (!due || !slot_free(ep))
+	if (!due || !rdma_ep_has_slot(ep))
 		return;
 	rmsg *m = (rmsg *)(ep->sbuf + (size_t)(ep->s_posted % RDMA_NSEND) * RDMA_MSG_SIZE);
 	memset(m, 0, sizeof(*m));
 	m->type = RM_CTRL;
-	if (msg_post(ep, sizeof(*m)) == 0) {
+	if (rdma_ep_post_msg(ep, sizeof(*m)) == 0) {
 		ep->peer_needs = 0;
 		ep->st.ctrl_sent++;
 	}
@@ -348,8 +351,7 @@ static int post_recv(rdma_ep *ep, unsigned idx)
 	return r;
 }
 
-/* A receive buffer is consumed: give it back to the peer. */
-static void repost(rdma_ep *ep, unsigned idx)
+void rdma_ep_repost_recv(rdma_ep *ep, unsigned idx)
 {
 	if (ep->err || ep->qp_dead)
 		return;
@@ -381,7 +383,7 @@ static void on_recv(rdma_ep *ep, unsigned idx, uint32_t len)
 	const rmsg *m = (const rmsg *)(ep->rbuf + (size_t)idx * RDMA_MSG_SIZE);
 	uint64_t now = rdma_now_ns();
 
-	if (len < MSG_HDR || m->type < RM_FRAME || m->type > RM_BATCH) {
+	if (len < RDMA_MSG_HDR || m->type < RM_FRAME || m->type > RM_BATCH) {
 		LOG_WARN("transport", "rdma: %s: malformed control message (%u bytes, type %u)", ep->conn->peer, len,
 			 len ? m->type : 0);
 		rdma_ep_fail(ep, TRANSPORT_EIO);
@@ -397,7 +399,7 @@ static void on_recv(rdma_ep *ep, unsigned idx, uint32_t len)
 	if (m->flags & RMF_NEED)
 		ep->peer_needs = 1;
 	if (m->type == RM_CTRL) {
-		repost(ep, idx);
+		rdma_ep_repost_recv(ep, idx);
 		return;
 	}
 	if (ep->rq_n == RDMA_NRECV) { /* cannot happen: one entry per buffer */
@@ -498,7 +500,7 @@ int rdma_ep_check(rdma_ep *ep, uint64_t since)
 	if (!ep->qp || ep->qp_dead || ep->peer_gone)
 		return 0;
 	if (!ep->ka_inflight && ep->peer_ka_rkey && now - ep->last_peer_ns >= (uint64_t)cf->keepalive_ms * 1000000ull &&
-	    sq_room(ep, 1)) {
+	    rdma_ep_has_sq_room(ep, 1)) {
 		/* An 8-byte RDMA WRITE the peer's NIC must acknowledge: fails
 		 * (retries exhausted) only when the peer host or link is gone. */
 		struct ibv_sge sge = {.addr = (uintptr_t)&ep->ka[1], .length = 8, .lkey = ep->ka_mr->lkey};
@@ -510,7 +512,7 @@ int rdma_ep_check(rdma_ep *ep, uint64_t since)
 			.wr.rdma = {.remote_addr = ep->peer_ka_addr, .rkey = ep->peer_ka_rkey},
 		};
 		ep->ka[1]++;
-		if (sq_post(ep, &wr, (rdma_sqe){.kind = SQE_KA}) == 0) {
+		if (rdma_ep_post_wr(ep, &wr, (rdma_sqe){.kind = SQE_KA}) == 0) {
 			ep->ka_inflight = 1;
 			ep->st.keepalives++;
 			LOG_DEBUG("transport", "rdma: %s: quiet for %llu ms: keepalive", ep->conn->peer,
@@ -527,706 +529,6 @@ int rdma_ep_check(rdma_ep *ep, uint64_t since)
 		}
 	}
 	return ep->err;
-}
-
-/* ---- sending ---- */
-
-/* A cursor over the caller's iovecs. */
-typedef struct cursor {
-	const struct iovec *iov;
-	int n, i;
-	size_t off;
-} cursor;
-
-/* The next contiguous piece, at most max bytes; 0 at the end. */
-static size_t cur_piece(cursor *c, size_t max, const uint8_t **p)
-{
-	while (c->i < c->n && c->off == c->iov[c->i].iov_len) {
-		c->i++;
-		c->off = 0;
-	}
-	if (c->i == c->n)
-		return 0;
-	size_t k = c->iov[c->i].iov_len - c->off;
-	if (k > max)
-		k = max;
-	*p = (const uint8_t *)c->iov[c->i].iov_base + c->off;
-	c->off += k;
-	return k;
-}
-
-static size_t cur_copy(cursor *c, void *dst, size_t n)
-{
-	size_t done = 0;
-	const uint8_t *p;
-	size_t k;
-	while (done < n && (k = cur_piece(c, n - done, &p)) > 0) {
-		memcpy((uint8_t *)dst + done, p, k);
-		done += k;
-	}
-	return done;
-}
-
-/* The frame being sent: its messages are built in tx (unregistered) and
- * copied into a send slot when posted, so a CTRL can take a slot meanwhile. */
-struct txf {
-	rdma_ep *ep;
-	rdma_wait_fn wait;
-	uint8_t tx[RDMA_MSG_SIZE];
-	size_t used, segoff, cap;
-	uint32_t nsegs;
-	int started;    /* the FRAME message went out */
-	int posted_any; /* anything of this frame went out (a failure is then EIO) */
-};
-
-/* Sends the message in t->tx, waiting for two credits (one stays in reserve
- * for CTRLs) and a slot. Called with mu held. */
-static int tx_post(txf *t, int last)
-{
-	rdma_ep *ep = t->ep;
-	uint64_t since = rdma_now_ns();
-	rmsg *m = (rmsg *)t->tx;
-
-	m->flags = last ? RMF_LAST : 0;
-	m->nsegs = t->nsegs;
-	for (;;) {
-		if (ep->err)
-			return ep->err;
-		if (ep->peer_gone)
-			return t->posted_any ? TRANSPORT_EIO : TRANSPORT_ECLOSED;
-		if (ep->credits >= 2 && slot_free(ep))
-			break;
-		/* One credit left: ask the peer for what it owes, once. */
-		if (ep->credits == 1 && !ep->need_sent && slot_free(ep)) {
-			rmsg *c = (rmsg *)(ep->sbuf + (size_t)(ep->s_posted % RDMA_NSEND) * RDMA_MSG_SIZE);
-			memset(c, 0, sizeof(*c));
-			c->type = RM_CTRL;
-			if (msg_post(ep, sizeof(*c)) != 0)
-				return ep->err;
-			ep->st.ctrl_sent++;
-			continue;
-		}
-		int r = t->wait(ep, since);
-		if (r)
-			return r;
-	}
-	memcpy(ep->sbuf + (size_t)(ep->s_posted % RDMA_NSEND) * RDMA_MSG_SIZE, t->tx, t->used);
-	int r = msg_post(ep, (uint32_t)t->used);
-	if (r)
-		return r;
-	t->posted_any = 1;
-	t->started = 1;
-	/* The next message of this frame is a SEGS. */
-	memset(m, 0, sizeof(*m));
-	m->type = RM_SEGS;
-	t->used = t->segoff = ALIGN8(MSG_HDR);
-	t->nsegs = 0;
-	return 0;
-}
-
-/* Appends a segment; posts the message first when it is full (mu held). */
-static int tx_seg(txf *t, uint64_t addr, uint32_t rkey, uint32_t len)
-{
-	if (t->used + sizeof(rseg) > t->cap) {
-		int r = tx_post(t, 0);
-		if (r)
-			return r;
-	}
-	rseg s = {.addr = addr, .rkey = rkey, .len = len};
-	memcpy(t->tx + t->used, &s, sizeof(s));
-	t->used += sizeof(s);
-	t->nsegs++;
-	t->ep->tx_segs++;
-	return 0;
-}
-
-static int ensure_ring(rdma_ep *ep, uint8_t **ring, struct ibv_mr **mr, unsigned n, int access)
-{
-	if (*ring)
-		return 0;
-	*ring = alloc_reg(ep, (size_t)n * RDMA_CHUNK, access, mr);
-	return *ring ? 0 : TRANSPORT_ENOMEM;
-}
-
-/* Pageable bytes: copied into bounce slots, each announced as a segment; when
- * the ring is full, what is pending goes out and we wait for the peer's acks
- * (it reads slot k while we fill k+1). mu held. */
-static int tx_bounce(txf *t, const uint8_t *p, size_t n)
-{
-	rdma_ep *ep = t->ep;
-	int r;
-	if ((r = ensure_ring(ep, &ep->bounce, &ep->bounce_mr, RDMA_NBOUNCE, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ)))
-		return r;
-	while (n > 0) {
-		unsigned b = ep->b_next % RDMA_NBOUNCE;
-		if (ep->b_busy[b] && (int32_t)(ep->peer_acked - ep->b_seg[b]) < 0) {
-			/* Ring full: let the peer see what is pending, then wait. */
-			if (t->nsegs > 0 || !t->started) {
-				if ((r = tx_post(t, 0)))
-					return r;
-				continue;
-			}
-			uint64_t since = rdma_now_ns();
-			while (!ep->err && !ep->peer_gone && (int32_t)(ep->peer_acked - ep->b_seg[b]) < 0)
-				if ((r = t->wait(ep, since)))
-					return r;
-			if (ep->err)
-				return ep->err;
-			if (ep->peer_gone)
-				return TRANSPORT_EIO;
-			continue;
-		}
-		size_t k = n < RDMA_CHUNK ? n : RDMA_CHUNK;
-		uint8_t *slot = ep->bounce + (size_t)b * RDMA_CHUNK;
-		/* The copy runs without mu: the slot is ours until announced. */
-		pthread_mutex_unlock(&ep->mu);
-		memcpy(slot, p, k);
-		pthread_mutex_lock(&ep->mu);
-		if ((r = tx_seg(t, (uintptr_t)slot, ep->bounce_mr->rkey, (uint32_t)k)))
-			return r;
-		ep->b_busy[b] = 1;
-		ep->b_seg[b] = ep->tx_segs; /* free once the peer acked this many */
-		ep->b_next++;
-		ep->st.tx_bounce_bytes += k;
-		p += k;
-		n -= k;
-	}
-	return 0;
-}
-
-/* Sends the n whole frames in t->tx[MSG_HDR, used): one alone is an eager
- * FRAME (the same bytes), several a BATCH. mu held. */
-static int tx_batch(txf *t, uint32_t n)
-{
-	rmsg *m = (rmsg *)t->tx;
-	memset(m, 0, sizeof(*m));
-	t->posted_any = 0;
-	if (n == 1) {
-		m->type = RM_FRAME;
-		m->inl = (uint32_t)(t->used - FRAME_HDR);
-		t->nsegs = 0;
-	} else {
-		m->type = RM_BATCH;
-		m->inl = (uint32_t)(t->used - MSG_HDR);
-		t->nsegs = n; /* tx_post writes it into nsegs: the frame count */
-		t->ep->st.tx_batches++;
-	}
-	return tx_post(t, 1);
-}
-
-/* One frame: hdr is its decoded header, c points at its stream. mu held. */
-static int tx_frame(rdma_ep *ep, txf *t, const uint8_t hb[PROTO_HDR_SIZE], const proto_hdr *h, cursor *c)
-{
-	uint64_t total = (uint64_t)h->hdr_len + h->payload_len;
-	rmsg *m = (rmsg *)t->tx;
-	int r;
-
-	t->cap = ep->peer_msg_size;
-	t->started = t->posted_any = 0;
-	t->nsegs = 0;
-	memset(m, 0, sizeof(*m));
-	m->type = RM_FRAME;
-	memcpy(t->tx + MSG_HDR, hb, PROTO_HDR_SIZE);
-
-	/* (Frames that fit a message whole went out in a batch: rdma_ep_sendv.)
-	 * The msgpack part inline when it leaves room for a few segments (it
-	 * nearly always does), the rest as segments. */
-	uint32_t inl = FRAME_HDR + h->hdr_len + 8 * sizeof(rseg) <= t->cap ? h->hdr_len : 0;
-	m->inl = inl;
-	cur_copy(c, t->tx + FRAME_HDR, inl);
-	t->used = t->segoff = ALIGN8(FRAME_HDR + inl);
-
-	uint64_t left = total - inl;
-	int zc = 0;
-	uint32_t zc_need = 0;
-	while (left > 0) {
-		const uint8_t *p;
-		size_t k = cur_piece(c, left > SIZE_MAX ? SIZE_MAX : (size_t)left, &p);
-		if (k == 0)
-			return TRANSPORT_EIO; /* checked by the caller: cannot happen */
-		left -= k;
-		uint32_t lkey, rkey;
-		if (rdma_regs_find(&ep->regs, p, k, &lkey, &rkey)) {
-			/* Zero-copy: the peer reads the user's own pages. */
-			while (k > 0) {
-				uint32_t n = k < RDMA_SEG_MAX ? (uint32_t)k : RDMA_SEG_MAX;
-				if ((r = tx_seg(t, (uintptr_t)p, rkey, n)))
-					return r;
-				ep->st.tx_zc_bytes += n;
-				p += n;
-				k -= n;
-			}
-			zc = 1;
-			zc_need = ep->tx_segs;
-		} else if ((r = tx_bounce(t, p, k))) {
-			return r;
-		}
-	}
-	if ((r = tx_post(t, 1)))
-		return r;
-	if (zc) {
-		/* The user may change the buffer once we return: wait until the
-		 * peer has read it. */
-		uint64_t since = rdma_now_ns();
-		while ((int32_t)(ep->peer_acked - zc_need) < 0) {
-			if (ep->err)
-				return ep->err;
-			if (ep->peer_gone)
-				return TRANSPORT_EIO;
-			if ((r = t->wait(ep, since)))
-				return r;
-		}
-	}
-	return 0;
-}
-
-int rdma_ep_sendv(rdma_ep *ep, const struct iovec *iov, int iovcnt, rdma_wait_fn wait)
-{
-	cursor c = {.iov = iov, .n = iovcnt};
-	size_t left = 0;
-	int r = 0;
-
-	for (int i = 0; i < iovcnt; i++)
-		left += iov[i].iov_len;
-	pthread_mutex_lock(&ep->send_lock);
-	/* The frame under construction: one per connection, under send_lock. */
-	txf *t = ep->txf;
-	if (!t && !(t = ep->txf = malloc(sizeof(*t)))) {
-		pthread_mutex_unlock(&ep->send_lock);
-		return TRANSPORT_ENOMEM;
-	}
-	t->ep = ep;
-	t->wait = wait;
-	pthread_mutex_lock(&ep->mu);
-	if (ep->err)
-		r = ep->err;
-	else if (ep->peer_gone)
-		r = TRANSPORT_ECLOSED;
-	/* One call may carry several frames: split the bytes at their headers.
-	 * Consecutive small ones share one SEND (a BATCH message). */
-	uint32_t nbatch = 0;
-	while (!r && left > 0) {
-		uint8_t hb[PROTO_HDR_SIZE];
-		proto_hdr h;
-		if (left < PROTO_HDR_SIZE || cur_copy(&c, hb, PROTO_HDR_SIZE) != PROTO_HDR_SIZE) {
-			LOG_ERROR("transport", "rdma: sendv of %zu bytes that are not whole frames", left);
-			r = TRANSPORT_EIO;
-			break;
-		}
-		int e = proto_decode_hdr(hb, &h);
-		left -= PROTO_HDR_SIZE;
-		if ((e && e != PROTO_EVERSION) || (uint64_t)h.hdr_len + h.payload_len > left) {
-			LOG_ERROR("transport", "rdma: sendv: not a whole frame (%s)", e ? proto_strerror(e) : "short");
-			r = TRANSPORT_EIO;
-			break;
-		}
-		uint64_t total = (uint64_t)h.hdr_len + h.payload_len;
-		left -= (size_t)total;
-		ep->st.tx_frames++;
-		if (FRAME_HDR + total <= ep->peer_msg_size) {
-			if (nbatch && t->used + PROTO_HDR_SIZE + total > ep->peer_msg_size) {
-				r = tx_batch(t, nbatch);
-				nbatch = 0;
-				if (r)
-					break;
-			}
-			if (!nbatch)
-				t->used = MSG_HDR;
-			memcpy(t->tx + t->used, hb, PROTO_HDR_SIZE);
-			cur_copy(&c, t->tx + t->used + PROTO_HDR_SIZE, (size_t)total);
-			t->used += PROTO_HDR_SIZE + (size_t)total;
-			nbatch++;
-			ep->st.tx_inline++;
-			continue;
-		}
-		if (nbatch && (r = tx_batch(t, nbatch)) != 0)
-			break;
-		nbatch = 0;
-		r = tx_frame(ep, t, hb, &h, &c);
-	}
-	if (!r && nbatch)
-		r = tx_batch(t, nbatch);
-	pthread_mutex_unlock(&ep->mu);
-	pthread_mutex_unlock(&ep->send_lock);
-	return r;
-}
-
-/* ---- receiving ---- */
-
-static const rmsg *rq_msg(const rdma_ep *ep, uint32_t *len)
-{
-	unsigned idx = ep->rq[ep->rq_head];
-	*len = ep->rq_len[ep->rq_head];
-	return (const rmsg *)(ep->rbuf + (size_t)idx * RDMA_MSG_SIZE);
-}
-
-static void rq_pop(rdma_ep *ep)
-{
-	unsigned idx = ep->rq[ep->rq_head];
-	ep->rq_head = (ep->rq_head + 1) % RDMA_NRECV;
-	ep->rq_n--;
-	repost(ep, idx);
-}
-
-static int proto_fail(rdma_ep *ep, const char *why)
-{
-	LOG_WARN("transport", "rdma: %s: protocol error: %s", ep->conn->peer, why);
-	rdma_ep_fail(ep, TRANSPORT_EIO);
-	return TRANSPORT_EIO;
-}
-
-/* Appends the segments of message m (at byte off, n of them) to rx.segs. */
-static int absorb_segs(rdma_ep *ep, const uint8_t *base, size_t off, uint32_t n, uint32_t len)
-{
-	rdma_rx *x = &ep->rx;
-	if (n > 0 && off + (size_t)n * sizeof(rseg) > len)
-		return proto_fail(ep, "segment list past the end of its message");
-	for (uint32_t i = 0; i < n; i++) {
-		rseg s;
-		memcpy(&s, base + off + i * sizeof(rseg), sizeof(s));
-		if (s.len == 0)
-			return proto_fail(ep, "empty segment");
-		x->segs[(x->sg_head + x->sg_n++) % RDMA_RXSEGS] = s;
-	}
-	return 0;
-}
-
-static void *call_dest(rdma_ep *ep, transport_payload_dest_fn dest, void *ctx)
-{
-	rdma_rx *x = &ep->rx;
-	void *p = NULL;
-	if (dest) {
-		pthread_mutex_unlock(&ep->mu);
-		p = dest(ctx, &x->f);
-		pthread_mutex_lock(&ep->mu);
-	}
-	x->f.payload = p;
-	x->dest_asked = 1;
-	uint32_t rkey;
-	x->dest_reg = p && rdma_regs_find(&ep->regs, p, (size_t)x->f.hdr.payload_len, &x->dest_lkey, &rkey);
-	return p;
-}
-
-/* The next frame of the BATCH at the head of the queue (whole, inline). */
-static int rx_batch(rdma_ep *ep, transport_payload_dest_fn dest, void *ctx)
-{
-	rdma_rx *x = &ep->rx;
-	uint32_t len;
-	const rmsg *m = rq_msg(ep, &len);
-	int e;
-
-	if (x->batch_left == 0) { /* a fresh one */
-		if (m->nsegs < 2 || MSG_HDR + (size_t)m->inl != len)
-			return proto_fail(ep, "malformed batch");
-		x->batch_off = MSG_HDR;
-		x->batch_left = m->nsegs;
-	}
-	const uint8_t *b = (const uint8_t *)m + x->batch_off;
-	memset(&x->f, 0, sizeof(x->f));
-	if (x->batch_off + PROTO_HDR_SIZE > len)
-		return proto_fail(ep, "batch shorter than its frames");
-	if ((e = proto_decode_hdr(b, &x->f.hdr)) != PROTO_OK) {
-		LOG_WARN("transport", "rdma: %s: bad frame header: %s", ep->conn->peer, proto_strerror(e));
-		if (!ep->err)
-			ep->err = e;
-		pthread_cond_broadcast(&ep->cv);
-		return e;
-	}
-	uint64_t hl = x->f.hdr.hdr_len, total = hl + x->f.hdr.payload_len;
-	if (x->batch_off + PROTO_HDR_SIZE + total > len)
-		return proto_fail(ep, "batch shorter than its frames");
-	if (!(x->f.msg = malloc(hl ? hl : 1))) {
-		rdma_ep_fail(ep, TRANSPORT_ENOMEM);
-		return TRANSPORT_ENOMEM;
-	}
-	b += PROTO_HDR_SIZE;
-	memcpy(x->f.msg, b, hl);
-	x->active = 1;
-	x->total = x->issued = x->filled = total;
-	x->last = 1;
-	x->dest_asked = x->dest_reg = 0;
-	x->sg_head = x->sg_n = 0;
-	x->sg_off = 0;
-	if (x->f.hdr.payload_len > 0) {
-		/* the receive buffer stays ours until the batch's last frame */
-		uint8_t *p = call_dest(ep, dest, ctx);
-		if (p)
-			memcpy(p, b + hl, (size_t)x->f.hdr.payload_len);
-	}
-	ep->st.rx_inline++;
-	x->batch_off += PROTO_HDR_SIZE + (uint32_t)total;
-	if (--x->batch_left == 0) {
-		if (x->batch_off != len)
-			return proto_fail(ep, "bytes after a batch's frames");
-		rq_pop(ep);
-	}
-	return 0;
-}
-
-/* The FRAME at the head of the queue starts a frame. */
-static int rx_begin(rdma_ep *ep, transport_payload_dest_fn dest, void *ctx)
-{
-	rdma_rx *x = &ep->rx;
-	uint32_t len;
-	const rmsg *m = rq_msg(ep, &len);
-	const uint8_t *b = (const uint8_t *)m;
-	int e;
-
-	if (m->type == RM_BATCH)
-		return rx_batch(ep, dest, ctx);
-	if (m->type != RM_FRAME)
-		return proto_fail(ep, "segments without a frame");
-	if (len < FRAME_HDR)
-		return proto_fail(ep, "short frame message");
-	memset(&x->f, 0, sizeof(x->f));
-	if ((e = proto_decode_hdr(b + MSG_HDR, &x->f.hdr)) != PROTO_OK) {
-		/* Latched, but the QP stays up: the server may still answer a
-		 * peer of another version (rdma_ep_send_eager_nb) before closing. */
-		LOG_WARN("transport", "rdma: %s: bad frame header: %s", ep->conn->peer, proto_strerror(e));
-		if (!ep->err)
-			ep->err = e;
-		pthread_cond_broadcast(&ep->cv);
-		return e;
-	}
-	uint64_t hl = x->f.hdr.hdr_len, total = hl + x->f.hdr.payload_len;
-	uint32_t inl = m->inl;
-	if (FRAME_HDR + (size_t)inl > len || inl > total || (inl > hl && inl != total))
-		return proto_fail(ep, "inline bytes do not fit the frame");
-	if (inl == total && (!(m->flags & RMF_LAST) || m->nsegs))
-		return proto_fail(ep, "segments after a complete frame");
-	if (!(x->f.msg = malloc(hl ? hl : 1))) {
-		rdma_ep_fail(ep, TRANSPORT_ENOMEM);
-		return TRANSPORT_ENOMEM;
-	}
-	x->active = 1;
-	x->total = total;
-	x->issued = x->filled = inl;
-	x->last = (m->flags & RMF_LAST) != 0;
-	x->dest_asked = x->dest_reg = 0;
-	x->sg_head = x->sg_n = 0;
-	x->sg_off = 0;
-	memcpy(x->f.msg, b + FRAME_HDR, inl < hl ? inl : hl);
-	if (inl == total && x->f.hdr.payload_len > 0) {
-		/* Eager frame: the payload is in the receive buffer, which stays
-		 * ours until rq_pop. */
-		uint8_t *p = call_dest(ep, dest, ctx);
-		if (p)
-			memcpy(p, b + FRAME_HDR + hl, (size_t)x->f.hdr.payload_len);
-	}
-	if (inl == total)
-		ep->st.rx_inline++;
-	int r = absorb_segs(ep, b, ALIGN8(FRAME_HDR + inl), m->nsegs, len);
-	rq_pop(ep);
-	return r;
-}
-
-/* Where stream offset off lands: in the msgpack buffer or the payload (NULL:
- * discarded). */
-static uint8_t *rx_target(rdma_rx *x, uint64_t off)
-{
-	uint64_t hl = x->f.hdr.hdr_len;
-	if (off < hl)
-		return x->f.msg + off;
-	return x->f.payload ? (uint8_t *)x->f.payload + (off - hl) : NULL;
-}
-
-/* Issues reads (or skips) for announced segments. mu held. */
-static int rx_issue(rdma_ep *ep)
-{
-	rdma_rx *x = &ep->rx;
-	uint64_t hl = x->f.hdr.hdr_len;
-	int progressed = 0;
-
-	while (x->issued < x->total && x->sg_n > 0 && x->rd_n < RDMA_MAX_READS) {
-		rseg *s = &x->segs[x->sg_head];
-		uint64_t off = x->issued, n = s->len - x->sg_off;
-		int in_msg = off < hl;
-		uint64_t lim = in_msg ? hl - off : x->total - off;
-		if (n > lim)
-			n = lim;
-		if (!in_msg && !x->dest_asked)
-			break; /* payload_dest first, once the msgpack part is in */
-		unsigned ri = (x->rd_head + x->rd_n) % RDMA_MAX_READS;
-		rdma_rd *rd = &x->rd[ri];
-		memset(rd, 0, sizeof(*rd));
-		rd->slot = -1;
-		uint8_t *target = rx_target(x, off);
-		if (!target) {
-			rd->skip = 1; /* discarded: nothing to read */
-			rd->done = 1;
-			ep->st.rx_skip_bytes += n;
-		} else {
-			struct ibv_sge sge;
-			if (!in_msg && x->dest_reg) {
-				if (n > RDMA_READ_MAX)
-					n = RDMA_READ_MAX;
-				sge = (struct ibv_sge){.addr = (uintptr_t)target, .length = (uint32_t)n, .lkey = x->dest_lkey};
-				ep->st.rx_direct_bytes += n;
-			} else {
-				if (ensure_ring(ep, &ep->landing, &ep->landing_mr, RDMA_NLANDING, IBV_ACCESS_LOCAL_WRITE))
-					return TRANSPORT_ENOMEM;
-				if (!x->landing_free)
-					break;
-				rd->slot = __builtin_ctz(x->landing_free);
-				if (n > RDMA_CHUNK)
-					n = RDMA_CHUNK;
-				sge = (struct ibv_sge){.addr = (uintptr_t)(ep->landing + (size_t)rd->slot * RDMA_CHUNK),
-						       .length = (uint32_t)n,
-						       .lkey = ep->landing_mr->lkey};
-				ep->st.rx_landing_bytes += n;
-			}
-			if (!sq_room(ep, 2))
-				break;
-			struct ibv_send_wr wr = {
-				.sg_list = &sge,
-				.num_sge = 1,
-				.opcode = IBV_WR_RDMA_READ,
-				.send_flags = IBV_SEND_SIGNALED,
-				.wr.rdma = {.remote_addr = s->addr + x->sg_off, .rkey = s->rkey},
-			};
-			if (sq_post(ep, &wr, (rdma_sqe){.kind = SQE_READ, .idx = (uint16_t)ri}) != 0)
-				return TRANSPORT_EIO;
-			if (rd->slot >= 0)
-				x->landing_free &= ~(1u << rd->slot);
-		}
-		rd->off = off;
-		rd->len = (uint32_t)n;
-		x->sg_off += n;
-		x->issued += n;
-		if (x->sg_off == s->len) {
-			rd->seg_end = 1;
-			x->sg_head = (x->sg_head + 1) % RDMA_RXSEGS;
-			x->sg_n--;
-			x->sg_off = 0;
-		}
-		x->rd_n++;
-		progressed = 1;
-	}
-	return progressed;
-}
-
-int rdma_ep_rx_busy(const rdma_ep *ep) { return ep->rx.active || ep->rq_n > 0; }
-
-void rdma_ep_rx_abort(rdma_ep *ep)
-{
-	free(ep->rx.f.msg);
-	memset(&ep->rx.f, 0, sizeof(ep->rx.f));
-	ep->rx.active = 0;
-}
-
-int rdma_ep_rx(rdma_ep *ep, transport_frame *out, transport_payload_dest_fn dest, void *ctx)
-{
-	rdma_rx *x = &ep->rx;
-	int r;
-
-	for (;;) {
-		int progressed = 0;
-		if (ep->err) {
-			rdma_ep_rx_abort(ep);
-			return ep->err;
-		}
-		if (!x->active) {
-			if (ep->rq_n == 0) {
-				if (ep->peer_gone) {
-					rdma_ep_fail(ep, TRANSPORT_ECLOSED);
-					return TRANSPORT_ECLOSED;
-				}
-				rdma_ep_flush_ctrl(ep);
-				return 0;
-			}
-			if ((r = rx_begin(ep, dest, ctx)) != 0) {
-				rdma_ep_rx_abort(ep);
-				return r;
-			}
-			progressed = 1;
-		}
-		/* more segments of this frame */
-		while (!x->last && ep->rq_n > 0) {
-			uint32_t len;
-			const rmsg *m = rq_msg(ep, &len);
-			if (m->type != RM_SEGS) {
-				rdma_ep_rx_abort(ep);
-				return proto_fail(ep, "a new frame before the last one's segments");
-			}
-			if (x->sg_n + m->nsegs > RDMA_RXSEGS)
-				break; /* room comes as reads are issued */
-			if ((r = absorb_segs(ep, (const uint8_t *)m, ALIGN8(MSG_HDR), m->nsegs, len)) != 0) {
-				rdma_ep_rx_abort(ep);
-				return r;
-			}
-			x->last = (m->flags & RMF_LAST) != 0;
-			rq_pop(ep);
-			progressed = 1;
-		}
-		/* finished reads, in order */
-		while (x->rd_n > 0 && x->rd[x->rd_head].done) {
-			rdma_rd *rd = &x->rd[x->rd_head];
-			if (rd->slot >= 0) {
-				uint8_t *target = rx_target(x, rd->off);
-				const uint8_t *src = ep->landing + (size_t)rd->slot * RDMA_CHUNK;
-				pthread_mutex_unlock(&ep->mu);
-				memcpy(target, src, rd->len);
-				pthread_mutex_lock(&ep->mu);
-				x->landing_free |= 1u << rd->slot;
-			}
-			x->filled += rd->len;
-			if (rd->seg_end)
-				ep->rx_acked++;
-			x->rd_head = (x->rd_head + 1) % RDMA_MAX_READS;
-			x->rd_n--;
-			progressed = 1;
-		}
-		if (ep->err)
-			continue;
-		if (!x->dest_asked && x->f.hdr.payload_len > 0 && x->filled >= x->f.hdr.hdr_len) {
-			call_dest(ep, dest, ctx);
-			progressed = 1;
-		}
-		if ((r = rx_issue(ep)) < 0) {
-			rdma_ep_rx_abort(ep);
-			return r;
-		}
-		progressed |= r;
-		if (x->last && ((x->issued == x->total && x->sg_n > 0) || (x->issued < x->total && x->sg_n == 0))) {
-			rdma_ep_rx_abort(ep);
-			return proto_fail(ep, "segments do not add up to the frame");
-		}
-		if (x->last && x->filled == x->total && x->sg_n == 0 && x->rd_n == 0) {
-			if (x->f.hdr.payload_len == 0)
-				x->f.payload = NULL;
-			*out = x->f;
-			memset(&x->f, 0, sizeof(x->f));
-			x->active = 0;
-			ep->st.rx_frames++;
-			rdma_ep_flush_ctrl(ep);
-			return 1;
-		}
-		if (!progressed) {
-			rdma_ep_flush_ctrl(ep);
-			if (ep->peer_gone) {
-				/* No more bytes of this frame can come. */
-				rdma_ep_rx_abort(ep);
-				rdma_ep_fail(ep, TRANSPORT_EIO);
-				return TRANSPORT_EIO;
-			}
-			return 0;
-		}
-	}
-}
-
-int rdma_ep_send_eager_nb(rdma_ep *ep, const void *frame, size_t len)
-{
-	if (!ep->qp || ep->qp_dead || ep->credits < 1 || !slot_free(ep) || len < PROTO_HDR_SIZE ||
-	    MSG_HDR + len > ep->peer_msg_size)
-		return TRANSPORT_EIO;
-	uint8_t *slot = ep->sbuf + (size_t)(ep->s_posted % RDMA_NSEND) * RDMA_MSG_SIZE;
-	rmsg *m = (rmsg *)slot;
-	memset(m, 0, sizeof(*m));
-	m->type = RM_FRAME;
-	m->flags = RMF_LAST;
-	m->inl = (uint32_t)(len - PROTO_HDR_SIZE);
-	memcpy(slot + MSG_HDR, frame, len);
-	return msg_post(ep, (uint32_t)(MSG_HDR + len));
 }
 
 void rdma_ep_peer_gone(rdma_ep *ep)

@@ -1,7 +1,9 @@
 /*
  * rdma transport: what the client half (rdma_client.c), the server half
- * (rdma_server.c), the connection core (rdma_ep.c) and the registration cache
- * (rdma_mr.c) share. Not included outside transport/ (except by its tests).
+ * (rdma_server.c), the connection core (rdma_ep.c: setup, completions, credits,
+ * keepalives; rdma_tx.c: sending frames; rdma_rx.c: receiving them) and the
+ * registration cache (rdma_mr.c) share. Not included outside transport/
+ * (except by its tests).
  *
  * One connection = one rdma_cm id with one RC queue pair, one completion queue
  * (sends, reads and receives) on a completion channel, and a protection domain
@@ -109,6 +111,12 @@ typedef struct rseg {
 	uint32_t rkey, len;
 } rseg;
 
+/* A message is an rmsg, then (FRAME) the frame's proto header and its inline
+ * bytes; its rseg list starts at the next multiple of 8. */
+#define RDMA_MSG_HDR (sizeof(rmsg))
+#define RDMA_FRAME_HDR (RDMA_MSG_HDR + PROTO_HDR_SIZE)
+#define RDMA_ALIGN8(x) (((x) + 7u) & ~(size_t)7u)
+
 /* rdma_cm private data, both ways (<= 56 bytes, the limit of a connect request). */
 #define RDMA_HELLO_MAGIC 0x44524752u /* "RGRD" */
 typedef struct rhello {
@@ -161,7 +169,7 @@ int rdma_regs_remove(rdma_regs *r, transport_mr *mr);
 /* Is [addr, addr+len) inside one registered MR? Fills lkey/rkey. */
 int rdma_regs_find(rdma_regs *r, const void *addr, size_t len, uint32_t *lkey, uint32_t *rkey);
 
-/* ---- connection core (rdma_ep.c) ---- */
+/* ---- connection core (rdma_ep.c, rdma_tx.c, rdma_rx.c) ---- */
 
 /* One RDMA READ in flight (receiver side). */
 typedef struct rdma_rd {
@@ -194,6 +202,7 @@ typedef struct rdma_rx {
 } rdma_rx;
 
 /* A work request on the send queue, by sequence number (wr_id). */
+enum { SQE_SEND = 1, SQE_READ, SQE_KA };
 typedef struct rdma_sqe {
 	uint8_t kind; /* SQE_SEND, SQE_READ, SQE_KA */
 	uint16_t idx; /* READ: index in rx.rd */
@@ -241,7 +250,7 @@ typedef struct rdma_ep {
 	uint32_t peer_acked; /* our segments the peer consumed */
 
 	/* sender (send_lock; the counters also under mu) */
-	struct txf *txf; /* the message being built (rdma_ep.c) */
+	struct txf *txf; /* the message being built (rdma_tx.c) */
 	uint32_t tx_segs;             /* segments announced so far */
 	uint32_t b_seg[RDMA_NBOUNCE]; /* segment number held by each bounce slot */
 	uint8_t b_busy[RDMA_NBOUNCE];
@@ -304,6 +313,22 @@ void rdma_ep_channel_drain(rdma_ep *ep);
 int rdma_ep_check(rdma_ep *ep, uint64_t sender_since);
 /* (mu) Sends a CTRL if acks or credits are due and a credit allows. */
 void rdma_ep_flush_ctrl(rdma_ep *ep);
+
+/* Shared inside the connection core (in rdma_ep.c, for rdma_tx.c and rdma_rx.c); (mu): */
+/* Room for n more work requests on the send queue. */
+int rdma_ep_has_sq_room(const rdma_ep *ep, unsigned n);
+/* Posts wr with its record e (wr_id: its sequence number); latches EIO on failure. */
+int rdma_ep_post_wr(rdma_ep *ep, struct ibv_send_wr *wr, rdma_sqe e);
+/* A send slot is free, and the send queue has room. */
+int rdma_ep_has_slot(const rdma_ep *ep);
+/* Posts the message in the next send slot (already filled but for the
+ * counters). The caller checked rdma_ep_has_slot and the credits. */
+int rdma_ep_post_msg(rdma_ep *ep, uint32_t len);
+/* A receive buffer is consumed: give it back to the peer. */
+void rdma_ep_repost_recv(rdma_ep *ep, unsigned idx);
+/* Allocates and registers a ring of n RDMA_CHUNK slots (bounce, landing) on
+ * first use. */
+int rdma_ep_ensure_ring(rdma_ep *ep, uint8_t **ring, struct ibv_mr **mr, unsigned n, int access);
 
 /* Sends the frames in iov (send_lock taken inside). wait() is called with mu
  * held whenever the sender must wait for the peer; it returns 0 to retry or an
