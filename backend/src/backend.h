@@ -254,7 +254,7 @@ void be_sessions_shutdown(void); /* no new sessions */
 /* isolate.c: one process per session (see there why). */
 void be_isolate_init(uv_loop_t *loop, char *const *child_argv, char *const *child_argv_listen);
 void be_isolate_accept_fd(void *ctx, int fd, const char *peer);
-int be_isolate_redirect(void *ctx, const char *peer);
+int be_isolate_redirect(void *ctx, const char *peer, uint64_t *cookie);
 void be_isolate_shutdown(int signum);
 int be_isolate_live(void);
 int be_sessions_live(void);

@@ -11,9 +11,10 @@
  * completion channel belong to the process that made them), so for rdma the
  * client is sent instead: on a connection request the supervisor starts
  * `remote-gpud --session-listen rdma://HOST:0 --port-fd 3`, which listens on a
- * port of its own before it loads the driver and writes the port to fd 3 (a
- * pipe); the supervisor rejects the request with that port in the reject's
- * private data, and the client connects there (transport rdma_client.c). The
+ * port of its own before it loads the driver and writes the port and a random
+ * cookie to fd 3 (a pipe); the supervisor rejects the request with both in the
+ * reject's private data, and the client connects there presenting the cookie
+ * (transport rdma_client.c); the session process serves no one else. The
  * supervisor waits for the port, not for the child's driver: the first is
  * milliseconds, the second can take a second on a large GPU.
  */
@@ -114,10 +115,10 @@ static child *spawn(char *const *argv, int fd, const char *peer)
 
 void be_isolate_accept_fd(void *ctx, int fd, const char *peer) { spawn(I.argv, fd, peer); }
 
-/* Reads the port line the child writes to its fd 3, within ms. */
-static int read_port(int fd, int ms)
+/* Reads the "PORT COOKIE" line the child writes to its fd 3, within ms. */
+static int read_port(int fd, int ms, uint64_t *cookie)
 {
-	char buf[16];
+	char buf[48];
 	size_t n = 0;
 	uint64_t end = rg_clock_ns() + (uint64_t)ms * 1000000u;
 	while (n < sizeof(buf) - 1) {
@@ -138,12 +139,15 @@ static int read_port(int fd, int ms)
 			break;
 	}
 	buf[n] = 0;
-	char *e;
+	char *e, *e2;
 	long port = strtol(buf, &e, 10);
-	return e != buf && *e == '\n' && port > 0 && port <= 65535 ? (int)port : -1;
+	if (e == buf || *e != ' ')
+		return -1;
+	*cookie = strtoull(e + 1, &e2, 16);
+	return e2 != e + 1 && *e2 == '\n' && port > 0 && port <= 65535 ? (int)port : -1;
 }
 
-int be_isolate_redirect(void *ctx, const char *peer)
+int be_isolate_redirect(void *ctx, const char *peer, uint64_t *cookie)
 {
 	int fds[2];
 	if (pipe2(fds, O_CLOEXEC) != 0) {
@@ -155,7 +159,7 @@ int be_isolate_redirect(void *ctx, const char *peer)
 		close(fds[0]);
 		return -1;
 	}
-	int port = read_port(fds[0], BE_SESSION_LISTEN_MS);
+	int port = read_port(fds[0], BE_SESSION_LISTEN_MS, cookie);
 	close(fds[0]);
 	if (port < 0) {
 		LOG_ERROR(BE_LOG, "%s: session process %d did not report a port within %d ms: connection refused",

@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #define DEFAULT_LISTEN "127.0.0.1:7420"
@@ -40,6 +41,7 @@ static struct {
 	const char *session_listen; /* rdma session process: listen here for the one client */
 	int port_fd;                /* ... and write the port there */
 	int served;                 /* ... its client came */
+	uint64_t cookie;            /* ... which presents this */
 	uv_timer_t no_client;
 } M = {.session_fd = -1, .port_fd = -1};
 
@@ -217,8 +219,9 @@ static int serve_one(int fd)
 
 static void *accept_one(void *ctx, transport_conn *c)
 {
-	if (M.served) {
-		LOG_WARN(BE_LOG, "%s: this session process already serves a client: refused", c->peer);
+	if (M.served || c->cookie != M.cookie) {
+		LOG_WARN(BE_LOG, "%s: %s: refused", c->peer,
+			 M.served ? "this session process already serves a client" : "not the client sent here");
 		return NULL;
 	}
 	M.served = 1;
@@ -264,8 +267,17 @@ static int serve_sent(const transport_addr *addr, const char *driver, int device
 		close(M.port_fd);
 		return stop_early();
 	}
-	char line[16];
-	int n = snprintf(line, sizeof(line), "%d\n", transport_listener_port(M.listener));
+	/* The cookie keeps a stranger who finds the port from taking the session
+	 * the supervisor made for its client. */
+	if (getrandom(&M.cookie, sizeof(M.cookie), 0) != sizeof(M.cookie) || !M.cookie) {
+		LOG_ERROR(BE_LOG, "session process: no random cookie");
+		close(M.port_fd);
+		listener_close_once();
+		return stop_early();
+	}
+	char line[48];
+	int n = snprintf(line, sizeof(line), "%d %016llx\n", transport_listener_port(M.listener),
+			 (unsigned long long)M.cookie);
 	int ok = write(M.port_fd, line, (size_t)n) == n;
 	close(M.port_fd);
 	if (!ok || be_driver_load(driver) != 0 || device_info(device) != 0 || be_imgcache_open_store(store) != 0) {

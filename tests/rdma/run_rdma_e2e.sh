@@ -15,8 +15,10 @@
 # log line at the connection's close) show payloads read straight into its
 # registered staging buffers and results sent from them without a bounce copy.
 # Every session runs in a process of its own (the supervisor sends each client
-# to a session process's port): isolation checks that two clients at once are
-# served by two processes other than the supervisor.
+# to a session process's port, with a cookie): isolation checks that two clients
+# at once are served by two processes other than the supervisor, and that a
+# client going straight to one of those ports (no cookie) is refused while the
+# session's own client carries on.
 # Fault tests: kill_client (a client SIGKILLed in the middle of 64 MiB copies:
 # the server frees its session, others carry on), kill_server (the server, its
 # session processes included, SIGKILLed while a client holds memory and waits:
@@ -148,13 +150,19 @@ t_isolation() {
   local n=300
   while [ $n -gt 0 ] && ! { [ -s "$work/iso.1.out" ] && [ -s "$work/iso.2.out" ]; }; do sleep 0.1; n=$((n - 1)); done
   [ -s "$work/iso.1.out" ] && [ -s "$work/iso.2.out" ] || why="the two holders did not start"
-  local kids
+  local kids sport
   kids=$(pgrep -P "$srv_pid" | wc -l)
   [ -z "$why" ] && [ "$kids" -ge 2 ] || why="${why:-$kids session processes for two clients}"
+  sport=$(sed -n 's/.*: sent to port \([0-9]*\)$/\1/p' "$work/server.log" | tail -n 1)
+  [ -n "$sport" ] || why="${why:-no 'sent to port' in the server log}"
+  if [ -z "$why" ] && REMOTE_GPU=rdma://$ip:$sport LD_PRELOAD=$lib RGTEST_FAKE=1 timeout 60 "$bin/probe" \
+    >"$work/iso.stranger.out" 2>&1; then
+    why="a client without the cookie was served at session port $sport"
+  fi
   for fd in "${fds[@]}"; do exec {fd}>&-; done
   for p in "${hp[@]}"; do wait "$p" || why="${why:-a holder failed}"; done
   [ -z "$why" ] && { mem_back || why="memory not freed"; }
-  report isolation "$([ -z "$why" ] && echo 0 || echo 1)" "${why:-two clients, $kids session processes}"
+  report isolation "$([ -z "$why" ] && echo 0 || echo 1)" "${why:-two clients, $kids session processes; a stranger at port $sport refused}"
 }
 
 t_kill_client() {

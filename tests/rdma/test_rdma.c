@@ -263,6 +263,12 @@ static void *loop_main(void *arg)
 
 static const transport_server_cb srv_cb = {srv_accept, srv_payload_dest, srv_frame, srv_close};
 
+static void *loop_main_front(uv_loop_t *loop)
+{
+	uv_run(loop, UV_RUN_DEFAULT);
+	return NULL;
+}
+
 static int server_start(server *s)
 {
 	transport_addr a;
@@ -996,6 +1002,62 @@ static void test_listener_close(void)
 	S.l = NULL;
 }
 
+/* A listener that serves no one and sends every client to the test server
+ * (on_redirect), with a cookie the client must present there. */
+static int redirect_port;
+static uint64_t redirect_cookie;
+static int front_redirect(void *ctx, const char *peer, uint64_t *cookie)
+{
+	*cookie = redirect_cookie;
+	return redirect_port;
+}
+
+static void test_redirect(void)
+{
+	static const transport_server_cb front_cb = {.on_redirect = front_redirect};
+	uv_loop_t loop;
+	transport_addr a;
+	transport_listener *front;
+	char spec[128];
+	uv_loop_init(&loop);
+	snprintf(spec, sizeof(spec), "rdma://%s:0", ip);
+	if (!CHECK(transport_parse_addr(spec, &a) == 0 && transport_listen(&loop, &a, &front_cb, NULL, &front) == 0))
+		return;
+	int fport = transport_listener_port(front);
+	pthread_t th;
+	pthread_create(&th, NULL, (void *(*)(void *))loop_main_front, &loop);
+
+	/* straight to the server: no cookie */
+	transport_conn *d = connect_to(S.port);
+	conn_rec *rd = d ? rec_for(d) : NULL;
+	if (CHECK(rd))
+		CHECK_EQ(rd->c->cookie, 0);
+
+	/* sent on, the cookie comes along, and the connection carries frames */
+	redirect_port = S.port;
+	redirect_cookie = 0x5eed0c00c1e5ull;
+	transport_conn *c = connect_to(fport);
+	conn_rec *r = c ? rec_for(c) : NULL;
+	if (CHECK(r)) {
+		CHECK_EQ(r->c->cookie, redirect_cookie);
+		CHECK_EQ(send_frame(c, OP_DATA, 1, 0, NULL, 0), 0);
+		CHECK(WAIT_FOR(r->nframes == 1, 5000));
+	}
+
+	/* a redirect refused is a failed connect */
+	redirect_port = 0;
+	transport_conn *x = connect_to(fport);
+	CHECK(x == NULL);
+
+	if (c)
+		transport_close(c);
+	if (d)
+		transport_close(d);
+	transport_listener_close(front);
+	pthread_join(th, NULL);
+	uv_loop_close(&loop);
+}
+
 /* ---- children ---- */
 
 static void *child_srv_accept(void *ctx, transport_conn *c) { return c; }
@@ -1094,7 +1156,7 @@ int main(int argc, char **argv)
 	} tests[] = {
 		{"frames", test_frames},         {"regcache", test_regcache},
 		{"concurrent", test_concurrent}, {"qp_error", test_qp_error},
-		{"vanish", test_vanish},
+		{"vanish", test_vanish},         {"redirect", test_redirect},
 		{"client_death", test_client_death}, {"server_death", test_server_death},
 		{"listener_close", test_listener_close},
 	};

@@ -141,6 +141,9 @@ typedef struct transport_ops {
 struct transport_conn {
 	const transport_ops *ops;
 	char peer[64]; /* "host:port" of the other end, for logs */
+	/* Server side: the cookie the client presented, which it was given when it
+	 * was sent here (on_redirect); 0 when none. */
+	uint64_t cookie;
 };
 
 /* Parsed "[scheme://]host:port": scheme "tcp" when absent, an IPv6 host in
@@ -187,9 +190,11 @@ typedef struct transport_server_cb {
 	/* Optional (rdma, whose connections cannot change process): when set, a
 	 * connection request is not served here. The upper layer has another
 	 * listener take it (a session process listening on the same address) and
-	 * returns that listener's port; the client is sent there and connects
-	 * again by itself. A return outside 1..65535 refuses the request. */
-	int (*on_redirect)(void *ctx, const char *peer);
+	 * returns that listener's port, and in *cookie a secret the client is
+	 * given with it and presents there (transport_conn.cookie), so that only
+	 * that client is served there; the client connects again by itself. A
+	 * return outside 1..65535 refuses the request. */
+	int (*on_redirect)(void *ctx, const char *peer, uint64_t *cookie);
 } transport_server_cb;
 
 typedef struct transport_listener transport_listener;

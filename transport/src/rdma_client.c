@@ -84,7 +84,7 @@ void rdma_addr_name(const struct sockaddr *sa, char *buf, size_t len)
 /* Waits for the next event on the connection's channel; its type, status and
  * private data are copied out and the event acked. */
 static int wait_event(struct rdma_event_channel *ch, int ms, enum rdma_cm_event_type *type, int *status, rhello *h,
-		      int *have_h, int *redirect)
+		      int *have_h, rredirect *redirect)
 {
 	struct pollfd p = {.fd = ch->fd, .events = POLLIN};
 	uint64_t end = rdma_now_ns() + (uint64_t)ms * 1000000ull;
@@ -112,12 +112,12 @@ static int wait_event(struct rdma_event_channel *ch, int ms, enum rdma_cm_event_
 	}
 	if (redirect) {
 		rredirect rd;
-		*redirect = 0;
+		memset(redirect, 0, sizeof(*redirect));
 		if (ev->event == RDMA_CM_EVENT_REJECTED && ev->param.conn.private_data &&
 		    ev->param.conn.private_data_len >= sizeof(rd)) {
 			memcpy(&rd, ev->param.conn.private_data, sizeof(rd));
 			if (rd.magic == RDMA_REDIRECT_MAGIC && rd.version == RDMA_PROTO_VERSION)
-				*redirect = rd.port;
+				*redirect = rd;
 		}
 	}
 	rdma_v.ack_cm_event(ev);
@@ -139,9 +139,9 @@ static int expect(struct rdma_event_channel *ch, enum rdma_cm_event_type want, c
 	return 0;
 }
 
-/* One connection attempt; *redirect: the port the server sent us to (the
- * attempt then failed). */
-static int connect_once(const transport_addr *a, transport_conn **out, int *redirect)
+/* One connection attempt, presenting cookie; redirect->port: where the server
+ * sent us instead (the attempt then failed). */
+static int connect_once(const transport_addr *a, uint64_t cookie, transport_conn **out, rredirect *redirect)
 {
 	const rdma_conf_t *cf = rdma_conf();
 	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV};
@@ -216,6 +216,7 @@ static int connect_once(const transport_addr *a, transport_conn **out, int *redi
 	}
 	rhello mine, theirs;
 	rdma_ep_fill_hello(&c->ep, &mine);
+	mine.cookie = cookie;
 	struct rdma_conn_param cp = {
 		.private_data = &mine,
 		.private_data_len = sizeof(mine),
@@ -235,7 +236,7 @@ static int connect_once(const transport_addr *a, transport_conn **out, int *redi
 		LOG_WARN("transport", "rdma: connect to %s: %s", c->base.peer, transport_strerror(r));
 		goto fail;
 	}
-	if (t != RDMA_CM_EVENT_ESTABLISHED && *redirect) {
+	if (t != RDMA_CM_EVENT_ESTABLISHED && redirect->port) {
 		r = TRANSPORT_ECONNECT;
 		goto fail;
 	}
@@ -276,18 +277,20 @@ fail:
 static int client_connect(const transport_addr *a, transport_conn **out)
 {
 	transport_addr cur = *a;
+	uint64_t cookie = 0;
 	for (int hop = 0;; hop++) {
-		int port = 0;
-		int r = connect_once(&cur, out, &port);
-		if (!port)
+		rredirect rd = {0};
+		int r = connect_once(&cur, cookie, out, &rd);
+		if (!rd.port)
 			return r;
 		if (hop == 1) {
 			LOG_WARN("transport", "rdma: %s:%d sent us on again (to port %d): giving up", cur.host, cur.port,
-				 port);
+				 rd.port);
 			return TRANSPORT_ECONNECT;
 		}
-		LOG_DEBUG("transport", "rdma: %s:%d: sent to port %d", cur.host, cur.port, port);
-		cur.port = port;
+		LOG_DEBUG("transport", "rdma: %s:%d: sent to port %d", cur.host, cur.port, rd.port);
+		cur.port = rd.port;
+		cookie = rd.cookie;
 	}
 }
 

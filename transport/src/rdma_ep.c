@@ -204,6 +204,7 @@ int rdma_ep_hello(rdma_ep *ep, const void *priv, size_t len)
 	ep->peer_ka_rkey = h.ka_rkey;
 	ep->last_peer_ns = ep->last_msg_ns = rdma_now_ns();
 	pthread_mutex_unlock(&ep->mu);
+	ep->conn->cookie = h.cookie;
 	return TRANSPORT_OK;
 }
 

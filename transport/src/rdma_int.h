@@ -93,7 +93,7 @@
 #define RDMA_RXSEGS 512               /* announced segments the receiver holds */
 #define RDMA_INLINE_WANT 256       /* inline send size asked of the QP (a small frame fits) */
 #define RDMA_SQ_DEPTH 128             /* >= RDMA_NSEND + RDMA_MAX_READS + keepalive */
-#define RDMA_PROTO_VERSION 1
+#define RDMA_PROTO_VERSION 2
 
 enum { RM_FRAME = 1, RM_SEGS = 2, RM_CTRL = 3, RM_BATCH = 4 };
 enum { RMF_LAST = 1, RMF_NEED = 2 };
@@ -126,6 +126,7 @@ typedef struct rhello {
 	uint32_t msg_size; /* size of each of them */
 	uint32_t ka_rkey;  /* keepalive word the peer may RDMA WRITE */
 	uint64_t ka_addr;
+	uint64_t cookie;   /* client: the one it was sent here with (rredirect), else 0 */
 } rhello;
 
 /* rdma_cm private data of a reject that sends the client to another port of
@@ -135,6 +136,7 @@ typedef struct rredirect {
 	uint32_t magic;
 	uint16_t version;
 	uint16_t port;
+	uint64_t cookie; /* to present there (rhello.cookie) */
 } rredirect;
 
 /* Tunables, read once from the environment (rdma_conf()). */

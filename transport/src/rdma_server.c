@@ -376,9 +376,13 @@ static void on_connect_request(rdma_listener *l, struct rdma_cm_id *id, const vo
 	if (!closing && l->cb.on_redirect) {
 		char peer[64];
 		rdma_addr_name(rdma_get_peer_addr(id), peer, sizeof(peer));
-		int port = l->cb.on_redirect(l->ctx, peer);
+		uint64_t cookie = 0;
+		int port = l->cb.on_redirect(l->ctx, peer, &cookie);
 		if (port > 0 && port <= 65535) {
-			rredirect rd = {.magic = RDMA_REDIRECT_MAGIC, .version = RDMA_PROTO_VERSION, .port = (uint16_t)port};
+			rredirect rd = {.magic = RDMA_REDIRECT_MAGIC,
+					.version = RDMA_PROTO_VERSION,
+					.port = (uint16_t)port,
+					.cookie = cookie};
 			rdma_v.reject(id, &rd, sizeof(rd));
 			LOG_DEBUG("transport", "rdma: %s: sent to port %d", peer, port);
 		} else {
