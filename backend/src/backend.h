@@ -43,6 +43,7 @@
 #define BE_BIG_MAX (256u << 20)      /* largest kept staging buffer */
 #define BE_SPIN_NS 100000            /* executor / waiter spin before sleeping: longer than a round trip, so back-to-back calls never wait for a wake-up */
 #define BE_FAST_NS 10000             /* executor: how long a sync call may poll its event */
+#define BE_IDLE_QUERY_MAX 64         /* device_sync asks at most this many streams before it waits */
 #define BE_WAITER_JOIN_MS 10000      /* teardown: how long the waiter may take */
 #define BE_EVPOOL_MAX 64             /* idle internal events kept */
 #define BE_SESSION_LISTEN_MS 10000   /* rdma: a session process's time to report its port */

@@ -67,8 +67,30 @@ int be_op_stream_sync(be_session *s, be_req *rq, uint64_t stream_id)
 	return be_waiter_after(s, st, rq, NULL, 0, NULL);
 }
 
+static void query_stream(void *ctx, uint64_t id, void *obj, uint64_t aux)
+{
+	int *busy = ctx;
+	if (!*busy && be_drv.cuStreamQuery((CUstream)obj) != CUDA_SUCCESS)
+		*busy = 1;
+}
+
+/* Every stream of the session (and the legacy one) has finished its work, and
+ * nothing waits in the waiter's FIFO: the device is already synchronised. Any
+ * answer but CUDA_SUCCESS (work left, an error to report) takes the waiter's
+ * cuCtxSynchronize. */
+static int device_idle(be_session *s)
+{
+	if (be_srv.no_fastpath || !be_waiter_idle(s) || be_htab_count(&s->streams) > BE_IDLE_QUERY_MAX)
+		return 0;
+	int busy = be_drv.cuStreamQuery(NULL) != CUDA_SUCCESS;
+	be_htab_each(&s->streams, query_stream, &busy);
+	return !busy;
+}
+
 int be_op_device_sync(be_session *s, be_req *rq)
 {
+	if (device_idle(s))
+		return CUDA_SUCCESS;
 	be_wentry *e = be_wentry_new(s);
 	if (!e)
 		return CUDA_ERROR_OUT_OF_MEMORY;
