@@ -175,10 +175,12 @@ static int stop_early(void)
 	return 1;
 }
 
-/* The session process's connection ended: nothing is left to serve. */
+/* A session process's connection ended (ctx NULL: an rdma session process whose
+ * client never came): nothing is left to serve. */
 static void on_close_last(void *ctx, int err)
 {
-	be_on_close(ctx, err);
+	if (ctx)
+		be_on_close(ctx, err);
 	listener_close_once();
 	uv_unref((uv_handle_t *)&M.sigterm);
 	uv_unref((uv_handle_t *)&M.sigint);
@@ -229,21 +231,10 @@ static void *accept_one(void *ctx, transport_conn *c)
 	return be_on_accept(ctx, c);
 }
 
-/* The end of an rdma session process whose client never came, or never had a
- * session: nothing to tear down. */
-static void close_last_session(void *ctx, int err)
-{
-	if (ctx)
-		be_on_close(ctx, err);
-	listener_close_once();
-	uv_unref((uv_handle_t *)&M.sigterm);
-	uv_unref((uv_handle_t *)&M.sigint);
-}
-
 static void on_no_client(uv_timer_t *t)
 {
 	LOG_WARN(BE_LOG, "the client sent to this session process did not come within %d ms", BE_SESSION_CONNECT_MS);
-	close_last_session(NULL, 0);
+	on_close_last(NULL, 0);
 }
 
 /* --session-listen ADDR --port-fd N (rdma, isolate.c): listen, say the port,
@@ -254,7 +245,7 @@ static int serve_sent(const transport_addr *addr, const char *driver, int device
 		.on_accept = accept_one,
 		.payload_dest = be_payload_dest,
 		.on_frame = be_on_frame,
-		.on_close = close_last_session,
+		.on_close = on_close_last,
 	};
 	uv_loop_init(&M.loop);
 	uv_signal_init(&M.loop, &M.sigterm);
