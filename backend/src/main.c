@@ -49,7 +49,8 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: remote-gpud [options]\n"
-		"  --listen HOST:PORT  address to listen on (default " DEFAULT_LISTEN "; port 0: any free port)\n"
+		"  --listen ADDR       [tcp://|rdma://]HOST:PORT to listen on (default " DEFAULT_LISTEN ";\n"
+		"                      port 0: any free port)\n"
 		"  --port-file FILE    write the bound port to FILE once listening\n"
 		"  --device N          GPU ordinal to serve (default 0)\n"
 		"  --driver PATH       CUDA driver library (default libcuda.so.1)\n"
