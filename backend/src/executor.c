@@ -12,7 +12,8 @@
  * brings the next frame) still gets to run. The loop only signals when the
  * executor is actually asleep.
  *
- * Inline runs. A sync op that never waits for the GPU (BE_OP_QUICK: a query)
+ * Inline runs. A sync op that never blocks (BE_OP_QUICK: a query, or a
+ * synchronisation that polls briefly and leaves real waits to the waiter)
  * arriving while the queue is empty and no batch runs is run by the loop thread
  * itself (be_executor_run_inline): nothing can be ahead of it, so order is kept,
  * and the client's round trip saves the hand-off to the executor, the largest
@@ -102,7 +103,7 @@ int be_executor_run_inline(be_session *s, be_req *rq)
 	pthread_mutex_unlock(&s->q_mu);
 	if (!claim)
 		return 0;
-	/* The loop thread may serve several sessions (rdma, --isolation thread). */
+	/* The loop thread may serve several sessions (--isolation thread). */
 	if (be_drv.cuCtxSetCurrent(s->ctx) != CUDA_SUCCESS) {
 		idle(s);
 		return 0;
@@ -110,10 +111,7 @@ int be_executor_run_inline(be_session *s, be_req *rq)
 	if (!atomic_load(&s->closing))
 		run_frame(s, rq);
 	be_frame_free(s, be_frame_of(rq));
-	pthread_mutex_lock(&s->q_mu);
-	s->q_busy = 0;
-	/* The loop is the only producer and was busy here: nothing was pushed. */
-	pthread_mutex_unlock(&s->q_mu);
+	idle(s); /* the loop is the only producer and was busy here: nothing was pushed */
 	return 1;
 }
 
