@@ -2,7 +2,7 @@
 # bench/rdma/run.sh: the rdma benchmark of record, on Soft-RoCE in the test
 # guest. From the repository root, after building (build/ by default):
 #
-#   bench/rdma/run.sh [--build DIR] [--out DIR] [--quick]
+#   bench/rdma/run.sh [--build DIR] [--out DIR] [--quick] [--repeat N]
 #
 # boots one guest (tools/rdma-vm) and runs in it, on the same rxe device:
 #   1. perftest: ib_send_lat (64 B) and ib_write_bw (1 MiB and 4 MiB), the
@@ -17,7 +17,9 @@
 #      once with default settings, once with busy polling;
 #   4. the same two over tcp:// on the guest's loopback, for scale.
 # then writes bench/results/rdma-softroce-<date>.md (bench/rdma/report.py)
-# with the ratios. The raw outputs stay in --out (default build/bench-rdma).
+# with the ratios. --repeat N measures all of it N times in the one boot (into
+# OUT/r1..rN) and judges the targets on the medians of the runs' ratios: under
+# emulation one run's perftest baseline alone moves by 10%. The raw outputs stay in --out (default build/bench-rdma).
 #
 # Inside the guest (RDMA_VM=1) it runs the measurements only:
 #   bench/rdma/run.sh --guest --build DIR --out DIR
@@ -29,12 +31,14 @@ build=$root/build
 out=
 guest=0
 quick=0
+repeat=1
 while [ $# -gt 0 ]; do
   case $1 in
     --build) build=$(cd "$2" && pwd); shift 2 ;;
     --out) out=$2; shift 2 ;;
     --guest) guest=1; shift ;;
     --quick) quick=1; shift ;;
+    --repeat) repeat=$2; shift 2 ;;
     *) echo "run.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -49,7 +53,7 @@ if [ $guest = 0 ]; then
   [ -x "$pp" ] || pp=$build/rdma-pingpong
   [ -x "$pp" ] || { echo "run.sh: rdma-pingpong not built" >&2; exit 1; }
   rm -rf "$out" && mkdir -p "$out" || exit 1
-  q=(); [ $quick = 1 ] && q=(--quick)
+  q=(--repeat "$repeat"); [ $quick = 1 ] && q+=(--quick)
   RDMA_VM_TIMEOUT=${RDMA_VM_TIMEOUT:-1500} "$root/tools/rdma-vm/rdma-vm.sh" run "$root" -- \
     "$here/run.sh" --guest --build "$build" --out "$out" "${q[@]}" || exit $?
   python3 "$here/report.py" "$out" "$root/bench/results" || exit 1
@@ -75,6 +79,10 @@ wait_port() { # FILE PID
   [ -s "$1" ]
 }
 
+base=$out
+for run in $(seq 1 "$repeat"); do
+(
+[ "$repeat" -gt 1 ] && { out=$base/r$run; mkdir -p "$out"; echo "== run $run of $repeat"; }
 {
   echo "date $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "kernel $(uname -r)"
@@ -134,4 +142,6 @@ rbench() { # NAME SCHEME ENV...
 step "remote-bench over rdma (default settings)"; rbench rb_rdma rdma
 step "remote-bench over rdma (busy polling)"; rbench rb_rdma_spin rdma "${SPIN[@]}"
 step "remote-bench over tcp"; rbench rb_tcp tcp
+)
+done
 step "done"
