@@ -187,6 +187,17 @@ static void on_close_last(void *ctx, int err)
 	uv_unref((uv_handle_t *)&M.sigint);
 }
 
+/* The loop, with the signals first: a SIGTERM right after the port appears must
+ * already mean a clean shutdown. */
+static void loop_start(void)
+{
+	uv_loop_init(&M.loop);
+	uv_signal_init(&M.loop, &M.sigterm);
+	uv_signal_init(&M.loop, &M.sigint);
+	uv_signal_start(&M.sigterm, on_signal, SIGTERM);
+	uv_signal_start(&M.sigint, on_signal, SIGINT);
+}
+
 /* A session process's loop ran out (its session is over): close what is left. */
 static int session_process_end(void)
 {
@@ -248,11 +259,7 @@ static int serve_sent(const transport_addr *addr, const char *driver, int device
 		.on_frame = be_on_frame,
 		.on_close = on_close_last,
 	};
-	uv_loop_init(&M.loop);
-	uv_signal_init(&M.loop, &M.sigterm);
-	uv_signal_init(&M.loop, &M.sigint);
-	uv_signal_start(&M.sigterm, on_signal, SIGTERM);
-	uv_signal_start(&M.sigint, on_signal, SIGINT);
+	loop_start();
 	int r = transport_listen(&M.loop, addr, &cb, &M.loop, &M.listener);
 	if (r != TRANSPORT_OK) {
 		LOG_ERROR(BE_LOG, "--session-listen %s:%d: %s", addr->host, addr->port, transport_strerror(r));
@@ -392,13 +399,7 @@ int main(int argc, char **argv)
 	if (be_imgcache_open_store(store) != 0)
 		return 1;
 
-	uv_loop_init(&M.loop);
-	/* Signals first: a SIGTERM right after the port file appears must already
-	 * mean a clean shutdown. */
-	uv_signal_init(&M.loop, &M.sigterm);
-	uv_signal_init(&M.loop, &M.sigint);
-	uv_signal_start(&M.sigterm, on_signal, SIGTERM);
-	uv_signal_start(&M.sigint, on_signal, SIGINT);
+	loop_start();
 	static const transport_server_cb cb = {
 		.on_accept = be_on_accept,
 		.payload_dest = be_payload_dest,

@@ -193,6 +193,17 @@ static int rx_one(fe_conn *c)
 	return 0;
 }
 
+/* c->lock held. trylock never blocks, so taking rx_mu under c->lock cannot
+ * deadlock with role_take's order (rx_mu, then c->lock). */
+static int role_try_locked(fe_conn *c)
+{
+	if (c->rx_busy || pthread_mutex_trylock(&c->rx_mu) != 0)
+		return 0;
+	c->rx_busy = 1;
+	return 1;
+}
+
+/* The retry of a waiter: rx_mu first, so that spinning takes no c->lock. */
 static int role_try(fe_conn *c)
 {
 	if (pthread_mutex_trylock(&c->rx_mu) != 0)
@@ -214,13 +225,25 @@ static void role_take(fe_conn *c)
 /* Frames still due with no caller to read them: the receiver thread's turn. */
 static int rx_due_locked(fe_conn *c) { return !c->rx_want && (c->pending || c->events); }
 
+/* c->lock held; the caller unlocks rx_mu after c->lock. */
+static void role_release_locked(fe_conn *c)
+{
+	c->rx_busy = 0;
+	pthread_cond_broadcast(&c->cond); /* waiters that slept while it was held */
+}
+
+/* The receiver thread may be needed now (c->lock held). */
+static void rx_wake_locked(fe_conn *c)
+{
+	if (c->rx_parked && rx_due_locked(c))
+		pthread_cond_signal(&c->rx_cv);
+}
+
 static void role_release(fe_conn *c)
 {
 	pthread_mutex_lock(&c->lock);
-	c->rx_busy = 0;
-	pthread_cond_broadcast(&c->cond); /* waiters that slept while it was held */
-	if (c->rx_parked && rx_due_locked(c))
-		pthread_cond_signal(&c->rx_cv);
+	role_release_locked(c);
+	rx_wake_locked(c);
 	pthread_mutex_unlock(&c->lock);
 	pthread_mutex_unlock(&c->rx_mu);
 }
@@ -335,8 +358,8 @@ static int conn_register(fe_conn *c, fe_pending *p)
 		if (p->heap)
 			c->detached++;
 		/* Nobody waits for a detached reply: the receiver thread reads it. */
-		if (p->heap && c->rx_parked && rx_due_locked(c))
-			pthread_cond_signal(&c->rx_cv);
+		if (p->heap)
+			rx_wake_locked(c);
 	}
 	pthread_mutex_unlock(&c->lock);
 	return dead ? FE_EDEAD : 0;
@@ -367,35 +390,40 @@ int fe_conn_begin(fe_conn *c, proto_msg *m, const void *payload, uint64_t plen, 
 
 static int is_done(const fe_pending *p) { return atomic_load_explicit(&p->done, memory_order_acquire); }
 
+/* A call is two sections under c->lock: announce the wait and try for the role
+ * at once, then give both back at once. */
 int fe_conn_wait(fe_conn *c, fe_pending *p)
 {
 	pthread_mutex_lock(&c->lock);
 	c->rx_want++;
+	int role = !is_done(p) && role_try_locked(c);
 	pthread_mutex_unlock(&c->lock);
 	rg_spin sp;
 	rg_spin_start(&sp, SPIN_NS);
-	while (!is_done(p)) {
-		if (role_try(c)) {
-			while (!is_done(p) && rx_one(c) == 0)
-				;
-			role_release(c);
-			break;
-		}
+	while (!role && !is_done(p)) {
 		/* Another thread reads: it completes p, or lets go of the role. */
 		if (rg_spin_on(&sp)) {
 			rg_cpu_relax();
-			continue;
+		} else {
+			pthread_mutex_lock(&c->lock);
+			while (!is_done(p) && c->rx_busy)
+				pthread_cond_wait(&c->cond, &c->lock);
+			pthread_mutex_unlock(&c->lock);
 		}
-		pthread_mutex_lock(&c->lock);
-		while (!is_done(p) && c->rx_busy)
-			pthread_cond_wait(&c->cond, &c->lock);
-		pthread_mutex_unlock(&c->lock);
+		if (!is_done(p))
+			role = role_try(c);
 	}
+	if (role)
+		while (!is_done(p) && rx_one(c) == 0)
+			;
 	pthread_mutex_lock(&c->lock);
 	c->rx_want--;
-	if (c->rx_parked && rx_due_locked(c))
-		pthread_cond_signal(&c->rx_cv);
+	if (role)
+		role_release_locked(c);
+	rx_wake_locked(c);
 	pthread_mutex_unlock(&c->lock);
+	if (role)
+		pthread_mutex_unlock(&c->rx_mu);
 	fe_obs_received(p->rx_len);
 	return p->status;
 }
@@ -475,8 +503,7 @@ void fe_conn_expect_events(fe_conn *c)
 	pthread_mutex_lock(&c->lock);
 	/* For good: a host function captured in a graph fires at every launch. */
 	c->events = 1;
-	if (c->rx_parked && rx_due_locked(c))
-		pthread_cond_signal(&c->rx_cv);
+	rx_wake_locked(c);
 	pthread_mutex_unlock(&c->lock);
 }
 

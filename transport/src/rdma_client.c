@@ -45,8 +45,6 @@ typedef struct rdma_client {
 static int client_connect(const transport_addr *a, transport_conn **out);
 static int client_sendv(transport_conn *c, const struct iovec *iov, int iovcnt);
 static int client_recv_frame(transport_conn *c, transport_frame *f, transport_payload_dest_fn dest, void *ctx);
-static int client_reg_mem(transport_conn *c, void *addr, size_t len, transport_mr **out);
-static int client_dereg_mem(transport_conn *c, transport_mr *mr);
 static void client_shutdown(transport_conn *c);
 static void client_close(transport_conn *c);
 
@@ -54,8 +52,8 @@ static const transport_ops rdma_client_ops = {
 	.scheme = "rdma",
 	.sendv = client_sendv,
 	.recv_frame = client_recv_frame,
-	.reg_mem = client_reg_mem,
-	.dereg_mem = client_dereg_mem,
+	.reg_mem = rdma_reg_mem,
+	.dereg_mem = rdma_dereg_mem,
 	.shutdown = client_shutdown,
 	.close = client_close,
 };
@@ -428,16 +426,6 @@ static int client_recv_frame(transport_conn *base, transport_frame *f, transport
 	if (r && atomic_load(&c->shut))
 		r = TRANSPORT_ECLOSED;
 	return r;
-}
-
-static int client_reg_mem(transport_conn *base, void *addr, size_t len, transport_mr **out)
-{
-	return rdma_reg_mem(&((rdma_client *)base)->ep, addr, len, out);
-}
-
-static int client_dereg_mem(transport_conn *base, transport_mr *mr)
-{
-	return rdma_dereg_mem(&((rdma_client *)base)->ep, mr);
 }
 
 static void client_shutdown(transport_conn *base)

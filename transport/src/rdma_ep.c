@@ -546,21 +546,26 @@ void rdma_ep_peer_gone(rdma_ep *ep)
 	pthread_cond_broadcast(&ep->cv);
 }
 
-/* ---- registration ---- */
-
-int rdma_reg_mem(rdma_ep *ep, void *addr, size_t len, transport_mr **out)
-{
-	return rdma_regs_add(&ep->regs, ep->pd, addr, len, out);
-}
-
-int rdma_dereg_mem(rdma_ep *ep, transport_mr *mr) { return rdma_regs_remove(&ep->regs, mr); }
-
-/* ---- tests ---- */
-
+/* Every rdma connection (client and server halves) starts with these two. */
 typedef struct rdma_conn_head {
 	transport_conn base;
 	rdma_ep ep;
 } rdma_conn_head;
+
+/* ---- registration: transport_ops.reg_mem / dereg_mem of both halves ---- */
+
+int rdma_reg_mem(transport_conn *c, void *addr, size_t len, transport_mr **out)
+{
+	rdma_ep *ep = &((rdma_conn_head *)c)->ep;
+	return rdma_regs_add(&ep->regs, ep->pd, addr, len, out);
+}
+
+int rdma_dereg_mem(transport_conn *c, transport_mr *mr)
+{
+	return rdma_regs_remove(&((rdma_conn_head *)c)->ep.regs, mr);
+}
+
+/* ---- tests ---- */
 
 rdma_ep *rdma_conn_ep(transport_conn *c)
 {

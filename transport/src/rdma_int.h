@@ -354,9 +354,10 @@ int rdma_ep_send_eager_nb(rdma_ep *ep, const void *frame, size_t len);
  * the receive side ends with ECLOSED (between frames) or EIO. */
 void rdma_ep_peer_gone(rdma_ep *ep);
 
-/* reg_mem / dereg_mem for both halves */
-int rdma_reg_mem(rdma_ep *ep, void *addr, size_t len, transport_mr **out);
-int rdma_dereg_mem(rdma_ep *ep, transport_mr *mr);
+/* transport_ops.reg_mem / dereg_mem of both halves (a connection starts with
+ * its transport_conn, then its rdma_ep). */
+int rdma_reg_mem(transport_conn *c, void *addr, size_t len, transport_mr **out);
+int rdma_dereg_mem(transport_conn *c, transport_mr *mr);
 
 /* The rdma connection behind a transport_conn, or NULL when it is not rdma
  * (tests and statistics). */

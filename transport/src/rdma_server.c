@@ -106,8 +106,6 @@ static void request(sconn *c, int err, int kick);
 static void progress(sconn *c);
 static int server_sendv(transport_conn *c, const struct iovec *iov, int iovcnt);
 static int server_recv_frame(transport_conn *c, transport_frame *f, transport_payload_dest_fn dest, void *ctx);
-static int server_reg_mem(transport_conn *c, void *addr, size_t len, transport_mr **out);
-static int server_dereg_mem(transport_conn *c, transport_mr *mr);
 static void server_shutdown(transport_conn *c);
 static void server_close(transport_conn *c);
 static int srv_listen(uv_loop_t *loop, const transport_addr *a, const transport_server_cb *cb, void *ctx,
@@ -118,8 +116,8 @@ static const transport_ops rdma_server_ops = {
 	.scheme = "rdma",
 	.sendv = server_sendv,
 	.recv_frame = server_recv_frame,
-	.reg_mem = server_reg_mem,
-	.dereg_mem = server_dereg_mem,
+	.reg_mem = rdma_reg_mem,
+	.dereg_mem = rdma_dereg_mem,
 	.shutdown = server_shutdown,
 	.close = server_close,
 };
@@ -757,16 +755,6 @@ static int server_recv_frame(transport_conn *c, transport_frame *f, transport_pa
 {
 	memset(f, 0, sizeof(*f));
 	return TRANSPORT_ENOTSUP;
-}
-
-static int server_reg_mem(transport_conn *base, void *addr, size_t len, transport_mr **out)
-{
-	return rdma_reg_mem(&((sconn *)base)->ep, addr, len, out);
-}
-
-static int server_dereg_mem(transport_conn *base, transport_mr *mr)
-{
-	return rdma_dereg_mem(&((sconn *)base)->ep, mr);
 }
 
 static void server_shutdown(transport_conn *base)
