@@ -28,8 +28,8 @@ struct fe_conn {
 	pthread_mutex_t lock; /* pending list, detached count, dead */
 	pthread_cond_t cond;
 	fe_pending *pending;
-	int detached;
-	int dead;
+	atomic_int detached;   /* changed under lock; read without it on the fast path */
+	atomic_int dead;       /* likewise */
 	atomic_int latched;
 
 	pthread_mutex_t rx_mu; /* the receive role */
@@ -472,6 +472,10 @@ int fe_conn_begin_detached(fe_conn *c, proto_msg *m, void *dest, uint64_t dest_l
 
 int fe_conn_drain_detached(fe_conn *c)
 {
+	/* Every query drains: without copies in flight, no lock. A copy this
+	 * thread started is counted here already (it was registered first). */
+	if (atomic_load(&c->detached) == 0)
+		return atomic_load(&c->dead) ? FE_EDEAD : 0;
 	pthread_mutex_lock(&c->lock);
 	while (c->detached > 0 && !c->dead)
 		pthread_cond_wait(&c->cond, &c->lock);

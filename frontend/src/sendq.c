@@ -25,7 +25,8 @@ struct fe_sendq {
 	uint8_t *buf, *spare; /* buf: being filled; spare: free for the next swap */
 	size_t len, cap, spare_cap;
 	atomic_size_t pending; /* len, readable without the lock by the spinning sender */
-	int sleeping, closing, err;
+	int sleeping, closing;
+	atomic_int err;        /* written under qlock, read without it by writers */
 	pthread_t thread;
 };
 
@@ -59,11 +60,21 @@ static void give_back(fe_sendq *q, uint8_t *b, size_t cap)
 /* Writes queued bytes and, optionally, one more frame: one writev (wlock held). */
 static int write_locked(fe_sendq *q, const void *frame, size_t len, const void *payload, size_t plen)
 {
-	pthread_mutex_lock(&q->qlock);
-	size_t qlen, qcap;
-	uint8_t *qb = take_locked(q, &qlen, &qcap);
-	int err = q->err;
-	pthread_mutex_unlock(&q->qlock);
+	size_t qlen = 0, qcap = 0;
+	uint8_t *qb = NULL;
+	int err;
+	/* Nothing queued: no queue to take (a synchronous call's common case).
+	 * Bytes this thread posted earlier are either still counted in pending
+	 * or were taken by the sender thread under wlock, which we now hold, so
+	 * they are on the wire before this frame either way. */
+	if (atomic_load_explicit(&q->pending, memory_order_acquire) == 0) {
+		err = atomic_load(&q->err);
+	} else {
+		pthread_mutex_lock(&q->qlock);
+		qb = take_locked(q, &qlen, &qcap);
+		err = q->err;
+		pthread_mutex_unlock(&q->qlock);
+	}
 	if (!err) {
 		struct iovec iov[3];
 		int n = 0;
@@ -126,6 +137,7 @@ int fe_sendq_open(transport_conn *t, fe_sendq **out)
 	pthread_mutex_init(&q->qlock, NULL);
 	pthread_cond_init(&q->qcond, NULL);
 	atomic_init(&q->pending, 0);
+	atomic_init(&q->err, 0);
 	if (pthread_create(&q->thread, NULL, sender_main, q) != 0) {
 		free(q);
 		return TRANSPORT_ENOMEM;
