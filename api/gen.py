@@ -104,7 +104,9 @@ def gen_ops_h(ops, libs):
         out.append(f"\t{o.enum} = {i},\n")
     out.append(f"\tPROTO_OP_COUNT = {every[-1][0] + 1},\n}};\n\n")
     out.append("/* Name of an op for logs and statistics; \"?\" when out of range. */\n")
-    out.append("const char *proto_op_name(uint32_t op);\n\n#endif\n")
+    out.append("const char *proto_op_name(uint32_t op);\n")
+    out.append("/* 1 for a +quick op (a query or a wait: it starts no work on the device). */\n")
+    out.append("int proto_op_quick(uint32_t op);\n\n#endif\n")
     return "".join(out)
 
 
@@ -115,6 +117,11 @@ def gen_ops_c(ops, libs):
         out.append(f'\t[{o.enum}] = "{o.name}",\n')
     out.append("};\n\nconst char *proto_op_name(uint32_t op)\n{\n"
                "\treturn op < PROTO_OP_COUNT && names[op] ? names[op] : \"?\";\n}\n")
+    out.append("\nint proto_op_quick(uint32_t op)\n{\n\tswitch (op) {\n")
+    for _, o in all_ops(ops, libs):
+        if getattr(o, "quick", False):
+            out.append(f"\tcase {o.enum}:\n")
+    out.append("\t\treturn 1;\n\t}\n\treturn 0;\n}\n")
     return "".join(out)
 
 

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "rg_clock.h"
+#include "managed.h"
 #include "rg_log.h"
 #include "sendq.h"
 #include "stats.h"
@@ -340,6 +341,7 @@ static int conn_send(fe_conn *c, proto_msg *m, uint16_t flags, const void *paylo
 
 int fe_conn_post(fe_conn *c, proto_msg *m, const void *payload, uint64_t len)
 {
+	fe_managed_before_call(m->op);
 	int err = conn_send(c, m, PROTO_F_ASYNC, payload, len);
 	if (err) {
 		conn_fail(c, err);
@@ -367,6 +369,7 @@ static int conn_register(fe_conn *c, fe_pending *p)
 
 int fe_conn_begin(fe_conn *c, proto_msg *m, const void *payload, uint64_t plen, fe_pending *p)
 {
+	fe_managed_before_call(m->op);
 	p->seq = m->seq;
 	atomic_init(&p->done, 0);
 	p->msg = NULL;

@@ -65,7 +65,13 @@ uint64_t fe_rt_new_id(void);
 
 /* Device allocations (client view: address ranges), for cudaMemcpyDefault,
  * cudaPointerGetAttributes and local range checks. */
-enum fe_mem_kind { FE_MEM_DEVICE = 1, FE_MEM_HOST_PINNED = 2, FE_MEM_HOST_REGISTERED = 3, FE_MEM_MODULE = 4 };
+enum fe_mem_kind {
+	FE_MEM_DEVICE = 1,
+	FE_MEM_HOST_PINNED = 2,
+	FE_MEM_HOST_REGISTERED = 3,
+	FE_MEM_MODULE = 4,
+	FE_MEM_MANAGED = 5, /* device memory mapped here too (managed.c) */
+};
 typedef struct fe_range {
 	uint64_t base, size;
 	int kind;
@@ -76,6 +82,11 @@ int fe_mem_remove(uint64_t base, int kind, fe_range *out); /* 0 if it was the st
 /* Range containing [p, p+len); 0 if found. */
 int fe_mem_find(uint64_t p, uint64_t len, fe_range *out);
 void fe_mem_forget_device(int device);
+
+/* Copies between a host buffer and device memory (rt_copy.c): chunked; to the
+ * host pipelined, or detached when async. */
+int fe_copy_htod(fe_conn *c, uint64_t dst, const uint8_t *src, size_t len, uint64_t sid);
+int fe_copy_dtoh(fe_conn *c, uint8_t *dst, uint64_t src, size_t len, uint64_t sid, int async);
 
 /* Host functions (cudaLaunchHostFunc, cudaStreamAddCallback). */
 void fe_hostfn_dispatch(void *ctx, uint64_t id);

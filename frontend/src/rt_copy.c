@@ -12,32 +12,37 @@
 
 #include "rg_log.h"
 #include "rpc.h"
+#include "managed.h"
 #include "rt.h"
 
 int fe_symbol_lookup(const void *symbol, uint64_t *dptr, uint64_t *size); /* rt_module.c */
 
+static int device_kind(int kind) { return kind == FE_MEM_DEVICE || kind == FE_MEM_MODULE || kind == FE_MEM_MANAGED; }
+
 static int is_device(const void *p)
 {
 	fe_range r;
-	return fe_mem_find((uintptr_t)p, 0, &r) >= 0 && (r.kind == FE_MEM_DEVICE || r.kind == FE_MEM_MODULE);
+	return fe_mem_find((uintptr_t)p, 0, &r) >= 0 && device_kind(r.kind);
 }
 
 static int device_range_ok(const void *p, size_t len)
 {
 	fe_range r;
-	return fe_mem_find((uintptr_t)p, len, &r) == 0 && (r.kind == FE_MEM_DEVICE || r.kind == FE_MEM_MODULE);
+	return fe_mem_find((uintptr_t)p, len, &r) == 0 && device_kind(r.kind);
 }
 
+/* Managed memory is copied on the device side whatever the kind says (as
+ * CUDA does): its host pages may be stale or inaccessible (managed.c). */
 static enum cudaMemcpyKind resolve_kind(void *dst, const void *src, enum cudaMemcpyKind kind)
 {
-	if (kind != cudaMemcpyDefault)
+	if (kind != cudaMemcpyDefault && !fe_managed_is(dst) && !fe_managed_is(src))
 		return kind;
 	int d = is_device(dst), s = is_device(src);
 	return d ? (s ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
 		 : (s ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
 }
 
-static int copy_htod(fe_conn *c, uint64_t dst, const uint8_t *src, size_t len, uint64_t sid)
+int fe_copy_htod(fe_conn *c, uint64_t dst, const uint8_t *src, size_t len, uint64_t sid)
 {
 	for (size_t off = 0; off < len; off += FE_COPY_CHUNK) {
 		size_t n = len - off < FE_COPY_CHUNK ? len - off : FE_COPY_CHUNK;
@@ -63,7 +68,7 @@ static void begin_dtoh(proto_msg *m, fe_conn *c, uint64_t src, uint64_t n, uint6
 #define DTOH_CHUNK (1u << 20)
 #define DTOH_WINDOW 16
 
-static int copy_dtoh(fe_conn *c, uint8_t *dst, uint64_t src, size_t len, uint64_t sid, int async)
+int fe_copy_dtoh(fe_conn *c, uint8_t *dst, uint64_t src, size_t len, uint64_t sid, int async)
 {
 	if (async) {
 		for (size_t off = 0; off < len; off += DTOH_CHUNK) {
@@ -120,11 +125,11 @@ static cudaError_t memcpy_common(fe_api_site site, void *dst, const void *src, s
 	case cudaMemcpyHostToDevice:
 		if (!device_range_ok(dst, count))
 			return fe_rt_fail(cudaErrorInvalidValue);
-		return fe_rt_leave(copy_htod(c, (uintptr_t)dst, src, count, sid));
+		return fe_rt_leave(fe_copy_htod(c, (uintptr_t)dst, src, count, sid));
 	case cudaMemcpyDeviceToHost:
 		if (!device_range_ok(src, count))
 			return fe_rt_fail(cudaErrorInvalidValue);
-		return fe_rt_leave(copy_dtoh(c, dst, (uintptr_t)src, count, sid, async));
+		return fe_rt_leave(fe_copy_dtoh(c, dst, (uintptr_t)src, count, sid, async));
 	case cudaMemcpyDeviceToDevice:
 		if (!device_range_ok(dst, count) || !device_range_ok(src, count))
 			return fe_rt_fail(cudaErrorInvalidValue);

@@ -54,13 +54,16 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device)
 	return cudaSuccess;
 }
 
-/* Capabilities that need the GPU in this host (mapping its memory, managed
- * memory) are reported absent, whatever the remote device can do locally. */
+/* Capabilities that need the GPU in this host (mapping its memory, host and
+ * device touching managed memory at once) are reported absent, whatever the
+ * remote device can do locally. Managed memory itself works (managed.c). */
 static int host_side_override(int attr, int *value)
 {
 	switch (attr) {
-	case cudaDevAttrCanMapHostMemory:
 	case cudaDevAttrManagedMemory:
+		*value = 1;
+		return 1;
+	case cudaDevAttrCanMapHostMemory:
 	case cudaDevAttrConcurrentManagedAccess:
 	case cudaDevAttrPageableMemoryAccess:
 	case cudaDevAttrPageableMemoryAccessUsesHostPageTables:

@@ -77,8 +77,10 @@ static void build_prop(fe_device *d)
 	p->localL1CacheSupported = attr(d, CU_DEVICE_ATTRIBUTE_LOCAL_L1_CACHE_SUPPORTED);
 	p->sharedMemPerMultiprocessor = (size_t)attr(d, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR);
 	p->regsPerMultiprocessor = attr(d, CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR);
-	/* Managed memory and host-memory access need a GPU in this host: not here. */
-	p->managedMemory = 0;
+	/* Managed memory works, coherent at the calls (managed.c); host and
+	 * device touching it at once needs the GPU in this host. */
+	p->managedMemory = 1;
+	p->concurrentManagedAccess = 0;
 	p->isMultiGpuBoard = attr(d, CU_DEVICE_ATTRIBUTE_MULTI_GPU_BOARD);
 	p->multiGpuBoardGroupID = attr(d, CU_DEVICE_ATTRIBUTE_MULTI_GPU_BOARD_GROUP_ID);
 	p->computePreemptionSupported = attr(d, CU_DEVICE_ATTRIBUTE_COMPUTE_PREEMPTION_SUPPORTED);

@@ -8,6 +8,7 @@
 
 #include "rg_log.h"
 #include "rpc.h"
+#include "managed.h"
 #include "rt.h"
 
 cudaError_t cudaMalloc(void **devPtr, size_t size)
@@ -39,6 +40,9 @@ cudaError_t cudaFree(void *devPtr)
 		return e;
 	if (!devPtr)
 		return cudaSuccess;
+	int mst = fe_managed_free(c, (uintptr_t)devPtr);
+	if (mst >= 0)
+		return fe_rt_leave(mst);
 	/* Forget the range before the server frees it: once freed, another
 	 * thread's cudaMalloc may get the same address back at any moment. */
 	fe_range r;
@@ -239,7 +243,10 @@ cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *attr, const v
 		return cudaSuccess;
 	}
 	attr->device = r.device;
-	if (r.kind == FE_MEM_DEVICE || r.kind == FE_MEM_MODULE) {
+	if (r.kind == FE_MEM_MANAGED) {
+		attr->type = cudaMemoryTypeManaged;
+		attr->devicePointer = attr->hostPointer = (void *)ptr;
+	} else if (r.kind == FE_MEM_DEVICE || r.kind == FE_MEM_MODULE) {
 		attr->type = cudaMemoryTypeDevice;
 		attr->devicePointer = (void *)ptr;
 	} else {

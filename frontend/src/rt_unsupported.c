@@ -28,10 +28,6 @@ cudaError_t cudaIpcOpenEventHandle(cudaEvent_t *event, cudaIpcEventHandle_t hand
 {
 	UNSUPPORTED("IPC handles do not cross hosts", "cudaIpcOpenEventHandle");
 }
-cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int flags)
-{
-	UNSUPPORTED("managed memory needs a GPU in this host", "cudaMallocManaged");
-}
 cudaError_t cudaGraphDebugDotPrint(cudaGraph_t graph, const char *path, unsigned int flags)
 {
 	UNSUPPORTED("graph nodes live on the server", "cudaGraphDebugDotPrint");

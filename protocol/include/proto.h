@@ -76,6 +76,7 @@ typedef struct proto_msg {
 	uint8_t *data; /* PROTO_HDR_SIZE bytes of fixed header, then msgpack */
 	size_t len, cap;
 	uint64_t seq; /* as given to proto_msg_begin */
+	uint32_t op;  /* likewise */
 	int oom;
 	msgpack_packer pk;
 	uint8_t inline_buf[512];

@@ -125,5 +125,7 @@ enum proto_op {
 
 /* Name of an op for logs and statistics; "?" when out of range. */
 const char *proto_op_name(uint32_t op);
+/* 1 for a +quick op (a query or a wait: it starts no work on the device). */
+int proto_op_quick(uint32_t op);
 
 #endif

@@ -43,6 +43,7 @@ void proto_msg_begin(proto_msg *m, uint32_t op, uint64_t seq, uint32_t nargs)
 {
 	msg_reset(m);
 	m->seq = seq;
+	m->op = op;
 	msgpack_pack_array(&m->pk, nargs + 2);
 	msgpack_pack_uint32(&m->pk, op);
 	msgpack_pack_uint64(&m->pk, seq);

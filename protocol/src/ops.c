@@ -123,3 +123,23 @@ const char *proto_op_name(uint32_t op)
 {
 	return op < PROTO_OP_COUNT && names[op] ? names[op] : "?";
 }
+
+int proto_op_quick(uint32_t op)
+{
+	switch (op) {
+	case PROTO_OP_MEM_GET_INFO:
+	case PROTO_OP_STREAM_QUERY:
+	case PROTO_OP_STREAM_SYNC:
+	case PROTO_OP_EVENT_QUERY:
+	case PROTO_OP_EVENT_SYNC:
+	case PROTO_OP_EVENT_ELAPSED:
+	case PROTO_OP_DEVICE_SYNC:
+	case PROTO_OP_FUNC_GET_ATTRS:
+	case PROTO_OP_OCCUPANCY:
+	case PROTO_OP_GRAPH_NODE_COUNT:
+	case PROTO_OP_MEMPOOL_GET_ATTR:
+	case PROTO_OP_ERROR_STRING:
+		return 1;
+	}
+	return 0;
+}

@@ -47,7 +47,7 @@ log=$work/gpu-run.log
 bin=$work/bin
 mkdir -p "$bin" "$work/d"
 
-E2E_PROGRAMS=(copies memsets streams graphs args errors devquery funcattrs pointers threads fork nvrtc)
+E2E_PROGRAMS=(copies memsets streams graphs args errors devquery funcattrs pointers threads fork nvrtc managed)
 EXAMPLES=(vector_add matmul reduction)
 # Programs that end in a sticky error run last, each on a fresh server: on a GPU a
 # sticky error may leave the whole server process unusable (see fault_isolation).

@@ -1,0 +1,19 @@
+/* Managed memory: device allocations mapped at the same address here, kept
+ * coherent at the calls (managed.c has the rules). */
+#ifndef FE_MANAGED_H
+#define FE_MANAGED_H
+
+#include <stdint.h>
+
+#include "conn.h"
+
+/* Before a forwarded call (op): uploads what the host wrote, and takes the
+ * host's access away until it asks again. A query or a wait changes nothing. */
+void fe_managed_before_call(uint32_t op);
+/* cudaFree of managed memory: 0 or the server's status; -1 if p is not the
+ * start of a managed allocation. */
+int fe_managed_free(fe_conn *c, uintptr_t p);
+/* p lies in a managed allocation. */
+int fe_managed_is(const void *p);
+
+#endif
