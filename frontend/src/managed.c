@@ -198,12 +198,16 @@ static int map_alloc(fe_conn *c, size_t size, region *r)
 
 cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int flags)
 {
-	if (!devPtr || size == 0 || (flags != cudaMemAttachGlobal && flags != cudaMemAttachHost))
+	if (!devPtr || (flags != cudaMemAttachGlobal && flags != cudaMemAttachHost))
 		return fe_rt_fail(cudaErrorInvalidValue);
 	fe_conn *c;
 	cudaError_t e = fe_rt_enter(&c);
 	if (e != cudaSuccess)
 		return e;
+	if (size == 0) { /* as the CUDA runtime does (its manual says otherwise) */
+		*devPtr = NULL;
+		return cudaSuccess;
+	}
 	region *r = calloc(1, sizeof(*r));
 	if (!r)
 		return fe_rt_fail(cudaErrorMemoryAllocation);

@@ -134,8 +134,9 @@ int main(void)
 	cudaMemLocation dev = {cudaMemLocationTypeDevice, 0};
 	CK(cudaMemAdvise(p, 100, cudaMemAdviseSetReadMostly, dev));
 	int *q;
-	rg_expect("size 0", cudaMallocManaged(&q, 0), cudaErrorInvalidValue);
+	rg_expect("size 0", cudaMallocManaged(&q, 0), cudaSuccess);
 	rg_expect("bad flags", cudaMallocManaged(&q, 16, 7), cudaErrorInvalidValue);
+	rg_expect("last error", cudaGetLastError(), cudaErrorInvalidValue); /* and cleared */
 	CK(cudaFree(p));
 
 	if (!rg_fake())
