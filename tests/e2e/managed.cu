@@ -1,25 +1,11 @@
 /*
  * managed: cudaMallocManaged memory touched by the host and the device in
- * turn. Copies and memsets move bytes on the device side (they run on the
- * driver test double too); on a GPU, kernels read and write the memory as
- * well, the way tutorials use it (initialise on the host, launch, synchronise,
- * read on the host). Also: pointer attributes, prefetch and advice, invalid
+ * turn: copies and memsets move bytes on the device side, so this runs on
+ * the driver test double too (kernels on managed memory: examples/cuda/
+ * unified_add.cu, on a GPU). Also pointer attributes, advice, invalid
  * arguments, and the memory back to its baseline after cudaFree.
  */
 #include "rgtest.h"
-
-__global__ void add(int n, const float *x, float *y)
-{
-	for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x)
-		y[i] = x[i] + y[i];
-}
-
-__global__ void scale(int n, unsigned *v, unsigned k)
-{
-	int i = blockIdx.x * blockDim.x + threadIdx.x;
-	if (i < n)
-		v[i] = v[i] * k + (unsigned)i;
-}
 
 static void check_bytes(const char *label, const unsigned char *got, const unsigned char *want, size_t n)
 {
@@ -71,49 +57,6 @@ static void copies(size_t n)
 	free(got);
 }
 
-static void kernels(void)
-{
-	int n = 1 << 20;
-	float *x, *y;
-	CK(cudaMallocManaged(&x, n * sizeof(float)));
-	CK(cudaMallocManaged(&y, n * sizeof(float)));
-	for (int i = 0; i < n; i++) {
-		x[i] = 1.0f;
-		y[i] = 2.0f;
-	}
-	add<<<(n + 255) / 256, 256>>>(n, x, y);
-	CK(cudaGetLastError());
-	CK(cudaDeviceSynchronize());
-	float maxerr = 0;
-	for (int i = 0; i < n; i++)
-		maxerr = fmaxf(maxerr, fabsf(y[i] - 3.0f));
-	printf("add: max error %g\n", maxerr);
-
-	/* several rounds of host and device writes to the same memory */
-	unsigned *v;
-	int m = 4099;
-	CK(cudaMallocManaged(&v, m * sizeof(unsigned)));
-	for (int i = 0; i < m; i++)
-		v[i] = (unsigned)i;
-	for (unsigned k = 2; k < 6; k++) {
-		scale<<<(m + 127) / 128, 128>>>(m, v, k);
-		CK(cudaDeviceSynchronize());
-		v[k] += 1000u * k; /* a host write between launches */
-	}
-	printf("scale: fnv=%016llx\n", (unsigned long long)rg_fnv(v, m * sizeof(unsigned)));
-
-	/* prefetching either way changes nothing but where the bytes are */
-	cudaMemLocation dev = {cudaMemLocationTypeDevice, 0}, host = {cudaMemLocationTypeHost, 0};
-	CK(cudaMemPrefetchAsync(v, m * sizeof(unsigned), dev, 0, 0));
-	scale<<<(m + 127) / 128, 128>>>(m, v, 3);
-	CK(cudaMemPrefetchAsync(v, m * sizeof(unsigned), host, 0, 0));
-	CK(cudaDeviceSynchronize());
-	printf("prefetch: fnv=%016llx\n", (unsigned long long)rg_fnv(v, m * sizeof(unsigned)));
-	CK(cudaFree(x));
-	CK(cudaFree(y));
-	CK(cudaFree(v));
-}
-
 int main(void)
 {
 	int attr = -1;
@@ -139,7 +82,5 @@ int main(void)
 	rg_expect("last error", cudaGetLastError(), cudaErrorInvalidValue); /* and cleared */
 	CK(cudaFree(p));
 
-	if (!rg_fake())
-		kernels();
 	return rg_finish("managed");
 }

@@ -48,7 +48,7 @@ bin=$work/bin
 mkdir -p "$bin" "$work/d"
 
 E2E_PROGRAMS=(copies memsets streams graphs args errors devquery funcattrs pointers threads fork nvrtc managed)
-EXAMPLES=(vector_add matmul reduction)
+EXAMPLES=(vector_add matmul reduction unified_add)
 # Programs that end in a sticky error run last, each on a fresh server: on a GPU a
 # sticky error may leave the whole server process unusable (see fault_isolation).
 FAULTING=(sticky fault)
@@ -292,6 +292,17 @@ stop_holder() {
 
 server_ok=0
 server_note=
+# A local run of a managed-memory program before the baseline: if the first
+# user of managed memory on this GPU leaves device memory held by the driver
+# (nvidia-uvm), it must not be charged to the remote run after it. The note
+# says what the warm-up changed.
+gpu_used() { nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -i 0 2>/dev/null | head -1; }
+if [ -x "$bin/unified_add" ]; then
+  u0=$(gpu_used)
+  local_run "$bin/unified_add" >/dev/null 2>&1
+  sleep 1
+  note "managed-memory warm-up (local unified_add): GPU memory used ${u0:-?} -> $(gpu_used) MiB"
+fi
 if [ $build_ok = 1 ] && [ $gpuless_ok = 1 ]; then
   if start_server; then
     baseline=$(probe_free)
