@@ -17,19 +17,9 @@
 #                        (thread isolation, driver test double)
 # Needs valgrind in the guest's view of the host (it shares the host's files).
 set -u -o pipefail
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-root=$(cd "$here/../.." && pwd)
-build=$root/build
-[ "${1:-}" = --build ] && build=$(cd "$2" && pwd)
-if [ -z "${RDMA_VM_IP:-}" ]; then
-  command -v valgrind >/dev/null || { echo "instr.sh: needs valgrind (apt-get install valgrind)" >&2; exit 2; }
-  out=$(mktemp -d "${TMPDIR:-/tmp}/rg-rdma-instr.XXXXXX")
-  RDMA_VM_TIMEOUT=900 "$root/tools/rdma-vm/rdma-vm.sh" run -e "RG_BUILD=$build" -e "RG_OUT=$out" "$out" -- \
-    "$here/instr.sh"
-  rc=$?
-  rm -rf "$out"
-  exit $rc
-fi
+command -v valgrind >/dev/null || { echo "instr.sh: needs valgrind (apt-get install valgrind)" >&2; exit 2; }
+. "$(dirname "${BASH_SOURCE[0]}")/guest.sh"
+rdma_in_guest instr 900 "$@"
 
 B=$RG_BUILD out=$RG_OUT ip=$RDMA_VM_IP dev=$RDMA_VM_DEV gid=$RDMA_VM_GID_INDEX
 EV=(REMOTE_GPU_RDMA_SPIN_US=0 REMOTE_GPU_RDMA_SERVER_SPIN_US=0 REMOTE_GPU_RDMA_TIMEOUT_MS=600000)

@@ -9,18 +9,8 @@
 # libremote.so and remote-gpud on the driver test double (default settings and
 # busy polling). Needs what run.sh needs.
 set -u -o pipefail
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-root=$(cd "$here/../.." && pwd)
-build=$root/build
-[ "${1:-}" = --build ] && build=$(cd "$2" && pwd)
-if [ -z "${RDMA_VM_IP:-}" ]; then
-  out=$(mktemp -d "${TMPDIR:-/tmp}/rg-rdma-quick.XXXXXX")
-  RDMA_VM_TIMEOUT=300 "$root/tools/rdma-vm/rdma-vm.sh" run -e "RG_BUILD=$build" -e "RG_OUT=$out" "$out" -- \
-    "$here/quick.sh"
-  rc=$?
-  rm -rf "$out"
-  exit $rc
-fi
+. "$(dirname "${BASH_SOURCE[0]}")/guest.sh"
+rdma_in_guest quick 300 "$@"
 
 B=$RG_BUILD out=$RG_OUT ip=$RDMA_VM_IP dev=$RDMA_VM_DEV gid=$RDMA_VM_GID_INDEX
 SPIN=(REMOTE_GPU_RDMA_SPIN_US=2000000 REMOTE_GPU_RDMA_SERVER_SPIN_US=2000000)

@@ -11,6 +11,7 @@ medians of the N runs' ratios (each ratio still taken within its own run).
 """
 import datetime
 import glob
+import math
 import json
 import os
 import re
@@ -27,11 +28,14 @@ def read(path):
 
 
 def perftest_row(text):
-    """The numbers under the '#bytes' header of a perftest report."""
+    """The numbers under the '#bytes' header of a perftest report; None when
+    there are none, or when perftest printed inf or nan (under emulation its
+    clock calibration fails now and then): no baseline, no ratio for that run."""
     lines = text.splitlines()
     for i, line in enumerate(lines):
         if line.strip().startswith("#bytes") and i + 1 < len(lines):
-            return [float(x) for x in lines[i + 1].split()]
+            row = [float(x) for x in lines[i + 1].split()]
+            return row if all(math.isfinite(x) for x in row) else None
     return None
 
 

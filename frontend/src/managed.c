@@ -215,7 +215,9 @@ cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int flags)
 	r->size = (size + pg - 1) & ~(pg - 1);
 	r->device = fe_rt_current_device();
 	r->state = MG_HOST; /* zero pages here; uploaded before the device's first use */
+	in_managed = 1; /* allocating touches no managed memory: nothing to hand over */
 	int st = map_alloc(c, r->size, r);
+	in_managed = 0;
 	if (st != 0) {
 		free(r);
 		return fe_rt_leave(st);
@@ -249,7 +251,9 @@ int fe_managed_free(fe_conn *c, uintptr_t p)
 		return -1;
 	fe_mem_remove(r->base, FE_MEM_MANAGED, NULL);
 	munmap((void *)r->base, r->size);
+	in_managed = 1;
 	int st = fe_rpc_mem_free(c, r->alloc);
+	in_managed = 0;
 	free(r);
 	return st;
 }
