@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rg_clock.h"
 #include "managed.h"
+#include "rg_clock.h"
 #include "rg_log.h"
 #include "sendq.h"
 #include "stats.h"

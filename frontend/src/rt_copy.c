@@ -10,9 +10,9 @@
  */
 #include <string.h>
 
+#include "managed.h"
 #include "rg_log.h"
 #include "rpc.h"
-#include "managed.h"
 #include "rt.h"
 
 int fe_symbol_lookup(const void *symbol, uint64_t *dptr, uint64_t *size); /* rt_module.c */

@@ -6,9 +6,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "managed.h"
 #include "rg_log.h"
 #include "rpc.h"
-#include "managed.h"
 #include "rt.h"
 
 cudaError_t cudaMalloc(void **devPtr, size_t size)
