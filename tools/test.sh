@@ -6,6 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/setup.sh
 python3 api/gen.py --check
+python3 api/gen_rt_stubs.py --check
 status=0
 (cd build && ctest --output-on-failure -j"$(nproc)") || status=1
 if [ -x tests/fuzz/run.sh ]; then

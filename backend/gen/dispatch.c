@@ -707,6 +707,61 @@ static int gen_error_string(be_session *s, be_req *rq)
 	return be_op_error_string(s, rq, code);
 }
 
+static int gen_func_set_cache(be_session *s, be_req *rq)
+{
+	uint64_t f_id;
+	if (proto_arg_u64(&rq->view, 0, &f_id))
+		return BE_EPROTO;
+	int32_t config_w;
+	if (proto_arg_i32(&rq->view, 1, &config_w))
+		return BE_EPROTO;
+	int32_t config = (int32_t)config_w;
+	CUfunction f;
+	if (be_get_func(s, f_id, &f))
+		return CUDA_ERROR_INVALID_HANDLE;
+	CUresult st = be_drv.cuFuncSetCacheConfig(f, config);
+	return st;
+}
+
+static int gen_ctx_set_limit(be_session *s, be_req *rq)
+{
+	int32_t limit_w;
+	if (proto_arg_i32(&rq->view, 0, &limit_w))
+		return BE_EPROTO;
+	int32_t limit = (int32_t)limit_w;
+	uint64_t value_w;
+	if (proto_arg_u64(&rq->view, 1, &value_w))
+		return BE_EPROTO;
+	uint64_t value = (uint64_t)value_w;
+	CUresult st = be_drv.cuCtxSetLimit(limit, value);
+	return st;
+}
+
+static int gen_ctx_get_limit(be_session *s, be_req *rq)
+{
+	int32_t limit_w;
+	if (proto_arg_i32(&rq->view, 0, &limit_w))
+		return BE_EPROTO;
+	int32_t limit = (int32_t)limit_w;
+	size_t value = 0;
+	CUresult st = be_drv.cuCtxGetLimit(&value, limit);
+	if (st != CUDA_SUCCESS)
+		return st;
+	proto_msg *m = be_reply_begin(s, rq, 1);
+	proto_msg_u64(m, (uint64_t)value);
+	return be_reply_end(s, rq, m, NULL, 0);
+}
+
+static int gen_ctx_set_cache(be_session *s, be_req *rq)
+{
+	int32_t config_w;
+	if (proto_arg_i32(&rq->view, 0, &config_w))
+		return BE_EPROTO;
+	int32_t config = (int32_t)config_w;
+	CUresult st = be_drv.cuCtxSetCacheConfig(config);
+	return st;
+}
+
 const be_op_desc be_ops[PROTO_OP_COUNT] = {
 	[PROTO_OP_HELLO] = {gen_hello, BE_OP_SYNC},
 	[PROTO_OP_MODULE_LOAD] = {gen_module_load, BE_OP_SYNC | BE_OP_PAYLOAD},
@@ -754,6 +809,10 @@ const be_op_desc be_ops[PROTO_OP_COUNT] = {
 	[PROTO_OP_PROFILER_START] = {gen_profiler_start, BE_OP_ASYNC},
 	[PROTO_OP_PROFILER_STOP] = {gen_profiler_stop, BE_OP_ASYNC},
 	[PROTO_OP_ERROR_STRING] = {gen_error_string, BE_OP_SYNC | BE_OP_QUICK},
+	[PROTO_OP_FUNC_SET_CACHE] = {gen_func_set_cache, BE_OP_SYNC},
+	[PROTO_OP_CTX_SET_LIMIT] = {gen_ctx_set_limit, BE_OP_SYNC},
+	[PROTO_OP_CTX_GET_LIMIT] = {gen_ctx_get_limit, BE_OP_SYNC},
+	[PROTO_OP_CTX_SET_CACHE] = {gen_ctx_set_cache, BE_OP_SYNC},
 	/* api/cublas.api (backend/gen/lib_cublas.c) */
 	[PROTO_OP_CUBLASCREATE_V2] = {be_gen_cublasCreate_v2, BE_OP_ASYNC},
 	[PROTO_OP_CUBLASDESTROY_V2] = {be_gen_cublasDestroy_v2, BE_OP_ASYNC},

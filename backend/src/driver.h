@@ -28,6 +28,9 @@
 	X(cuCtxSetCurrent)                                   \
 	X(cuCtxSynchronize)                                  \
 	X(cuCtxGetStreamPriorityRange)                       \
+	X(cuCtxSetLimit)                                     \
+	X(cuCtxGetLimit)                                     \
+	X(cuCtxSetCacheConfig)                               \
 	X(cuMemAlloc)                                        \
 	X(cuMemFree)                                         \
 	X(cuMemAllocAsync)                                   \
@@ -63,6 +66,7 @@
 	X(cuFuncGetParamInfo)                                \
 	X(cuFuncGetAttribute)                                \
 	X(cuFuncSetAttribute)                                \
+	X(cuFuncSetCacheConfig)                              \
 	X(cuLaunchKernel)                                    \
 	X(cuLaunchKernelEx)                                  \
 	X(cuLaunchHostFunc)                                  \

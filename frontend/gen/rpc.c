@@ -510,3 +510,49 @@ int fe_rpc_profiler_stop(fe_conn *c)
 	proto_msg_begin(&m, PROTO_OP_PROFILER_STOP, fe_conn_next_seq(c), 0);
 	return fe_conn_post(c, &m, NULL, 0);
 }
+
+int fe_rpc_func_set_cache(fe_conn *c, uint64_t f, int32_t config)
+{
+	proto_msg m;
+	proto_msg_begin(&m, PROTO_OP_FUNC_SET_CACHE, fe_conn_next_seq(c), 2);
+	proto_msg_u64(&m, f);
+	proto_msg_i64(&m, (int64_t)config);
+	return fe_conn_call(c, &m, NULL, 0, NULL, 0, NULL);
+}
+
+int fe_rpc_ctx_set_limit(fe_conn *c, int32_t limit, uint64_t value)
+{
+	proto_msg m;
+	proto_msg_begin(&m, PROTO_OP_CTX_SET_LIMIT, fe_conn_next_seq(c), 2);
+	proto_msg_i64(&m, (int64_t)limit);
+	proto_msg_u64(&m, (uint64_t)value);
+	return fe_conn_call(c, &m, NULL, 0, NULL, 0, NULL);
+}
+
+int fe_rpc_ctx_get_limit(fe_conn *c, int32_t limit, uint64_t *value)
+{
+	proto_msg m;
+	proto_msg_begin(&m, PROTO_OP_CTX_GET_LIMIT, fe_conn_next_seq(c), 1);
+	proto_msg_i64(&m, (int64_t)limit);
+	fe_reply r;
+	int st = fe_conn_call(c, &m, NULL, 0, NULL, 0, &r);
+	if (st != 0)
+		return st;
+	{
+		uint64_t v;
+		if (proto_arg_u64(&r.view, PROTO_REPLY_FIRST + 0, &v))
+			st = PROTO_EDECODE;
+		else
+			*value = v;
+	}
+	fe_reply_free(&r);
+	return st;
+}
+
+int fe_rpc_ctx_set_cache(fe_conn *c, int32_t config)
+{
+	proto_msg m;
+	proto_msg_begin(&m, PROTO_OP_CTX_SET_CACHE, fe_conn_next_seq(c), 1);
+	proto_msg_i64(&m, (int64_t)config);
+	return fe_conn_call(c, &m, NULL, 0, NULL, 0, NULL);
+}

@@ -52,5 +52,9 @@ int fe_rpc_mempool_get_attr(fe_conn *c, int32_t attr, uint64_t *value);
 int fe_rpc_mempool_trim(fe_conn *c, uint64_t keep);
 int fe_rpc_profiler_start(fe_conn *c);
 int fe_rpc_profiler_stop(fe_conn *c);
+int fe_rpc_func_set_cache(fe_conn *c, uint64_t f, int32_t config);
+int fe_rpc_ctx_set_limit(fe_conn *c, int32_t limit, uint64_t value);
+int fe_rpc_ctx_get_limit(fe_conn *c, int32_t limit, uint64_t *value);
+int fe_rpc_ctx_set_cache(fe_conn *c, int32_t config);
 
 #endif

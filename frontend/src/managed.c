@@ -333,12 +333,6 @@ cudaError_t cudaMemPrefetchAsync(const void *devPtr, size_t count, struct cudaMe
 	return prefetch(devPtr, count, to_host);
 }
 
-cudaError_t cudaMemPrefetchAsync_ptsz(const void *devPtr, size_t count, struct cudaMemLocation location,
-				      unsigned int flags, cudaStream_t stream)
-{
-	return cudaMemPrefetchAsync(devPtr, count, location, flags, stream);
-}
-
 cudaError_t cudaMemAdvise(const void *devPtr, size_t count, enum cudaMemoryAdvise advice,
 			  struct cudaMemLocation location)
 {

@@ -192,3 +192,91 @@ cudaError_t cudaGetDeviceFlags(unsigned int *flags)
 	*flags = cudaDeviceScheduleAuto;
 	return cudaSuccess;
 }
+
+/* Limits and the cache preference belong to the session's context on the
+ * server; the runtime's and the driver's enums share their numbers. */
+cudaError_t cudaDeviceSetLimit(enum cudaLimit limit, size_t value)
+{
+	fe_conn *c;
+	cudaError_t e = fe_rt_enter(&c);
+	if (e != cudaSuccess)
+		return e;
+	return fe_rt_leave(fe_rpc_ctx_set_limit(c, (int32_t)limit, value));
+}
+
+cudaError_t cudaDeviceGetLimit(size_t *pValue, enum cudaLimit limit)
+{
+	if (!pValue)
+		return fe_rt_fail(cudaErrorInvalidValue);
+	fe_conn *c;
+	cudaError_t e = fe_rt_enter(&c);
+	if (e != cudaSuccess)
+		return e;
+	uint64_t v = 0;
+	int st = fe_rpc_ctx_get_limit(c, (int32_t)limit, &v);
+	if (st == 0)
+		*pValue = (size_t)v;
+	return fe_rt_leave(st);
+}
+
+static _Atomic int cache_config[FE_MAX_DEVICES]; /* as last set: the driver has no cheaper source */
+
+cudaError_t cudaDeviceSetCacheConfig(enum cudaFuncCache config)
+{
+	fe_conn *c;
+	cudaError_t e = fe_rt_enter(&c);
+	if (e != cudaSuccess)
+		return e;
+	if ((int)config < cudaFuncCachePreferNone || (int)config > cudaFuncCachePreferEqual)
+		return fe_rt_fail(cudaErrorInvalidValue);
+	int st = fe_rpc_ctx_set_cache(c, (int32_t)config);
+	int dev = fe_rt_current_device();
+	if (st == 0 && dev >= 0 && dev < FE_MAX_DEVICES)
+		cache_config[dev] = (int)config;
+	return fe_rt_leave(st);
+}
+
+cudaError_t cudaDeviceGetCacheConfig(enum cudaFuncCache *pCacheConfig)
+{
+	if (!pCacheConfig)
+		return fe_rt_fail(cudaErrorInvalidValue);
+	fe_conn *c;
+	cudaError_t e = fe_rt_enter(&c);
+	if (e != cudaSuccess)
+		return e;
+	int dev = fe_rt_current_device();
+	*pCacheConfig = (enum cudaFuncCache)(dev >= 0 && dev < FE_MAX_DEVICES ? cache_config[dev] : 0);
+	return cudaSuccess;
+}
+
+/* The device whose compute capability is closest at or above the one asked
+ * for (else the highest); with no capability asked, the current device. */
+cudaError_t cudaChooseDevice(int *device, const struct cudaDeviceProp *prop)
+{
+	if (!device || !prop)
+		return fe_rt_fail(cudaErrorInvalidValue);
+	fe_conn *c;
+	cudaError_t e = fe_rt_enter(&c);
+	if (e != cudaSuccess)
+		return e;
+	int n = fe_rt_device_count(), best = -1, best_cc = 0, want = prop->major * 10 + prop->minor;
+	if (want <= 0) {
+		*device = fe_rt_current_device();
+		return cudaSuccess;
+	}
+	for (int i = 0; i < n; i++) {
+		fe_device *d = fe_rt_device(i);
+		if (!d)
+			continue;
+		int cc = d->prop.major * 10 + d->prop.minor;
+		int better = best < 0 || (cc >= want && (best_cc < want || cc < best_cc)) || (best_cc < want && cc > best_cc);
+		if (better) {
+			best = i;
+			best_cc = cc;
+		}
+	}
+	if (best < 0)
+		return fe_rt_fail(cudaErrorNoDevice);
+	*device = best;
+	return cudaSuccess;
+}

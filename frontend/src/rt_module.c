@@ -591,6 +591,24 @@ cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute attr, 
 	return fe_rt_leave(st);
 }
 
+cudaError_t cudaFuncSetCacheConfig(const void *func, enum cudaFuncCache config)
+{
+	fe_conn *c;
+	cudaError_t e = fe_rt_enter(&c);
+	if (e != cudaSuccess)
+		return e;
+	fe_kernel *k = kernel_of(func);
+	if (!k)
+		return fe_rt_fail(cudaErrorInvalidDeviceFunction);
+	if ((int)config < cudaFuncCachePreferNone || (int)config > cudaFuncCachePreferEqual)
+		return fe_rt_fail(cudaErrorInvalidValue);
+	int dev = fe_rt_current_device();
+	int st = kernel_ready(k, c, dev);
+	if (st)
+		return fe_rt_leave(st);
+	return fe_rt_leave(fe_rpc_func_set_cache(c, k->func_id[dev], config));
+}
+
 cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numBlocks, const void *func, int blockSize,
 								   size_t dynamicSMemSize, unsigned int flags)
 {

@@ -11,6 +11,14 @@
 		return fe_rt_fail(cudaErrorNotSupported); \
 	} while (0)
 
+/* The generated stubs of every other runtime call (gen/rt_stubs.c). */
+int fe_rt_unsupported(const char *name);
+int fe_rt_unsupported(const char *name)
+{
+	rg_log_once("frontend", "not supported (not implemented by libremote.so)", name);
+	return fe_rt_fail(cudaErrorNotSupported);
+}
+
 cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t *handle, void *devPtr)
 {
 	UNSUPPORTED("IPC handles do not cross hosts", "cudaIpcGetMemHandle");

@@ -89,5 +89,35 @@ int main(void)
 	                                limit + 1),
 	           cudaErrorInvalidValue);
 	cudaGetLastError();
+
+	/* preferences and limits, set and read back */
+	CK(cudaFuncSetCacheConfig((const void *)rgtest_attr_shared, cudaFuncCachePreferL1));
+	size_t heap = 0;
+	CK(cudaDeviceSetLimit(cudaLimitMallocHeapSize, 24u << 20));
+	CK(cudaDeviceGetLimit(&heap, cudaLimitMallocHeapSize));
+	printf("malloc heap limit as set: %d\n", heap == (24u << 20));
+	enum cudaFuncCache cc = cudaFuncCachePreferNone;
+	CK(cudaDeviceSetCacheConfig(cudaFuncCachePreferShared));
+	CK(cudaDeviceGetCacheConfig(&cc));
+	printf("cache config as set: %d\n", cc == cudaFuncCachePreferShared);
+	CK(cudaDeviceSetCacheConfig(cudaFuncCachePreferNone));
+	struct cudaDeviceProp want;
+	memset(&want, 0, sizeof(want));
+	want.major = 1;
+	int chosen = -1;
+	CK(cudaChooseDevice(&chosen, &want));
+	printf("chosen device: %d\n", chosen);
+	/* a runtime call libremote.so does not implement fails plainly, not with
+	 * the real runtime's cudaErrorInsufficientDriver (checked silently: the
+	 * local run on a GPU answers differently, and prints the same) */
+	if (rg_remote()) {
+		cudaTextureObject_t tex;
+		cudaError_t te = cudaCreateTextureObject(&tex, NULL, NULL, NULL);
+		if (te != cudaErrorNotSupported) {
+			fprintf(stderr, "an unimplemented call: %s, want cudaErrorNotSupported\n", cudaGetErrorName(te));
+			rg_failures++;
+		}
+		cudaGetLastError();
+	}
 	return rg_finish("funcattrs");
 }
