@@ -506,6 +506,28 @@ cudaError_t cudaLaunchKernel(const void *func, dim3 gridDim, dim3 blockDim, void
 _Static_assert(sizeof(cudaLaunchAttribute) == sizeof(CUlaunchAttribute),
 	       "runtime and driver launch attributes share a layout");
 
+/* Cooperative groups' grid-wide launch: one launch attribute, as
+ * cudaLaunchKernelExC would carry it. */
+cudaError_t cudaLaunchCooperativeKernel(const void *func, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,
+					cudaStream_t stream)
+{
+	/* The driver refuses a grid that cannot be resident at once; the launch
+	 * itself is async here, so ask first and fail the call as CUDA does. */
+	int per_sm = 0;
+	cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, func,
+								    (int)(blockDim.x * blockDim.y * blockDim.z), sharedMem);
+	if (e != cudaSuccess)
+		return e;
+	fe_device *d = fe_rt_device(fe_rt_current_device());
+	if (d && (uint64_t)gridDim.x * gridDim.y * gridDim.z > (uint64_t)per_sm * (uint64_t)d->prop.multiProcessorCount)
+		return fe_rt_fail(cudaErrorCooperativeLaunchTooLarge);
+	cudaLaunchAttribute a;
+	memset(&a, 0, sizeof(a));
+	a.id = cudaLaunchAttributeCooperative;
+	a.val.cooperative = 1;
+	return launch(kernel_of(func), gridDim, blockDim, args, sharedMem, stream, &a, sizeof(a));
+}
+
 cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const void *func, void **args)
 {
 	if (!config)

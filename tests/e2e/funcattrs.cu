@@ -107,6 +107,19 @@ int main(void)
 	int chosen = -1;
 	CK(cudaChooseDevice(&chosen, &want));
 	printf("chosen device: %d\n", chosen);
+	/* a cooperative launch that fits, and one too large for the device */
+	float *cp;
+	int cn = 1024;
+	CK(cudaMalloc(&cp, cn * sizeof(float)));
+	void *cargs[] = {&cp, &cn};
+	CK(cudaLaunchCooperativeKernel((const void *)rgtest_attr_shared, dim3(2), dim3(1024), cargs, 0, 0));
+	CK(cudaDeviceSynchronize());
+	EXPECT_ERR("cooperative launch past the device",
+	           cudaLaunchCooperativeKernel((const void *)rgtest_attr_shared, dim3(1u << 20), dim3(1024), cargs, 0, 0),
+	           cudaErrorCooperativeLaunchTooLarge);
+	cudaGetLastError();
+	CK(cudaFree(cp));
+
 	/* a runtime call libremote.so does not implement fails plainly, not with
 	 * the real runtime's cudaErrorInsufficientDriver (checked silently: the
 	 * local run on a GPU answers differently, and prints the same) */
