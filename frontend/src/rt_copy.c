@@ -364,3 +364,64 @@ cudaError_t cudaMemset2DAsync(void *devPtr, size_t pitch, int value, size_t widt
 {
 	return memset2d_common(devPtr, pitch, value, width, height, stream);
 }
+
+/* ---- 3D: linear (pitched) memory only, as depth slices of 2D copies ---- */
+
+static char *slice(struct cudaPitchedPtr p, struct cudaPos pos, size_t z)
+{
+	return (char *)p.ptr + (pos.z + z) * p.pitch * p.ysize + pos.y * p.pitch + pos.x;
+}
+
+static cudaError_t memcpy3d(const struct cudaMemcpy3DParms *m, cudaStream_t stream, int async)
+{
+	if (!m)
+		return fe_rt_fail(cudaErrorInvalidValue);
+	if (m->srcArray || m->dstArray) {
+		rg_log_once("frontend", "not supported (CUDA arrays are not implemented)", "cudaMemcpy3D with an array");
+		return fe_rt_fail(cudaErrorNotSupported);
+	}
+	/* For linear memory, extent.width and pos.x are bytes. */
+	struct cudaExtent e = m->extent;
+	if (e.width > m->srcPtr.pitch || e.width > m->dstPtr.pitch || (e.depth > 1 && (e.height > m->srcPtr.ysize ||
+	    e.height > m->dstPtr.ysize)))
+		return fe_rt_fail(cudaErrorInvalidValue);
+	for (size_t z = 0; z < e.depth; z++) {
+		cudaError_t r = async ? cudaMemcpy2DAsync(slice(m->dstPtr, m->dstPos, z), m->dstPtr.pitch,
+							 slice(m->srcPtr, m->srcPos, z), m->srcPtr.pitch, e.width,
+							 e.height, m->kind, stream)
+				      : cudaMemcpy2D(slice(m->dstPtr, m->dstPos, z), m->dstPtr.pitch,
+						     slice(m->srcPtr, m->srcPos, z), m->srcPtr.pitch, e.width, e.height,
+						     m->kind);
+		if (r != cudaSuccess)
+			return r;
+	}
+	return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy3D(const struct cudaMemcpy3DParms *p) { return memcpy3d(p, 0, 0); }
+
+cudaError_t cudaMemcpy3DAsync(const struct cudaMemcpy3DParms *p, cudaStream_t stream)
+{
+	return memcpy3d(p, stream, 1);
+}
+
+static cudaError_t memset3d(struct cudaPitchedPtr p, int value, struct cudaExtent e, cudaStream_t stream, int async)
+{
+	if (e.width > p.pitch || (e.depth > 1 && e.height > p.ysize))
+		return fe_rt_fail(cudaErrorInvalidValue);
+	struct cudaPos origin = {0, 0, 0};
+	for (size_t z = 0; z < e.depth; z++) {
+		cudaError_t r = async ? cudaMemset2DAsync(slice(p, origin, z), p.pitch, value, e.width, e.height, stream)
+				      : cudaMemset2D(slice(p, origin, z), p.pitch, value, e.width, e.height);
+		if (r != cudaSuccess)
+			return r;
+	}
+	return cudaSuccess;
+}
+
+cudaError_t cudaMemset3D(struct cudaPitchedPtr p, int value, struct cudaExtent e) { return memset3d(p, value, e, 0, 0); }
+
+cudaError_t cudaMemset3DAsync(struct cudaPitchedPtr p, int value, struct cudaExtent e, cudaStream_t stream)
+{
+	return memset3d(p, value, e, stream, 1);
+}

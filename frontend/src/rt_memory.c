@@ -229,6 +229,19 @@ cudaError_t cudaMallocPitch(void **devPtr, size_t *pitch, size_t width, size_t h
 	return e;
 }
 
+/* Pitched 3D memory: depth slices of height rows, one pitched allocation. */
+cudaError_t cudaMalloc3D(struct cudaPitchedPtr *p, struct cudaExtent e)
+{
+	if (!p)
+		return fe_rt_fail(cudaErrorInvalidValue);
+	void *ptr = NULL;
+	size_t pitch = 0;
+	cudaError_t r = cudaMallocPitch(&ptr, &pitch, e.width, e.height * e.depth);
+	if (r == cudaSuccess)
+		*p = (struct cudaPitchedPtr){.ptr = ptr, .pitch = pitch, .xsize = e.width, .ysize = e.height};
+	return r;
+}
+
 cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *attr, const void *ptr)
 {
 	if (!attr)

@@ -275,6 +275,58 @@ static void copy2d(void)
 	free(got);
 }
 
+/* cudaMalloc3D, cudaMemcpy3D both ways (whole box, and a sub-box at an offset,
+ * async), cudaMemset3D of a sub-box. */
+static void copy3d(void)
+{
+	const size_t W = 37, H = 5, D = 4, n = W * H * D;
+	struct cudaExtent ext = make_cudaExtent(W, H, D);
+	struct cudaPitchedPtr d;
+	CK(cudaMalloc3D(&d, ext));
+	REQUIRE(d.pitch >= W && d.ysize == H, "cudaMalloc3D pitch");
+	unsigned char *h = (unsigned char *)malloc(n), *back = (unsigned char *)malloc(n), *want = (unsigned char *)malloc(n);
+	rg_pattern(h, n, 700);
+	memcpy(want, h, n);
+	struct cudaMemcpy3DParms p;
+	memset(&p, 0, sizeof(p));
+	p.srcPtr = make_cudaPitchedPtr(h, W, W, H);
+	p.dstPtr = d;
+	p.extent = ext;
+	p.kind = cudaMemcpyHostToDevice;
+	CK(cudaMemcpy3D(&p));
+	CK(cudaMemset3D(d, 0x77, make_cudaExtent(10, 2, 3)));
+	for (size_t z = 0; z < 3; z++)
+		for (size_t y = 0; y < 2; y++)
+			memset(want + z * W * H + y * W, 0x77, 10);
+	memset(&p, 0, sizeof(p));
+	p.srcPtr = d;
+	p.dstPtr = make_cudaPitchedPtr(back, W, W, H);
+	p.extent = ext;
+	p.kind = cudaMemcpyDeviceToHost;
+	CK(cudaMemcpy3D(&p));
+	check_bytes("memcpy3d/memset3d 37x5x4", back, want, n);
+	/* the sub-box at (3, 1, 1) of 20 x 3 x 2, async, into the same place here */
+	memset(back, 0, n);
+	memset(&p, 0, sizeof(p));
+	p.srcPtr = d;
+	p.srcPos = make_cudaPos(3, 1, 1);
+	p.dstPtr = make_cudaPitchedPtr(back, W, W, H);
+	p.dstPos = make_cudaPos(3, 1, 1);
+	p.extent = make_cudaExtent(20, 3, 2);
+	p.kind = cudaMemcpyDefault;
+	CK(cudaMemcpy3DAsync(&p, 0));
+	CK(cudaStreamSynchronize(0));
+	memset(h, 0, n);
+	for (size_t z = 1; z < 3; z++)
+		for (size_t y = 1; y < 4; y++)
+			memcpy(h + z * W * H + y * W + 3, want + z * W * H + y * W + 3, 20);
+	check_bytes("memcpy3dasync sub-box 20x3x2 at (3,1,1)", back, h, n);
+	CK(cudaFree(d.ptr));
+	free(h);
+	free(back);
+	free(want);
+}
+
 /* Symbols: copies by symbol with offsets, and through the symbol's address. */
 static void symbols(void)
 {
@@ -343,6 +395,7 @@ int main(void)
 	pinned();
 	async_streams();
 	copy2d();
+	copy3d();
 	symbols();
 	big();
 	return rg_finish("copies");
