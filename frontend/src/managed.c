@@ -105,8 +105,10 @@ static int fetch_locked(region *r)
 	in_managed = 1;
 	int st = fe_copy_dtoh(c, (uint8_t *)r->base, r->base, r->size, 0, 0);
 	in_managed = 0;
-	if (st != 0)
+	if (st != 0) {
+		mprotect((void *)r->base, r->size, PROT_NONE); /* still DEVICE: stale bytes stay unreadable */
 		return -1;
+	}
 	return protect(r, PROT_READ, MG_CLEAN);
 }
 
