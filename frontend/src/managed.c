@@ -260,6 +260,23 @@ int fe_managed_free(fe_conn *c, uintptr_t p)
 	return st;
 }
 
+void fe_managed_forget_device(int dev)
+{
+	pthread_mutex_lock(&mg_lock);
+	for (region **pp = &regions; *pp;) {
+		region *r = *pp;
+		if (r->device != dev) {
+			pp = &r->next;
+			continue;
+		}
+		*pp = r->next;
+		atomic_fetch_sub(&nregions, 1);
+		munmap((void *)r->base, r->size);
+		free(r);
+	}
+	pthread_mutex_unlock(&mg_lock);
+}
+
 int fe_managed_is(const void *p)
 {
 	fe_range r;

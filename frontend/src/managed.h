@@ -15,5 +15,7 @@ void fe_managed_before_call(uint32_t op);
 int fe_managed_free(fe_conn *c, uintptr_t p);
 /* p lies in a managed allocation. */
 int fe_managed_is(const void *p);
+/* After cudaDeviceReset: the device's managed allocations are gone (unmapped). */
+void fe_managed_forget_device(int dev);
 
 #endif

@@ -55,6 +55,8 @@ fe_device *fe_rt_device(int ordinal); /* NULL if out of range or not initialised
 int fe_rt_current_device(void);
 void fe_rt_set_current_device(int ordinal);
 cudaError_t fe_rt_init(void);
+/* cudaDeviceReset of one device: a fresh session, the old one's state forgotten. */
+cudaError_t fe_rt_reset_device(int ordinal);
 
 /* Handle <-> wire id. Streams 0, cudaStreamLegacy and cudaStreamPerThread are the
  * NULL stream (id 0): the server runs one executor per session, so per-thread

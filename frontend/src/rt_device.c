@@ -280,3 +280,12 @@ cudaError_t cudaChooseDevice(int *device, const struct cudaDeviceProp *prop)
 	*device = best;
 	return cudaSuccess;
 }
+
+/* Not through fe_rt_enter: a sticky error must not stop the call that clears it. */
+cudaError_t cudaDeviceReset(void)
+{
+	cudaError_t e = fe_rt_init();
+	if (e == cudaSuccess)
+		e = fe_rt_reset_device(fe_rt_current_device());
+	return e == cudaSuccess ? cudaSuccess : fe_rt_fail(e);
+}

@@ -119,6 +119,20 @@ static void pin(void *p, size_t size)
 	pthread_mutex_unlock(&pins_lock);
 }
 
+/* After cudaDeviceReset: that device's connection, and its MRs, are gone. */
+void fe_pins_forget_device(int dev);
+void fe_pins_forget_device(int dev)
+{
+	if (dev < 0 || dev >= FE_MAX_DEVICES)
+		return;
+	pthread_mutex_lock(&pins_lock);
+	for (pin_rec *r = pins; r; r = r->next) {
+		r->conn[dev] = NULL;
+		r->mr[dev] = NULL;
+	}
+	pthread_mutex_unlock(&pins_lock);
+}
+
 static void unpin(void *p)
 {
 	pin_rec *r = NULL;

@@ -312,6 +312,28 @@ char __cudaInitModule(void **fatCubinHandle)
 
 /* After fork the child starts sessions of its own: nothing the parent loaded is
  * loaded there (rt_state.c's atfork handler; single-threaded in the child). */
+/* After cudaDeviceReset: that device's session has none of our modules. */
+void fe_module_forget_device(int dev);
+void fe_module_forget_device(int dev)
+{
+	if (dev < 0 || dev >= FE_MAX_DEVICES)
+		return;
+	pthread_mutex_lock(&lock);
+	for (size_t i = 0; i < kernels_by_stub.cap; i++) {
+		fe_kernel *k = kernels_by_stub.keys[i] ? kernels_by_stub.vals[i] : NULL;
+		if (k) {
+			k->fb->loaded[dev] = 0;
+			k->attrs_valid[dev] = 0;
+		}
+	}
+	for (size_t i = 0; i < vars_by_shadow.cap; i++) {
+		fe_var *v = vars_by_shadow.keys[i] ? vars_by_shadow.vals[i] : NULL;
+		if (v)
+			v->fb->loaded[dev] = 0;
+	}
+	pthread_mutex_unlock(&lock);
+}
+
 void fe_module_forget_sessions(void)
 {
 	pthread_mutex_init(&lock, NULL);

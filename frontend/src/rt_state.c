@@ -9,10 +9,13 @@
 #include <unistd.h>
 
 #include "rg_log.h"
+#include "managed.h"
 #include "rt.h"
 
 int fe_hello(fe_device *d);
 void fe_module_forget_sessions(void); /* rt_module.c */
+void fe_module_forget_device(int dev); /* rt_module.c */
+void fe_pins_forget_device(int dev);   /* rt_memory.c */
 void fe_hostfn_forget(void);          /* rt_stream.c */
 
 static struct {
@@ -108,6 +111,40 @@ cudaError_t fe_rt_init(void)
 	}
 	pthread_mutex_unlock(&S.lock);
 	return S.init_err;
+}
+
+/* cudaDeviceReset: the session on the server ends (it frees everything the
+ * process had on that device), a new one starts, and what the client knew of
+ * the old one (allocations, loaded modules, registrations, managed memory,
+ * the sticky error) is forgotten. As in CUDA, no other thread may use the
+ * device meanwhile. */
+cudaError_t fe_rt_reset_device(int ordinal)
+{
+	fe_device *d = fe_rt_device(ordinal);
+	if (!d)
+		return cudaErrorInvalidDevice;
+	pthread_mutex_lock(&S.lock);
+	fe_managed_forget_device(ordinal);
+	fe_pins_forget_device(ordinal);
+	fe_mem_forget_device(ordinal);
+	fe_module_forget_device(ordinal);
+	if (d->conn)
+		fe_conn_close(d->conn);
+	d->conn = NULL;
+	cudaError_t e = cudaSuccess;
+	int err = fe_conn_open(&d->addr, fe_hostfn_dispatch, d, &d->conn);
+	if (err) {
+		LOG_ERROR("frontend", "cudaDeviceReset: cannot reach remote GPU %d again: %s", ordinal, transport_strerror(err));
+		d->conn = NULL;
+		e = cudaErrorDevicesUnavailable;
+	} else if ((e = (cudaError_t)fe_hello(d)) != cudaSuccess) {
+		fe_conn_close(d->conn);
+		d->conn = NULL;
+	}
+	atomic_store(&S.sticky, 0);
+	pthread_mutex_unlock(&S.lock);
+	tls_last_error = cudaSuccess;
+	return e;
 }
 
 int fe_rt_device_count(void) { return fe_rt_init() == cudaSuccess ? S.ndev : 0; }

@@ -93,5 +93,19 @@ int main(void)
 	cudaGetLastError();
 	EXPECT_ERR("set device #count", cudaSetDevice(n), cudaErrorInvalidDevice);
 	cudaGetLastError();
+
+	/* cudaDeviceReset frees what the process had (the harness checks the
+	 * server's memory after the run) and the device works after it */
+	CK(cudaSetDevice(0));
+	void *big;
+	CK(cudaMalloc(&big, 64u << 20));
+	CK(cudaDeviceReset());
+	unsigned char *small, h[64];
+	CK(cudaMalloc(&small, sizeof(h)));
+	CK(cudaMemset(small, 0x3c, sizeof(h)));
+	CK(cudaMemcpy(h, small, sizeof(h), cudaMemcpyDeviceToHost));
+	printf("after cudaDeviceReset: %02x\n", h[17]);
+	CK(cudaFree(small));
+	CK(cudaDeviceReset());
 	return rg_finish("devquery");
 }
