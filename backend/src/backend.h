@@ -235,6 +235,11 @@ void be_latch(be_session *s, int status);
 /* A reply for a sequence number rather than a request (waiter). */
 proto_msg *be_reply_begin_seq(be_session *s, uint64_t seq, uint32_t nresults);
 int be_reply_send(be_session *s, proto_msg *m, const void *payload, size_t len);
+/* A reply whose payload is len bytes of the staging buffer *out, which then
+ * belongs to the call (emptied): it goes back to the pool once the client has
+ * the bytes. Over rdma the payload is read zero-copy after this returns, so
+ * the next reply (the next chunk of a copy) is announced while it is read. */
+int be_reply_send_staged(be_session *s, proto_msg *m, be_buf *out, size_t len);
 int be_reply_status_seq(be_session *s, uint64_t seq, int status);
 /* Refuses the session: drops its later frames and closes the connection (any
  * thread). */

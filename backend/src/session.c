@@ -63,8 +63,22 @@ int be_reply_status_seq(be_session *s, uint64_t seq, int status)
 
 int be_reply_status(be_session *s, be_req *rq, int status) { return be_reply_status_seq(s, rq->seq, status); }
 
-/* One writev: the header and msgpack part, then the payload. */
-int be_reply_send(be_session *s, proto_msg *m, const void *payload, size_t len)
+typedef struct staged_reply {
+	be_session *s;
+	be_buf b;
+} staged_reply;
+
+/* transport_sent_fn: the client has the bytes (or never will). */
+static void staged_sent(void *ctx, int err)
+{
+	staged_reply *x = ctx;
+	be_staging_release(&x->s->staging, &x->b);
+	free(x);
+}
+
+/* One writev: the header and msgpack part, then the payload (out: staged,
+ * released once sent; else the caller's, unchanged). */
+static int reply_send(be_session *s, proto_msg *m, const void *payload, size_t len, be_buf *out)
 {
 	struct iovec iov[2];
 	int err;
@@ -81,7 +95,18 @@ int be_reply_send(be_session *s, proto_msg *m, const void *payload, size_t len)
 	}
 	iov[0] = (struct iovec){m->data, m->len};
 	iov[1] = (struct iovec){(void *)payload, len};
-	err = transport_sendv(s->conn, iov, len ? 2 : 1);
+	staged_reply *x = out && len ? malloc(sizeof(*x)) : NULL;
+	if (x) {
+		*x = (staged_reply){.s = s, .b = *out};
+		*out = (be_buf){0};
+		err = transport_sendv_async(s->conn, iov, 2, staged_sent, x);
+		if (err)
+			staged_sent(x, err); /* nothing was sent: nothing reads it */
+	} else {
+		err = transport_sendv(s->conn, iov, len ? 2 : 1);
+		if (out)
+			be_staging_release(&s->staging, out);
+	}
 	if (!err)
 		be_stat_sent(s->stat, m->len + len);
 	proto_msg_free(m);
@@ -90,6 +115,16 @@ int be_reply_send(be_session *s, proto_msg *m, const void *payload, size_t len)
 		return err;
 	}
 	return BE_REPLIED;
+}
+
+int be_reply_send(be_session *s, proto_msg *m, const void *payload, size_t len)
+{
+	return reply_send(s, m, payload, len, NULL);
+}
+
+int be_reply_send_staged(be_session *s, proto_msg *m, be_buf *out, size_t len)
+{
+	return reply_send(s, m, out->p, len, out);
 }
 
 int be_reply_end(be_session *s, be_req *rq, proto_msg *m, const void *payload, size_t len)

@@ -152,10 +152,12 @@ int be_waiter_after(be_session *s, CUstream stream, be_req *rq, be_buf *out, siz
 
 	if (ev && fast_done(s, ev, rq ? BE_FAST_NS : 0)) {
 		evpool_put(s, ev);
-		if (rq)
-			be_reply_send(s, be_reply_begin_seq(s, rq->seq, 0), out ? out->p : NULL, out ? out_len : 0);
+		if (rq && out)
+			be_reply_send_staged(s, be_reply_begin_seq(s, rq->seq, 0), out, out_len);
+		else if (rq)
+			be_reply_send(s, be_reply_begin_seq(s, rq->seq, 0), NULL, 0);
 		if (out)
-			be_staging_release(&s->staging, out);
+			be_staging_release(&s->staging, out); /* emptied when sent */
 		if (rel)
 			be_staging_release(&s->staging, rel);
 		return rq ? BE_REPLIED : 0;
@@ -229,7 +231,7 @@ static void run_entry(be_session *s, be_wentry *e, int live)
 	if (live) {
 		if (e->reply) {
 			if (st == CUDA_SUCCESS)
-				be_reply_send(s, be_reply_begin_seq(s, e->seq, 0), e->out.p, e->out_len);
+				be_reply_send_staged(s, be_reply_begin_seq(s, e->seq, 0), &e->out, e->out_len);
 			else
 				be_reply_status_seq(s, e->seq, st);
 		} else if (st != CUDA_SUCCESS) {

@@ -43,7 +43,10 @@
 #define GUARD_BYTE 0xA5
 #define MAXREC 64
 
-enum { OP_DATA = 10, OP_DATA_REG = 11, OP_DISCARD = 20, OP_ECHO = 30, OP_BIGMSG = 40 };
+enum { OP_DATA = 10, OP_DATA_REG = 11, OP_DISCARD = 20, OP_ECHO = 30, OP_BIGMSG = 40, OP_PULL_ASYNC = 50 };
+
+#define ASYNC_N 3               /* frames an OP_PULL_ASYNC answers with */
+#define ASYNC_LEN (1u << 20)    /* each: from the server's registered arena */
 
 static const char *ip;
 static char self_path[4096];
@@ -136,6 +139,7 @@ typedef struct conn_rec {
 	uint8_t *cur;         /* the buffer payload_dest handed out */
 	int cur_reg;
 	int echo_errs;
+	int async_sent, async_done, async_err, async_done_at_return; /* OP_PULL_ASYNC */
 } conn_rec;
 
 typedef struct server {
@@ -197,6 +201,43 @@ typedef struct echo_job {
 	size_t len;
 } echo_job;
 
+/* transport_sent_fn of the OP_PULL_ASYNC answers (loop thread). */
+static void srv_sent(void *ctx, int err)
+{
+	conn_rec *r = ctx;
+	pthread_mutex_lock(&r->s->mu);
+	r->async_done++;
+	if (err)
+		r->async_err++;
+	pthread_cond_broadcast(&r->s->cv);
+	pthread_mutex_unlock(&r->s->mu);
+}
+
+/* ASYNC_N frames straight from the registered arena, none waited for. */
+static void srv_pull_async(conn_rec *r, uint64_t seq)
+{
+	for (unsigned k = 0; k < ASYNC_N && r->arena_mr; k++) {
+		uint8_t *p = r->arena + (size_t)k * ASYNC_LEN;
+		fill(p, seq + k, ASYNC_LEN);
+		proto_msg m;
+		proto_msg_begin(&m, OP_PULL_ASYNC, seq + k, 0);
+		if (proto_msg_finish(&m, 0, ASYNC_LEN) == 0) {
+			struct iovec iov[2] = {{m.data, m.len}, {p, ASYNC_LEN}};
+			if (transport_sendv_async(r->c, iov, 2, srv_sent, r) == 0) {
+				pthread_mutex_lock(&r->s->mu);
+				r->async_sent++;
+				pthread_mutex_unlock(&r->s->mu);
+			}
+		}
+		proto_msg_free(&m);
+	}
+	/* Completions run on this (the loop) thread: none can have run yet. */
+	pthread_mutex_lock(&r->s->mu);
+	r->async_done_at_return = r->async_done;
+	pthread_cond_broadcast(&r->s->cv);
+	pthread_mutex_unlock(&r->s->mu);
+}
+
 static void srv_frame(void *ctx, transport_frame *f)
 {
 	conn_rec *r = ctx;
@@ -232,6 +273,8 @@ static void srv_frame(void *ctx, transport_frame *f)
 			r->echo_errs++;
 		free(p);
 	}
+	if (op == OP_PULL_ASYNC)
+		srv_pull_async(r, seq);
 	if (r->cur && !r->cur_reg)
 		free(r->cur);
 	r->cur = NULL;
@@ -1012,6 +1055,51 @@ static int front_redirect(void *ctx, const char *peer, uint64_t *cookie)
 	return redirect_port;
 }
 
+/* transport_sendv_async: zero-copy answers go out without waiting for the
+ * peer to read them, their completions run once it has (and, when the peer
+ * goes away without reading, with an error), and the bytes arrive intact. */
+static void test_sent_async(void)
+{
+	transport_conn *c = connect_to(S.port);
+	if (!CHECK(c))
+		return;
+	conn_rec *r = rec_for(c);
+	if (!CHECK(r) || !CHECK(r->arena_mr))
+		return;
+	rx_ctx x = {.cap = ASYNC_LEN + GUARD};
+	x.buf = malloc(x.cap);
+	CHECK_EQ(send_frame(c, OP_PULL_ASYNC, 100, 0, NULL, 0), 0);
+	for (unsigned k = 0; k < ASYNC_N; k++)
+		recv_check(c, &x, OP_PULL_ASYNC, 100 + k, ASYNC_LEN);
+	CHECK(WAIT_FOR(r->async_done == ASYNC_N, 5000));
+	pthread_mutex_lock(&S.mu);
+	CHECK_EQ(r->async_sent, ASYNC_N);
+	CHECK_EQ(r->async_done_at_return, 0);
+	CHECK_EQ(r->async_err, 0);
+	pthread_mutex_unlock(&S.mu);
+	CHECK(rdma_conn_ep(r->c)->st.tx_zc_bytes >= (uint64_t)ASYNC_N * ASYNC_LEN);
+
+	/* a second connection asks, and closes without reading */
+	transport_conn *c2 = connect_to(S.port);
+	if (CHECK(c2)) {
+		conn_rec *r2 = rec_for(c2);
+		if (CHECK(r2) && CHECK(r2->arena_mr)) {
+			CHECK_EQ(send_frame(c2, OP_PULL_ASYNC, 200, 0, NULL, 0), 0);
+			CHECK(WAIT_FOR(r2->async_sent == ASYNC_N, 5000));
+			transport_close(c2);
+			c2 = NULL;
+			CHECK(WAIT_FOR(r2->async_done == ASYNC_N, 5000));
+			pthread_mutex_lock(&S.mu);
+			CHECK_EQ(r2->async_err, ASYNC_N);
+			pthread_mutex_unlock(&S.mu);
+		}
+		if (c2)
+			transport_close(c2);
+	}
+	transport_close(c);
+	free(x.buf);
+}
+
 static void test_redirect(void)
 {
 	static const transport_server_cb front_cb = {.on_redirect = front_redirect};
@@ -1158,7 +1246,8 @@ int main(int argc, char **argv)
 		{"concurrent", test_concurrent}, {"qp_error", test_qp_error},
 		{"vanish", test_vanish},         {"redirect", test_redirect},
 		{"client_death", test_client_death}, {"server_death", test_server_death},
-		{"listener_close", test_listener_close},
+		{"sent_async", test_sent_async},
+		{"listener_close", test_listener_close}, /* last: it closes the listener */
 	};
 	const char *only = getenv("RDMA_TEST_ONLY");
 	for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {

@@ -127,9 +127,15 @@ typedef struct transport_mr {
 	void *impl;
 } transport_mr;
 
+/* The end of a transport_sendv_async: err 0 once nothing reads the caller's
+ * buffers any more. It must not call into the transport. */
+typedef void (*transport_sent_fn)(void *ctx, int err);
+
 typedef struct transport_ops {
 	const char *scheme;
 	int (*sendv)(transport_conn *c, const struct iovec *iov, int iovcnt);
+	/* Optional: transport_sendv_async (NULL: sendv, then done at once). */
+	int (*sendv_async)(transport_conn *c, const struct iovec *iov, int iovcnt, transport_sent_fn done, void *ctx);
 	int (*recv_frame)(transport_conn *c, transport_frame *f, transport_payload_dest_fn dest, void *ctx);
 	int (*reg_mem)(transport_conn *c, void *addr, size_t len, transport_mr **out);
 	int (*dereg_mem)(transport_conn *c, transport_mr *mr);
@@ -163,6 +169,22 @@ int transport_connect(const transport_addr *a, transport_conn **out);
 static inline int transport_sendv(transport_conn *c, const struct iovec *iov, int n)
 {
 	return c->ops->sendv(c, iov, n);
+}
+/* Like transport_sendv, but the caller's buffers may still be in use when it
+ * returns: done(ctx, err) runs once they are not (rdma, server side: a payload
+ * sent zero-copy, when the peer has read it, on the loop thread, or with an
+ * error when the connection ends; every other case before this returns). So a
+ * sender need not wait for the peer before its next frame. Returns 0, and done
+ * runs exactly once later or already ran; or an error, and done never runs. */
+static inline int transport_sendv_async(transport_conn *c, const struct iovec *iov, int n, transport_sent_fn done,
+					void *ctx)
+{
+	if (c->ops->sendv_async)
+		return c->ops->sendv_async(c, iov, n, done, ctx);
+	int r = c->ops->sendv(c, iov, n);
+	if (r == 0)
+		done(ctx, 0);
+	return r;
 }
 static inline int transport_recv_frame(transport_conn *c, transport_frame *f, transport_payload_dest_fn dest, void *ctx)
 {

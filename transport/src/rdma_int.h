@@ -93,6 +93,7 @@
 #define RDMA_RXSEGS 512               /* announced segments the receiver holds */
 #define RDMA_INLINE_WANT 256       /* inline send size asked of the QP (a small frame fits) */
 #define RDMA_SQ_DEPTH 128             /* >= RDMA_NSEND + RDMA_MAX_READS + keepalive */
+#define RDMA_NSENT 64                 /* zero-copy sends the peer is still reading (sendv_async) */
 #define RDMA_PROTO_VERSION 2
 
 enum { RM_FRAME = 1, RM_SEGS = 2, RM_CTRL = 3, RM_BATCH = 4 };
@@ -213,6 +214,14 @@ typedef struct rdma_sqe {
 
 typedef struct txf txf;
 
+/* A transport_sendv_async whose zero-copy payload the peer is still reading:
+ * done once peer_acked reaches need. */
+typedef struct rdma_sent {
+	uint32_t need;
+	transport_sent_fn done;
+	void *ctx;
+} rdma_sent;
+
 typedef struct rdma_ep {
 	transport_conn *conn; /* for logs (peer name) */
 	int server;
@@ -250,6 +259,8 @@ typedef struct rdma_ep {
 	uint32_t rx_acked;   /* the peer's segments we consumed */
 	uint32_t ack_sent;   /* rx_acked as last reported */
 	uint32_t peer_acked; /* our segments the peer consumed */
+	rdma_sent sent[RDMA_NSENT]; /* sendv_async completions waiting for peer_acked, in order */
+	unsigned sent_head, sent_n;
 
 	/* sender (send_lock; the counters also under mu) */
 	struct txf *txf; /* the message being built (rdma_tx.c) */
@@ -337,6 +348,15 @@ int rdma_ep_ensure_ring(rdma_ep *ep, uint8_t **ring, struct ibv_mr **mr, unsigne
  * error. */
 typedef int (*rdma_wait_fn)(rdma_ep *ep, uint64_t since);
 int rdma_ep_sendv(rdma_ep *ep, const struct iovec *iov, int iovcnt, rdma_wait_fn wait);
+/* sendv_async: as rdma_ep_sendv, but when the last frame's payload goes
+ * zero-copy the call returns without waiting for the peer and queues *async
+ * (*queued = 1; rdma_ep_take_sent hands it back once the peer read it). */
+int rdma_ep_sendv_async(rdma_ep *ep, const struct iovec *iov, int iovcnt, rdma_wait_fn wait, const rdma_sent *async,
+			int *queued);
+/* (mu) Takes the queued completions that are due into out (at most max): those
+ * the peer has read (*err = 0), or all of them once the connection failed
+ * (*err = the error). Returns how many. */
+unsigned rdma_ep_take_sent(rdma_ep *ep, rdma_sent *out, unsigned max, int *err);
 
 /* (mu) Advances the receive side without blocking: 1 a frame is complete (in
  * *out), 0 waiting for the peer, < 0 error (latched). payload_dest is called

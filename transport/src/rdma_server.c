@@ -105,6 +105,8 @@ static void teardown(sconn *c, int err);
 static void request(sconn *c, int err, int kick);
 static void progress(sconn *c);
 static int server_sendv(transport_conn *c, const struct iovec *iov, int iovcnt);
+static int server_sendv_async(transport_conn *c, const struct iovec *iov, int iovcnt, transport_sent_fn done,
+			      void *ctx);
 static int server_recv_frame(transport_conn *c, transport_frame *f, transport_payload_dest_fn dest, void *ctx);
 static void server_shutdown(transport_conn *c);
 static void server_close(transport_conn *c);
@@ -115,6 +117,7 @@ static void srv_listener_close(transport_listener *l);
 static const transport_ops rdma_server_ops = {
 	.scheme = "rdma",
 	.sendv = server_sendv,
+	.sendv_async = server_sendv_async,
 	.recv_frame = server_recv_frame,
 	.reg_mem = rdma_reg_mem,
 	.dereg_mem = rdma_dereg_mem,
@@ -518,6 +521,21 @@ static void on_cm(uv_poll_t *h, int status, int events)
 	}
 }
 
+/* Loop thread, ep.mu held: runs the sendv_async completions that are due
+ * (all of them, with the error, once the connection failed), mu dropped. */
+static void fire_sent(rdma_ep *ep)
+{
+	rdma_sent due[RDMA_NSENT];
+	int err;
+	unsigned n = rdma_ep_take_sent(ep, due, RDMA_NSENT, &err);
+	if (n == 0)
+		return;
+	pthread_mutex_unlock(&ep->mu);
+	for (unsigned i = 0; i < n; i++)
+		due[i].done(due[i].ctx, err);
+	pthread_mutex_lock(&ep->mu);
+}
+
 /* Loop thread: completions, frames, acks; tears down on a failure. */
 static void progress(sconn *c)
 {
@@ -534,6 +552,7 @@ static void progress(sconn *c)
 	rdma_ep_arm(ep);
 	for (;;) {
 		int got = rdma_ep_poll(ep);
+		fire_sent(ep);
 		while (!atomic_load(&c->shut)) {
 			transport_frame f;
 			r = rdma_ep_rx(ep, &f, l->cb.payload_dest, c->conn_ctx);
@@ -547,6 +566,7 @@ static void progress(sconn *c)
 				free(f.msg);
 			pthread_mutex_lock(&ep->mu);
 			rdma_ep_poll(ep);
+			fire_sent(ep);
 		}
 		if (!spin_us || r < 0 || ep->err || atomic_load(&c->shut))
 			break;
@@ -645,6 +665,7 @@ static void teardown(sconn *c, int err)
 	pthread_mutex_unlock(&ep->send_lock);
 	pthread_mutex_lock(&ep->mu);
 	rdma_ep_rx_abort(ep);
+	fire_sent(ep); /* the QP is in the error state: nothing reads those buffers now */
 	pthread_mutex_unlock(&ep->mu);
 
 	if (c->conn_ctx) {
@@ -721,7 +742,7 @@ static int server_wait(rdma_ep *ep, uint64_t since)
 				rdma_ep_poll(ep);
 			}
 		}
-		if (ep->rq_n > 0 || ep->rx.rd_n > 0)
+		if (ep->rq_n > 0 || ep->rx.rd_n > 0 || ep->sent_n > 0)
 			c->inline_kick = 1; /* server_sendv asks the loop, after we return */
 		return 0;
 	}
@@ -736,12 +757,11 @@ static int server_wait(rdma_ep *ep, uint64_t since)
 	return 0;
 }
 
-static int server_sendv(transport_conn *base, const struct iovec *iov, int iovcnt)
+static int send_common(sconn *c, const struct iovec *iov, int iovcnt, const rdma_sent *async, int *queued)
 {
-	sconn *c = (sconn *)base;
 	if (atomic_load(&c->shut))
 		return TRANSPORT_ECLOSED;
-	int r = rdma_ep_sendv(&c->ep, iov, iovcnt, server_wait);
+	int r = rdma_ep_sendv_async(&c->ep, iov, iovcnt, server_wait, async, queued);
 	if (r && !atomic_load(&c->shut))
 		request(c, r, 0); /* the peer is gone or too slow: end it */
 	else if (c->inline_kick && c->l && pthread_equal(pthread_self(), c->l->loop_thread)) {
@@ -749,6 +769,25 @@ static int server_sendv(transport_conn *base, const struct iovec *iov, int iovcn
 		request(c, 0, 1);
 	}
 	return atomic_load(&c->shut) && r ? TRANSPORT_ECLOSED : r;
+}
+
+static int server_sendv(transport_conn *base, const struct iovec *iov, int iovcnt)
+{
+	return send_common((sconn *)base, iov, iovcnt, NULL, NULL);
+}
+
+/* A zero-copy payload's completion is queued on the connection and run by
+ * the loop thread once the peer has read it (fire_sent); anything else is
+ * complete when the frames are posted. */
+static int server_sendv_async(transport_conn *base, const struct iovec *iov, int iovcnt, transport_sent_fn done,
+			      void *ctx)
+{
+	rdma_sent a = {.done = done, .ctx = ctx};
+	int queued = 0;
+	int r = send_common((sconn *)base, iov, iovcnt, &a, &queued);
+	if (r == 0 && !queued)
+		done(ctx, 0);
+	return r;
 }
 
 static int server_recv_frame(transport_conn *c, transport_frame *f, transport_payload_dest_fn dest, void *ctx)

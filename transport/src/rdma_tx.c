@@ -58,6 +58,8 @@ struct txf {
 	uint32_t nsegs;
 	int started;    /* the FRAME message went out */
 	int posted_any; /* anything of this frame went out (a failure is then EIO) */
+	const rdma_sent *async; /* sendv_async: the completion of the call's last frame */
+	int queued;             /* ... was queued (not waited for) */
 };
 
 /* Sends the message in t->tx, waiting for two credits (one stays in reserve
@@ -237,6 +239,24 @@ static int tx_frame(rdma_ep *ep, txf *t, const uint8_t hb[PROTO_HDR_SIZE], const
 	}
 	if ((r = tx_post(t, 1)))
 		return r;
+	if (zc && t->async) {
+		/* The caller is told later (rdma_ep_take_sent); wait only for room
+		 * in the queue of completions. */
+		uint64_t since = rdma_now_ns();
+		while (ep->sent_n == RDMA_NSENT) {
+			if (ep->err)
+				return ep->err;
+			if (ep->peer_gone)
+				return TRANSPORT_EIO;
+			if ((r = t->wait(ep, since)))
+				return r;
+		}
+		rdma_sent *q = &ep->sent[(ep->sent_head + ep->sent_n++) % RDMA_NSENT];
+		*q = *t->async;
+		q->need = zc_need;
+		t->queued = 1;
+		return 0;
+	}
 	if (zc) {
 		/* The user may change the buffer once we return: wait until the
 		 * peer has read it. */
@@ -253,7 +273,28 @@ static int tx_frame(rdma_ep *ep, txf *t, const uint8_t hb[PROTO_HDR_SIZE], const
 	return 0;
 }
 
+unsigned rdma_ep_take_sent(rdma_ep *ep, rdma_sent *out, unsigned max, int *err)
+{
+	unsigned n = 0;
+	*err = ep->err;
+	while (ep->sent_n > 0 && n < max) {
+		rdma_sent *q = &ep->sent[ep->sent_head];
+		if (!ep->err && (int32_t)(ep->peer_acked - q->need) < 0)
+			break;
+		out[n++] = *q;
+		ep->sent_head = (ep->sent_head + 1) % RDMA_NSENT;
+		ep->sent_n--;
+	}
+	return n;
+}
+
 int rdma_ep_sendv(rdma_ep *ep, const struct iovec *iov, int iovcnt, rdma_wait_fn wait)
+{
+	return rdma_ep_sendv_async(ep, iov, iovcnt, wait, NULL, NULL);
+}
+
+int rdma_ep_sendv_async(rdma_ep *ep, const struct iovec *iov, int iovcnt, rdma_wait_fn wait, const rdma_sent *async,
+			int *queued)
 {
 	cursor c = {.iov = iov, .n = iovcnt};
 	size_t left = 0;
@@ -270,6 +311,8 @@ int rdma_ep_sendv(rdma_ep *ep, const struct iovec *iov, int iovcnt, rdma_wait_fn
 	}
 	t->ep = ep;
 	t->wait = wait;
+	t->async = NULL;
+	t->queued = 0;
 	pthread_mutex_lock(&ep->mu);
 	if (ep->err)
 		r = ep->err;
@@ -315,10 +358,13 @@ int rdma_ep_sendv(rdma_ep *ep, const struct iovec *iov, int iovcnt, rdma_wait_fn
 		if (nbatch && (r = tx_batch(t, nbatch)) != 0)
 			break;
 		nbatch = 0;
+		t->async = left == 0 ? async : NULL; /* only the call's last frame */
 		r = tx_frame(ep, t, hb, &h, &c);
 	}
 	if (!r && nbatch)
 		r = tx_batch(t, nbatch);
+	if (queued)
+		*queued = !r && t->queued;
 	pthread_mutex_unlock(&ep->mu);
 	pthread_mutex_unlock(&ep->send_lock);
 	return r;
