@@ -742,6 +742,7 @@ static int server_wait(rdma_ep *ep, uint64_t since)
 				rdma_ep_poll(ep);
 			}
 		}
+		fire_sent(ep); /* a sendv_async here may wait for room in that queue */
 		if (ep->rq_n > 0 || ep->rx.rd_n > 0 || ep->sent_n > 0)
 			c->inline_kick = 1; /* server_sendv asks the loop, after we return */
 		return 0;
