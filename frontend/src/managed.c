@@ -62,6 +62,7 @@ typedef struct region {
 static pthread_mutex_t mg_lock = PTHREAD_MUTEX_INITIALIZER;
 static region *regions;
 static atomic_int nregions;
+static atomic_int nhost; /* regions not in the DEVICE state: a call has something to hand over */
 static _Thread_local int in_managed; /* our own copies must not recurse */
 static struct sigaction old_segv;
 static pthread_once_t segv_once = PTHREAD_ONCE_INIT;
@@ -92,6 +93,7 @@ static int protect(region *r, int prot, int state)
 {
 	if (mprotect((void *)r->base, r->size, prot) != 0)
 		return -1;
+	atomic_fetch_add(&nhost, (state != MG_DEVICE) - (r->state != MG_DEVICE));
 	r->state = state;
 	return 0;
 }
@@ -230,6 +232,7 @@ cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int flags)
 	r->next = regions;
 	regions = r;
 	atomic_fetch_add(&nregions, 1);
+	atomic_fetch_add(&nhost, 1); /* MG_HOST */
 	pthread_mutex_unlock(&mg_lock);
 	*devPtr = (void *)r->base;
 	return cudaSuccess;
@@ -246,6 +249,7 @@ int fe_managed_free(fe_conn *c, uintptr_t p)
 			r = *pp;
 			*pp = r->next;
 			atomic_fetch_sub(&nregions, 1);
+			atomic_fetch_sub(&nhost, r->state != MG_DEVICE);
 			break;
 		}
 	pthread_mutex_unlock(&mg_lock);
@@ -271,16 +275,19 @@ void fe_managed_forget_device(int dev)
 		}
 		*pp = r->next;
 		atomic_fetch_sub(&nregions, 1);
+		atomic_fetch_sub(&nhost, r->state != MG_DEVICE);
 		munmap((void *)r->base, r->size);
 		free(r);
 	}
 	pthread_mutex_unlock(&mg_lock);
 }
 
-int fe_managed_is(const void *p)
+int fe_managed_any(void) { return atomic_load(&nregions) > 0; }
+
+static int managed_is(const void *p)
 {
 	fe_range r;
-	return atomic_load(&nregions) > 0 && fe_mem_find((uintptr_t)p, 0, &r) >= 0 && r.kind == FE_MEM_MANAGED;
+	return fe_managed_any() && fe_mem_find((uintptr_t)p, 0, &r) >= 0 && r.kind == FE_MEM_MANAGED;
 }
 
 /* HOST -> uploaded; then everything DEVICE (mg_lock held). */
@@ -316,7 +323,9 @@ static int hand_over_locked(region *only)
 
 void fe_managed_before_call(uint32_t op)
 {
-	if (atomic_load_explicit(&nregions, memory_order_relaxed) == 0 || in_managed || proto_op_quick(op))
+	/* Every allocation already the device's (the common case between host
+	 * accesses, and always without managed memory): nothing to hand over. */
+	if (atomic_load_explicit(&nhost, memory_order_relaxed) == 0 || in_managed || proto_op_quick(op))
 		return;
 	pthread_mutex_lock(&mg_lock);
 	int err = hand_over_locked(NULL);
@@ -327,7 +336,7 @@ void fe_managed_before_call(uint32_t op)
 
 static cudaError_t prefetch(const void *p, size_t count, int to_host)
 {
-	if (!fe_managed_is(p) || count == 0)
+	if (!managed_is(p) || count == 0)
 		return fe_rt_fail(cudaErrorInvalidValue);
 	pthread_mutex_lock(&mg_lock);
 	region *r = find_locked((uintptr_t)p);
@@ -358,7 +367,7 @@ cudaError_t cudaMemAdvise(const void *devPtr, size_t count, enum cudaMemoryAdvis
 	/* Advice changes where pages live, never what a program reads: with one
 	 * copy on each side and whole-allocation coherence there is nothing to
 	 * move, so valid advice is taken and has no effect. */
-	if (!fe_managed_is(devPtr) || count == 0 || advice < cudaMemAdviseSetReadMostly ||
+	if (!managed_is(devPtr) || count == 0 || advice < cudaMemAdviseSetReadMostly ||
 	    advice > cudaMemAdviseUnsetAccessedBy)
 		return fe_rt_fail(cudaErrorInvalidValue);
 	return cudaSuccess;

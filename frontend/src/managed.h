@@ -13,8 +13,8 @@ void fe_managed_before_call(uint32_t op);
 /* cudaFree of managed memory: 0 or the server's status; -1 if p is not the
  * start of a managed allocation. */
 int fe_managed_free(fe_conn *c, uintptr_t p);
-/* p lies in a managed allocation. */
-int fe_managed_is(const void *p);
+/* Some managed memory exists (one atomic load). */
+int fe_managed_any(void);
 /* After cudaDeviceReset: the device's managed allocations are gone (unmapped). */
 void fe_managed_forget_device(int dev);
 

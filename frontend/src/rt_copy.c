@@ -19,10 +19,11 @@ int fe_symbol_lookup(const void *symbol, uint64_t *dptr, uint64_t *size); /* rt_
 
 static int device_kind(int kind) { return kind == FE_MEM_DEVICE || kind == FE_MEM_MODULE || kind == FE_MEM_MANAGED; }
 
-static int is_device(const void *p)
+/* The kind of memory p lies in (FE_MEM_*), 0 for memory this process owns. */
+static int mem_kind(const void *p)
 {
 	fe_range r;
-	return fe_mem_find((uintptr_t)p, 0, &r) >= 0 && device_kind(r.kind);
+	return fe_mem_find((uintptr_t)p, 0, &r) >= 0 ? r.kind : 0;
 }
 
 static int device_range_ok(const void *p, size_t len)
@@ -35,9 +36,12 @@ static int device_range_ok(const void *p, size_t len)
  * CUDA does): its host pages may be stale or inaccessible (managed.c). */
 static enum cudaMemcpyKind resolve_kind(void *dst, const void *src, enum cudaMemcpyKind kind)
 {
-	if (kind != cudaMemcpyDefault && !fe_managed_is(dst) && !fe_managed_is(src))
+	if (kind != cudaMemcpyDefault && !fe_managed_any())
 		return kind;
-	int d = is_device(dst), s = is_device(src);
+	int dk = mem_kind(dst), sk = mem_kind(src);
+	if (kind != cudaMemcpyDefault && dk != FE_MEM_MANAGED && sk != FE_MEM_MANAGED)
+		return kind;
+	int d = device_kind(dk), s = device_kind(sk);
 	return d ? (s ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
 		 : (s ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
 }

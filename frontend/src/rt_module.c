@@ -573,19 +573,33 @@ static cudaError_t func_attrs(fe_kernel *k, fe_conn *c, int dev)
 	return fe_rt_leave(st);
 }
 
+/* The start of every per-function call: the channel, and func's kernel loaded
+ * on the current device. bad: the caller's other arguments are wrong
+ * (cudaErrorInvalidValue, once func is known). cudaSuccess, or the error,
+ * already recorded. */
+static cudaError_t kernel_call(fe_api_site site, const void *func, int bad, fe_conn **c, fe_kernel **k, int *dev)
+{
+	cudaError_t e = fe_rt_enter_site(c, site);
+	if (e != cudaSuccess)
+		return e;
+	*k = kernel_of(func);
+	if (!*k || bad)
+		return fe_rt_fail(*k ? cudaErrorInvalidValue : cudaErrorInvalidDeviceFunction);
+	*dev = fe_rt_current_device();
+	int st = kernel_ready(*k, *c, *dev);
+	return st ? fe_rt_leave(st) : cudaSuccess;
+}
+/* Counted under the entry point that called it (stats.h). */
+#define kernel_call(...) kernel_call(FE_API_SITE, __VA_ARGS__)
+
 cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *attr, const void *func)
 {
 	fe_conn *c;
-	cudaError_t e = fe_rt_enter(&c);
+	fe_kernel *k;
+	int dev;
+	cudaError_t e = kernel_call(func, !attr, &c, &k, &dev);
 	if (e != cudaSuccess)
 		return e;
-	fe_kernel *k = kernel_of(func);
-	if (!k || !attr)
-		return fe_rt_fail(k ? cudaErrorInvalidValue : cudaErrorInvalidDeviceFunction);
-	int dev = fe_rt_current_device();
-	int st = kernel_ready(k, c, dev);
-	if (st)
-		return fe_rt_leave(st);
 	if ((e = func_attrs(k, c, dev)) != cudaSuccess)
 		return e;
 	const int32_t *a = k->attrs[dev];
@@ -612,24 +626,17 @@ cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *attr, const void *f
 cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute attr, int value)
 {
 	fe_conn *c;
-	cudaError_t e = fe_rt_enter(&c);
+	fe_kernel *k;
+	int dev;
+	cudaError_t e = kernel_call(func, (int)attr < 0 || (int)attr >= CU_FUNC_ATTRIBUTE_MAX, &c, &k, &dev);
 	if (e != cudaSuccess)
 		return e;
-	fe_kernel *k = kernel_of(func);
-	if (!k)
-		return fe_rt_fail(cudaErrorInvalidDeviceFunction);
-	if ((int)attr < 0 || (int)attr >= CU_FUNC_ATTRIBUTE_MAX)
-		return fe_rt_fail(cudaErrorInvalidValue);
-	int dev = fe_rt_current_device();
-	int st = kernel_ready(k, c, dev);
-	if (st)
-		return fe_rt_leave(st);
 	/* PyTorch sets the same attribute to the same value before many launches
 	 * (attention kernels): what the kernel already has costs no round trip. */
 	if (k->attrs_valid[dev] && k->attrs[dev][attr] == value)
 		return cudaSuccess;
 	/* cudaFuncAttribute and CUfunction_attribute share their numbers. */
-	st = fe_rpc_func_set_attr(c, k->func_id[dev], attr, value);
+	int st = fe_rpc_func_set_attr(c, k->func_id[dev], attr, value);
 	if (st == 0 && k->attrs_valid[dev])
 		k->attrs[dev][attr] = value; /* the settable attributes read back as set */
 	return fe_rt_leave(st);
@@ -638,18 +645,12 @@ cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute attr, 
 cudaError_t cudaFuncSetCacheConfig(const void *func, enum cudaFuncCache config)
 {
 	fe_conn *c;
-	cudaError_t e = fe_rt_enter(&c);
+	fe_kernel *k;
+	int dev;
+	cudaError_t e = kernel_call(func, (int)config < cudaFuncCachePreferNone || (int)config > cudaFuncCachePreferEqual,
+				    &c, &k, &dev);
 	if (e != cudaSuccess)
 		return e;
-	fe_kernel *k = kernel_of(func);
-	if (!k)
-		return fe_rt_fail(cudaErrorInvalidDeviceFunction);
-	if ((int)config < cudaFuncCachePreferNone || (int)config > cudaFuncCachePreferEqual)
-		return fe_rt_fail(cudaErrorInvalidValue);
-	int dev = fe_rt_current_device();
-	int st = kernel_ready(k, c, dev);
-	if (st)
-		return fe_rt_leave(st);
 	return fe_rt_leave(fe_rpc_func_set_cache(c, k->func_id[dev], config));
 }
 
@@ -657,18 +658,13 @@ cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numBlock
 								   size_t dynamicSMemSize, unsigned int flags)
 {
 	fe_conn *c;
-	cudaError_t e = fe_rt_enter(&c);
+	fe_kernel *k;
+	int dev;
+	cudaError_t e = kernel_call(func, !numBlocks, &c, &k, &dev);
 	if (e != cudaSuccess)
 		return e;
-	fe_kernel *k = kernel_of(func);
-	if (!k || !numBlocks)
-		return fe_rt_fail(k ? cudaErrorInvalidValue : cudaErrorInvalidDeviceFunction);
-	int dev = fe_rt_current_device();
-	int st = kernel_ready(k, c, dev);
-	if (st)
-		return fe_rt_leave(st);
 	int32_t n = 0;
-	st = fe_rpc_occupancy(c, k->func_id[dev], blockSize, dynamicSMemSize, flags, &n);
+	int st = fe_rpc_occupancy(c, k->func_id[dev], blockSize, dynamicSMemSize, flags, &n);
 	if (st == 0)
 		*numBlocks = n;
 	return fe_rt_leave(st);

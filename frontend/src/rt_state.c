@@ -64,6 +64,23 @@ static void atfork_child(void)
 	fe_hostfn_forget();
 }
 
+/* Opens d's channel and says hello: a new session on that server. */
+static cudaError_t device_connect(fe_device *d, const char *spec)
+{
+	int err = fe_conn_open(&d->addr, fe_hostfn_dispatch, d, &d->conn);
+	if (err) {
+		LOG_ERROR("frontend", "cannot reach remote GPU at %s: %s", spec, transport_strerror(err));
+		d->conn = NULL;
+		return cudaErrorDevicesUnavailable;
+	}
+	cudaError_t e = (cudaError_t)fe_hello(d);
+	if (e != cudaSuccess) {
+		fe_conn_close(d->conn);
+		d->conn = NULL;
+	}
+	return e;
+}
+
 static cudaError_t init_locked(void)
 {
 	rg_log_init("libremote");
@@ -83,12 +100,7 @@ static cudaError_t init_locked(void)
 			LOG_ERROR("frontend", "REMOTE_GPU entry '%s' is not [scheme://]host:port", tok);
 			return cudaErrorInvalidValue;
 		}
-		int err = fe_conn_open(&d->addr, fe_hostfn_dispatch, d, &d->conn);
-		if (err) {
-			LOG_ERROR("frontend", "cannot reach remote GPU at %s: %s", tok, transport_strerror(err));
-			return cudaErrorDevicesUnavailable;
-		}
-		cudaError_t e = (cudaError_t)fe_hello(d);
+		cudaError_t e = device_connect(d, tok);
 		if (e != cudaSuccess)
 			return e;
 		S.ndev++;
@@ -131,16 +143,9 @@ cudaError_t fe_rt_reset_device(int ordinal)
 	if (d->conn)
 		fe_conn_close(d->conn);
 	d->conn = NULL;
-	cudaError_t e = cudaSuccess;
-	int err = fe_conn_open(&d->addr, fe_hostfn_dispatch, d, &d->conn);
-	if (err) {
-		LOG_ERROR("frontend", "cudaDeviceReset: cannot reach remote GPU %d again: %s", ordinal, transport_strerror(err));
-		d->conn = NULL;
-		e = cudaErrorDevicesUnavailable;
-	} else if ((e = (cudaError_t)fe_hello(d)) != cudaSuccess) {
-		fe_conn_close(d->conn);
-		d->conn = NULL;
-	}
+	char spec[300];
+	snprintf(spec, sizeof(spec), "%s:%d (after cudaDeviceReset)", d->addr.host, d->addr.port);
+	cudaError_t e = device_connect(d, spec);
 	atomic_store(&S.sticky, 0);
 	pthread_mutex_unlock(&S.lock);
 	tls_last_error = cudaSuccess;

@@ -62,6 +62,27 @@ struct txf {
 	int queued;             /* ... was queued (not waited for) */
 };
 
+/* Conditions a sender waits for (mu held). */
+static int peer_read(const rdma_ep *ep, uint32_t seg) { return (int32_t)(ep->peer_acked - seg) >= 0; }
+static int sent_room(const rdma_ep *ep, uint32_t unused) { return ep->sent_n < RDMA_NSENT; }
+
+/* Waits until done(ep, arg) holds, or the connection fails (mu held). */
+static int tx_wait(txf *t, int (*done)(const rdma_ep *, uint32_t), uint32_t arg)
+{
+	rdma_ep *ep = t->ep;
+	uint64_t since = rdma_now_ns();
+	int r;
+	while (!done(ep, arg)) {
+		if (ep->err)
+			return ep->err;
+		if (ep->peer_gone)
+			return TRANSPORT_EIO;
+		if ((r = t->wait(ep, since)))
+			return r;
+	}
+	return 0;
+}
+
 /* Sends the message in t->tx, waiting for two credits (one stays in reserve
  * for CTRLs) and a slot. Called with mu held. */
 static int tx_post(txf *t, int last)
@@ -141,14 +162,8 @@ static int tx_bounce(txf *t, const uint8_t *p, size_t n)
 					return r;
 				continue;
 			}
-			uint64_t since = rdma_now_ns();
-			while (!ep->err && !ep->peer_gone && (int32_t)(ep->peer_acked - ep->b_seg[b]) < 0)
-				if ((r = t->wait(ep, since)))
-					return r;
-			if (ep->err)
-				return ep->err;
-			if (ep->peer_gone)
-				return TRANSPORT_EIO;
+			if ((r = tx_wait(t, peer_read, ep->b_seg[b])))
+				return r;
 			continue;
 		}
 		size_t k = n < RDMA_CHUNK ? n : RDMA_CHUNK;
@@ -242,35 +257,17 @@ static int tx_frame(rdma_ep *ep, txf *t, const uint8_t hb[PROTO_HDR_SIZE], const
 	if (zc && t->async) {
 		/* The caller is told later (rdma_ep_take_sent); wait only for room
 		 * in the queue of completions. */
-		uint64_t since = rdma_now_ns();
-		while (ep->sent_n == RDMA_NSENT) {
-			if (ep->err)
-				return ep->err;
-			if (ep->peer_gone)
-				return TRANSPORT_EIO;
-			if ((r = t->wait(ep, since)))
-				return r;
-		}
+		if ((r = tx_wait(t, sent_room, 0)))
+			return r;
 		rdma_sent *q = &ep->sent[(ep->sent_head + ep->sent_n++) % RDMA_NSENT];
 		*q = *t->async;
 		q->need = zc_need;
 		t->queued = 1;
 		return 0;
 	}
-	if (zc) {
-		/* The user may change the buffer once we return: wait until the
-		 * peer has read it. */
-		uint64_t since = rdma_now_ns();
-		while ((int32_t)(ep->peer_acked - zc_need) < 0) {
-			if (ep->err)
-				return ep->err;
-			if (ep->peer_gone)
-				return TRANSPORT_EIO;
-			if ((r = t->wait(ep, since)))
-				return r;
-		}
-	}
-	return 0;
+	/* The user may change the buffer once we return: wait until the peer
+	 * has read it. */
+	return zc ? tx_wait(t, peer_read, zc_need) : 0;
 }
 
 unsigned rdma_ep_take_sent(rdma_ep *ep, rdma_sent *out, unsigned max, int *err)
