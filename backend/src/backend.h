@@ -88,7 +88,6 @@ typedef struct be_frame {
 	be_req rq;        /* first: be_req * and be_frame * convert */
 	be_buf payload;   /* where the payload was received */
 	uint16_t flags;   /* frame header flags */
-	int decoded;      /* rq.view is initialised */
 	int payload_lost; /* payload_len > 0 but no buffer could be had */
 } be_frame;
 
@@ -185,12 +184,17 @@ struct be_session {
 	/* loop thread */
 	uv_async_t done_async; /* the executor finished the teardown */
 	be_frame *rx;          /* decoded in payload_dest, awaiting on_frame */
+	be_frame *fp_local;    /* recycled frames the loop thread took (frame_pool.c) */
 	int leaked;            /* the waiter is stuck: never free */
 
 	atomic_int hello_ok;
 	atomic_int closing;  /* on_close ran: tear down */
 	atomic_int rejected; /* refused (hello, protocol error): drop frames until the close */
 	atomic_int latched;  /* first error of an async call not yet reported */
+
+	/* recycled frames given back by any thread (frame_pool.c) */
+	_Atomic(be_frame *) fp_shared;
+	atomic_uint fp_n; /* frames in both lists */
 
 	/* executor queue */
 	pthread_mutex_t q_mu;
@@ -244,7 +248,12 @@ int be_reply_status_seq(be_session *s, uint64_t seq, int status);
 /* Refuses the session: drops its later frames and closes the connection (any
  * thread). */
 void be_session_reject(be_session *s, const char *why);
+/* frame_pool.c. be_frame_get: loop thread only; a zeroed frame whose view
+ * is for proto_view_reuse. be_frame_free: any thread (releases the payload's
+ * staging and the message). be_frame_pool_free: when the session is freed. */
+be_frame *be_frame_get(be_session *s);
 void be_frame_free(be_session *s, be_frame *f);
+void be_frame_pool_free(be_session *s);
 /* Executor, at the end: destroys everything the session created. */
 void be_session_teardown(be_session *s);
 /* lib.c, from the teardown with the context current: destroys the library

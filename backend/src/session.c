@@ -243,20 +243,18 @@ void *be_on_accept(void *ctx, transport_conn *c)
  * malformed. f->msg is not taken over yet. */
 static be_frame *frame_decode(be_session *s, const transport_frame *f)
 {
-	be_frame *fr = calloc(1, sizeof(*fr));
+	be_frame *fr = be_frame_get(s);
 	if (!fr) {
 		be_session_reject(s, "out of memory");
 		return NULL;
 	}
-	/* proto_view_init walks the bytes before msgpack-c allocates anything, so
+	/* proto_view_reuse walks the bytes before msgpack-c allocates anything, so
 	 * hostile element counts are refused here too. */
-	if (proto_view_init(&fr->rq.view, f->msg, f->hdr.hdr_len) != PROTO_OK) {
-		proto_view_free(&fr->rq.view);
-		free(fr);
+	if (proto_view_reuse(&fr->rq.view, f->msg, f->hdr.hdr_len) != PROTO_OK) {
+		be_frame_free(s, fr);
 		be_session_reject(s, "malformed message (not msgpack [op, seq, args...], or containers larger than the message)");
 		return NULL;
 	}
-	fr->decoded = 1;
 	fr->rq.seq = fr->rq.view.seq;
 	fr->rq.frame.msg = f->msg; /* for on_frame to match; owned from on_frame on */
 	fr->flags = f->hdr.flags;
@@ -294,17 +292,6 @@ void *be_payload_dest(void *ctx, const transport_frame *f)
 		return NULL;
 	}
 	return fr->payload.p;
-}
-
-void be_frame_free(be_session *s, be_frame *fr)
-{
-	if (!fr)
-		return;
-	be_staging_release(&s->staging, &fr->payload);
-	if (fr->decoded)
-		proto_view_free(&fr->rq.view);
-	free(fr->rq.frame.msg);
-	free(fr);
 }
 
 void be_on_frame(void *ctx, transport_frame *f)
@@ -419,6 +406,7 @@ static void session_free(be_session *s)
 	be_htab_free(&s->graphs);
 	be_htab_free(&s->gexecs);
 	be_ranges_free(&s->ranges);
+	be_frame_pool_free(s);
 	if (s->staging.all)
 		be_staging_destroy(&s->staging);
 	pthread_mutex_destroy(&s->q_mu);

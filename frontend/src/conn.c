@@ -34,8 +34,8 @@ struct fe_conn {
 	atomic_int latched;
 
 	pthread_mutex_t rx_mu; /* the receive role */
-	int rx_busy;           /* (lock) rx_mu is held: waiters may sleep on cond */
-	int rx_want;           /* (lock) callers in fe_conn_wait */
+	atomic_int rx_busy;    /* rx_mu is held: waiters may sleep on cond (cleared under lock) */
+	atomic_int rx_want;    /* callers in fe_conn_wait (decremented under lock) */
 	int rx_parked;         /* (lock) the receiver thread sleeps on rx_cv */
 	int events;            /* (lock) the server may send events (host functions) */
 	int closing;           /* (lock) */
@@ -43,6 +43,9 @@ struct fe_conn {
 	pthread_t rx;
 	/* Below: the role holder's. */
 	fe_pending *rx_cur; /* call whose reply is being read */
+	fe_pending *rx_self; /* the holder's own call: found without the list, and */
+	fe_reply_rx rx_got;  /* its reply, kept until the holder's closing section */
+	int rx_self_got;
 	int rx_classified;
 	proto_view rx_view;
 	int rx_view_ok;
@@ -65,31 +68,44 @@ static void pending_unlink_locked(fe_conn *c, fe_pending *p)
 	for (fe_pending **pp = &c->pending; *pp; pp = &(*pp)->next)
 		if (*pp == p) {
 			*pp = p->next;
+			p->linked = 0;
 			return;
 		}
 }
 
-static void pending_complete(fe_conn *c, fe_pending *p, int status, int latched, uint8_t *msg, uint32_t msg_len)
+/* Fills in p's reply and marks it done (c->lock held). A call is completed
+ * once: conn_fail and the reader may both get to it. */
+static void pending_finish_locked(fe_conn *c, fe_pending *p, fe_reply_rx *r)
 {
-	p->status = status;
-	p->latched = latched;
-	if (p->want_msg && status == 0) {
-		p->msg = msg;
-		p->msg_len = msg_len;
-		msg = NULL;
+	if (!p->linked) {
+		free(r->msg);
+		return;
 	}
-	free(msg);
-	pthread_mutex_lock(&c->lock);
 	pending_unlink_locked(c, p);
+	p->status = r->status;
+	p->latched = r->latched;
+	p->rx_len = r->rx_len;
+	if (p->want_msg && r->status == 0) {
+		p->msg = r->msg;
+		p->msg_len = r->msg_len;
+	} else {
+		free(r->msg);
+	}
 	if (p->heap) {
 		/* A detached copy: nobody waits on p itself, only on the count. */
-		if (status != 0)
-			LOG_WARN("frontend", "async copy to host failed: %d", status);
+		if (r->status != 0)
+			LOG_WARN("frontend", "async copy to host failed: %d", r->status);
 		free(p);
 		c->detached--;
 	} else {
 		atomic_store_explicit(&p->done, 1, memory_order_release);
 	}
+}
+
+static void pending_complete(fe_conn *c, fe_pending *p, fe_reply_rx *r)
+{
+	pthread_mutex_lock(&c->lock);
+	pending_finish_locked(c, p, r);
 	pthread_cond_broadcast(&c->cond);
 	pthread_mutex_unlock(&c->lock);
 }
@@ -103,14 +119,12 @@ static void conn_fail(fe_conn *c, int err)
 	c->dead = 1;
 	pthread_cond_signal(&c->rx_cv);
 	pthread_mutex_unlock(&c->lock);
-	for (;;) {
-		pthread_mutex_lock(&c->lock);
-		fe_pending *p = c->pending;
-		pthread_mutex_unlock(&c->lock);
-		if (!p)
-			break;
-		pending_complete(c, p, FE_EDEAD, 0, NULL, 0);
-	}
+	fe_reply_rx dead = {.status = FE_EDEAD};
+	pthread_mutex_lock(&c->lock);
+	while (c->pending)
+		pending_finish_locked(c, c->pending, &dead);
+	pthread_cond_broadcast(&c->cond);
+	pthread_mutex_unlock(&c->lock);
 }
 
 /* Decodes a received frame's msgpack part and finds the call it answers. */
@@ -118,9 +132,13 @@ static void rx_classify(fe_conn *c, const transport_frame *f)
 {
 	c->rx_classified = 1;
 	c->rx_cur = NULL;
-	c->rx_view_ok = proto_view_init(&c->rx_view, f->msg, f->hdr.hdr_len) == PROTO_OK;
+	c->rx_view_ok = proto_view_reuse(&c->rx_view, f->msg, f->hdr.hdr_len) == PROTO_OK;
 	if (!c->rx_view_ok || (f->hdr.flags & PROTO_F_EVENT))
 		return;
+	if (c->rx_self && c->rx_self->seq == c->rx_view.seq) {
+		c->rx_cur = c->rx_self;
+		return;
+	}
 	pthread_mutex_lock(&c->lock);
 	c->rx_cur = pending_find_locked(c, c->rx_view.seq);
 	pthread_mutex_unlock(&c->lock);
@@ -155,8 +173,6 @@ static int rx_one(fe_conn *c)
 	c->rx_classified = 0;
 	int err = transport_recv_frame(c->t, &f, rx_payload_dest, c);
 	if (err) {
-		if (c->rx_classified && c->rx_view_ok)
-			proto_view_free(&c->rx_view);
 		conn_fail(c, err);
 		return err;
 	}
@@ -169,7 +185,6 @@ static int rx_one(fe_conn *c)
 	}
 	if (f.hdr.flags & PROTO_F_EVENT) {
 		rx_event(c);
-		proto_view_free(&c->rx_view);
 		transport_frame_free(&f);
 		return 0;
 	}
@@ -177,7 +192,6 @@ static int rx_one(fe_conn *c)
 	int32_t status = 0, latched = 0;
 	if (proto_reply_status(&c->rx_view, &status, &latched) != PROTO_OK)
 		status = PROTO_EDECODE;
-	proto_view_free(&c->rx_view);
 	if (latched) {
 		int zero = 0;
 		atomic_compare_exchange_strong(&c->latched, &zero, latched);
@@ -189,47 +203,41 @@ static int rx_one(fe_conn *c)
 	}
 	if (status == 0 && p->dest && f.hdr.payload_len != p->dest_len)
 		status = PROTO_EDECODE;
-	p->rx_len = PROTO_HDR_SIZE + (uint64_t)f.hdr.hdr_len + f.hdr.payload_len;
-	pending_complete(c, p, status, latched, f.msg, f.hdr.hdr_len);
+	fe_reply_rx r = {status, latched, f.msg, f.hdr.hdr_len, PROTO_HDR_SIZE + (uint64_t)f.hdr.hdr_len + f.hdr.payload_len};
+	if (p == c->rx_self) {
+		/* The holder completes it in its closing section, lock held anyway. */
+		c->rx_got = r;
+		c->rx_self_got = 1;
+	} else {
+		pending_complete(c, p, &r);
+	}
 	return 0;
 }
 
-/* c->lock held. trylock never blocks, so taking rx_mu under c->lock cannot
- * deadlock with role_take's order (rx_mu, then c->lock). */
-static int role_try_locked(fe_conn *c)
-{
-	if (c->rx_busy || pthread_mutex_trylock(&c->rx_mu) != 0)
-		return 0;
-	c->rx_busy = 1;
-	return 1;
-}
-
-/* The retry of a waiter: rx_mu first, so that spinning takes no c->lock. */
+/* rx_busy goes to 1 without c->lock: a waiter that misses it only spins once
+ * more. It goes back to 0 under c->lock with a broadcast (role_release_locked),
+ * so a waiter that saw it set and slept is woken. */
 static int role_try(fe_conn *c)
 {
-	if (pthread_mutex_trylock(&c->rx_mu) != 0)
+	if (atomic_load_explicit(&c->rx_busy, memory_order_relaxed) || pthread_mutex_trylock(&c->rx_mu) != 0)
 		return 0;
-	pthread_mutex_lock(&c->lock);
-	c->rx_busy = 1;
-	pthread_mutex_unlock(&c->lock);
+	atomic_store(&c->rx_busy, 1);
 	return 1;
 }
 
 static void role_take(fe_conn *c)
 {
 	pthread_mutex_lock(&c->rx_mu);
-	pthread_mutex_lock(&c->lock);
-	c->rx_busy = 1;
-	pthread_mutex_unlock(&c->lock);
+	atomic_store(&c->rx_busy, 1);
 }
 
 /* Frames still due with no caller to read them: the receiver thread's turn. */
-static int rx_due_locked(fe_conn *c) { return !c->rx_want && (c->pending || c->events); }
+static int rx_due_locked(fe_conn *c) { return !atomic_load(&c->rx_want) && (c->pending || c->events); }
 
 /* c->lock held; the caller unlocks rx_mu after c->lock. */
 static void role_release_locked(fe_conn *c)
 {
-	c->rx_busy = 0;
+	atomic_store(&c->rx_busy, 0);
 	pthread_cond_broadcast(&c->cond); /* waiters that slept while it was held */
 }
 
@@ -318,6 +326,7 @@ void fe_conn_close(fe_conn *c)
 	transport_shutdown(c->t);
 	pthread_join(c->rx, NULL);
 	transport_close(c->t);
+	proto_view_free(&c->rx_view);
 	free(c);
 }
 
@@ -357,6 +366,7 @@ static int conn_register(fe_conn *c, fe_pending *p)
 	if (!dead) {
 		p->next = c->pending;
 		c->pending = p;
+		p->linked = 1;
 		if (p->heap)
 			c->detached++;
 		/* Nobody waits for a detached reply: the receiver thread reads it. */
@@ -393,14 +403,12 @@ int fe_conn_begin(fe_conn *c, proto_msg *m, const void *payload, uint64_t plen, 
 
 static int is_done(const fe_pending *p) { return atomic_load_explicit(&p->done, memory_order_acquire); }
 
-/* A call is two sections under c->lock: announce the wait and try for the role
- * at once, then give both back at once. */
+/* A call is two sections under c->lock: its registration, and its end, which
+ * also completes the reply the caller read itself and gives the role back. */
 int fe_conn_wait(fe_conn *c, fe_pending *p)
 {
-	pthread_mutex_lock(&c->lock);
-	c->rx_want++;
-	int role = !is_done(p) && role_try_locked(c);
-	pthread_mutex_unlock(&c->lock);
+	atomic_fetch_add(&c->rx_want, 1);
+	int role = !is_done(p) && role_try(c);
 	rg_spin sp;
 	rg_spin_start(&sp, SPIN_NS);
 	while (!role && !is_done(p)) {
@@ -409,18 +417,24 @@ int fe_conn_wait(fe_conn *c, fe_pending *p)
 			rg_cpu_relax();
 		} else {
 			pthread_mutex_lock(&c->lock);
-			while (!is_done(p) && c->rx_busy)
+			while (!is_done(p) && atomic_load(&c->rx_busy))
 				pthread_cond_wait(&c->cond, &c->lock);
 			pthread_mutex_unlock(&c->lock);
 		}
 		if (!is_done(p))
 			role = role_try(c);
 	}
-	if (role)
-		while (!is_done(p) && rx_one(c) == 0)
+	if (role) {
+		c->rx_self = p;
+		c->rx_self_got = 0;
+		while (!is_done(p) && !c->rx_self_got && rx_one(c) == 0)
 			;
+		c->rx_self = NULL;
+	}
 	pthread_mutex_lock(&c->lock);
-	c->rx_want--;
+	if (role && c->rx_self_got)
+		pending_finish_locked(c, p, &c->rx_got);
+	atomic_fetch_sub(&c->rx_want, 1);
 	if (role)
 		role_release_locked(c);
 	rx_wake_locked(c);

@@ -30,6 +30,14 @@ typedef struct fe_reply {
 
 /* One outstanding call. Sync calls keep it on the caller's stack; async D2H
  * copies allocate it (heap) and the receiver frees it. */
+/* A reply as read, before it is handed to its call. */
+typedef struct fe_reply_rx {
+	int status, latched;
+	uint8_t *msg;
+	uint32_t msg_len;
+	uint64_t rx_len;
+} fe_reply_rx;
+
 typedef struct fe_pending {
 	uint64_t seq;
 	void *dest;        /* where the reply payload goes */
@@ -40,6 +48,7 @@ typedef struct fe_pending {
 	uint32_t msg_len;
 	int want_msg;
 	int heap;          /* receiver frees it after completing */
+	int linked;        /* (fe_conn's lock) in the pending list: not complete yet */
 	atomic_int done;
 	uint64_t rx_len;   /* size of its reply frame (statistics, stats.h) */
 	struct fe_pending *next;

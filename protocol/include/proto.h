@@ -119,6 +119,12 @@ typedef struct proto_view {
  * remain (msgpack-c would allocate for the claimed count up front). */
 int proto_check_msgpack(const uint8_t *p, size_t len);
 int proto_view_init(proto_view *v, const uint8_t *msg, size_t len);
+/* As proto_view_init, for a view decoded message after message (a connection's
+ * receive side, a recycled server frame): v is zeroed, or was decoded before
+ * and not freed since. The zone's first chunk is kept from one message to the
+ * next instead of allocated and freed each time; proto_view_free ends it (also
+ * after a failed decode, which leaves v as if zeroed). */
+int proto_view_reuse(proto_view *v, const uint8_t *msg, size_t len);
 void proto_view_free(proto_view *v);
 /* Argument i counts from the first element after [op, seq]. */
 int proto_arg_u64(const proto_view *v, uint32_t i, uint64_t *out);

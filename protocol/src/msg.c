@@ -166,16 +166,12 @@ int proto_check_msgpack(const uint8_t *p, size_t len)
 
 void proto_view_free(proto_view *v);
 
-int proto_view_init(proto_view *v, const uint8_t *msg, size_t len)
+/* Decodes into a view whose zone is ready and empty. */
+static int view_decode(proto_view *v, const uint8_t *msg, size_t len)
 {
 	size_t off = 0;
 	v->items = NULL;
 	v->n = 0;
-	if (!msgpack_zone_init(&v->zone, VIEW_ZONE_CHUNK)) {
-		/* leave a zone that proto_view_free can destroy */
-		memset(&v->zone, 0, sizeof(v->zone));
-		return PROTO_ENOMEM;
-	}
 	if (proto_check_msgpack(msg, len) != PROTO_OK ||
 	    msgpack_unpack((const char *)msg, len, &off, &v->zone, &v->root) != MSGPACK_UNPACK_SUCCESS || off != len ||
 	    v->root.type != MSGPACK_OBJECT_ARRAY || v->root.via.array.size < 2)
@@ -193,6 +189,37 @@ bad:
 	/* Nothing left to free, and freeing again is harmless. */
 	proto_view_free(v);
 	return PROTO_EDECODE;
+}
+
+static int view_zone_init(proto_view *v)
+{
+	if (msgpack_zone_init(&v->zone, VIEW_ZONE_CHUNK))
+		return PROTO_OK;
+	/* leave a zone that proto_view_free can destroy */
+	memset(&v->zone, 0, sizeof(v->zone));
+	return PROTO_ENOMEM;
+}
+
+int proto_view_init(proto_view *v, const uint8_t *msg, size_t len)
+{
+	v->items = NULL;
+	v->n = 0;
+	int err = view_zone_init(v);
+	return err ? err : view_decode(v, msg, len);
+}
+
+int proto_view_reuse(proto_view *v, const uint8_t *msg, size_t len)
+{
+	if (v->zone.chunk_list.head) {
+		msgpack_zone_clear(&v->zone);
+	} else {
+		v->items = NULL;
+		v->n = 0;
+		int err = view_zone_init(v);
+		if (err)
+			return err;
+	}
+	return view_decode(v, msg, len);
 }
 
 void proto_view_free(proto_view *v)

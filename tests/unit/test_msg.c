@@ -261,8 +261,42 @@ static void test_bad_views(void)
 	proto_msg_free(&m);
 }
 
+/* One view decoded message after message keeps its zone: a message with more
+ * objects than the first chunk holds, then small ones, a malformed one in
+ * between (after which the view is as if zeroed and reusable). */
+static void test_reuse(void)
+{
+	static const uint8_t bad[] = {0x92, 0x01, 0xc1};
+	proto_view v;
+	proto_msg m;
+	uint64_t u;
+
+	memset(&v, 0, sizeof(v));
+	for (int round = 0; round < 3; round++) {
+		uint32_t nargs = round == 0 ? 300 : 2;
+		proto_msg_begin(&m, 7, 100 + (uint64_t)round, nargs);
+		for (uint32_t i = 0; i < nargs; i++)
+			proto_msg_u64(&m, (uint64_t)i * 3 + (uint64_t)round);
+		CHECK_EQ(proto_msg_finish(&m, 0, 0), PROTO_OK);
+		if (CHECK_EQ(proto_view_reuse(&v, m.data + PROTO_HDR_SIZE, m.len - PROTO_HDR_SIZE), PROTO_OK)) {
+			CHECK_EQ(v.seq, 100 + (uint64_t)round);
+			CHECK_EQ(v.n, nargs);
+			CHECK(proto_arg_u64(&v, nargs - 1, &u) == PROTO_OK && u == (uint64_t)(nargs - 1) * 3 + (uint64_t)round);
+			CHECK_EQ(proto_arg_u64(&v, nargs, &u), PROTO_ERANGE);
+		}
+		proto_msg_free(&m);
+		if (round == 1) {
+			CHECK_EQ(proto_view_reuse(&v, bad, sizeof(bad)), PROTO_EDECODE);
+			CHECK(v.zone.chunk_list.head == NULL);
+		}
+	}
+	proto_view_free(&v);
+	proto_view_free(&v); /* harmless twice */
+}
+
 int main(void)
 {
+	test_reuse();
 	test_every_type();
 	test_reply();
 	test_growth();

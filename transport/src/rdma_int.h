@@ -263,6 +263,7 @@ typedef struct rdma_ep {
 	unsigned sent_head, sent_n;
 
 	/* sender (send_lock; the counters also under mu) */
+	int tx_active;   /* (mu) a send_lock holder is sending: no eager send may cut in */
 	struct txf *txf; /* the message being built (rdma_tx.c) */
 	uint32_t tx_segs;             /* segments announced so far */
 	uint32_t b_seg[RDMA_NBOUNCE]; /* segment number held by each bounce slot */

@@ -285,6 +285,46 @@ unsigned rdma_ep_take_sent(rdma_ep *ep, rdma_sent *out, unsigned max, int *err)
 	return n;
 }
 
+/* A call of whole frames that fit one message, when no other call is being
+ * sent (tx_active): built straight in a send slot under mu alone, no send_lock
+ * and no copy through t->tx. The common case: a synchronous call, a reply.
+ * 1 when posted, 0 when the general path must take it (including malformed
+ * input, which it reports), < 0 on a post failure. mu held. */
+static int tx_eager(rdma_ep *ep, const struct iovec *iov, int iovcnt, size_t len)
+{
+	if (ep->tx_active || ep->err || ep->peer_gone || ep->credits < 2 || !rdma_ep_has_slot(ep))
+		return 0;
+	uint8_t *slot = ep->sbuf + (size_t)(ep->s_posted % RDMA_NSEND) * RDMA_MSG_SIZE;
+	uint8_t *b = slot + RDMA_MSG_HDR;
+	cursor c = {.iov = iov, .n = iovcnt};
+	cur_copy(&c, b, len);
+	uint32_t n = 0;
+	for (size_t off = 0; off < len; n++) {
+		proto_hdr h;
+		int e = len - off < PROTO_HDR_SIZE ? PROTO_EDECODE : proto_decode_hdr(b + off, &h);
+		if ((e && e != PROTO_EVERSION) || (uint64_t)h.hdr_len + h.payload_len > len - off - PROTO_HDR_SIZE)
+			return 0;
+		off += PROTO_HDR_SIZE + (size_t)h.hdr_len + (size_t)h.payload_len;
+	}
+	rmsg *m = (rmsg *)slot;
+	memset(m, 0, sizeof(*m));
+	m->flags = RMF_LAST;
+	if (n == 1) {
+		m->type = RM_FRAME;
+		m->inl = (uint32_t)(len - PROTO_HDR_SIZE);
+	} else {
+		/* Frames back to back, the same bytes tx_batch sends. */
+		m->type = RM_BATCH;
+		m->inl = (uint32_t)len;
+		m->nsegs = n;
+		ep->st.tx_batches++;
+	}
+	ep->st.tx_frames += n;
+	ep->st.tx_inline += n;
+	int r = rdma_ep_post_msg(ep, (uint32_t)(RDMA_MSG_HDR + len));
+	return r ? r : 1;
+}
+
 int rdma_ep_sendv(rdma_ep *ep, const struct iovec *iov, int iovcnt, rdma_wait_fn wait)
 {
 	return rdma_ep_sendv_async(ep, iov, iovcnt, wait, NULL, NULL);
@@ -299,6 +339,15 @@ int rdma_ep_sendv_async(rdma_ep *ep, const struct iovec *iov, int iovcnt, rdma_w
 
 	for (int i = 0; i < iovcnt; i++)
 		left += iov[i].iov_len;
+	if (queued)
+		*queued = 0;
+	if (left > 0 && RDMA_MSG_HDR + left <= ep->peer_msg_size) {
+		pthread_mutex_lock(&ep->mu);
+		r = tx_eager(ep, iov, iovcnt, left);
+		pthread_mutex_unlock(&ep->mu);
+		if (r)
+			return r < 0 ? r : 0;
+	}
 	pthread_mutex_lock(&ep->send_lock);
 	/* The frame under construction: one per connection, under send_lock. */
 	txf *t = ep->txf;
@@ -311,6 +360,7 @@ int rdma_ep_sendv_async(rdma_ep *ep, const struct iovec *iov, int iovcnt, rdma_w
 	t->async = NULL;
 	t->queued = 0;
 	pthread_mutex_lock(&ep->mu);
+	ep->tx_active = 1;
 	if (ep->err)
 		r = ep->err;
 	else if (ep->peer_gone)
@@ -362,6 +412,7 @@ int rdma_ep_sendv_async(rdma_ep *ep, const struct iovec *iov, int iovcnt, rdma_w
 		r = tx_batch(t, nbatch);
 	if (queued)
 		*queued = !r && t->queued;
+	ep->tx_active = 0;
 	pthread_mutex_unlock(&ep->mu);
 	pthread_mutex_unlock(&ep->send_lock);
 	return r;
