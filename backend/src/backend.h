@@ -202,7 +202,7 @@ struct be_session {
 	be_req *q_head, **q_tail;
 	atomic_uint q_len;
 	int q_stop, q_sleeping;
-	int q_busy; /* a batch is being run (by the executor, or inline by the loop) */
+	atomic_int q_busy; /* a batch is being run (by the executor, or inline by the loop) */
 	pthread_t exec_thread;
 
 	be_waiter w;

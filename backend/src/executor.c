@@ -17,8 +17,8 @@
  * arriving while the queue is empty and no batch runs is run by the loop thread
  * itself (be_executor_run_inline): nothing can be ahead of it, so order is kept,
  * and the client's round trip saves the hand-off to the executor, the largest
- * cost of a query where cores are few. q_busy makes "empty and idle" one
- * decision under q_mu: the executor sets it when it takes a batch.
+ * cost of a query where cores are few. q_busy says a batch is running: the
+ * executor sets it when it takes one, the loop claims it for an inline run.
  *
  * At the end (q_stop, set by on_close) whatever is still queued is dropped
  * unanswered (the connection is gone) and the executor tears the session down.
@@ -80,31 +80,28 @@ static be_req *take(be_session *s, int *stop)
 	batch = s->q_head;
 	s->q_head = NULL;
 	s->q_tail = &s->q_head;
+	/* q_busy before q_len: the loop that sees the queue emptied sees the batch. */
+	atomic_store_explicit(&s->q_busy, batch != NULL, memory_order_relaxed);
 	atomic_store(&s->q_len, 0);
-	s->q_busy = batch != NULL;
 	*stop = s->q_stop;
 	pthread_mutex_unlock(&s->q_mu);
 	return batch;
 }
 
-static void idle(be_session *s)
-{
-	pthread_mutex_lock(&s->q_mu);
-	s->q_busy = 0;
-	pthread_mutex_unlock(&s->q_mu);
-}
+static void idle(be_session *s) { atomic_store_explicit(&s->q_busy, 0, memory_order_release); }
 
 int be_executor_run_inline(be_session *s, be_req *rq)
 {
-	pthread_mutex_lock(&s->q_mu);
-	int claim = !s->q_head && !s->q_busy && !s->q_stop && s->ctx;
-	if (claim)
-		s->q_busy = 1;
-	pthread_mutex_unlock(&s->q_mu);
-	if (!claim)
+	/* The loop thread is the queue's only producer: with nothing queued, only
+	 * a batch the executor took can be ahead, and q_busy says so. The claim
+	 * needs no q_mu, and its acquire sees what that batch did (the context
+	 * hello made). q_stop is the loop thread's own. */
+	int idle0 = 0;
+	if (atomic_load_explicit(&s->q_len, memory_order_acquire) != 0 ||
+	    !atomic_compare_exchange_strong_explicit(&s->q_busy, &idle0, 1, memory_order_acquire, memory_order_relaxed))
 		return 0;
 	/* The loop thread may serve several sessions (--isolation thread). */
-	if (be_drv.cuCtxSetCurrent(s->ctx) != CUDA_SUCCESS) {
+	if (s->q_stop || !s->ctx || be_drv.cuCtxSetCurrent(s->ctx) != CUDA_SUCCESS) {
 		idle(s);
 		return 0;
 	}
