@@ -269,28 +269,34 @@ int be_op_memcpy_atoh(be_session *s, be_req *rq, uint64_t src_id, uint64_t x, ui
 	return be_waiter_after(s, st, rq, &out, (size_t)len, NULL);
 }
 
+/* Device memory <-> an array (to_array: device to array). */
+static int dev_array(be_session *s, const char *op, int to_array, uint64_t arr_id, const box *b, CUdeviceptr p,
+		     uint64_t pitch, uint64_t rows, uint64_t stream_id)
+{
+	be_array *a;
+	CUstream st;
+	int err;
+
+	if ((err = be_get_stream(s, stream_id, &st)) || (err = be_get_array(s, arr_id, &a)))
+		return err;
+	if (!b->w || !b->h || !b->d)
+		return CUDA_SUCCESS;
+	if ((err = array_box_ok(s, op, a, b)) || (err = dev_box_ok(s, op, p, pitch, rows, b)))
+		return err;
+	CUDA_MEMCPY3D c;
+	memset(&c, 0, sizeof(c));
+	set_dev(&c, !to_array, p, pitch, rows);
+	set_array(&c, to_array, a, b);
+	set_extent(&c, b);
+	return be_drv.cuMemcpy3DAsync(&c, st);
+}
+
 int be_op_memcpy_dtoa(be_session *s, be_req *rq, uint64_t dst_id, uint64_t x, uint64_t y, uint64_t z, CUdeviceptr src,
 		      uint64_t spitch, uint64_t sheight, uint64_t width, uint64_t height, uint64_t depth,
 		      uint64_t stream_id)
 {
 	box b = {x, y, z, width, height, depth};
-	be_array *a;
-	CUstream st;
-	int err;
-
-	if ((err = be_get_stream(s, stream_id, &st)) || (err = be_get_array(s, dst_id, &a)))
-		return err;
-	if (!width || !height || !depth)
-		return CUDA_SUCCESS;
-	if ((err = array_box_ok(s, "memcpy_dtoa", a, &b)) ||
-	    (err = dev_box_ok(s, "memcpy_dtoa (src)", src, spitch, sheight, &b)))
-		return err;
-	CUDA_MEMCPY3D c;
-	memset(&c, 0, sizeof(c));
-	set_dev(&c, 0, src, spitch, sheight);
-	set_array(&c, 1, a, &b);
-	set_extent(&c, &b);
-	return be_drv.cuMemcpy3DAsync(&c, st);
+	return dev_array(s, "memcpy_dtoa", 1, dst_id, &b, src, spitch, sheight, stream_id);
 }
 
 int be_op_memcpy_atod(be_session *s, be_req *rq, CUdeviceptr dst, uint64_t dpitch, uint64_t dheight, uint64_t src_id,
@@ -298,23 +304,7 @@ int be_op_memcpy_atod(be_session *s, be_req *rq, CUdeviceptr dst, uint64_t dpitc
 		      uint64_t stream_id)
 {
 	box b = {x, y, z, width, height, depth};
-	be_array *a;
-	CUstream st;
-	int err;
-
-	if ((err = be_get_stream(s, stream_id, &st)) || (err = be_get_array(s, src_id, &a)))
-		return err;
-	if (!width || !height || !depth)
-		return CUDA_SUCCESS;
-	if ((err = array_box_ok(s, "memcpy_atod", a, &b)) ||
-	    (err = dev_box_ok(s, "memcpy_atod (dst)", dst, dpitch, dheight, &b)))
-		return err;
-	CUDA_MEMCPY3D c;
-	memset(&c, 0, sizeof(c));
-	set_array(&c, 0, a, &b);
-	set_dev(&c, 1, dst, dpitch, dheight);
-	set_extent(&c, &b);
-	return be_drv.cuMemcpy3DAsync(&c, st);
+	return dev_array(s, "memcpy_atod", 0, src_id, &b, dst, dpitch, dheight, stream_id);
 }
 
 int be_op_memcpy_atoa(be_session *s, be_req *rq, uint64_t dst_id, uint64_t dx, uint64_t dy, uint64_t dz,

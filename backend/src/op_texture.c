@@ -21,7 +21,8 @@
 
 static int resource(be_session *s, CUDA_RESOURCE_DESC *r, uint32_t kind, uint64_t arr, CUdeviceptr ptr,
 		    uint32_t format, uint32_t channels, uint64_t width, uint64_t height, uint64_t pitch);
-static int track(be_session *s, be_htab *t, const char *what, uint64_t obj);
+static int created(be_session *s, be_req *rq, be_htab *t, const char *what, uint64_t obj,
+		   CUresult (*destroy)(unsigned long long));
 static int forget(be_session *s, be_htab *t, const char *what, uint64_t obj);
 
 /* Fills r from the wire's fields; 0, or the error for the client. */
@@ -67,15 +68,22 @@ static int resource(be_session *s, CUDA_RESOURCE_DESC *r, uint32_t kind, uint64_
 	return CUDA_ERROR_INVALID_VALUE;
 }
 
-/* Records obj (the driver's value) in t; on failure the caller destroys it. */
-static int track(be_session *s, be_htab *t, const char *what, uint64_t obj)
+/* Records obj (the driver's new value) in t and answers it; on failure
+ * destroys it again. */
+static int created(be_session *s, be_req *rq, be_htab *t, const char *what, uint64_t obj,
+		   CUresult (*destroy)(unsigned long long))
 {
 	int err = be_htab_add(t, obj, NULL, 0);
-	if (!err)
-		return 0;
-	/* The driver never gives a value twice while it lives, nor 0. */
-	LOG_ERROR(BE_LOG, "session %" PRIu64 ": cannot record %s %" PRIu64 ": %s", s->id, what, obj, be_h_strerror(err));
-	return err == BE_H_ENOMEM ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_INVALID_VALUE;
+	if (err) {
+		/* The driver never gives a value twice while it lives, nor 0. */
+		LOG_ERROR(BE_LOG, "session %" PRIu64 ": cannot record %s %" PRIu64 ": %s", s->id, what, obj,
+			  be_h_strerror(err));
+		destroy(obj);
+		return err == BE_H_ENOMEM ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_INVALID_VALUE;
+	}
+	proto_msg *m = be_reply_begin(s, rq, 1);
+	proto_msg_u64(m, obj);
+	return be_reply_end(s, rq, m, NULL, 0);
 }
 
 /* Removes obj from t if it is one of the session's live objects. */
@@ -111,13 +119,7 @@ int be_op_tex_create(be_session *s, be_req *rq, uint32_t kind, uint64_t arr, CUd
 	}
 	if ((r = be_drv.cuTexObjectCreate(&obj, &res, &td, view_len ? &vd : NULL)) != CUDA_SUCCESS)
 		return r;
-	if ((err = track(s, &s->texobjs, "texture object", obj))) {
-		be_drv.cuTexObjectDestroy(obj);
-		return err;
-	}
-	proto_msg *m = be_reply_begin(s, rq, 1);
-	proto_msg_u64(m, (uint64_t)obj);
-	return be_reply_end(s, rq, m, NULL, 0);
+	return created(s, rq, &s->texobjs, "texture object", obj, be_drv.cuTexObjectDestroy);
 }
 
 int be_op_tex_destroy(be_session *s, be_req *rq, uint64_t obj)
@@ -141,13 +143,7 @@ int be_op_surf_create(be_session *s, be_req *rq, uint64_t arr)
 		return err;
 	if ((r = be_drv.cuSurfObjectCreate(&obj, &res)) != CUDA_SUCCESS)
 		return r;
-	if ((err = track(s, &s->surfobjs, "surface object", obj))) {
-		be_drv.cuSurfObjectDestroy(obj);
-		return err;
-	}
-	proto_msg *m = be_reply_begin(s, rq, 1);
-	proto_msg_u64(m, (uint64_t)obj);
-	return be_reply_end(s, rq, m, NULL, 0);
+	return created(s, rq, &s->surfobjs, "surface object", obj, be_drv.cuSurfObjectDestroy);
 }
 
 int be_op_surf_destroy(be_session *s, be_req *rq, uint64_t obj)
