@@ -63,21 +63,6 @@ extern "C" __global__ void rgtest_surf_write(cudaSurfaceObject_t s, int w, int h
 		surf2Dwrite((float)(y * 1000 + x), s, x * (int)sizeof(float), y);
 }
 
-static void check_bytes(const char *label, const void *got, const void *want, size_t n)
-{
-	if (memcmp(got, want, n) != 0) {
-		const unsigned char *g = (const unsigned char *)got, *w = (const unsigned char *)want;
-		size_t i = 0;
-		while (g[i] == w[i])
-			i++;
-		fprintf(stderr, "%s: byte %zu differs: got %02x want %02x\n", label, i, g[i], w[i]);
-		rg_failures++;
-		printf("%s: MISMATCH\n", label);
-		return;
-	}
-	printf("%s: ok fnv=%016llx\n", label, (unsigned long long)rg_fnv(want, n));
-}
-
 /* The launch line the fake logs for a kernel of (handle, [pointer,] int, int):
  * the parameters back to back, as their layout has them. */
 static void expect_launch(const char *name, unsigned long long obj, const void *ptr, int a, int b, dim3 g, dim3 bl)
@@ -94,6 +79,16 @@ static void expect_launch(const char *name, unsigned long long obj, const void *
 	rg_hex(hex, p, n);
 	printf("expect launch %s grid=%u,%u,%u block=%u,%u,%u shmem=0 params=%s\n", name, g.x, g.y, g.z, bl.x, bl.y,
 	       bl.z, hex);
+}
+
+/* A resource description of the whole array a. */
+static cudaResourceDesc array_resource(cudaArray_t a)
+{
+	cudaResourceDesc rd;
+	memset(&rd, 0, sizeof rd);
+	rd.resType = cudaResourceTypeArray;
+	rd.res.array.array = a;
+	return rd;
 }
 
 static float *float_image(void)
@@ -128,7 +123,7 @@ static cudaArray_t float_array(void)
 	CK(cudaMemcpy2DFromArray(dst, dp, a, 0, 0, W * 4, H, cudaMemcpyDeviceToHost));
 	for (int y = 0; y < H; y++)
 		memcpy(got + y * W, (char *)dst + y * dp, W * 4);
-	check_bytes("float array 2d h2a+a2h 64x33", got, img, W * H * 4);
+	rg_check_bytes("float array 2d h2a+a2h 64x33", got, img, W * H * 4);
 
 	/* a sub-box: 10 floats x 4 rows from (5, 7), cudaMemcpyDefault */
 	float part[40];
@@ -136,13 +131,10 @@ static cudaArray_t float_array(void)
 	float want[40];
 	for (int y = 0; y < 4; y++)
 		memcpy(want + y * 10, img + (7 + y) * W + 5, 40);
-	check_bytes("float array sub-box a2h 10x4 at (5,7)", part, want, sizeof part);
+	rg_check_bytes("float array sub-box a2h 10x4 at (5,7)", part, want, sizeof part);
 
 	/* texture: point filtering, clamp, unnormalized coordinates */
-	cudaResourceDesc rd;
-	memset(&rd, 0, sizeof rd);
-	rd.resType = cudaResourceTypeArray;
-	rd.res.array.array = a;
+	cudaResourceDesc rd = array_resource(a);
 	cudaTextureDesc td;
 	memset(&td, 0, sizeof td);
 	td.addressMode[0] = td.addressMode[1] = cudaAddressModeClamp;
@@ -178,10 +170,7 @@ static cudaArray_t float_array(void)
 /* The surface: surf2Dwrite into the float array, read back. */
 static void surface(cudaArray_t a)
 {
-	cudaResourceDesc rd;
-	memset(&rd, 0, sizeof rd);
-	rd.resType = cudaResourceTypeArray;
-	rd.res.array.array = a;
+	cudaResourceDesc rd = array_resource(a);
 	cudaSurfaceObject_t s;
 	CK(cudaCreateSurfaceObject(&s, &rd));
 	dim3 g(1, H), b(W);
@@ -221,7 +210,7 @@ static void uchar4_array(void)
 	memset(got, 0, n);
 	CK(cudaMemcpy2DFromArrayAsync(got, CW * 4, a, 0, 0, CW * 4, CH, cudaMemcpyDeviceToHost, st));
 	CK(cudaStreamSynchronize(st));
-	check_bytes("uchar4 array async h2a+a2h 40x20", got, img, n);
+	rg_check_bytes("uchar4 array async h2a+a2h 40x20", got, img, n);
 
 	/* device -> array (a sub-box at (3, 2)) -> device, pitched */
 	unsigned char *d;
@@ -235,13 +224,13 @@ static void uchar4_array(void)
 	CK(cudaMemcpy2D(back, 80, d, pitch, 80, 9, cudaMemcpyDeviceToHost));
 	for (int y = 0; y < 9; y++)
 		memcpy(want + y * 80, img + y * CW * 4, 80);
-	check_bytes("uchar4 d2a+a2d sub-box 20x9 at (3,2)", back, want, 80 * 9);
+	rg_check_bytes("uchar4 d2a+a2d sub-box 20x9 at (3,2)", back, want, 80 * 9);
 
 	/* array -> array: the whole of a into a2 */
 	CK(cudaMemcpy2DArrayToArray(a2, 0, 0, a, 0, 0, CW * 4, CH, cudaMemcpyDeviceToDevice));
 	memset(got, 0, n);
 	CK(cudaMemcpy2DFromArray(got, CW * 4, a2, 0, 0, CW * 4, CH, cudaMemcpyDeviceToHost));
-	check_bytes("uchar4 a2a 40x20", got, img, n);
+	rg_check_bytes("uchar4 a2a 40x20", got, img, n);
 
 	/* deprecated linear copies: 300 bytes from the middle of row 2 wrap
 	 * into rows 3 and 4 */
@@ -251,16 +240,13 @@ static void uchar4_array(void)
 	memcpy(img + 2 * CW * 4 + 100, lin, sizeof lin);
 	memset(lout, 0, sizeof lout);
 	CK(cudaMemcpyFromArray(lout, a2, 100, 2, sizeof lout, cudaMemcpyDeviceToHost));
-	check_bytes("uchar4 to/from array 300 bytes at (100,2)", lout, lin, sizeof lout);
+	rg_check_bytes("uchar4 to/from array 300 bytes at (100,2)", lout, lin, sizeof lout);
 	memset(got, 0, n);
 	CK(cudaMemcpy2DFromArray(got, CW * 4, a2, 0, 0, CW * 4, CH, cudaMemcpyDeviceToHost));
-	check_bytes("uchar4 whole after the linear copy", got, img, n);
+	rg_check_bytes("uchar4 whole after the linear copy", got, img, n);
 
 	/* texture: linear filtering, normalized coordinates, read as floats */
-	cudaResourceDesc rd;
-	memset(&rd, 0, sizeof rd);
-	rd.resType = cudaResourceTypeArray;
-	rd.res.array.array = a2;
+	cudaResourceDesc rd = array_resource(a2);
 	cudaTextureDesc td;
 	memset(&td, 0, sizeof td);
 	td.addressMode[0] = cudaAddressModeClamp;
@@ -406,7 +392,7 @@ static void array3d(void)
 	p.extent = make_cudaExtent(X * 4, Y, Z);
 	p.kind = cudaMemcpyDeviceToHost;
 	CK(cudaMemcpy3D(&p));
-	check_bytes("3d array h2a, a2d, d2h 9x7x5 float", got, h, n * 4);
+	rg_check_bytes("3d array h2a, a2d, d2h 9x7x5 float", got, h, n * 4);
 
 	/* the sub-box at (2, 1, 1) of 4 x 3 x 2, async, into the same place here */
 	memset(got, 0, n * 4);
@@ -423,7 +409,7 @@ static void array3d(void)
 	for (size_t z = 1; z < 3; z++)
 		for (size_t y = 1; y < 4; y++)
 			memcpy(want + z * X * Y + y * X + 2, h + z * X * Y + y * X + 2, 16);
-	check_bytes("3d array a2h sub-box 4x3x2 at (2,1,1)", got, want, n * 4);
+	rg_check_bytes("3d array a2h sub-box 4x3x2 at (2,1,1)", got, want, n * 4);
 	CK(cudaFree(d.ptr));
 	CK(cudaFreeArray(a));
 	free(h);
@@ -465,10 +451,7 @@ static void errors(void)
 	           cudaMemcpyDeviceToHost), cudaErrorInvalidValue);
 	(void)cudaGetLastError();
 	EXPECT_ERR("cudaFreeArray(NULL)", cudaFreeArray(NULL), cudaSuccess);
-	cudaResourceDesc rd;
-	memset(&rd, 0, sizeof rd);
-	rd.resType = cudaResourceTypeArray;
-	rd.res.array.array = a;
+	cudaResourceDesc rd = array_resource(a);
 	cudaTextureDesc td;
 	memset(&td, 0, sizeof td);
 	cudaTextureObject_t t;
@@ -492,10 +475,7 @@ int main(void)
 	errors();
 
 	/* left alive on purpose: the session's end must free them */
-	cudaResourceDesc rd;
-	memset(&rd, 0, sizeof rd);
-	rd.resType = cudaResourceTypeArray;
-	rd.res.array.array = a;
+	cudaResourceDesc rd = array_resource(a);
 	cudaTextureDesc td;
 	memset(&td, 0, sizeof td);
 	cudaTextureObject_t t;
