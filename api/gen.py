@@ -15,8 +15,10 @@ import gen_lib  # noqa: E402  (api/*.api other than cuda.api)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SRC = os.path.join(ROOT, "api", "cuda.api")
 
+# An array's entry is the server's record of it (its CUarray and shape: copies
+# are checked against the shape), so only custom handlers take arrays.
 HANDLES = {"stream": "CUstream", "event": "CUevent", "module": "CUmodule",
-           "func": "CUfunction", "graph": "CUgraph", "gexec": "CUgraphExec"}
+           "func": "CUfunction", "graph": "CUgraph", "gexec": "CUgraphExec", "array": "be_array *"}
 # type -> (client C type, proto decode fn, server C type, msg encode fn)
 SCALARS = {
     "u32": ("uint32_t", "proto_arg_u32", "uint32_t", "proto_msg_u64"),

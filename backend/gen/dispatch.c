@@ -762,6 +762,330 @@ static int gen_ctx_set_cache(be_session *s, be_req *rq)
 	return st;
 }
 
+static int gen_array_create(be_session *s, be_req *rq)
+{
+	uint64_t a_id;
+	if (proto_arg_u64(&rq->view, 0, &a_id))
+		return BE_EPROTO;
+	uint64_t width_w;
+	if (proto_arg_u64(&rq->view, 1, &width_w))
+		return BE_EPROTO;
+	uint64_t width = (uint64_t)width_w;
+	uint64_t height_w;
+	if (proto_arg_u64(&rq->view, 2, &height_w))
+		return BE_EPROTO;
+	uint64_t height = (uint64_t)height_w;
+	uint64_t depth_w;
+	if (proto_arg_u64(&rq->view, 3, &depth_w))
+		return BE_EPROTO;
+	uint64_t depth = (uint64_t)depth_w;
+	uint32_t format_w;
+	if (proto_arg_u32(&rq->view, 4, &format_w))
+		return BE_EPROTO;
+	uint32_t format = (uint32_t)format_w;
+	uint32_t channels_w;
+	if (proto_arg_u32(&rq->view, 5, &channels_w))
+		return BE_EPROTO;
+	uint32_t channels = (uint32_t)channels_w;
+	uint32_t flags_w;
+	if (proto_arg_u32(&rq->view, 6, &flags_w))
+		return BE_EPROTO;
+	uint32_t flags = (uint32_t)flags_w;
+	return be_op_array_create(s, rq, a_id, width, height, depth, format, channels, flags);
+}
+
+static int gen_array_destroy(be_session *s, be_req *rq)
+{
+	uint64_t a_id;
+	if (proto_arg_u64(&rq->view, 0, &a_id))
+		return BE_EPROTO;
+	return be_op_array_destroy(s, rq, a_id);
+}
+
+static int gen_memcpy_htoa(be_session *s, be_req *rq)
+{
+	uint64_t dst_id;
+	if (proto_arg_u64(&rq->view, 0, &dst_id))
+		return BE_EPROTO;
+	uint64_t x_w;
+	if (proto_arg_u64(&rq->view, 1, &x_w))
+		return BE_EPROTO;
+	uint64_t x = (uint64_t)x_w;
+	uint64_t y_w;
+	if (proto_arg_u64(&rq->view, 2, &y_w))
+		return BE_EPROTO;
+	uint64_t y = (uint64_t)y_w;
+	uint64_t z_w;
+	if (proto_arg_u64(&rq->view, 3, &z_w))
+		return BE_EPROTO;
+	uint64_t z = (uint64_t)z_w;
+	uint64_t width_w;
+	if (proto_arg_u64(&rq->view, 4, &width_w))
+		return BE_EPROTO;
+	uint64_t width = (uint64_t)width_w;
+	uint64_t height_w;
+	if (proto_arg_u64(&rq->view, 5, &height_w))
+		return BE_EPROTO;
+	uint64_t height = (uint64_t)height_w;
+	uint64_t depth_w;
+	if (proto_arg_u64(&rq->view, 6, &depth_w))
+		return BE_EPROTO;
+	uint64_t depth = (uint64_t)depth_w;
+	uint64_t stream_id;
+	if (proto_arg_u64(&rq->view, 7, &stream_id))
+		return BE_EPROTO;
+	return be_op_memcpy_htoa(s, rq, dst_id, x, y, z, width, height, depth, stream_id);
+}
+
+static int gen_memcpy_atoh(be_session *s, be_req *rq)
+{
+	uint64_t src_id;
+	if (proto_arg_u64(&rq->view, 0, &src_id))
+		return BE_EPROTO;
+	uint64_t x_w;
+	if (proto_arg_u64(&rq->view, 1, &x_w))
+		return BE_EPROTO;
+	uint64_t x = (uint64_t)x_w;
+	uint64_t y_w;
+	if (proto_arg_u64(&rq->view, 2, &y_w))
+		return BE_EPROTO;
+	uint64_t y = (uint64_t)y_w;
+	uint64_t z_w;
+	if (proto_arg_u64(&rq->view, 3, &z_w))
+		return BE_EPROTO;
+	uint64_t z = (uint64_t)z_w;
+	uint64_t width_w;
+	if (proto_arg_u64(&rq->view, 4, &width_w))
+		return BE_EPROTO;
+	uint64_t width = (uint64_t)width_w;
+	uint64_t height_w;
+	if (proto_arg_u64(&rq->view, 5, &height_w))
+		return BE_EPROTO;
+	uint64_t height = (uint64_t)height_w;
+	uint64_t depth_w;
+	if (proto_arg_u64(&rq->view, 6, &depth_w))
+		return BE_EPROTO;
+	uint64_t depth = (uint64_t)depth_w;
+	uint64_t stream_id;
+	if (proto_arg_u64(&rq->view, 7, &stream_id))
+		return BE_EPROTO;
+	return be_op_memcpy_atoh(s, rq, src_id, x, y, z, width, height, depth, stream_id);
+}
+
+static int gen_memcpy_dtoa(be_session *s, be_req *rq)
+{
+	uint64_t dst_id;
+	if (proto_arg_u64(&rq->view, 0, &dst_id))
+		return BE_EPROTO;
+	uint64_t x_w;
+	if (proto_arg_u64(&rq->view, 1, &x_w))
+		return BE_EPROTO;
+	uint64_t x = (uint64_t)x_w;
+	uint64_t y_w;
+	if (proto_arg_u64(&rq->view, 2, &y_w))
+		return BE_EPROTO;
+	uint64_t y = (uint64_t)y_w;
+	uint64_t z_w;
+	if (proto_arg_u64(&rq->view, 3, &z_w))
+		return BE_EPROTO;
+	uint64_t z = (uint64_t)z_w;
+	uint64_t src_w;
+	if (proto_arg_u64(&rq->view, 4, &src_w))
+		return BE_EPROTO;
+	CUdeviceptr src = (CUdeviceptr)src_w;
+	uint64_t spitch_w;
+	if (proto_arg_u64(&rq->view, 5, &spitch_w))
+		return BE_EPROTO;
+	uint64_t spitch = (uint64_t)spitch_w;
+	uint64_t sheight_w;
+	if (proto_arg_u64(&rq->view, 6, &sheight_w))
+		return BE_EPROTO;
+	uint64_t sheight = (uint64_t)sheight_w;
+	uint64_t width_w;
+	if (proto_arg_u64(&rq->view, 7, &width_w))
+		return BE_EPROTO;
+	uint64_t width = (uint64_t)width_w;
+	uint64_t height_w;
+	if (proto_arg_u64(&rq->view, 8, &height_w))
+		return BE_EPROTO;
+	uint64_t height = (uint64_t)height_w;
+	uint64_t depth_w;
+	if (proto_arg_u64(&rq->view, 9, &depth_w))
+		return BE_EPROTO;
+	uint64_t depth = (uint64_t)depth_w;
+	uint64_t stream_id;
+	if (proto_arg_u64(&rq->view, 10, &stream_id))
+		return BE_EPROTO;
+	return be_op_memcpy_dtoa(s, rq, dst_id, x, y, z, src, spitch, sheight, width, height, depth, stream_id);
+}
+
+static int gen_memcpy_atod(be_session *s, be_req *rq)
+{
+	uint64_t dst_w;
+	if (proto_arg_u64(&rq->view, 0, &dst_w))
+		return BE_EPROTO;
+	CUdeviceptr dst = (CUdeviceptr)dst_w;
+	uint64_t dpitch_w;
+	if (proto_arg_u64(&rq->view, 1, &dpitch_w))
+		return BE_EPROTO;
+	uint64_t dpitch = (uint64_t)dpitch_w;
+	uint64_t dheight_w;
+	if (proto_arg_u64(&rq->view, 2, &dheight_w))
+		return BE_EPROTO;
+	uint64_t dheight = (uint64_t)dheight_w;
+	uint64_t src_id;
+	if (proto_arg_u64(&rq->view, 3, &src_id))
+		return BE_EPROTO;
+	uint64_t x_w;
+	if (proto_arg_u64(&rq->view, 4, &x_w))
+		return BE_EPROTO;
+	uint64_t x = (uint64_t)x_w;
+	uint64_t y_w;
+	if (proto_arg_u64(&rq->view, 5, &y_w))
+		return BE_EPROTO;
+	uint64_t y = (uint64_t)y_w;
+	uint64_t z_w;
+	if (proto_arg_u64(&rq->view, 6, &z_w))
+		return BE_EPROTO;
+	uint64_t z = (uint64_t)z_w;
+	uint64_t width_w;
+	if (proto_arg_u64(&rq->view, 7, &width_w))
+		return BE_EPROTO;
+	uint64_t width = (uint64_t)width_w;
+	uint64_t height_w;
+	if (proto_arg_u64(&rq->view, 8, &height_w))
+		return BE_EPROTO;
+	uint64_t height = (uint64_t)height_w;
+	uint64_t depth_w;
+	if (proto_arg_u64(&rq->view, 9, &depth_w))
+		return BE_EPROTO;
+	uint64_t depth = (uint64_t)depth_w;
+	uint64_t stream_id;
+	if (proto_arg_u64(&rq->view, 10, &stream_id))
+		return BE_EPROTO;
+	return be_op_memcpy_atod(s, rq, dst, dpitch, dheight, src_id, x, y, z, width, height, depth, stream_id);
+}
+
+static int gen_memcpy_atoa(be_session *s, be_req *rq)
+{
+	uint64_t dst_id;
+	if (proto_arg_u64(&rq->view, 0, &dst_id))
+		return BE_EPROTO;
+	uint64_t dx_w;
+	if (proto_arg_u64(&rq->view, 1, &dx_w))
+		return BE_EPROTO;
+	uint64_t dx = (uint64_t)dx_w;
+	uint64_t dy_w;
+	if (proto_arg_u64(&rq->view, 2, &dy_w))
+		return BE_EPROTO;
+	uint64_t dy = (uint64_t)dy_w;
+	uint64_t dz_w;
+	if (proto_arg_u64(&rq->view, 3, &dz_w))
+		return BE_EPROTO;
+	uint64_t dz = (uint64_t)dz_w;
+	uint64_t src_id;
+	if (proto_arg_u64(&rq->view, 4, &src_id))
+		return BE_EPROTO;
+	uint64_t sx_w;
+	if (proto_arg_u64(&rq->view, 5, &sx_w))
+		return BE_EPROTO;
+	uint64_t sx = (uint64_t)sx_w;
+	uint64_t sy_w;
+	if (proto_arg_u64(&rq->view, 6, &sy_w))
+		return BE_EPROTO;
+	uint64_t sy = (uint64_t)sy_w;
+	uint64_t sz_w;
+	if (proto_arg_u64(&rq->view, 7, &sz_w))
+		return BE_EPROTO;
+	uint64_t sz = (uint64_t)sz_w;
+	uint64_t width_w;
+	if (proto_arg_u64(&rq->view, 8, &width_w))
+		return BE_EPROTO;
+	uint64_t width = (uint64_t)width_w;
+	uint64_t height_w;
+	if (proto_arg_u64(&rq->view, 9, &height_w))
+		return BE_EPROTO;
+	uint64_t height = (uint64_t)height_w;
+	uint64_t depth_w;
+	if (proto_arg_u64(&rq->view, 10, &depth_w))
+		return BE_EPROTO;
+	uint64_t depth = (uint64_t)depth_w;
+	uint64_t stream_id;
+	if (proto_arg_u64(&rq->view, 11, &stream_id))
+		return BE_EPROTO;
+	return be_op_memcpy_atoa(s, rq, dst_id, dx, dy, dz, src_id, sx, sy, sz, width, height, depth, stream_id);
+}
+
+static int gen_tex_create(be_session *s, be_req *rq)
+{
+	uint32_t kind_w;
+	if (proto_arg_u32(&rq->view, 0, &kind_w))
+		return BE_EPROTO;
+	uint32_t kind = (uint32_t)kind_w;
+	uint64_t arr_id;
+	if (proto_arg_u64(&rq->view, 1, &arr_id))
+		return BE_EPROTO;
+	uint64_t ptr_w;
+	if (proto_arg_u64(&rq->view, 2, &ptr_w))
+		return BE_EPROTO;
+	CUdeviceptr ptr = (CUdeviceptr)ptr_w;
+	uint32_t format_w;
+	if (proto_arg_u32(&rq->view, 3, &format_w))
+		return BE_EPROTO;
+	uint32_t format = (uint32_t)format_w;
+	uint32_t channels_w;
+	if (proto_arg_u32(&rq->view, 4, &channels_w))
+		return BE_EPROTO;
+	uint32_t channels = (uint32_t)channels_w;
+	uint64_t width_w;
+	if (proto_arg_u64(&rq->view, 5, &width_w))
+		return BE_EPROTO;
+	uint64_t width = (uint64_t)width_w;
+	uint64_t height_w;
+	if (proto_arg_u64(&rq->view, 6, &height_w))
+		return BE_EPROTO;
+	uint64_t height = (uint64_t)height_w;
+	uint64_t pitch_w;
+	if (proto_arg_u64(&rq->view, 7, &pitch_w))
+		return BE_EPROTO;
+	uint64_t pitch = (uint64_t)pitch_w;
+	const void *desc;
+	size_t desc_len;
+	if (proto_arg_bin(&rq->view, 8, &desc, &desc_len))
+		return BE_EPROTO;
+	const void *view;
+	size_t view_len;
+	if (proto_arg_bin(&rq->view, 9, &view, &view_len))
+		return BE_EPROTO;
+	return be_op_tex_create(s, rq, kind, arr_id, ptr, format, channels, width, height, pitch, desc, desc_len, view, view_len);
+}
+
+static int gen_tex_destroy(be_session *s, be_req *rq)
+{
+	uint64_t obj_w;
+	if (proto_arg_u64(&rq->view, 0, &obj_w))
+		return BE_EPROTO;
+	uint64_t obj = (uint64_t)obj_w;
+	return be_op_tex_destroy(s, rq, obj);
+}
+
+static int gen_surf_create(be_session *s, be_req *rq)
+{
+	uint64_t arr_id;
+	if (proto_arg_u64(&rq->view, 0, &arr_id))
+		return BE_EPROTO;
+	return be_op_surf_create(s, rq, arr_id);
+}
+
+static int gen_surf_destroy(be_session *s, be_req *rq)
+{
+	uint64_t obj_w;
+	if (proto_arg_u64(&rq->view, 0, &obj_w))
+		return BE_EPROTO;
+	uint64_t obj = (uint64_t)obj_w;
+	return be_op_surf_destroy(s, rq, obj);
+}
+
 const be_op_desc be_ops[PROTO_OP_COUNT] = {
 	[PROTO_OP_HELLO] = {gen_hello, BE_OP_SYNC},
 	[PROTO_OP_MODULE_LOAD] = {gen_module_load, BE_OP_SYNC | BE_OP_PAYLOAD},
@@ -813,6 +1137,17 @@ const be_op_desc be_ops[PROTO_OP_COUNT] = {
 	[PROTO_OP_CTX_SET_LIMIT] = {gen_ctx_set_limit, BE_OP_SYNC},
 	[PROTO_OP_CTX_GET_LIMIT] = {gen_ctx_get_limit, BE_OP_SYNC},
 	[PROTO_OP_CTX_SET_CACHE] = {gen_ctx_set_cache, BE_OP_SYNC},
+	[PROTO_OP_ARRAY_CREATE] = {gen_array_create, BE_OP_SYNC},
+	[PROTO_OP_ARRAY_DESTROY] = {gen_array_destroy, BE_OP_SYNC},
+	[PROTO_OP_MEMCPY_HTOA] = {gen_memcpy_htoa, BE_OP_ASYNC | BE_OP_PAYLOAD},
+	[PROTO_OP_MEMCPY_ATOH] = {gen_memcpy_atoh, BE_OP_SYNC},
+	[PROTO_OP_MEMCPY_DTOA] = {gen_memcpy_dtoa, BE_OP_ASYNC},
+	[PROTO_OP_MEMCPY_ATOD] = {gen_memcpy_atod, BE_OP_ASYNC},
+	[PROTO_OP_MEMCPY_ATOA] = {gen_memcpy_atoa, BE_OP_ASYNC},
+	[PROTO_OP_TEX_CREATE] = {gen_tex_create, BE_OP_SYNC},
+	[PROTO_OP_TEX_DESTROY] = {gen_tex_destroy, BE_OP_ASYNC},
+	[PROTO_OP_SURF_CREATE] = {gen_surf_create, BE_OP_SYNC},
+	[PROTO_OP_SURF_DESTROY] = {gen_surf_destroy, BE_OP_ASYNC},
 	/* api/cublas.api (backend/gen/lib_cublas.c) */
 	[PROTO_OP_CUBLASCREATE_V2] = {be_gen_cublasCreate_v2, BE_OP_ASYNC},
 	[PROTO_OP_CUBLASDESTROY_V2] = {be_gen_cublasDestroy_v2, BE_OP_ASYNC},

@@ -40,5 +40,16 @@ int be_op_mempool_set_attr(be_session *s, be_req *rq, int32_t attr, uint64_t val
 int be_op_mempool_get_attr(be_session *s, be_req *rq, int32_t attr);
 int be_op_mempool_trim(be_session *s, be_req *rq, uint64_t keep);
 int be_op_error_string(be_session *s, be_req *rq, int32_t code);
+int be_op_array_create(be_session *s, be_req *rq, uint64_t a, uint64_t width, uint64_t height, uint64_t depth, uint32_t format, uint32_t channels, uint32_t flags);
+int be_op_array_destroy(be_session *s, be_req *rq, uint64_t a);
+int be_op_memcpy_htoa(be_session *s, be_req *rq, uint64_t dst, uint64_t x, uint64_t y, uint64_t z, uint64_t width, uint64_t height, uint64_t depth, uint64_t stream);
+int be_op_memcpy_atoh(be_session *s, be_req *rq, uint64_t src, uint64_t x, uint64_t y, uint64_t z, uint64_t width, uint64_t height, uint64_t depth, uint64_t stream);
+int be_op_memcpy_dtoa(be_session *s, be_req *rq, uint64_t dst, uint64_t x, uint64_t y, uint64_t z, CUdeviceptr src, uint64_t spitch, uint64_t sheight, uint64_t width, uint64_t height, uint64_t depth, uint64_t stream);
+int be_op_memcpy_atod(be_session *s, be_req *rq, CUdeviceptr dst, uint64_t dpitch, uint64_t dheight, uint64_t src, uint64_t x, uint64_t y, uint64_t z, uint64_t width, uint64_t height, uint64_t depth, uint64_t stream);
+int be_op_memcpy_atoa(be_session *s, be_req *rq, uint64_t dst, uint64_t dx, uint64_t dy, uint64_t dz, uint64_t src, uint64_t sx, uint64_t sy, uint64_t sz, uint64_t width, uint64_t height, uint64_t depth, uint64_t stream);
+int be_op_tex_create(be_session *s, be_req *rq, uint32_t kind, uint64_t arr, CUdeviceptr ptr, uint32_t format, uint32_t channels, uint64_t width, uint64_t height, uint64_t pitch, const void *desc, size_t desc_len, const void *view, size_t view_len);
+int be_op_tex_destroy(be_session *s, be_req *rq, uint64_t obj);
+int be_op_surf_create(be_session *s, be_req *rq, uint64_t arr);
+int be_op_surf_destroy(be_session *s, be_req *rq, uint64_t obj);
 
 #endif

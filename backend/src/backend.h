@@ -210,7 +210,11 @@ struct be_session {
 	/* CUDA state: the executor's (ctx is also read by the waiter) */
 	CUcontext ctx;
 	CUmemoryPool mempool;
-	be_htab streams, events, modules, funcs, graphs, gexecs;
+	be_htab streams, events, modules, funcs, graphs, gexecs, arrays;
+	/* texture and surface objects, keyed by the driver's own value (the client
+	 * passes it into kernels): what the session may destroy, and what its
+	 * teardown must */
+	be_htab texobjs, surfobjs;
 	be_ranges ranges;
 	be_staging staging;
 	struct be_lib_sess *lib; /* objects of forwarded libraries (lib.c), on first use */
@@ -292,6 +296,12 @@ void be_imgcache_put(be_img *e);
 void be_imgcache_clear(void);
 /* Opens (creates) the on-disk store behind the cache; logs how many images it holds. */
 int be_imgcache_open_store(const char *dir);
+
+/* op_copy.c, for every copy: logs a device range that is not the session's and
+ * returns CUDA_ERROR_INVALID_VALUE; after an H2D copy from the staging buffer pb
+ * was queued with result r, hands pb back once the copy is done (or at once). */
+int be_bad_range(be_session *s, const char *op, uint64_t p, uint64_t len);
+int be_htod_done(be_session *s, CUstream st, be_buf *pb, CUresult r);
 
 /* Common checks for handlers. */
 int be_stream_capturing(CUstream st); /* 1 if capturing (or the query failed) */

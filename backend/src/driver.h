@@ -83,7 +83,14 @@
 	X(cuMemPoolGetAttribute)                             \
 	X(cuMemPoolTrimTo)                                   \
 	X(cuProfilerStart)                                   \
-	X(cuProfilerStop)
+	X(cuProfilerStop)                                    \
+	X(cuArray3DCreate)                                   \
+	X(cuArrayDestroy)                                    \
+	X(cuMemcpy3DAsync)                                   \
+	X(cuTexObjectCreate)                                 \
+	X(cuTexObjectDestroy)                                \
+	X(cuSurfObjectCreate)                                \
+	X(cuSurfObjectDestroy)
 
 /* Functions the backend can do without: resolved when the library has them, NULL
  * otherwise (the caller checks). cuStreamIsCapturing lets copies through staging

@@ -27,18 +27,14 @@
 
 #include "ops.h"
 
-static int bad_range(be_session *s, const char *op, uint64_t p, uint64_t len);
-static int htod_done(be_session *s, CUstream st, be_buf *pb, CUresult r);
-
-static int bad_range(be_session *s, const char *op, uint64_t p, uint64_t len)
+int be_bad_range(be_session *s, const char *op, uint64_t p, uint64_t len)
 {
 	LOG_INFO(BE_LOG, "session %" PRIu64 ": %s: [0x%" PRIx64 ", +%" PRIu64 ") is not inside one allocation of this "
 		 "session", s->id, op, p, len);
 	return CUDA_ERROR_INVALID_VALUE;
 }
 
-/* After an H2D copy from the staging buffer pb was queued with result r. */
-static int htod_done(be_session *s, CUstream st, be_buf *pb, CUresult r)
+int be_htod_done(be_session *s, CUstream st, be_buf *pb, CUresult r)
 {
 	if (r != CUDA_SUCCESS || pb->kind == BE_BUF_MALLOC) {
 		be_staging_release(&s->staging, pb);
@@ -59,10 +55,10 @@ int be_op_memcpy_htod(be_session *s, be_req *rq, CUdeviceptr dst, uint64_t strea
 	if (len == 0)
 		return CUDA_SUCCESS;
 	if (!be_ranges_check(&s->ranges, dst, len))
-		return bad_range(s, "memcpy_htod", dst, len);
+		return be_bad_range(s, "memcpy_htod", dst, len);
 	if ((err = be_stream_capturing(st)))
 		return err;
-	return htod_done(s, st, pb, be_drv.cuMemcpyHtoDAsync(dst, pb->p, (size_t)len, st));
+	return be_htod_done(s, st, pb, be_drv.cuMemcpyHtoDAsync(dst, pb->p, (size_t)len, st));
 }
 
 int be_op_memcpy_dtoh(be_session *s, be_req *rq, CUdeviceptr src, uint64_t len, uint64_t stream_id)
@@ -82,7 +78,7 @@ int be_op_memcpy_dtoh(be_session *s, be_req *rq, CUdeviceptr src, uint64_t len, 
 		return CUDA_ERROR_INVALID_VALUE;
 	}
 	if (!be_ranges_check(&s->ranges, src, len))
-		return bad_range(s, "memcpy_dtoh", src, len);
+		return be_bad_range(s, "memcpy_dtoh", src, len);
 	if ((err = be_stream_capturing(st)))
 		return err;
 	if (be_staging_take(&s->staging, (size_t)len, &b) != 0)
@@ -105,9 +101,9 @@ int be_op_memcpy_dtod(be_session *s, be_req *rq, CUdeviceptr dst, CUdeviceptr sr
 	if (len == 0)
 		return CUDA_SUCCESS;
 	if (!be_ranges_check(&s->ranges, dst, len))
-		return bad_range(s, "memcpy_dtod (dst)", dst, len);
+		return be_bad_range(s, "memcpy_dtod (dst)", dst, len);
 	if (!be_ranges_check(&s->ranges, src, len))
-		return bad_range(s, "memcpy_dtod (src)", src, len);
+		return be_bad_range(s, "memcpy_dtod (src)", src, len);
 	return be_drv.cuMemcpyDtoDAsync(dst, src, (size_t)len, st);
 }
 
@@ -140,7 +136,7 @@ int be_op_memcpy_2d_htod(be_session *s, be_req *rq, CUdeviceptr dst, uint64_t dp
 	if (len == 0)
 		return CUDA_SUCCESS;
 	if (!be_ranges_check_2d(&s->ranges, dst, dpitch, width, height))
-		return bad_range(s, "memcpy_2d_htod", dst, dpitch * (height - 1) + width);
+		return be_bad_range(s, "memcpy_2d_htod", dst, dpitch * (height - 1) + width);
 	if ((err = be_stream_capturing(st)))
 		return err;
 	CUDA_MEMCPY2D c;
@@ -153,7 +149,7 @@ int be_op_memcpy_2d_htod(be_session *s, be_req *rq, CUdeviceptr dst, uint64_t dp
 	c.dstPitch = (size_t)dpitch;
 	c.WidthInBytes = (size_t)width;
 	c.Height = (size_t)height;
-	return htod_done(s, st, pb, be_drv.cuMemcpy2DAsync(&c, st));
+	return be_htod_done(s, st, pb, be_drv.cuMemcpy2DAsync(&c, st));
 }
 
 int be_op_memcpy_2d_dtoh(be_session *s, be_req *rq, CUdeviceptr src, uint64_t spitch, uint64_t width,
@@ -172,7 +168,7 @@ int be_op_memcpy_2d_dtoh(be_session *s, be_req *rq, CUdeviceptr src, uint64_t sp
 	if (len == 0)
 		return CUDA_SUCCESS;
 	if (!be_ranges_check_2d(&s->ranges, src, spitch, width, height))
-		return bad_range(s, "memcpy_2d_dtoh", src, spitch * (height - 1) + width);
+		return be_bad_range(s, "memcpy_2d_dtoh", src, spitch * (height - 1) + width);
 	if ((err = be_stream_capturing(st)))
 		return err;
 	if (be_staging_take(&s->staging, (size_t)len, &b) != 0)
@@ -205,9 +201,9 @@ int be_op_memcpy_2d_dtod(be_session *s, be_req *rq, CUdeviceptr dst, uint64_t dp
 	if (width == 0 || height == 0)
 		return CUDA_SUCCESS;
 	if (!be_ranges_check_2d(&s->ranges, dst, dpitch, width, height))
-		return bad_range(s, "memcpy_2d_dtod (dst)", dst, dpitch * (height - 1) + width);
+		return be_bad_range(s, "memcpy_2d_dtod (dst)", dst, dpitch * (height - 1) + width);
 	if (!be_ranges_check_2d(&s->ranges, src, spitch, width, height))
-		return bad_range(s, "memcpy_2d_dtod (src)", src, spitch * (height - 1) + width);
+		return be_bad_range(s, "memcpy_2d_dtod (src)", src, spitch * (height - 1) + width);
 	CUDA_MEMCPY2D c;
 	memset(&c, 0, sizeof(c));
 	c.srcMemoryType = CU_MEMORYTYPE_DEVICE;
@@ -238,7 +234,7 @@ int be_op_memset(be_session *s, be_req *rq, CUdeviceptr dst, uint32_t value, uin
 	if (count == 0)
 		return CUDA_SUCCESS;
 	if (!be_ranges_check(&s->ranges, dst, count * elemsize))
-		return bad_range(s, "memset", dst, count * elemsize);
+		return be_bad_range(s, "memset", dst, count * elemsize);
 	switch (elemsize) {
 	case 1: return be_drv.cuMemsetD8Async(dst, (unsigned char)value, (size_t)count, st);
 	case 2: return be_drv.cuMemsetD16Async(dst, (unsigned short)value, (size_t)count, st);
@@ -262,7 +258,7 @@ int be_op_memset_2d(be_session *s, be_req *rq, CUdeviceptr dst, uint64_t pitch, 
 	if (wbytes == 0 || height == 0)
 		return CUDA_SUCCESS;
 	if (!be_ranges_check_2d(&s->ranges, dst, pitch, wbytes, height))
-		return bad_range(s, "memset_2d", dst, pitch * (height - 1) + wbytes);
+		return be_bad_range(s, "memset_2d", dst, pitch * (height - 1) + wbytes);
 	switch (elemsize) {
 	case 1: return be_drv.cuMemsetD2D8Async(dst, (size_t)pitch, (unsigned char)value, (size_t)width, (size_t)height, st);
 	case 2: return be_drv.cuMemsetD2D16Async(dst, (size_t)pitch, (unsigned short)value, (size_t)width, (size_t)height, st);

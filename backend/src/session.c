@@ -169,6 +169,7 @@ BE_GETTER(module, CUmodule, modules, "module")
 BE_GETTER(func, CUfunction, funcs, "function")
 BE_GETTER(graph, CUgraph, graphs, "graph")
 BE_GETTER(gexec, CUgraphExec, gexecs, "graph exec")
+BE_GETTER(array, be_array *, arrays, "array")
 #undef BE_GETTER
 
 int be_stream_capturing(CUstream st)
@@ -215,6 +216,9 @@ void *be_on_accept(void *ctx, transport_conn *c)
 	be_htab_init(&s->funcs);
 	be_htab_init(&s->graphs);
 	be_htab_init(&s->gexecs);
+	be_htab_init(&s->arrays);
+	be_htab_init(&s->texobjs);
+	be_htab_init(&s->surfobjs);
 	be_ranges_init(&s->ranges);
 	if (be_staging_init(&s->staging, BE_CHUNK_SIZE, BE_MAX_CHUNKS, BE_BIG_MAX) != 0 || be_waiter_init(s) != 0) {
 		LOG_ERROR(BE_LOG, "%s: out of memory for a session", c->peer);
@@ -275,6 +279,7 @@ void *be_payload_dest(void *ctx, const transport_frame *f)
 	switch (fr->rq.view.op) {
 	case PROTO_OP_MEMCPY_HTOD:
 	case PROTO_OP_MEMCPY_2D_HTOD:
+	case PROTO_OP_MEMCPY_HTOA:
 		if (be_staging_take_nb(&s->staging, (size_t)len, &fr->payload) != 0)
 			fr->payload = (be_buf){0};
 		break;
@@ -405,6 +410,9 @@ static void session_free(be_session *s)
 	be_htab_free(&s->funcs);
 	be_htab_free(&s->graphs);
 	be_htab_free(&s->gexecs);
+	be_htab_free(&s->arrays);
+	be_htab_free(&s->texobjs);
+	be_htab_free(&s->surfobjs);
 	be_ranges_free(&s->ranges);
 	be_frame_pool_free(s);
 	if (s->staging.all)
@@ -455,6 +463,29 @@ static void td_stream(void *ctx, uint64_t id, void *obj, uint64_t aux)
 	c->failed += be_drv.cuStreamDestroy((CUstream)obj) != CUDA_SUCCESS;
 }
 
+static void td_texobj(void *ctx, uint64_t id, void *obj, uint64_t aux)
+{
+	td_count *c = ctx;
+	c->n++;
+	c->failed += be_drv.cuTexObjectDestroy((CUtexObject)id) != CUDA_SUCCESS;
+}
+
+static void td_surfobj(void *ctx, uint64_t id, void *obj, uint64_t aux)
+{
+	td_count *c = ctx;
+	c->n++;
+	c->failed += be_drv.cuSurfObjectDestroy((CUsurfObject)id) != CUDA_SUCCESS;
+}
+
+static void td_array(void *ctx, uint64_t id, void *obj, uint64_t aux)
+{
+	td_count *c = ctx;
+	be_array *a = obj;
+	c->n++;
+	c->failed += be_drv.cuArrayDestroy(a->h) != CUDA_SUCCESS;
+	free(a);
+}
+
 static void td_module(void *ctx, uint64_t id, void *obj, uint64_t aux)
 {
 	td_count *c = ctx;
@@ -464,7 +495,7 @@ static void td_module(void *ctx, uint64_t id, void *obj, uint64_t aux)
 
 void be_session_teardown(be_session *s)
 {
-	td_count gx = {s}, gr = {s}, ev = {s}, st = {s}, mo = {s};
+	td_count gx = {s}, gr = {s}, ev = {s}, st = {s}, mo = {s}, to = {s}, so = {s}, ar = {s};
 	unsigned nalloc = 0, afailed = 0;
 	uint64_t bytes = s->ranges.bytes;
 	CUresult r;
@@ -491,6 +522,10 @@ void be_session_teardown(be_session *s)
 		be_htab_each(&s->events, td_event, &ev);
 		be_htab_each(&s->streams, td_stream, &st);
 		be_htab_each(&s->modules, td_module, &mo);
+		/* Objects that read an array go before it. */
+		be_htab_each(&s->texobjs, td_texobj, &to);
+		be_htab_each(&s->surfobjs, td_surfobj, &so);
+		be_htab_each(&s->arrays, td_array, &ar);
 		for (size_t i = 0; i < s->ranges.n; i++) {
 			if (s->ranges.r[i].kind == BE_RANGE_VAR)
 				continue;
@@ -506,11 +541,12 @@ void be_session_teardown(be_session *s)
 		be_staging_destroy(&s->staging);
 	}
 	be_hostfn_cleanup(s);
-	unsigned failed = gx.failed + gr.failed + ev.failed + st.failed + mo.failed + afailed;
+	unsigned failed = gx.failed + gr.failed + ev.failed + st.failed + mo.failed + to.failed + so.failed + ar.failed +
+			  afailed;
 	LOG_INFO(BE_LOG,
 		 "session %" PRIu64 " (%s, pid %" PRIu64 " %s) ended: freed %u allocations (%" PRIu64 " bytes), "
-		 "%u streams, %u events, %u modules, %u graphs, %u graph execs; staging %u chunks, %" PRIu64
-		 " copies through pageable memory%s",
+		 "%u streams, %u events, %u modules, %u graphs, %u graph execs, %u arrays, %u texture and %u surface "
+		 "objects; staging %u chunks, %" PRIu64 " copies through pageable memory%s",
 		 s->id, s->client_host[0] ? s->client_host : s->peer, s->pid, s->program[0] ? s->program : "?", nalloc,
-		 bytes, st.n, ev.n, mo.n, gr.n, gx.n, nchunks, fallbacks, failed ? " (some destroys failed)" : "");
+		 bytes, st.n, ev.n, mo.n, gr.n, gx.n, ar.n, to.n, so.n, nchunks, fallbacks, failed ? " (some destroys failed)" : "");
 }

@@ -51,4 +51,16 @@ int be_get_func(be_session *s, uint64_t id, CUfunction *out);
 int be_get_graph(be_session *s, uint64_t id, CUgraph *out);
 int be_get_gexec(be_session *s, uint64_t id, CUgraphExec *out);
 
+/* A CUDA array of the session (op_array.c): the driver's handle and the shape
+ * it was created with, against which every copy's box is checked. */
+typedef struct be_array {
+	CUarray h;
+	CUDA_ARRAY3D_DESCRIPTOR d;
+	uint32_t elem; /* bytes per element: channels * format size */
+} be_array;
+int be_get_array(be_session *s, uint64_t id, be_array **out);
+/* Bytes per element of a driver format with 1, 2 or 4 channels; 0 if the
+ * backend does not take that format. */
+int be_array_elem_size(uint32_t format, uint32_t channels, uint32_t *out);
+
 #endif

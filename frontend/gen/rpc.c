@@ -556,3 +556,175 @@ int fe_rpc_ctx_set_cache(fe_conn *c, int32_t config)
 	proto_msg_i64(&m, (int64_t)config);
 	return fe_conn_call(c, &m, NULL, 0, NULL, 0, NULL);
 }
+
+int fe_rpc_array_create(fe_conn *c, uint64_t a, uint64_t width, uint64_t height, uint64_t depth, uint32_t format, uint32_t channels, uint32_t flags)
+{
+	proto_msg m;
+	proto_msg_begin(&m, PROTO_OP_ARRAY_CREATE, fe_conn_next_seq(c), 7);
+	proto_msg_u64(&m, a);
+	proto_msg_u64(&m, (uint64_t)width);
+	proto_msg_u64(&m, (uint64_t)height);
+	proto_msg_u64(&m, (uint64_t)depth);
+	proto_msg_u64(&m, (uint64_t)format);
+	proto_msg_u64(&m, (uint64_t)channels);
+	proto_msg_u64(&m, (uint64_t)flags);
+	return fe_conn_call(c, &m, NULL, 0, NULL, 0, NULL);
+}
+
+int fe_rpc_array_destroy(fe_conn *c, uint64_t a)
+{
+	proto_msg m;
+	proto_msg_begin(&m, PROTO_OP_ARRAY_DESTROY, fe_conn_next_seq(c), 1);
+	proto_msg_u64(&m, a);
+	return fe_conn_call(c, &m, NULL, 0, NULL, 0, NULL);
+}
+
+int fe_rpc_memcpy_htoa(fe_conn *c, uint64_t dst, uint64_t x, uint64_t y, uint64_t z, uint64_t width, uint64_t height, uint64_t depth, uint64_t stream, const void *payload, uint64_t payload_len)
+{
+	proto_msg m;
+	proto_msg_begin(&m, PROTO_OP_MEMCPY_HTOA, fe_conn_next_seq(c), 8);
+	proto_msg_u64(&m, dst);
+	proto_msg_u64(&m, (uint64_t)x);
+	proto_msg_u64(&m, (uint64_t)y);
+	proto_msg_u64(&m, (uint64_t)z);
+	proto_msg_u64(&m, (uint64_t)width);
+	proto_msg_u64(&m, (uint64_t)height);
+	proto_msg_u64(&m, (uint64_t)depth);
+	proto_msg_u64(&m, stream);
+	return fe_conn_post(c, &m, payload, payload_len);
+}
+
+int fe_rpc_memcpy_atoh(fe_conn *c, uint64_t src, uint64_t x, uint64_t y, uint64_t z, uint64_t width, uint64_t height, uint64_t depth, uint64_t stream, void *dest, uint64_t dest_len)
+{
+	proto_msg m;
+	proto_msg_begin(&m, PROTO_OP_MEMCPY_ATOH, fe_conn_next_seq(c), 8);
+	proto_msg_u64(&m, src);
+	proto_msg_u64(&m, (uint64_t)x);
+	proto_msg_u64(&m, (uint64_t)y);
+	proto_msg_u64(&m, (uint64_t)z);
+	proto_msg_u64(&m, (uint64_t)width);
+	proto_msg_u64(&m, (uint64_t)height);
+	proto_msg_u64(&m, (uint64_t)depth);
+	proto_msg_u64(&m, stream);
+	return fe_conn_call(c, &m, NULL, 0, dest, dest_len, NULL);
+}
+
+int fe_rpc_memcpy_dtoa(fe_conn *c, uint64_t dst, uint64_t x, uint64_t y, uint64_t z, uint64_t src, uint64_t spitch, uint64_t sheight, uint64_t width, uint64_t height, uint64_t depth, uint64_t stream)
+{
+	proto_msg m;
+	proto_msg_begin(&m, PROTO_OP_MEMCPY_DTOA, fe_conn_next_seq(c), 11);
+	proto_msg_u64(&m, dst);
+	proto_msg_u64(&m, (uint64_t)x);
+	proto_msg_u64(&m, (uint64_t)y);
+	proto_msg_u64(&m, (uint64_t)z);
+	proto_msg_u64(&m, (uint64_t)src);
+	proto_msg_u64(&m, (uint64_t)spitch);
+	proto_msg_u64(&m, (uint64_t)sheight);
+	proto_msg_u64(&m, (uint64_t)width);
+	proto_msg_u64(&m, (uint64_t)height);
+	proto_msg_u64(&m, (uint64_t)depth);
+	proto_msg_u64(&m, stream);
+	return fe_conn_post(c, &m, NULL, 0);
+}
+
+int fe_rpc_memcpy_atod(fe_conn *c, uint64_t dst, uint64_t dpitch, uint64_t dheight, uint64_t src, uint64_t x, uint64_t y, uint64_t z, uint64_t width, uint64_t height, uint64_t depth, uint64_t stream)
+{
+	proto_msg m;
+	proto_msg_begin(&m, PROTO_OP_MEMCPY_ATOD, fe_conn_next_seq(c), 11);
+	proto_msg_u64(&m, (uint64_t)dst);
+	proto_msg_u64(&m, (uint64_t)dpitch);
+	proto_msg_u64(&m, (uint64_t)dheight);
+	proto_msg_u64(&m, src);
+	proto_msg_u64(&m, (uint64_t)x);
+	proto_msg_u64(&m, (uint64_t)y);
+	proto_msg_u64(&m, (uint64_t)z);
+	proto_msg_u64(&m, (uint64_t)width);
+	proto_msg_u64(&m, (uint64_t)height);
+	proto_msg_u64(&m, (uint64_t)depth);
+	proto_msg_u64(&m, stream);
+	return fe_conn_post(c, &m, NULL, 0);
+}
+
+int fe_rpc_memcpy_atoa(fe_conn *c, uint64_t dst, uint64_t dx, uint64_t dy, uint64_t dz, uint64_t src, uint64_t sx, uint64_t sy, uint64_t sz, uint64_t width, uint64_t height, uint64_t depth, uint64_t stream)
+{
+	proto_msg m;
+	proto_msg_begin(&m, PROTO_OP_MEMCPY_ATOA, fe_conn_next_seq(c), 12);
+	proto_msg_u64(&m, dst);
+	proto_msg_u64(&m, (uint64_t)dx);
+	proto_msg_u64(&m, (uint64_t)dy);
+	proto_msg_u64(&m, (uint64_t)dz);
+	proto_msg_u64(&m, src);
+	proto_msg_u64(&m, (uint64_t)sx);
+	proto_msg_u64(&m, (uint64_t)sy);
+	proto_msg_u64(&m, (uint64_t)sz);
+	proto_msg_u64(&m, (uint64_t)width);
+	proto_msg_u64(&m, (uint64_t)height);
+	proto_msg_u64(&m, (uint64_t)depth);
+	proto_msg_u64(&m, stream);
+	return fe_conn_post(c, &m, NULL, 0);
+}
+
+int fe_rpc_tex_create(fe_conn *c, uint32_t kind, uint64_t arr, uint64_t ptr, uint32_t format, uint32_t channels, uint64_t width, uint64_t height, uint64_t pitch, const void *desc, size_t desc_len, const void *view, size_t view_len, uint64_t *obj)
+{
+	proto_msg m;
+	proto_msg_begin(&m, PROTO_OP_TEX_CREATE, fe_conn_next_seq(c), 10);
+	proto_msg_u64(&m, (uint64_t)kind);
+	proto_msg_u64(&m, arr);
+	proto_msg_u64(&m, (uint64_t)ptr);
+	proto_msg_u64(&m, (uint64_t)format);
+	proto_msg_u64(&m, (uint64_t)channels);
+	proto_msg_u64(&m, (uint64_t)width);
+	proto_msg_u64(&m, (uint64_t)height);
+	proto_msg_u64(&m, (uint64_t)pitch);
+	proto_msg_bin(&m, desc, desc_len);
+	proto_msg_bin(&m, view, view_len);
+	fe_reply r;
+	int st = fe_conn_call(c, &m, NULL, 0, NULL, 0, &r);
+	if (st != 0)
+		return st;
+	{
+		uint64_t v;
+		if (proto_arg_u64(&r.view, PROTO_REPLY_FIRST + 0, &v))
+			st = PROTO_EDECODE;
+		else
+			*obj = v;
+	}
+	fe_reply_free(&r);
+	return st;
+}
+
+int fe_rpc_tex_destroy(fe_conn *c, uint64_t obj)
+{
+	proto_msg m;
+	proto_msg_begin(&m, PROTO_OP_TEX_DESTROY, fe_conn_next_seq(c), 1);
+	proto_msg_u64(&m, (uint64_t)obj);
+	return fe_conn_post(c, &m, NULL, 0);
+}
+
+int fe_rpc_surf_create(fe_conn *c, uint64_t arr, uint64_t *obj)
+{
+	proto_msg m;
+	proto_msg_begin(&m, PROTO_OP_SURF_CREATE, fe_conn_next_seq(c), 1);
+	proto_msg_u64(&m, arr);
+	fe_reply r;
+	int st = fe_conn_call(c, &m, NULL, 0, NULL, 0, &r);
+	if (st != 0)
+		return st;
+	{
+		uint64_t v;
+		if (proto_arg_u64(&r.view, PROTO_REPLY_FIRST + 0, &v))
+			st = PROTO_EDECODE;
+		else
+			*obj = v;
+	}
+	fe_reply_free(&r);
+	return st;
+}
+
+int fe_rpc_surf_destroy(fe_conn *c, uint64_t obj)
+{
+	proto_msg m;
+	proto_msg_begin(&m, PROTO_OP_SURF_DESTROY, fe_conn_next_seq(c), 1);
+	proto_msg_u64(&m, (uint64_t)obj);
+	return fe_conn_post(c, &m, NULL, 0);
+}

@@ -56,5 +56,16 @@ int fe_rpc_func_set_cache(fe_conn *c, uint64_t f, int32_t config);
 int fe_rpc_ctx_set_limit(fe_conn *c, int32_t limit, uint64_t value);
 int fe_rpc_ctx_get_limit(fe_conn *c, int32_t limit, uint64_t *value);
 int fe_rpc_ctx_set_cache(fe_conn *c, int32_t config);
+int fe_rpc_array_create(fe_conn *c, uint64_t a, uint64_t width, uint64_t height, uint64_t depth, uint32_t format, uint32_t channels, uint32_t flags);
+int fe_rpc_array_destroy(fe_conn *c, uint64_t a);
+int fe_rpc_memcpy_htoa(fe_conn *c, uint64_t dst, uint64_t x, uint64_t y, uint64_t z, uint64_t width, uint64_t height, uint64_t depth, uint64_t stream, const void *payload, uint64_t payload_len);
+int fe_rpc_memcpy_atoh(fe_conn *c, uint64_t src, uint64_t x, uint64_t y, uint64_t z, uint64_t width, uint64_t height, uint64_t depth, uint64_t stream, void *dest, uint64_t dest_len);
+int fe_rpc_memcpy_dtoa(fe_conn *c, uint64_t dst, uint64_t x, uint64_t y, uint64_t z, uint64_t src, uint64_t spitch, uint64_t sheight, uint64_t width, uint64_t height, uint64_t depth, uint64_t stream);
+int fe_rpc_memcpy_atod(fe_conn *c, uint64_t dst, uint64_t dpitch, uint64_t dheight, uint64_t src, uint64_t x, uint64_t y, uint64_t z, uint64_t width, uint64_t height, uint64_t depth, uint64_t stream);
+int fe_rpc_memcpy_atoa(fe_conn *c, uint64_t dst, uint64_t dx, uint64_t dy, uint64_t dz, uint64_t src, uint64_t sx, uint64_t sy, uint64_t sz, uint64_t width, uint64_t height, uint64_t depth, uint64_t stream);
+int fe_rpc_tex_create(fe_conn *c, uint32_t kind, uint64_t arr, uint64_t ptr, uint32_t format, uint32_t channels, uint64_t width, uint64_t height, uint64_t pitch, const void *desc, size_t desc_len, const void *view, size_t view_len, uint64_t *obj);
+int fe_rpc_tex_destroy(fe_conn *c, uint64_t obj);
+int fe_rpc_surf_create(fe_conn *c, uint64_t arr, uint64_t *obj);
+int fe_rpc_surf_destroy(fe_conn *c, uint64_t obj);
 
 #endif

@@ -84,11 +84,41 @@ int fe_mem_remove(uint64_t base, int kind, fe_range *out); /* 0 if it was the st
 /* Range containing [p, p+len); 0 if found. */
 int fe_mem_find(uint64_t p, uint64_t len, fe_range *out);
 void fe_mem_forget_device(int device);
+/* The kind of memory p lies in (FE_MEM_*), 0 for memory this process owns. */
+int fe_mem_kind(const void *p);
+/* [p, p + len) lies in one range of device memory (allocated, a module global,
+ * managed): what a copy may touch on the device side. */
+int fe_mem_device_ok(const void *p, size_t len);
 
 /* Copies between a host buffer and device memory (rt_copy.c): chunked; to the
  * host pipelined, or detached when async. */
 int fe_copy_htod(fe_conn *c, uint64_t dst, const uint8_t *src, size_t len, uint64_t sid);
 int fe_copy_dtoh(fe_conn *c, uint8_t *dst, uint64_t src, size_t len, uint64_t sid, int async);
+
+/* CUDA arrays (rt_array.c). A client's cudaArray_t is an id; the record keeps
+ * what copies and texture objects need to know of it without asking. */
+typedef struct fe_array {
+	uint64_t id;
+	int device;
+	struct cudaChannelFormatDesc desc;
+	struct cudaExtent extent; /* as created: height, depth 0 below 2D, 3D */
+	unsigned flags;
+	unsigned format, channels; /* the driver's CUarray_format and channel count */
+	uint32_t elem;             /* bytes per element */
+	struct fe_array *next;
+} fe_array;
+/* A copy of the record of a, or cudaErrorInvalidResourceHandle. */
+cudaError_t fe_array_get(cudaArray_const_t a, fe_array *out);
+/* The driver's format, channel count and element size of a channel descriptor:
+ * cudaErrorInvalidChannelDescriptor, or cudaErrorNotSupported for the kinds not
+ * taken here (normalized, block-compressed, NV12). */
+cudaError_t fe_channel_format(const struct cudaChannelFormatDesc *d, unsigned *format, unsigned *channels,
+			      uint32_t *elem);
+/* cudaMemcpy3D(Async) when one side is an array (rt_copy.c hands it over). */
+cudaError_t fe_memcpy3d_array(fe_api_site site, const struct cudaMemcpy3DParms *m, cudaStream_t stream);
+void fe_array_forget_device(int device);
+/* Texture and surface objects (rt_texture.c). */
+void fe_texobj_forget_device(int device);
 
 /* Host functions (cudaLaunchHostFunc, cudaStreamAddCallback). */
 void fe_hostfn_dispatch(void *ctx, uint64_t id);

@@ -11,7 +11,6 @@
 #include <string.h>
 
 #include "managed.h"
-#include "rg_log.h"
 #include "rpc.h"
 #include "rt.h"
 
@@ -19,14 +18,13 @@ int fe_symbol_lookup(const void *symbol, uint64_t *dptr, uint64_t *size); /* rt_
 
 static int device_kind(int kind) { return kind == FE_MEM_DEVICE || kind == FE_MEM_MODULE || kind == FE_MEM_MANAGED; }
 
-/* The kind of memory p lies in (FE_MEM_*), 0 for memory this process owns. */
-static int mem_kind(const void *p)
+int fe_mem_kind(const void *p)
 {
 	fe_range r;
 	return fe_mem_find((uintptr_t)p, 0, &r) >= 0 ? r.kind : 0;
 }
 
-static int device_range_ok(const void *p, size_t len)
+int fe_mem_device_ok(const void *p, size_t len)
 {
 	fe_range r;
 	return fe_mem_find((uintptr_t)p, len, &r) == 0 && device_kind(r.kind);
@@ -38,7 +36,7 @@ static enum cudaMemcpyKind resolve_kind(void *dst, const void *src, enum cudaMem
 {
 	if (kind != cudaMemcpyDefault && !fe_managed_any())
 		return kind;
-	int dk = mem_kind(dst), sk = mem_kind(src);
+	int dk = fe_mem_kind(dst), sk = fe_mem_kind(src);
 	if (kind != cudaMemcpyDefault && dk != FE_MEM_MANAGED && sk != FE_MEM_MANAGED)
 		return kind;
 	int d = device_kind(dk), s = device_kind(sk);
@@ -127,15 +125,15 @@ static cudaError_t memcpy_common(fe_api_site site, void *dst, const void *src, s
 		memmove(dst, src, count);
 		return cudaSuccess;
 	case cudaMemcpyHostToDevice:
-		if (!device_range_ok(dst, count))
+		if (!fe_mem_device_ok(dst, count))
 			return fe_rt_fail(cudaErrorInvalidValue);
 		return fe_rt_leave(fe_copy_htod(c, (uintptr_t)dst, src, count, sid));
 	case cudaMemcpyDeviceToHost:
-		if (!device_range_ok(src, count))
+		if (!fe_mem_device_ok(src, count))
 			return fe_rt_fail(cudaErrorInvalidValue);
 		return fe_rt_leave(fe_copy_dtoh(c, dst, (uintptr_t)src, count, sid, async));
 	case cudaMemcpyDeviceToDevice:
-		if (!device_range_ok(dst, count) || !device_range_ok(src, count))
+		if (!fe_mem_device_ok(dst, count) || !fe_mem_device_ok(src, count))
 			return fe_rt_fail(cudaErrorInvalidValue);
 		return fe_rt_leave(fe_rpc_memcpy_dtod(c, (uintptr_t)dst, (uintptr_t)src, count, sid));
 	default:
@@ -191,7 +189,7 @@ static cudaError_t memcpy2d_common(fe_api_site site, void *dst, size_t dpitch, c
 			memmove((uint8_t *)dst + y * dpitch, (const uint8_t *)src + y * spitch, width);
 		return cudaSuccess;
 	case cudaMemcpyHostToDevice: {
-		if (!device_range_ok(dst, dspan))
+		if (!fe_mem_device_ok(dst, dspan))
 			return fe_rt_fail(cudaErrorInvalidValue);
 		const uint8_t *packed = src;
 		uint8_t *tmp = NULL;
@@ -207,7 +205,7 @@ static cudaError_t memcpy2d_common(fe_api_site site, void *dst, size_t dpitch, c
 		return fe_rt_leave(st);
 	}
 	case cudaMemcpyDeviceToHost: {
-		if (!device_range_ok(src, sspan))
+		if (!fe_mem_device_ok(src, sspan))
 			return fe_rt_fail(cudaErrorInvalidValue);
 		uint8_t *tmp = dpitch == width ? dst : malloc(width * height);
 		if (!tmp)
@@ -224,7 +222,7 @@ static cudaError_t memcpy2d_common(fe_api_site site, void *dst, size_t dpitch, c
 		return fe_rt_leave(st);
 	}
 	case cudaMemcpyDeviceToDevice:
-		if (!device_range_ok(dst, dspan) || !device_range_ok(src, sspan))
+		if (!fe_mem_device_ok(dst, dspan) || !fe_mem_device_ok(src, sspan))
 			return fe_rt_fail(cudaErrorInvalidValue);
 		return fe_rt_leave(fe_rpc_memcpy_2d_dtod(c, (uintptr_t)dst, dpitch, (uintptr_t)src, spitch, width,
 							 height, sid));
@@ -326,7 +324,7 @@ static cudaError_t memset_common(fe_api_site site, void *p, int value, size_t co
 		return e;
 	if (count == 0)
 		return cudaSuccess;
-	if (!device_range_ok(p, count))
+	if (!fe_mem_device_ok(p, count))
 		return fe_rt_fail(cudaErrorInvalidValue);
 	return fe_rt_leave(fe_rpc_memset(c, (uintptr_t)p, (uint8_t)value, 1, count, fe_rt_stream(stream)));
 }
@@ -351,7 +349,7 @@ static cudaError_t memset2d_common(fe_api_site site, void *p, size_t pitch, int 
 		return cudaSuccess;
 	if (width > pitch)
 		return fe_rt_fail(cudaErrorInvalidPitchValue);
-	if (!device_range_ok(p, pitch * (height - 1) + width))
+	if (!fe_mem_device_ok(p, pitch * (height - 1) + width))
 		return fe_rt_fail(cudaErrorInvalidValue);
 	return fe_rt_leave(fe_rpc_memset_2d(c, (uintptr_t)p, pitch, (uint8_t)value, 1, width, height, fe_rt_stream(s)));
 }
@@ -369,21 +367,19 @@ cudaError_t cudaMemset2DAsync(void *devPtr, size_t pitch, int value, size_t widt
 	return memset2d_common(devPtr, pitch, value, width, height, stream);
 }
 
-/* ---- 3D: linear (pitched) memory only, as depth slices of 2D copies ---- */
+/* ---- 3D: linear (pitched) memory as depth slices of 2D copies; arrays in rt_array.c ---- */
 
 static char *slice(struct cudaPitchedPtr p, struct cudaPos pos, size_t z)
 {
 	return (char *)p.ptr + (pos.z + z) * p.pitch * p.ysize + pos.y * p.pitch + pos.x;
 }
 
-static cudaError_t memcpy3d(const struct cudaMemcpy3DParms *m, cudaStream_t stream, int async)
+static cudaError_t memcpy3d(fe_api_site site, const struct cudaMemcpy3DParms *m, cudaStream_t stream, int async)
 {
 	if (!m)
 		return fe_rt_fail(cudaErrorInvalidValue);
-	if (m->srcArray || m->dstArray) {
-		rg_log_once("frontend", "not supported (CUDA arrays are not implemented)", "cudaMemcpy3D with an array");
-		return fe_rt_fail(cudaErrorNotSupported);
-	}
+	if (m->srcArray || m->dstArray)
+		return fe_memcpy3d_array(site, m, stream);
 	/* For linear memory, extent.width and pos.x are bytes. */
 	struct cudaExtent e = m->extent;
 	if (e.width > m->srcPtr.pitch || e.width > m->dstPtr.pitch || (e.depth > 1 && (e.height > m->srcPtr.ysize ||
@@ -401,6 +397,9 @@ static cudaError_t memcpy3d(const struct cudaMemcpy3DParms *m, cudaStream_t stre
 	}
 	return cudaSuccess;
 }
+
+/* Counted under the entry point that called it (stats.h). */
+#define memcpy3d(...) memcpy3d(FE_API_SITE, __VA_ARGS__)
 
 cudaError_t cudaMemcpy3D(const struct cudaMemcpy3DParms *p) { return memcpy3d(p, 0, 0); }
 

@@ -60,6 +60,8 @@ static void atfork_child(void)
 	S.inited = 0;
 	S.ndev = 0;
 	fe_mem_forget_device(-1);
+	fe_array_forget_device(-1);
+	fe_texobj_forget_device(-1);
 	fe_module_forget_sessions();
 	fe_hostfn_forget();
 }
@@ -139,6 +141,8 @@ cudaError_t fe_rt_reset_device(int ordinal)
 	fe_managed_forget_device(ordinal);
 	fe_pins_forget_device(ordinal);
 	fe_mem_forget_device(ordinal);
+	fe_array_forget_device(ordinal);
+	fe_texobj_forget_device(ordinal);
 	fe_module_forget_device(ordinal);
 	if (d->conn)
 		fe_conn_close(d->conn);

@@ -17,21 +17,6 @@ __constant__ float rg_const[64];
 
 #define MiB (1024ull * 1024)
 
-static void check_bytes(const char *label, const void *got, const void *want, size_t n)
-{
-	if (n && memcmp(got, want, n) != 0) {
-		const unsigned char *g = (const unsigned char *)got, *w = (const unsigned char *)want;
-		size_t i = 0;
-		while (g[i] == w[i])
-			i++;
-		fprintf(stderr, "%s: byte %zu differs: got %02x want %02x\n", label, i, g[i], w[i]);
-		rg_failures++;
-		printf("%s: MISMATCH\n", label);
-		return;
-	}
-	printf("%s: ok fnv=%016llx\n", label, (unsigned long long)rg_fnv(want, n));
-}
-
 /* Pageable H2D then D2H at every size and offset combination. */
 static void sizes_pageable(void)
 {
@@ -53,7 +38,7 @@ static void sizes_pageable(void)
 			CK(cudaMemcpy(dst + hoff, d + off, n, cudaMemcpyDeviceToHost));
 			char label[96];
 			snprintf(label, sizeof label, "pageable h2d+d2h size=%zu off=%d", n, off);
-			check_bytes(label, dst + hoff, src + off, n);
+			rg_check_bytes(label, dst + hoff, src + off, n);
 			/* bytes around the copied range stay untouched */
 			REQUIRE(hoff == 0 || dst[hoff - 1] == 0xEE, "%s: wrote before dst", label);
 			REQUIRE(dst[hoff + n] == 0xEE, "%s: wrote past dst", label);
@@ -81,7 +66,7 @@ static void d2d(void)
 		CK(cudaMemcpy(dst, b, n + 8, cudaMemcpyDeviceToHost));
 		char label[64];
 		snprintf(label, sizeof label, "d2d size=%zu src+1 dst+3", n);
-		check_bytes(label, dst + 3, src + 1, n);
+		rg_check_bytes(label, dst + 3, src + 1, n);
 		REQUIRE(dst[0] == 0 && dst[1] == 0 && dst[2] == 0 && dst[n + 3] == 0, "%s: wrote outside", label);
 		CK(cudaFree(a));
 		CK(cudaFree(b));
@@ -104,17 +89,17 @@ static void default_kind(void)
 	CK(cudaMemcpy(b, a, n, cudaMemcpyDefault));
 	memset(dst, 0, n);
 	CK(cudaMemcpy(dst, b, n, cudaMemcpyDefault));
-	check_bytes("default h2d,d2d,d2h size=100003", dst, src, n);
+	rg_check_bytes("default h2d,d2d,d2h size=100003", dst, src, n);
 	/* interior pointers */
 	memset(dst, 0, n);
 	CK(cudaMemcpy(dst + 7, a + 7, 1000, cudaMemcpyDefault));
-	check_bytes("default d2h interior +7 size=1000", dst + 7, src + 7, 1000);
+	rg_check_bytes("default d2h interior +7 size=1000", dst + 7, src + 7, 1000);
 	memset(h2, 0, n);
 	CK(cudaMemcpy(h2, src, n, cudaMemcpyDefault));
-	check_bytes("default h2h size=100003", h2, src, n);
+	rg_check_bytes("default h2h size=100003", h2, src, n);
 	memset(h2, 0, n);
 	CK(cudaMemcpy(h2 + 1, src + 2, 4099, cudaMemcpyHostToHost));
-	check_bytes("h2h size=4099", h2 + 1, src + 2, 4099);
+	rg_check_bytes("h2h size=4099", h2 + 1, src + 2, 4099);
 	CK(cudaFree(a));
 	CK(cudaFree(b));
 	free(src);
@@ -136,14 +121,14 @@ static void big(void)
 	CK(cudaMemcpy(b, a, n, cudaMemcpyDeviceToDevice));
 	memset(dst, 0, n);
 	CK(cudaMemcpy(dst, b, n, cudaMemcpyDeviceToHost));
-	check_bytes("64MiB pageable h2d,d2d,d2h", dst, src, n);
+	rg_check_bytes("64MiB pageable h2d,d2d,d2h", dst, src, n);
 	memset(pin, 0, n);
 	CK(cudaMemcpy(pin, a, n, cudaMemcpyDeviceToHost));
-	check_bytes("64MiB pinned d2h", pin, src, n);
+	rg_check_bytes("64MiB pinned d2h", pin, src, n);
 	rg_pattern(pin, n, 301);
 	CK(cudaMemcpy(b, pin, n, cudaMemcpyHostToDevice));
 	CK(cudaMemcpy(dst, b, n, cudaMemcpyDeviceToHost));
-	check_bytes("64MiB pinned h2d", dst, pin, n);
+	rg_check_bytes("64MiB pinned h2d", dst, pin, n);
 	CK(cudaFreeHost(pin));
 	CK(cudaFree(a));
 	CK(cudaFree(b));
@@ -163,7 +148,7 @@ static void pinned(void)
 	memset(h2, 0, n + 8);
 	CK(cudaMemcpy(d + 1, h1 + 5, n, cudaMemcpyHostToDevice));
 	CK(cudaMemcpy(h2 + 3, d + 1, n, cudaMemcpyDeviceToHost));
-	check_bytes("hostalloc h2d+d2h size=1048699 unaligned", h2 + 3, h1 + 5, n);
+	rg_check_bytes("hostalloc h2d+d2h size=1048699 unaligned", h2 + 3, h1 + 5, n);
 	CK(cudaFreeHost(h1));
 	CK(cudaFreeHost(h2));
 
@@ -178,13 +163,13 @@ static void pinned(void)
 	CK(cudaMemcpyAsync(d, r1, n, cudaMemcpyHostToDevice, s));
 	CK(cudaMemcpyAsync(r2, d, n, cudaMemcpyDeviceToHost, s));
 	CK(cudaStreamSynchronize(s));
-	check_bytes("hostregister async h2d+d2h size=1048699", r2, r1, n);
+	rg_check_bytes("hostregister async h2d+d2h size=1048699", r2, r1, n);
 	CK(cudaHostUnregister(r1));
 	CK(cudaHostUnregister(r2));
 	/* still usable as pageable memory after unregistering */
 	memset(r2, 0, n);
 	CK(cudaMemcpy(r2, d, n, cudaMemcpyDeviceToHost));
-	check_bytes("after unregister d2h size=1048699", r2, r1, n);
+	rg_check_bytes("after unregister d2h size=1048699", r2, r1, n);
 	CK(cudaStreamDestroy(s));
 	CK(cudaFree(d));
 	free(r1);
@@ -211,7 +196,7 @@ static void async_streams(void)
 	}
 	for (int i = 0; i < NS; i++)
 		CK(cudaStreamSynchronize(s[i]));
-	check_bytes("async pinned 4 streams size=4194372", dst, src, n);
+	rg_check_bytes("async pinned 4 streams size=4194372", dst, src, n);
 
 	/* pageable memory with async copies: complete at stream sync */
 	unsigned char *p1 = (unsigned char *)malloc(n), *p2 = (unsigned char *)malloc(n);
@@ -220,12 +205,12 @@ static void async_streams(void)
 	CK(cudaMemcpyAsync(d, p1, n, cudaMemcpyHostToDevice, s[1]));
 	CK(cudaMemcpyAsync(p2, d, n, cudaMemcpyDeviceToHost, s[1]));
 	CK(cudaStreamSynchronize(s[1]));
-	check_bytes("async pageable size=4194372", p2, p1, n);
+	rg_check_bytes("async pageable size=4194372", p2, p1, n);
 	/* async on the NULL stream */
 	memset(p2, 0, n);
 	CK(cudaMemcpyAsync(p2, d, n, cudaMemcpyDeviceToHost, 0));
 	CK(cudaDeviceSynchronize());
-	check_bytes("async null stream d2h size=4194372", p2, p1, n);
+	rg_check_bytes("async null stream d2h size=4194372", p2, p1, n);
 	for (int i = 0; i < NS; i++)
 		CK(cudaStreamDestroy(s[i]));
 	CK(cudaFreeHost(src));
@@ -256,7 +241,7 @@ static void copy2d(void)
 		memcpy(want + r * w, src + r * hp, w);
 		memcpy(got + r * w, dst + r * hp2, w);
 	}
-	check_bytes("memcpy2d h2d,d2d,d2h 100x37", got, want, w * h);
+	rg_check_bytes("memcpy2d h2d,d2d,d2h 100x37", got, want, w * h);
 	/* async 2D, and the default kind */
 	cudaStream_t s;
 	CK(cudaStreamCreate(&s));
@@ -265,7 +250,7 @@ static void copy2d(void)
 	CK(cudaStreamSynchronize(s));
 	for (size_t r = 0; r < h; r++)
 		memcpy(got + r * w, dst + r * hp2, w);
-	check_bytes("memcpy2dasync default d2h 100x37", got, want, w * h);
+	rg_check_bytes("memcpy2dasync default d2h 100x37", got, want, w * h);
 	CK(cudaStreamDestroy(s));
 	CK(cudaFree(a));
 	CK(cudaFree(b));
@@ -304,7 +289,7 @@ static void copy3d(void)
 	p.extent = ext;
 	p.kind = cudaMemcpyDeviceToHost;
 	CK(cudaMemcpy3D(&p));
-	check_bytes("memcpy3d/memset3d 37x5x4", back, want, n);
+	rg_check_bytes("memcpy3d/memset3d 37x5x4", back, want, n);
 	/* the sub-box at (3, 1, 1) of 20 x 3 x 2, async, into the same place here */
 	memset(back, 0, n);
 	memset(&p, 0, sizeof(p));
@@ -320,7 +305,7 @@ static void copy3d(void)
 	for (size_t z = 1; z < 3; z++)
 		for (size_t y = 1; y < 4; y++)
 			memcpy(h + z * W * H + y * W + 3, want + z * W * H + y * W + 3, 20);
-	check_bytes("memcpy3dasync sub-box 20x3x2 at (3,1,1)", back, h, n);
+	rg_check_bytes("memcpy3dasync sub-box 20x3x2 at (3,1,1)", back, h, n);
 	CK(cudaFree(d.ptr));
 	free(h);
 	free(back);
@@ -338,7 +323,7 @@ static void symbols(void)
 	CK(cudaMemcpyToSymbol(rg_sym, h, sizeof h));
 	memset(g, 0, sizeof g);
 	CK(cudaMemcpyFromSymbol(g, rg_sym, sizeof g));
-	check_bytes("to/from symbol 4096", g, h, sizeof h);
+	rg_check_bytes("to/from symbol 4096", g, h, sizeof h);
 	/* offsets: overwrite bytes [100, 300) and read back [96, 304) */
 	unsigned char part[200];
 	rg_pattern(part, sizeof part, 701);
@@ -346,7 +331,7 @@ static void symbols(void)
 	memcpy((unsigned char *)h + 100, part, sizeof part);
 	unsigned char back[208];
 	CK(cudaMemcpyFromSymbol(back, rg_sym, sizeof back, 96, cudaMemcpyDeviceToHost));
-	check_bytes("symbol offset 100 size 200", back, (unsigned char *)h + 96, sizeof back);
+	rg_check_bytes("symbol offset 100 size 200", back, (unsigned char *)h + 96, sizeof back);
 
 	/* the address: a kernel writes through it, copies read it back */
 	unsigned *addr = NULL;
@@ -359,10 +344,10 @@ static void symbols(void)
 		h[i] = 0xC0FFEEu;
 	memset(g, 0, sizeof g);
 	CK(cudaMemcpy(g, addr, sizeof g, cudaMemcpyDeviceToHost));
-	check_bytes("fill through symbol address, d2h", g, h, sizeof h);
+	rg_check_bytes("fill through symbol address, d2h", g, h, sizeof h);
 	memset(g, 0, sizeof g);
 	CK(cudaMemcpyFromSymbol(g, rg_sym, sizeof g));
-	check_bytes("fill through symbol address, from symbol", g, h, sizeof h);
+	rg_check_bytes("fill through symbol address, from symbol", g, h, sizeof h);
 	/* D2D into the symbol from an allocation */
 	unsigned *d;
 	CK(cudaMalloc(&d, sizeof h));
@@ -371,7 +356,7 @@ static void symbols(void)
 	CK(cudaMemcpyToSymbol(rg_sym, d, sizeof h, 0, cudaMemcpyDeviceToDevice));
 	memset(g, 0, sizeof g);
 	CK(cudaMemcpyFromSymbol(g, rg_sym, sizeof g));
-	check_bytes("d2d to symbol", g, h, sizeof h);
+	rg_check_bytes("d2d to symbol", g, h, sizeof h);
 	CK(cudaFree(d));
 
 	/* __constant__ memory */
@@ -381,7 +366,7 @@ static void symbols(void)
 	CK(cudaMemcpyToSymbol(rg_const, cf, sizeof cf));
 	memset(cg, 0, sizeof cg);
 	CK(cudaMemcpyFromSymbol(cg, rg_const, sizeof cg));
-	check_bytes("constant symbol 256", cg, cf, sizeof cf);
+	rg_check_bytes("constant symbol 256", cg, cf, sizeof cf);
 	CK(cudaGetSymbolSize(&sz, rg_const));
 	printf("symbol size rg_const=%zu\n", sz);
 }

@@ -124,8 +124,9 @@ int main(void)
 	 * the real runtime's cudaErrorInsufficientDriver (checked silently: the
 	 * local run on a GPU answers differently, and prints the same) */
 	if (rg_remote()) {
-		cudaTextureObject_t tex;
-		cudaError_t te = cudaCreateTextureObject(&tex, NULL, NULL, NULL);
+		cudaMipmappedArray_t mm;
+		cudaChannelFormatDesc cd = cudaCreateChannelDesc<float>();
+		cudaError_t te = cudaMallocMipmappedArray(&mm, &cd, make_cudaExtent(16, 16, 0), 2, 0);
 		if (te != cudaErrorNotSupported) {
 			fprintf(stderr, "an unimplemented call: %s, want cudaErrorNotSupported\n", cudaGetErrorName(te));
 			rg_failures++;

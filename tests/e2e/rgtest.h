@@ -137,6 +137,23 @@ static inline uint64_t rg_fnv(const void *p, size_t n)
 	return h;
 }
 
+/* got equals want: "<label>: ok fnv=<checksum>", else the first differing byte
+ * (stderr), "<label>: MISMATCH" and a failure. */
+static inline void rg_check_bytes(const char *label, const void *got, const void *want, size_t n)
+{
+	if (n && memcmp(got, want, n) != 0) {
+		const unsigned char *g = (const unsigned char *)got, *w = (const unsigned char *)want;
+		size_t i = 0;
+		while (g[i] == w[i])
+			i++;
+		fprintf(stderr, "%s: byte %zu differs: got %02x want %02x\n", label, i, g[i], w[i]);
+		rg_failures++;
+		printf("%s: MISMATCH\n", label);
+		return;
+	}
+	printf("%s: ok fnv=%016llx\n", label, (unsigned long long)rg_fnv(want, n));
+}
+
 /* Lower-case hex of n bytes into out (2n+1 chars). */
 static inline void rg_hex(char *out, const void *p, size_t n)
 {

@@ -82,6 +82,7 @@ void fk_ctx_destroy(fk_ctx *c)
 	destroy_kind(c, FK_GRAPH_EXEC);
 	destroy_kind(c, FK_GRAPH);
 	destroy_kind(c, FK_MODULE);
+	fk_array_free_all(c);
 	fk_mem_free_all(c);
 	fk_host_release_ctx(c);
 	if (c->primary && fk_devs[c->dev].primary == c) {

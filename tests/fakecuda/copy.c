@@ -19,9 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static CUresult copy_submit(fk_ctx *c, CUstream h, uintptr_t dst, int dst_dev, size_t dpitch,
-                            uintptr_t src, int src_dev, size_t spitch, size_t width,
-                            size_t height);
 static CUresult set_submit(fk_ctx *c, CUstream h, uintptr_t dst, size_t pitch,
                            size_t width, size_t height, unsigned elem, uint32_t value);
 static CUresult classify(const fk_ctx *c, uintptr_t p, int *is_dev);
@@ -71,7 +68,7 @@ CUresult fk_set_run(fk_ctx *c, const fk_op *op)
 
 /* ---- submitting ---- */
 
-static CUresult copy_submit(fk_ctx *c, CUstream h, uintptr_t dst, int dst_dev, size_t dpitch,
+CUresult fk_copy_submit(fk_ctx *c, CUstream h, uintptr_t dst, int dst_dev, size_t dpitch,
                             uintptr_t src, int src_dev, size_t spitch, size_t width,
                             size_t height)
 {
@@ -162,7 +159,7 @@ static CUresult copy_unified(fk_ctx *c, CUstream h, uintptr_t dst, uintptr_t src
 	if (rc == CUDA_SUCCESS)
 		rc = classify(c, src, &sd);
 	if (rc == CUDA_SUCCESS)
-		rc = copy_submit(c, h, dst, dd, n, src, sd, n, n, 1);
+		rc = fk_copy_submit(c, h, dst, dd, n, src, sd, n, n, 1);
 	return rc;
 }
 
@@ -214,7 +211,7 @@ static CUresult copy2d(fk_ctx *c, const CUDA_MEMCPY2D *p, CUstream h)
 		rc = side(c, p->dstMemoryType, p->dstHost, p->dstDevice, p->dstXInBytes, p->dstY,
 		          p->dstPitch, &dst, &dd);
 	if (rc == CUDA_SUCCESS)
-		rc = copy_submit(c, h, dst, dd, p->dstPitch, src, sd, p->srcPitch, p->WidthInBytes,
+		rc = fk_copy_submit(c, h, dst, dd, p->dstPitch, src, sd, p->srcPitch, p->WidthInBytes,
 		                 p->Height);
 	return rc;
 }
@@ -232,21 +229,21 @@ static CUresult copy2d(fk_ctx *c, const CUDA_MEMCPY2D *p, CUstream h)
 
 CUresult CUDAAPI cuMemcpyHtoD(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount)
 {
-	COPY_API(copy_submit(c, NULL, dstDevice, 1, ByteCount, (uintptr_t)srcHost, 0, ByteCount,
+	COPY_API(fk_copy_submit(c, NULL, dstDevice, 1, ByteCount, (uintptr_t)srcHost, 0, ByteCount,
 	                     ByteCount, 1),
 	         "%#lx, %p, %zu", (unsigned long)dstDevice, srcHost, ByteCount);
 }
 
 CUresult CUDAAPI cuMemcpyDtoH(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)
 {
-	COPY_API(copy_submit(c, NULL, (uintptr_t)dstHost, 0, ByteCount, srcDevice, 1, ByteCount,
+	COPY_API(fk_copy_submit(c, NULL, (uintptr_t)dstHost, 0, ByteCount, srcDevice, 1, ByteCount,
 	                     ByteCount, 1),
 	         "%p, %#lx, %zu", dstHost, (unsigned long)srcDevice, ByteCount);
 }
 
 CUresult CUDAAPI cuMemcpyDtoD(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount)
 {
-	COPY_API(copy_submit(c, NULL, dstDevice, 1, ByteCount, srcDevice, 1, ByteCount,
+	COPY_API(fk_copy_submit(c, NULL, dstDevice, 1, ByteCount, srcDevice, 1, ByteCount,
 	                     ByteCount, 1),
 	         "%#lx, %#lx, %zu", (unsigned long)dstDevice, (unsigned long)srcDevice, ByteCount);
 }
@@ -254,7 +251,7 @@ CUresult CUDAAPI cuMemcpyDtoD(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size
 CUresult CUDAAPI cuMemcpyHtoDAsync(CUdeviceptr dstDevice, const void *srcHost,
                                    size_t ByteCount, CUstream hStream)
 {
-	COPY_API(copy_submit(c, hStream, dstDevice, 1, ByteCount, (uintptr_t)srcHost, 0,
+	COPY_API(fk_copy_submit(c, hStream, dstDevice, 1, ByteCount, (uintptr_t)srcHost, 0,
 	                     ByteCount, ByteCount, 1),
 	         "%#lx, %p, %zu, %p", (unsigned long)dstDevice, srcHost, ByteCount,
 	         (void *)hStream);
@@ -263,7 +260,7 @@ CUresult CUDAAPI cuMemcpyHtoDAsync(CUdeviceptr dstDevice, const void *srcHost,
 CUresult CUDAAPI cuMemcpyDtoHAsync(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount,
                                    CUstream hStream)
 {
-	COPY_API(copy_submit(c, hStream, (uintptr_t)dstHost, 0, ByteCount, srcDevice, 1,
+	COPY_API(fk_copy_submit(c, hStream, (uintptr_t)dstHost, 0, ByteCount, srcDevice, 1,
 	                     ByteCount, ByteCount, 1),
 	         "%p, %#lx, %zu, %p", dstHost, (unsigned long)srcDevice, ByteCount,
 	         (void *)hStream);
@@ -272,7 +269,7 @@ CUresult CUDAAPI cuMemcpyDtoHAsync(void *dstHost, CUdeviceptr srcDevice, size_t 
 CUresult CUDAAPI cuMemcpyDtoDAsync(CUdeviceptr dstDevice, CUdeviceptr srcDevice,
                                    size_t ByteCount, CUstream hStream)
 {
-	COPY_API(copy_submit(c, hStream, dstDevice, 1, ByteCount, srcDevice, 1, ByteCount,
+	COPY_API(fk_copy_submit(c, hStream, dstDevice, 1, ByteCount, srcDevice, 1, ByteCount,
 	                     ByteCount, 1),
 	         "%#lx, %#lx, %zu, %p", (unsigned long)dstDevice, (unsigned long)srcDevice,
 	         ByteCount, (void *)hStream);

@@ -75,6 +75,9 @@ enum fk_kind {
 	FK_GRAPH_EXEC,
 	FK_NODE,
 	FK_POOL,
+	FK_ARRAY,
+	FK_TEXOBJ,
+	FK_SURFOBJ,
 };
 
 typedef struct fk_ctx fk_ctx;
@@ -161,6 +164,10 @@ int fk_op_clone(fk_op *dst, const fk_op *src);
  * buffers. May drop the lock (host functions). */
 CUresult fk_submit(fk_ctx *c, fk_stream *s, fk_op *op);
 CUresult fk_copy_run(fk_ctx *c, const fk_op *op);  /* copy.c */
+/* A 2D copy on stream h, checked as cuMemcpy2DAsync checks it (copy.c): a side
+ * with *_dev 0 is not checked (host memory, or a CUDA array's storage). */
+CUresult fk_copy_submit(fk_ctx *c, CUstream h, uintptr_t dst, int dst_dev, size_t dpitch, uintptr_t src,
+                        int src_dev, size_t spitch, size_t width, size_t height);
 CUresult fk_set_run(fk_ctx *c, const fk_op *op);   /* copy.c */
 CUresult fk_kernel_run(fk_ctx *c, const fk_op *op); /* launch.c */
 
@@ -217,6 +224,8 @@ void fk_event_destroy(void *e);
 void fk_graph_destroy(fk_graph *g);
 void fk_exec_destroy(void *x);
 void fk_module_destroy(fk_module *m);
+/* array.c: a context's arrays, texture and surface objects (cuCtxDestroy). */
+void fk_array_free_all(fk_ctx *c);
 
 /* ---- contexts (context.c) ---- */
 

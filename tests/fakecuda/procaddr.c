@@ -29,6 +29,8 @@ static const struct {
 	int since;
 } table[] = {
 	E(cuGetProcAddress, 12000)
+	E(cuArray3DCreate, 3020)
+	E(cuArrayDestroy, 0)
 	E(cuCtxCreate, 12050)
 	E(cuCtxDestroy, 0)
 	E(cuCtxGetCacheConfig, 0)
@@ -126,6 +128,8 @@ static const struct {
 	E(cuMemcpy2D, 3020)
 	E(cuMemcpy2DAsync, 3020)
 	E(cuMemcpy2DUnaligned, 3020)
+	E(cuMemcpy3D, 3020)
+	E(cuMemcpy3DAsync, 3020)
 	E(cuMemcpyAsync, 0)
 	E(cuMemcpyDtoD, 3020)
 	E(cuMemcpyDtoDAsync, 3020)
@@ -179,6 +183,10 @@ static const struct {
 	E(cuStreamQuery, 0)
 	E(cuStreamSynchronize, 0)
 	E(cuStreamWaitEvent, 0)
+	E(cuSurfObjectCreate, 0)
+	E(cuSurfObjectDestroy, 0)
+	E(cuTexObjectCreate, 0)
+	E(cuTexObjectDestroy, 0)
 	E(cuThreadExchangeStreamCaptureMode, 0)
 };
 
