@@ -468,32 +468,45 @@ cudaError_t cudaMemcpyFromArrayAsync(void *dst, cudaArray_const_t src, size_t wO
 	return linear_copy(src, wOffset, hOffset, dst, count, kind, stream, 0);
 }
 
-/* cudaMemcpy3D with an array: extent and the array's position are in elements,
- * a pointer's position in bytes (its elements are bytes). */
+/* A pointer side of cudaMemcpy3D with an array on the other: its position
+ * counts in the array's elements too (measured on an H100: dstPos.x 4 of a
+ * float array with a 36-byte pitch and a 4-wide box is accepted, 8 is not),
+ * and the box must lie within its pitch and, across slices, its ysize. */
+static side ptr_side_3d(const struct cudaPitchedPtr *pp, const struct cudaPos *pos, const struct cudaExtent *ext, size_t elem,
+			cudaError_t *e)
+{
+	if (*e == cudaSuccess && ((pos->x + ext->width) * elem > pp->pitch ||
+				  (ext->depth > 1 && pos->y + ext->height > pp->ysize)))
+		*e = cudaErrorInvalidValue;
+	return ptr_side((char *)pp->ptr + pos->z * pp->pitch * pp->ysize + pos->y * pp->pitch + pos->x * elem,
+			pp->pitch, pp->ysize);
+}
+
+/* cudaMemcpy3D with an array: extent and both positions are in elements of
+ * the array. */
 cudaError_t fe_memcpy3d_array(fe_api_site site, const struct cudaMemcpy3DParms *m, cudaStream_t stream)
 {
 	cudaError_t e = cudaSuccess;
 	side s, d;
 	if (m->srcArray)
 		s = array_side(m->srcArray, 0, m->srcPos.y, m->srcPos.z, &e);
-	else
-		s = ptr_side((char *)m->srcPtr.ptr + m->srcPos.z * m->srcPtr.pitch * m->srcPtr.ysize +
-				     m->srcPos.y * m->srcPtr.pitch + m->srcPos.x,
-			     m->srcPtr.pitch, m->srcPtr.ysize);
 	if (m->dstArray)
 		d = array_side(m->dstArray, 0, m->dstPos.y, m->dstPos.z, &e);
-	else
-		d = ptr_side((char *)m->dstPtr.ptr + m->dstPos.z * m->dstPtr.pitch * m->dstPtr.ysize +
-				     m->dstPos.y * m->dstPtr.pitch + m->dstPos.x,
-			     m->dstPtr.pitch, m->dstPtr.ysize);
 	if (e != cudaSuccess)
 		return (lookup_failed)(site, e);
 	uint32_t elem = m->srcArray ? s.a.elem : d.a.elem;
 	if (m->srcArray && m->dstArray && s.a.elem != d.a.elem)
 		return (lookup_failed)(site, cudaErrorInvalidValue);
+	if (m->extent.width > SIZE_MAX / elem || m->srcPos.x > SIZE_MAX / elem - m->extent.width ||
+	    m->dstPos.x > SIZE_MAX / elem - m->extent.width)
+		return (lookup_failed)(site, cudaErrorInvalidValue);
+	if (!m->srcArray)
+		s = ptr_side_3d(&m->srcPtr, &m->srcPos, &m->extent, elem, &e);
+	if (!m->dstArray)
+		d = ptr_side_3d(&m->dstPtr, &m->dstPos, &m->extent, elem, &e);
+	if (e != cudaSuccess)
+		return (lookup_failed)(site, e);
 	s.x = m->srcArray ? m->srcPos.x * elem : 0;
 	d.x = m->dstArray ? m->dstPos.x * elem : 0;
-	if (m->extent.width > SIZE_MAX / elem)
-		return (lookup_failed)(site, cudaErrorInvalidValue);
 	return (copy_box)(site, &d, &s, m->extent.width * elem, m->extent.height, m->extent.depth, m->kind, stream);
 }

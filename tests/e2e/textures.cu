@@ -394,13 +394,15 @@ static void array3d(void)
 	CK(cudaMemcpy3D(&p));
 	rg_check_bytes("3d array h2a, a2d, d2h 9x7x5 float", got, h, n * 4);
 
-	/* the sub-box at (2, 1, 1) of 4 x 3 x 2, async, into the same place here */
+	/* the sub-box at (2, 1, 1) of 4 x 3 x 2, async, into the same place here:
+	 * with an array in the copy, the pointer's position counts in the array's
+	 * elements too (CUDA refuses x = 8 here: 8 floats + 4 pass the pitch) */
 	memset(got, 0, n * 4);
 	memset(&p, 0, sizeof p);
 	p.srcArray = a;
 	p.srcPos = make_cudaPos(2, 1, 1);
 	p.dstPtr = make_cudaPitchedPtr(got, X * 4, X, Y);
-	p.dstPos = make_cudaPos(2 * 4, 1, 1);
+	p.dstPos = make_cudaPos(2, 1, 1);
 	p.extent = make_cudaExtent(4, 3, 2);
 	p.kind = cudaMemcpyDeviceToHost;
 	CK(cudaMemcpy3DAsync(&p, 0));
@@ -449,6 +451,16 @@ static void errors(void)
 	(void)cudaGetLastError();
 	EXPECT_ERR("copy past the array's height", cudaMemcpy2DFromArray(v, 16 * 4, a, 0, 2, 16 * 4, 3,
 	           cudaMemcpyDeviceToHost), cudaErrorInvalidValue);
+	(void)cudaGetLastError();
+	/* the pointer's position counts in floats: 13 + 4 of them pass its pitch */
+	cudaMemcpy3DParms p3;
+	memset(&p3, 0, sizeof p3);
+	p3.srcArray = a;
+	p3.dstPtr = make_cudaPitchedPtr(v, 16 * 4, 16, 4);
+	p3.dstPos = make_cudaPos(13, 0, 0);
+	p3.extent = make_cudaExtent(4, 1, 1);
+	p3.kind = cudaMemcpyDeviceToHost;
+	EXPECT_ERR("3d copy past the pointer's pitch", cudaMemcpy3D(&p3), cudaErrorInvalidValue);
 	(void)cudaGetLastError();
 	EXPECT_ERR("cudaFreeArray(NULL)", cudaFreeArray(NULL), cudaSuccess);
 	cudaResourceDesc rd = array_resource(a);
