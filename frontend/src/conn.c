@@ -21,6 +21,14 @@
 
 #define SPIN_NS 50000 /* a reply usually comes within tens of microseconds */
 
+/* A reply as read, before it is handed to its call. */
+typedef struct fe_reply_rx {
+	int status, latched;
+	uint8_t *msg;
+	uint32_t msg_len;
+	uint64_t rx_len;
+} fe_reply_rx;
+
 struct fe_conn {
 	transport_conn *t;
 	fe_sendq *sq;

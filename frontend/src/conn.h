@@ -30,14 +30,6 @@ typedef struct fe_reply {
 
 /* One outstanding call. Sync calls keep it on the caller's stack; async D2H
  * copies allocate it (heap) and the receiver frees it. */
-/* A reply as read, before it is handed to its call. */
-typedef struct fe_reply_rx {
-	int status, latched;
-	uint8_t *msg;
-	uint32_t msg_len;
-	uint64_t rx_len;
-} fe_reply_rx;
-
 typedef struct fe_pending {
 	uint64_t seq;
 	void *dest;        /* where the reply payload goes */
