@@ -184,13 +184,40 @@ int proto_check_msgpack(const uint8_t *p, size_t len)
 
 void proto_view_free(proto_view *v);
 
+/* Messages up to this size need no walk before msgpack_unpack when no byte can
+ * be an array16/32 or map16/32 header (may_claim_large): fixarrays and fixmaps
+ * claim at most 15 elements (30 objects) each, so a malformed message makes
+ * msgpack-c allocate at most 720 bytes per byte of it before it fails. */
+#define VIEW_UNWALKED_MAX 4096
+
+/* Whether any byte is 0xdc-0xdf, the type bytes of array16/32 and map16/32,
+ * the containers whose claimed size could exceed what the message holds by
+ * far. Nearly every call is scalars, strings and fixarrays, and none of its
+ * bytes is; eight bytes are looked at per step. */
+static int may_claim_large(const uint8_t *p, size_t len)
+{
+	const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+	size_t i = 0;
+	for (; i + 8 <= len; i += 8) {
+		uint64_t w;
+		memcpy(&w, p + i, 8);
+		uint64_t x = (w & 0xfcfcfcfcfcfcfcfcull) ^ 0xdcdcdcdcdcdcdcdcull; /* 0 where 0xdc-0xdf */
+		if ((x - ones) & ~x & highs)
+			return 1;
+	}
+	for (; i < len; i++)
+		if ((p[i] & 0xfc) == 0xdc)
+			return 1;
+	return 0;
+}
+
 /* Decodes into a view whose zone is ready and empty. */
 static int view_decode(proto_view *v, const uint8_t *msg, size_t len)
 {
 	size_t off = 0;
 	v->items = NULL;
 	v->n = 0;
-	if (proto_check_msgpack(msg, len) != PROTO_OK ||
+	if (((len > VIEW_UNWALKED_MAX || may_claim_large(msg, len)) && proto_check_msgpack(msg, len) != PROTO_OK) ||
 	    msgpack_unpack((const char *)msg, len, &off, &v->zone, &v->root) != MSGPACK_UNPACK_SUCCESS || off != len ||
 	    v->root.type != MSGPACK_OBJECT_ARRAY || v->root.via.array.size < 2)
 		goto bad;

@@ -242,6 +242,30 @@ static void test_bad_views(void)
 		proto_view_free(&v); /* safe after a failed init */
 	}
 
+	/* Containers claiming more than is there: fixarrays nested and side by
+	 * side (decoded without the walk), an array16 past the first eight
+	 * bytes, and one in a message too long to go unwalked. */
+	static uint8_t fix[1000], a16[16], longmsg[8192];
+	memset(fix, 0x9f, sizeof(fix));
+	fix[0] = 0x93, fix[1] = 0x01, fix[2] = 0x02;
+	const uint8_t a16_init[] = {0x93, 0x01, 0x02, 0xcf, 1, 2, 3, 4, 5, 6, 7, 8, 0xdc, 0xff, 0xff};
+	memcpy(a16, a16_init, sizeof(a16_init));
+	memset(longmsg, 0xc0, sizeof(longmsg));
+	longmsg[0] = 0x93, longmsg[1] = 0x01, longmsg[2] = 0x02, longmsg[3] = 0x9f;
+	const struct {
+		const char *what;
+		const uint8_t *b;
+		size_t n;
+	} claims[] = {{"nested fixarrays", fix, sizeof(fix)},
+		      {"array16 after 8 bytes", a16, sizeof(a16_init)},
+		      {"long message, fixarray of nils short", longmsg, sizeof(longmsg)}};
+	for (size_t k = 0; k < sizeof(claims) / sizeof(claims[0]); k++) {
+		proto_view cv;
+		if (!CHECK_EQ(proto_view_init(&cv, claims[k].b, claims[k].n), PROTO_EDECODE))
+			fprintf(stderr, "    case: %s\n", claims[k].what);
+		proto_view_free(&cv);
+	}
+
 	/* A reply whose status is not an int32. */
 	proto_msg m;
 	proto_view v;

@@ -296,8 +296,8 @@ static int tx_eager(rdma_ep *ep, const struct iovec *iov, int iovcnt, size_t len
 		return 0;
 	uint8_t *slot = ep->sbuf + (size_t)(ep->s_posted % RDMA_NSEND) * RDMA_MSG_SIZE;
 	uint8_t *b = slot + RDMA_MSG_HDR;
-	cursor c = {.iov = iov, .n = iovcnt};
-	cur_copy(&c, b, len);
+	for (size_t i = 0, off = 0; i < (size_t)iovcnt; off += iov[i++].iov_len)
+		memcpy(b + off, iov[i].iov_base, iov[i].iov_len);
 	uint32_t n = 0;
 	for (size_t off = 0; off < len; n++) {
 		proto_hdr h;
