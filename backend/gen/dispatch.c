@@ -1086,6 +1086,319 @@ static int gen_surf_destroy(be_session *s, be_req *rq)
 	return be_op_surf_destroy(s, rq, obj);
 }
 
+static int gen_graph_create(be_session *s, be_req *rq)
+{
+	uint64_t g_id;
+	if (proto_arg_u64(&rq->view, 0, &g_id))
+		return BE_EPROTO;
+	uint32_t flags_w;
+	if (proto_arg_u32(&rq->view, 1, &flags_w))
+		return BE_EPROTO;
+	uint32_t flags = (uint32_t)flags_w;
+	return be_op_graph_create(s, rq, g_id, flags);
+}
+
+static int gen_graph_add_empty(be_session *s, be_req *rq)
+{
+	uint64_t g_id;
+	if (proto_arg_u64(&rq->view, 0, &g_id))
+		return BE_EPROTO;
+	const void *deps;
+	size_t deps_len;
+	if (proto_arg_bin(&rq->view, 1, &deps, &deps_len))
+		return BE_EPROTO;
+	return be_op_graph_add_empty(s, rq, g_id, deps, deps_len);
+}
+
+static int gen_graph_add_kernel(be_session *s, be_req *rq)
+{
+	uint64_t g_id;
+	if (proto_arg_u64(&rq->view, 0, &g_id))
+		return BE_EPROTO;
+	const void *deps;
+	size_t deps_len;
+	if (proto_arg_bin(&rq->view, 1, &deps, &deps_len))
+		return BE_EPROTO;
+	uint64_t f_id;
+	if (proto_arg_u64(&rq->view, 2, &f_id))
+		return BE_EPROTO;
+	uint32_t gx_w;
+	if (proto_arg_u32(&rq->view, 3, &gx_w))
+		return BE_EPROTO;
+	uint32_t gx = (uint32_t)gx_w;
+	uint32_t gy_w;
+	if (proto_arg_u32(&rq->view, 4, &gy_w))
+		return BE_EPROTO;
+	uint32_t gy = (uint32_t)gy_w;
+	uint32_t gz_w;
+	if (proto_arg_u32(&rq->view, 5, &gz_w))
+		return BE_EPROTO;
+	uint32_t gz = (uint32_t)gz_w;
+	uint32_t bx_w;
+	if (proto_arg_u32(&rq->view, 6, &bx_w))
+		return BE_EPROTO;
+	uint32_t bx = (uint32_t)bx_w;
+	uint32_t by_w;
+	if (proto_arg_u32(&rq->view, 7, &by_w))
+		return BE_EPROTO;
+	uint32_t by = (uint32_t)by_w;
+	uint32_t bz_w;
+	if (proto_arg_u32(&rq->view, 8, &bz_w))
+		return BE_EPROTO;
+	uint32_t bz = (uint32_t)bz_w;
+	uint32_t shmem_w;
+	if (proto_arg_u32(&rq->view, 9, &shmem_w))
+		return BE_EPROTO;
+	uint32_t shmem = (uint32_t)shmem_w;
+	const void *params;
+	size_t params_len;
+	if (proto_arg_bin(&rq->view, 10, &params, &params_len))
+		return BE_EPROTO;
+	return be_op_graph_add_kernel(s, rq, g_id, deps, deps_len, f_id, gx, gy, gz, bx, by, bz, shmem, params, params_len);
+}
+
+static int gen_graph_add_memset(be_session *s, be_req *rq)
+{
+	uint64_t g_id;
+	if (proto_arg_u64(&rq->view, 0, &g_id))
+		return BE_EPROTO;
+	const void *deps;
+	size_t deps_len;
+	if (proto_arg_bin(&rq->view, 1, &deps, &deps_len))
+		return BE_EPROTO;
+	uint64_t dst_w;
+	if (proto_arg_u64(&rq->view, 2, &dst_w))
+		return BE_EPROTO;
+	CUdeviceptr dst = (CUdeviceptr)dst_w;
+	uint64_t pitch_w;
+	if (proto_arg_u64(&rq->view, 3, &pitch_w))
+		return BE_EPROTO;
+	uint64_t pitch = (uint64_t)pitch_w;
+	uint32_t value_w;
+	if (proto_arg_u32(&rq->view, 4, &value_w))
+		return BE_EPROTO;
+	uint32_t value = (uint32_t)value_w;
+	uint32_t elemsize_w;
+	if (proto_arg_u32(&rq->view, 5, &elemsize_w))
+		return BE_EPROTO;
+	uint32_t elemsize = (uint32_t)elemsize_w;
+	uint64_t width_w;
+	if (proto_arg_u64(&rq->view, 6, &width_w))
+		return BE_EPROTO;
+	uint64_t width = (uint64_t)width_w;
+	uint64_t height_w;
+	if (proto_arg_u64(&rq->view, 7, &height_w))
+		return BE_EPROTO;
+	uint64_t height = (uint64_t)height_w;
+	return be_op_graph_add_memset(s, rq, g_id, deps, deps_len, dst, pitch, value, elemsize, width, height);
+}
+
+static int gen_graph_add_memcpy(be_session *s, be_req *rq)
+{
+	uint64_t g_id;
+	if (proto_arg_u64(&rq->view, 0, &g_id))
+		return BE_EPROTO;
+	const void *deps;
+	size_t deps_len;
+	if (proto_arg_bin(&rq->view, 1, &deps, &deps_len))
+		return BE_EPROTO;
+	uint64_t dst_w;
+	if (proto_arg_u64(&rq->view, 2, &dst_w))
+		return BE_EPROTO;
+	CUdeviceptr dst = (CUdeviceptr)dst_w;
+	uint64_t dpitch_w;
+	if (proto_arg_u64(&rq->view, 3, &dpitch_w))
+		return BE_EPROTO;
+	uint64_t dpitch = (uint64_t)dpitch_w;
+	uint64_t dheight_w;
+	if (proto_arg_u64(&rq->view, 4, &dheight_w))
+		return BE_EPROTO;
+	uint64_t dheight = (uint64_t)dheight_w;
+	uint64_t src_w;
+	if (proto_arg_u64(&rq->view, 5, &src_w))
+		return BE_EPROTO;
+	CUdeviceptr src = (CUdeviceptr)src_w;
+	uint64_t spitch_w;
+	if (proto_arg_u64(&rq->view, 6, &spitch_w))
+		return BE_EPROTO;
+	uint64_t spitch = (uint64_t)spitch_w;
+	uint64_t sheight_w;
+	if (proto_arg_u64(&rq->view, 7, &sheight_w))
+		return BE_EPROTO;
+	uint64_t sheight = (uint64_t)sheight_w;
+	uint64_t width_w;
+	if (proto_arg_u64(&rq->view, 8, &width_w))
+		return BE_EPROTO;
+	uint64_t width = (uint64_t)width_w;
+	uint64_t height_w;
+	if (proto_arg_u64(&rq->view, 9, &height_w))
+		return BE_EPROTO;
+	uint64_t height = (uint64_t)height_w;
+	uint64_t depth_w;
+	if (proto_arg_u64(&rq->view, 10, &depth_w))
+		return BE_EPROTO;
+	uint64_t depth = (uint64_t)depth_w;
+	return be_op_graph_add_memcpy(s, rq, g_id, deps, deps_len, dst, dpitch, dheight, src, spitch, sheight, width, height, depth);
+}
+
+static int gen_graph_add_event(be_session *s, be_req *rq)
+{
+	uint64_t g_id;
+	if (proto_arg_u64(&rq->view, 0, &g_id))
+		return BE_EPROTO;
+	const void *deps;
+	size_t deps_len;
+	if (proto_arg_bin(&rq->view, 1, &deps, &deps_len))
+		return BE_EPROTO;
+	uint64_t e_id;
+	if (proto_arg_u64(&rq->view, 2, &e_id))
+		return BE_EPROTO;
+	uint32_t wait_w;
+	if (proto_arg_u32(&rq->view, 3, &wait_w))
+		return BE_EPROTO;
+	uint32_t wait = (uint32_t)wait_w;
+	return be_op_graph_add_event(s, rq, g_id, deps, deps_len, e_id, wait);
+}
+
+static int gen_graph_add_child(be_session *s, be_req *rq)
+{
+	uint64_t g_id;
+	if (proto_arg_u64(&rq->view, 0, &g_id))
+		return BE_EPROTO;
+	const void *deps;
+	size_t deps_len;
+	if (proto_arg_bin(&rq->view, 1, &deps, &deps_len))
+		return BE_EPROTO;
+	uint64_t child_id;
+	if (proto_arg_u64(&rq->view, 2, &child_id))
+		return BE_EPROTO;
+	return be_op_graph_add_child(s, rq, g_id, deps, deps_len, child_id);
+}
+
+static int gen_graph_kernel_set(be_session *s, be_req *rq)
+{
+	uint64_t x_id;
+	if (proto_arg_u64(&rq->view, 0, &x_id))
+		return BE_EPROTO;
+	uint64_t node_w;
+	if (proto_arg_u64(&rq->view, 1, &node_w))
+		return BE_EPROTO;
+	uint64_t node = (uint64_t)node_w;
+	uint64_t f_id;
+	if (proto_arg_u64(&rq->view, 2, &f_id))
+		return BE_EPROTO;
+	uint32_t gx_w;
+	if (proto_arg_u32(&rq->view, 3, &gx_w))
+		return BE_EPROTO;
+	uint32_t gx = (uint32_t)gx_w;
+	uint32_t gy_w;
+	if (proto_arg_u32(&rq->view, 4, &gy_w))
+		return BE_EPROTO;
+	uint32_t gy = (uint32_t)gy_w;
+	uint32_t gz_w;
+	if (proto_arg_u32(&rq->view, 5, &gz_w))
+		return BE_EPROTO;
+	uint32_t gz = (uint32_t)gz_w;
+	uint32_t bx_w;
+	if (proto_arg_u32(&rq->view, 6, &bx_w))
+		return BE_EPROTO;
+	uint32_t bx = (uint32_t)bx_w;
+	uint32_t by_w;
+	if (proto_arg_u32(&rq->view, 7, &by_w))
+		return BE_EPROTO;
+	uint32_t by = (uint32_t)by_w;
+	uint32_t bz_w;
+	if (proto_arg_u32(&rq->view, 8, &bz_w))
+		return BE_EPROTO;
+	uint32_t bz = (uint32_t)bz_w;
+	uint32_t shmem_w;
+	if (proto_arg_u32(&rq->view, 9, &shmem_w))
+		return BE_EPROTO;
+	uint32_t shmem = (uint32_t)shmem_w;
+	const void *params;
+	size_t params_len;
+	if (proto_arg_bin(&rq->view, 10, &params, &params_len))
+		return BE_EPROTO;
+	return be_op_graph_kernel_set(s, rq, x_id, node, f_id, gx, gy, gz, bx, by, bz, shmem, params, params_len);
+}
+
+static int gen_graph_edges_edit(be_session *s, be_req *rq)
+{
+	uint64_t g_id;
+	if (proto_arg_u64(&rq->view, 0, &g_id))
+		return BE_EPROTO;
+	const void *from;
+	size_t from_len;
+	if (proto_arg_bin(&rq->view, 1, &from, &from_len))
+		return BE_EPROTO;
+	const void *to;
+	size_t to_len;
+	if (proto_arg_bin(&rq->view, 2, &to, &to_len))
+		return BE_EPROTO;
+	uint32_t remove_w;
+	if (proto_arg_u32(&rq->view, 3, &remove_w))
+		return BE_EPROTO;
+	uint32_t remove = (uint32_t)remove_w;
+	return be_op_graph_edges_edit(s, rq, g_id, from, from_len, to, to_len, remove);
+}
+
+static int gen_graph_get_nodes(be_session *s, be_req *rq)
+{
+	uint64_t g_id;
+	if (proto_arg_u64(&rq->view, 0, &g_id))
+		return BE_EPROTO;
+	uint32_t roots_w;
+	if (proto_arg_u32(&rq->view, 1, &roots_w))
+		return BE_EPROTO;
+	uint32_t roots = (uint32_t)roots_w;
+	uint64_t max_w;
+	if (proto_arg_u64(&rq->view, 2, &max_w))
+		return BE_EPROTO;
+	uint64_t max = (uint64_t)max_w;
+	return be_op_graph_get_nodes(s, rq, g_id, roots, max);
+}
+
+static int gen_graph_get_edges(be_session *s, be_req *rq)
+{
+	uint64_t g_id;
+	if (proto_arg_u64(&rq->view, 0, &g_id))
+		return BE_EPROTO;
+	uint64_t max_w;
+	if (proto_arg_u64(&rq->view, 1, &max_w))
+		return BE_EPROTO;
+	uint64_t max = (uint64_t)max_w;
+	return be_op_graph_get_edges(s, rq, g_id, max);
+}
+
+static int gen_graph_node_type(be_session *s, be_req *rq)
+{
+	uint64_t node_w;
+	if (proto_arg_u64(&rq->view, 0, &node_w))
+		return BE_EPROTO;
+	uint64_t node = (uint64_t)node_w;
+	return be_op_graph_node_type(s, rq, node);
+}
+
+static int gen_graph_clone(be_session *s, be_req *rq)
+{
+	uint64_t copy_id;
+	if (proto_arg_u64(&rq->view, 0, &copy_id))
+		return BE_EPROTO;
+	uint64_t g_id;
+	if (proto_arg_u64(&rq->view, 1, &g_id))
+		return BE_EPROTO;
+	return be_op_graph_clone(s, rq, copy_id, g_id);
+}
+
+static int gen_graph_destroy_node(be_session *s, be_req *rq)
+{
+	uint64_t node_w;
+	if (proto_arg_u64(&rq->view, 0, &node_w))
+		return BE_EPROTO;
+	uint64_t node = (uint64_t)node_w;
+	return be_op_graph_destroy_node(s, rq, node);
+}
+
 const be_op_desc be_ops[PROTO_OP_COUNT] = {
 	[PROTO_OP_HELLO] = {gen_hello, BE_OP_SYNC},
 	[PROTO_OP_MODULE_LOAD] = {gen_module_load, BE_OP_SYNC | BE_OP_PAYLOAD},
@@ -1148,6 +1461,20 @@ const be_op_desc be_ops[PROTO_OP_COUNT] = {
 	[PROTO_OP_TEX_DESTROY] = {gen_tex_destroy, BE_OP_ASYNC},
 	[PROTO_OP_SURF_CREATE] = {gen_surf_create, BE_OP_SYNC},
 	[PROTO_OP_SURF_DESTROY] = {gen_surf_destroy, BE_OP_ASYNC},
+	[PROTO_OP_GRAPH_CREATE] = {gen_graph_create, BE_OP_ASYNC},
+	[PROTO_OP_GRAPH_ADD_EMPTY] = {gen_graph_add_empty, BE_OP_SYNC},
+	[PROTO_OP_GRAPH_ADD_KERNEL] = {gen_graph_add_kernel, BE_OP_SYNC},
+	[PROTO_OP_GRAPH_ADD_MEMSET] = {gen_graph_add_memset, BE_OP_SYNC},
+	[PROTO_OP_GRAPH_ADD_MEMCPY] = {gen_graph_add_memcpy, BE_OP_SYNC},
+	[PROTO_OP_GRAPH_ADD_EVENT] = {gen_graph_add_event, BE_OP_SYNC},
+	[PROTO_OP_GRAPH_ADD_CHILD] = {gen_graph_add_child, BE_OP_SYNC},
+	[PROTO_OP_GRAPH_KERNEL_SET] = {gen_graph_kernel_set, BE_OP_SYNC},
+	[PROTO_OP_GRAPH_EDGES_EDIT] = {gen_graph_edges_edit, BE_OP_SYNC},
+	[PROTO_OP_GRAPH_GET_NODES] = {gen_graph_get_nodes, BE_OP_SYNC | BE_OP_QUICK},
+	[PROTO_OP_GRAPH_GET_EDGES] = {gen_graph_get_edges, BE_OP_SYNC | BE_OP_QUICK},
+	[PROTO_OP_GRAPH_NODE_TYPE] = {gen_graph_node_type, BE_OP_SYNC | BE_OP_QUICK},
+	[PROTO_OP_GRAPH_CLONE] = {gen_graph_clone, BE_OP_SYNC},
+	[PROTO_OP_GRAPH_DESTROY_NODE] = {gen_graph_destroy_node, BE_OP_SYNC},
 	/* api/cublas.api (backend/gen/lib_cublas.c) */
 	[PROTO_OP_CUBLASCREATE_V2] = {be_gen_cublasCreate_v2, BE_OP_ASYNC},
 	[PROTO_OP_CUBLASDESTROY_V2] = {be_gen_cublasDestroy_v2, BE_OP_ASYNC},

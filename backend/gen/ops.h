@@ -51,5 +51,19 @@ int be_op_tex_create(be_session *s, be_req *rq, uint32_t kind, uint64_t arr, CUd
 int be_op_tex_destroy(be_session *s, be_req *rq, uint64_t obj);
 int be_op_surf_create(be_session *s, be_req *rq, uint64_t arr);
 int be_op_surf_destroy(be_session *s, be_req *rq, uint64_t obj);
+int be_op_graph_create(be_session *s, be_req *rq, uint64_t g, uint32_t flags);
+int be_op_graph_add_empty(be_session *s, be_req *rq, uint64_t g, const void *deps, size_t deps_len);
+int be_op_graph_add_kernel(be_session *s, be_req *rq, uint64_t g, const void *deps, size_t deps_len, uint64_t f, uint32_t gx, uint32_t gy, uint32_t gz, uint32_t bx, uint32_t by, uint32_t bz, uint32_t shmem, const void *params, size_t params_len);
+int be_op_graph_add_memset(be_session *s, be_req *rq, uint64_t g, const void *deps, size_t deps_len, CUdeviceptr dst, uint64_t pitch, uint32_t value, uint32_t elemsize, uint64_t width, uint64_t height);
+int be_op_graph_add_memcpy(be_session *s, be_req *rq, uint64_t g, const void *deps, size_t deps_len, CUdeviceptr dst, uint64_t dpitch, uint64_t dheight, CUdeviceptr src, uint64_t spitch, uint64_t sheight, uint64_t width, uint64_t height, uint64_t depth);
+int be_op_graph_add_event(be_session *s, be_req *rq, uint64_t g, const void *deps, size_t deps_len, uint64_t e, uint32_t wait);
+int be_op_graph_add_child(be_session *s, be_req *rq, uint64_t g, const void *deps, size_t deps_len, uint64_t child);
+int be_op_graph_kernel_set(be_session *s, be_req *rq, uint64_t x, uint64_t node, uint64_t f, uint32_t gx, uint32_t gy, uint32_t gz, uint32_t bx, uint32_t by, uint32_t bz, uint32_t shmem, const void *params, size_t params_len);
+int be_op_graph_edges_edit(be_session *s, be_req *rq, uint64_t g, const void *from, size_t from_len, const void *to, size_t to_len, uint32_t remove);
+int be_op_graph_get_nodes(be_session *s, be_req *rq, uint64_t g, uint32_t roots, uint64_t max);
+int be_op_graph_get_edges(be_session *s, be_req *rq, uint64_t g, uint64_t max);
+int be_op_graph_node_type(be_session *s, be_req *rq, uint64_t node);
+int be_op_graph_clone(be_session *s, be_req *rq, uint64_t copy, uint64_t g);
+int be_op_graph_destroy_node(be_session *s, be_req *rq, uint64_t node);
 
 #endif

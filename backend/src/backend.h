@@ -211,6 +211,10 @@ struct be_session {
 	CUcontext ctx;
 	CUmemoryPool mempool;
 	be_htab streams, events, modules, funcs, graphs, gexecs, arrays;
+	/* graph nodes (op_graph_build.c): the ids the server gave them -> the
+	 * driver's node, and back; aux: the client id of the node's graph */
+	be_htab nodes, node_ids;
+	uint64_t node_seq;
 	/* texture and surface objects, keyed by the driver's own value (the client
 	 * passes it into kernels): what the session may destroy, and what its
 	 * teardown must */
@@ -302,6 +306,23 @@ int be_imgcache_open_store(const char *dir);
  * was queued with result r, hands pb back once the copy is done (or at once). */
 int be_bad_range(be_session *s, const char *op, uint64_t p, uint64_t len);
 int be_htod_done(be_session *s, CUstream st, be_buf *pb, CUresult r);
+
+/* op_graph_build.c: forgets the node ids of graph g_id (before its destroy). */
+void be_graph_forget_nodes(be_session *s, uint64_t g_id, CUgraph g);
+
+/* op_launch.c: a kernel's parameter buffer as it came in a launch or a kernel
+ * node, checked against the function's parameter size and copied to aligned
+ * memory; extra is the driver's CU_LAUNCH_PARAM_BUFFER_* list for it (NULL for a
+ * kernel without parameters). be_kargs_free after the driver call. */
+typedef struct be_kargs {
+	_Alignas(16) unsigned char small[4096];
+	unsigned char *p;
+	size_t len;
+	void *list[5];
+	void **extra;
+} be_kargs;
+int be_kargs_take(be_session *s, uint64_t f_id, const void *params, size_t len, CUfunction *fn, be_kargs *a);
+void be_kargs_free(be_kargs *a);
 
 /* Common checks for handlers. */
 int be_stream_capturing(CUstream st); /* 1 if capturing (or the query failed) */

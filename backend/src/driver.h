@@ -78,6 +78,23 @@
 	X(cuGraphDestroy)                                    \
 	X(cuGraphExecDestroy)                                \
 	X(cuGraphGetNodes)                                   \
+	X(cuGraphCreate)                                     \
+	X(cuGraphClone)                                      \
+	X(cuGraphAddEmptyNode)                               \
+	X(cuGraphAddKernelNode)                              \
+	X(cuGraphAddMemsetNode)                              \
+	X(cuGraphAddMemcpyNode)                              \
+	X(cuGraphAddEventRecordNode)                         \
+	X(cuGraphAddEventWaitNode)                           \
+	X(cuGraphAddChildGraphNode)                          \
+	X(cuGraphKernelNodeSetParams)                        \
+	X(cuGraphExecKernelNodeSetParams)                    \
+	X(cuGraphAddDependencies)                            \
+	X(cuGraphRemoveDependencies)                         \
+	X(cuGraphGetRootNodes)                               \
+	X(cuGraphGetEdges)                                   \
+	X(cuGraphNodeGetType)                                \
+	X(cuGraphDestroyNode)                                \
 	X(cuDeviceGetDefaultMemPool)                         \
 	X(cuMemPoolSetAttribute)                             \
 	X(cuMemPoolGetAttribute)                             \

@@ -59,7 +59,11 @@ int be_op_graph_instantiate(be_session *s, be_req *rq, uint64_t x_id, uint64_t g
 int be_op_graph_destroy(be_session *s, be_req *rq, uint64_t g_id)
 {
 	void *g;
-	int err = be_htab_del(&s->graphs, g_id, &g, NULL);
+	int err = be_htab_get(&s->graphs, g_id, &g, NULL);
+	if (!err) {
+		be_graph_forget_nodes(s, g_id, (CUgraph)g);
+		err = be_htab_del(&s->graphs, g_id, &g, NULL);
+	}
 	if (err) {
 		LOG_INFO(BE_LOG, "session %" PRIu64 ": graph_destroy %" PRIu64 ": %s", s->id, g_id, be_h_strerror(err));
 		return CUDA_ERROR_INVALID_HANDLE;

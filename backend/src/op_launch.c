@@ -40,46 +40,65 @@ static int attr_allowed(CUlaunchAttributeID id)
 	}
 }
 
+int be_kargs_take(be_session *s, uint64_t f_id, const void *params, size_t len, CUfunction *fn, be_kargs *a)
+{
+	void *o;
+	uint64_t psize;
+
+	a->p = NULL;
+	if (be_htab_get(&s->funcs, f_id, &o, &psize) != BE_H_OK)
+		return be_get_func(s, f_id, fn); /* logs and answers INVALID_HANDLE */
+	*fn = o;
+	if (len != psize) {
+		LOG_INFO(BE_LOG, "session %" PRIu64 ": function %" PRIu64 " given %zu bytes of arguments, it takes %" PRIu64,
+			 s->id, f_id, len, psize);
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+	/* Parameters sit at arbitrary offsets in the message: copy them to
+	 * aligned memory. */
+	a->p = a->small;
+	if (len > sizeof(a->small) && !(a->p = malloc(len)))
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	if (len)
+		memcpy(a->p, params, len);
+	a->len = len;
+	a->list[0] = CU_LAUNCH_PARAM_BUFFER_POINTER;
+	a->list[1] = a->p;
+	a->list[2] = CU_LAUNCH_PARAM_BUFFER_SIZE;
+	a->list[3] = &a->len;
+	a->list[4] = CU_LAUNCH_PARAM_END;
+	a->extra = len ? a->list : NULL; /* a kernel without parameters needs no buffer */
+	return CUDA_SUCCESS;
+}
+
+void be_kargs_free(be_kargs *a)
+{
+	if (a->p != a->small)
+		free(a->p);
+	a->p = NULL;
+}
+
 int be_op_launch(be_session *s, be_req *rq, uint64_t f_id, uint32_t gx, uint32_t gy, uint32_t gz, uint32_t bx,
 		 uint32_t by, uint32_t bz, uint32_t shmem, uint64_t stream_id, const void *params, size_t params_len,
 		 const void *attrs, size_t attrs_len)
 {
 	CUfunction fn;
 	CUstream st;
-	void *o;
-	uint64_t psize;
+	be_kargs a;
 	int err;
 
-	if (be_htab_get(&s->funcs, f_id, &o, &psize) != BE_H_OK)
-		return be_get_func(s, f_id, &fn); /* logs and answers INVALID_HANDLE */
-	fn = o;
 	if ((err = be_get_stream(s, stream_id, &st)))
 		return err;
-	if (params_len != psize) {
-		LOG_INFO(BE_LOG, "session %" PRIu64 ": launch of function %" PRIu64 " with %zu bytes of arguments, it "
-			 "takes %" PRIu64, s->id, f_id, params_len, psize);
-		return CUDA_ERROR_INVALID_VALUE;
-	}
 	if (attrs_len % sizeof(CUlaunchAttribute) || attrs_len / sizeof(CUlaunchAttribute) > BE_MAX_LAUNCH_ATTRS) {
 		LOG_INFO(BE_LOG, "session %" PRIu64 ": launch attributes of %zu bytes", s->id, attrs_len);
 		return CUDA_ERROR_INVALID_VALUE;
 	}
-
-	/* Parameters and attributes sit at arbitrary offsets in the message:
-	 * copy them to aligned memory. */
-	_Alignas(16) unsigned char argbuf[4096];
-	unsigned char *args = argbuf;
-	if (params_len > sizeof(argbuf) && !(args = malloc(params_len)))
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	if (params_len)
-		memcpy(args, params, params_len);
-	size_t len = params_len;
-	void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, args, CU_LAUNCH_PARAM_BUFFER_SIZE, &len, CU_LAUNCH_PARAM_END};
-	void **ex = params_len ? extra : NULL; /* a kernel without parameters needs no buffer */
+	if ((err = be_kargs_take(s, f_id, params, params_len, &fn, &a)))
+		return err;
 	CUresult r;
 
 	if (attrs_len == 0) {
-		r = be_drv.cuLaunchKernel(fn, gx, gy, gz, bx, by, bz, shmem, st, NULL, ex);
+		r = be_drv.cuLaunchKernel(fn, gx, gy, gz, bx, by, bz, shmem, st, NULL, a.extra);
 	} else {
 		CUlaunchAttribute at[BE_MAX_LAUNCH_ATTRS];
 		unsigned n = (unsigned)(attrs_len / sizeof(CUlaunchAttribute));
@@ -98,11 +117,10 @@ int be_op_launch(be_session *s, be_req *rq, uint64_t f_id, uint32_t gx, uint32_t
 				.blockDimX = bx, .blockDimY = by, .blockDimZ = bz,
 				.sharedMemBytes = shmem, .hStream = st, .attrs = at, .numAttrs = n,
 			};
-			r = be_drv.cuLaunchKernelEx(&cfg, fn, NULL, ex);
+			r = be_drv.cuLaunchKernelEx(&cfg, fn, NULL, a.extra);
 		}
 	}
-	if (args != argbuf)
-		free(args);
+	be_kargs_free(&a);
 	return r;
 }
 

@@ -217,6 +217,8 @@ void *be_on_accept(void *ctx, transport_conn *c)
 	be_htab_init(&s->graphs);
 	be_htab_init(&s->gexecs);
 	be_htab_init(&s->arrays);
+	be_htab_init(&s->nodes);
+	be_htab_init(&s->node_ids);
 	be_htab_init(&s->texobjs);
 	be_htab_init(&s->surfobjs);
 	be_ranges_init(&s->ranges);
@@ -411,6 +413,8 @@ static void session_free(be_session *s)
 	be_htab_free(&s->graphs);
 	be_htab_free(&s->gexecs);
 	be_htab_free(&s->arrays);
+	be_htab_free(&s->nodes);
+	be_htab_free(&s->node_ids);
 	be_htab_free(&s->texobjs);
 	be_htab_free(&s->surfobjs);
 	be_ranges_free(&s->ranges);

@@ -728,3 +728,298 @@ int fe_rpc_surf_destroy(fe_conn *c, uint64_t obj)
 	proto_msg_u64(&m, (uint64_t)obj);
 	return fe_conn_post(c, &m, NULL, 0);
 }
+
+int fe_rpc_graph_create(fe_conn *c, uint64_t g, uint32_t flags)
+{
+	proto_msg m;
+	proto_msg_begin(&m, PROTO_OP_GRAPH_CREATE, fe_conn_next_seq(c), 2);
+	proto_msg_u64(&m, g);
+	proto_msg_u64(&m, (uint64_t)flags);
+	return fe_conn_post(c, &m, NULL, 0);
+}
+
+int fe_rpc_graph_add_empty(fe_conn *c, uint64_t g, const void *deps, size_t deps_len, uint64_t *node)
+{
+	proto_msg m;
+	proto_msg_begin(&m, PROTO_OP_GRAPH_ADD_EMPTY, fe_conn_next_seq(c), 2);
+	proto_msg_u64(&m, g);
+	proto_msg_bin(&m, deps, deps_len);
+	fe_reply r;
+	int st = fe_conn_call(c, &m, NULL, 0, NULL, 0, &r);
+	if (st != 0)
+		return st;
+	{
+		uint64_t v;
+		if (proto_arg_u64(&r.view, PROTO_REPLY_FIRST + 0, &v))
+			st = PROTO_EDECODE;
+		else
+			*node = v;
+	}
+	fe_reply_free(&r);
+	return st;
+}
+
+int fe_rpc_graph_add_kernel(fe_conn *c, uint64_t g, const void *deps, size_t deps_len, uint64_t f, uint32_t gx, uint32_t gy, uint32_t gz, uint32_t bx, uint32_t by, uint32_t bz, uint32_t shmem, const void *params, size_t params_len, uint64_t *node)
+{
+	proto_msg m;
+	proto_msg_begin(&m, PROTO_OP_GRAPH_ADD_KERNEL, fe_conn_next_seq(c), 11);
+	proto_msg_u64(&m, g);
+	proto_msg_bin(&m, deps, deps_len);
+	proto_msg_u64(&m, f);
+	proto_msg_u64(&m, (uint64_t)gx);
+	proto_msg_u64(&m, (uint64_t)gy);
+	proto_msg_u64(&m, (uint64_t)gz);
+	proto_msg_u64(&m, (uint64_t)bx);
+	proto_msg_u64(&m, (uint64_t)by);
+	proto_msg_u64(&m, (uint64_t)bz);
+	proto_msg_u64(&m, (uint64_t)shmem);
+	proto_msg_bin(&m, params, params_len);
+	fe_reply r;
+	int st = fe_conn_call(c, &m, NULL, 0, NULL, 0, &r);
+	if (st != 0)
+		return st;
+	{
+		uint64_t v;
+		if (proto_arg_u64(&r.view, PROTO_REPLY_FIRST + 0, &v))
+			st = PROTO_EDECODE;
+		else
+			*node = v;
+	}
+	fe_reply_free(&r);
+	return st;
+}
+
+int fe_rpc_graph_add_memset(fe_conn *c, uint64_t g, const void *deps, size_t deps_len, uint64_t dst, uint64_t pitch, uint32_t value, uint32_t elemsize, uint64_t width, uint64_t height, uint64_t *node)
+{
+	proto_msg m;
+	proto_msg_begin(&m, PROTO_OP_GRAPH_ADD_MEMSET, fe_conn_next_seq(c), 8);
+	proto_msg_u64(&m, g);
+	proto_msg_bin(&m, deps, deps_len);
+	proto_msg_u64(&m, (uint64_t)dst);
+	proto_msg_u64(&m, (uint64_t)pitch);
+	proto_msg_u64(&m, (uint64_t)value);
+	proto_msg_u64(&m, (uint64_t)elemsize);
+	proto_msg_u64(&m, (uint64_t)width);
+	proto_msg_u64(&m, (uint64_t)height);
+	fe_reply r;
+	int st = fe_conn_call(c, &m, NULL, 0, NULL, 0, &r);
+	if (st != 0)
+		return st;
+	{
+		uint64_t v;
+		if (proto_arg_u64(&r.view, PROTO_REPLY_FIRST + 0, &v))
+			st = PROTO_EDECODE;
+		else
+			*node = v;
+	}
+	fe_reply_free(&r);
+	return st;
+}
+
+int fe_rpc_graph_add_memcpy(fe_conn *c, uint64_t g, const void *deps, size_t deps_len, uint64_t dst, uint64_t dpitch, uint64_t dheight, uint64_t src, uint64_t spitch, uint64_t sheight, uint64_t width, uint64_t height, uint64_t depth, uint64_t *node)
+{
+	proto_msg m;
+	proto_msg_begin(&m, PROTO_OP_GRAPH_ADD_MEMCPY, fe_conn_next_seq(c), 11);
+	proto_msg_u64(&m, g);
+	proto_msg_bin(&m, deps, deps_len);
+	proto_msg_u64(&m, (uint64_t)dst);
+	proto_msg_u64(&m, (uint64_t)dpitch);
+	proto_msg_u64(&m, (uint64_t)dheight);
+	proto_msg_u64(&m, (uint64_t)src);
+	proto_msg_u64(&m, (uint64_t)spitch);
+	proto_msg_u64(&m, (uint64_t)sheight);
+	proto_msg_u64(&m, (uint64_t)width);
+	proto_msg_u64(&m, (uint64_t)height);
+	proto_msg_u64(&m, (uint64_t)depth);
+	fe_reply r;
+	int st = fe_conn_call(c, &m, NULL, 0, NULL, 0, &r);
+	if (st != 0)
+		return st;
+	{
+		uint64_t v;
+		if (proto_arg_u64(&r.view, PROTO_REPLY_FIRST + 0, &v))
+			st = PROTO_EDECODE;
+		else
+			*node = v;
+	}
+	fe_reply_free(&r);
+	return st;
+}
+
+int fe_rpc_graph_add_event(fe_conn *c, uint64_t g, const void *deps, size_t deps_len, uint64_t e, uint32_t wait, uint64_t *node)
+{
+	proto_msg m;
+	proto_msg_begin(&m, PROTO_OP_GRAPH_ADD_EVENT, fe_conn_next_seq(c), 4);
+	proto_msg_u64(&m, g);
+	proto_msg_bin(&m, deps, deps_len);
+	proto_msg_u64(&m, e);
+	proto_msg_u64(&m, (uint64_t)wait);
+	fe_reply r;
+	int st = fe_conn_call(c, &m, NULL, 0, NULL, 0, &r);
+	if (st != 0)
+		return st;
+	{
+		uint64_t v;
+		if (proto_arg_u64(&r.view, PROTO_REPLY_FIRST + 0, &v))
+			st = PROTO_EDECODE;
+		else
+			*node = v;
+	}
+	fe_reply_free(&r);
+	return st;
+}
+
+int fe_rpc_graph_add_child(fe_conn *c, uint64_t g, const void *deps, size_t deps_len, uint64_t child, uint64_t *node)
+{
+	proto_msg m;
+	proto_msg_begin(&m, PROTO_OP_GRAPH_ADD_CHILD, fe_conn_next_seq(c), 3);
+	proto_msg_u64(&m, g);
+	proto_msg_bin(&m, deps, deps_len);
+	proto_msg_u64(&m, child);
+	fe_reply r;
+	int st = fe_conn_call(c, &m, NULL, 0, NULL, 0, &r);
+	if (st != 0)
+		return st;
+	{
+		uint64_t v;
+		if (proto_arg_u64(&r.view, PROTO_REPLY_FIRST + 0, &v))
+			st = PROTO_EDECODE;
+		else
+			*node = v;
+	}
+	fe_reply_free(&r);
+	return st;
+}
+
+int fe_rpc_graph_kernel_set(fe_conn *c, uint64_t x, uint64_t node, uint64_t f, uint32_t gx, uint32_t gy, uint32_t gz, uint32_t bx, uint32_t by, uint32_t bz, uint32_t shmem, const void *params, size_t params_len)
+{
+	proto_msg m;
+	proto_msg_begin(&m, PROTO_OP_GRAPH_KERNEL_SET, fe_conn_next_seq(c), 11);
+	proto_msg_u64(&m, x);
+	proto_msg_u64(&m, (uint64_t)node);
+	proto_msg_u64(&m, f);
+	proto_msg_u64(&m, (uint64_t)gx);
+	proto_msg_u64(&m, (uint64_t)gy);
+	proto_msg_u64(&m, (uint64_t)gz);
+	proto_msg_u64(&m, (uint64_t)bx);
+	proto_msg_u64(&m, (uint64_t)by);
+	proto_msg_u64(&m, (uint64_t)bz);
+	proto_msg_u64(&m, (uint64_t)shmem);
+	proto_msg_bin(&m, params, params_len);
+	return fe_conn_call(c, &m, NULL, 0, NULL, 0, NULL);
+}
+
+int fe_rpc_graph_edges_edit(fe_conn *c, uint64_t g, const void *from, size_t from_len, const void *to, size_t to_len, uint32_t remove)
+{
+	proto_msg m;
+	proto_msg_begin(&m, PROTO_OP_GRAPH_EDGES_EDIT, fe_conn_next_seq(c), 4);
+	proto_msg_u64(&m, g);
+	proto_msg_bin(&m, from, from_len);
+	proto_msg_bin(&m, to, to_len);
+	proto_msg_u64(&m, (uint64_t)remove);
+	return fe_conn_call(c, &m, NULL, 0, NULL, 0, NULL);
+}
+
+int fe_rpc_graph_get_nodes(fe_conn *c, uint64_t g, uint32_t roots, uint64_t max, uint64_t *n, void *ids, size_t ids_cap)
+{
+	proto_msg m;
+	proto_msg_begin(&m, PROTO_OP_GRAPH_GET_NODES, fe_conn_next_seq(c), 3);
+	proto_msg_u64(&m, g);
+	proto_msg_u64(&m, (uint64_t)roots);
+	proto_msg_u64(&m, (uint64_t)max);
+	fe_reply r;
+	int st = fe_conn_call(c, &m, NULL, 0, NULL, 0, &r);
+	if (st != 0)
+		return st;
+	{
+		uint64_t v;
+		if (proto_arg_u64(&r.view, PROTO_REPLY_FIRST + 0, &v))
+			st = PROTO_EDECODE;
+		else
+			*n = v;
+	}
+	{
+		const void *p;
+		size_t n;
+		if (proto_arg_bin(&r.view, PROTO_REPLY_FIRST + 1, &p, &n) || n > ids_cap)
+			st = PROTO_EDECODE;
+		else
+			memcpy(ids, p, n);
+	}
+	fe_reply_free(&r);
+	return st;
+}
+
+int fe_rpc_graph_get_edges(fe_conn *c, uint64_t g, uint64_t max, uint64_t *n, void *from, size_t from_cap, void *to, size_t to_cap)
+{
+	proto_msg m;
+	proto_msg_begin(&m, PROTO_OP_GRAPH_GET_EDGES, fe_conn_next_seq(c), 2);
+	proto_msg_u64(&m, g);
+	proto_msg_u64(&m, (uint64_t)max);
+	fe_reply r;
+	int st = fe_conn_call(c, &m, NULL, 0, NULL, 0, &r);
+	if (st != 0)
+		return st;
+	{
+		uint64_t v;
+		if (proto_arg_u64(&r.view, PROTO_REPLY_FIRST + 0, &v))
+			st = PROTO_EDECODE;
+		else
+			*n = v;
+	}
+	{
+		const void *p;
+		size_t n;
+		if (proto_arg_bin(&r.view, PROTO_REPLY_FIRST + 1, &p, &n) || n > from_cap)
+			st = PROTO_EDECODE;
+		else
+			memcpy(from, p, n);
+	}
+	{
+		const void *p;
+		size_t n;
+		if (proto_arg_bin(&r.view, PROTO_REPLY_FIRST + 2, &p, &n) || n > to_cap)
+			st = PROTO_EDECODE;
+		else
+			memcpy(to, p, n);
+	}
+	fe_reply_free(&r);
+	return st;
+}
+
+int fe_rpc_graph_node_type(fe_conn *c, uint64_t node, int32_t *type)
+{
+	proto_msg m;
+	proto_msg_begin(&m, PROTO_OP_GRAPH_NODE_TYPE, fe_conn_next_seq(c), 1);
+	proto_msg_u64(&m, (uint64_t)node);
+	fe_reply r;
+	int st = fe_conn_call(c, &m, NULL, 0, NULL, 0, &r);
+	if (st != 0)
+		return st;
+	{
+		int32_t v;
+		if (proto_arg_i32(&r.view, PROTO_REPLY_FIRST + 0, &v))
+			st = PROTO_EDECODE;
+		else
+			*type = v;
+	}
+	fe_reply_free(&r);
+	return st;
+}
+
+int fe_rpc_graph_clone(fe_conn *c, uint64_t copy, uint64_t g)
+{
+	proto_msg m;
+	proto_msg_begin(&m, PROTO_OP_GRAPH_CLONE, fe_conn_next_seq(c), 2);
+	proto_msg_u64(&m, copy);
+	proto_msg_u64(&m, g);
+	return fe_conn_call(c, &m, NULL, 0, NULL, 0, NULL);
+}
+
+int fe_rpc_graph_destroy_node(fe_conn *c, uint64_t node)
+{
+	proto_msg m;
+	proto_msg_begin(&m, PROTO_OP_GRAPH_DESTROY_NODE, fe_conn_next_seq(c), 1);
+	proto_msg_u64(&m, (uint64_t)node);
+	return fe_conn_call(c, &m, NULL, 0, NULL, 0, NULL);
+}

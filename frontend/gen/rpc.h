@@ -67,5 +67,19 @@ int fe_rpc_tex_create(fe_conn *c, uint32_t kind, uint64_t arr, uint64_t ptr, uin
 int fe_rpc_tex_destroy(fe_conn *c, uint64_t obj);
 int fe_rpc_surf_create(fe_conn *c, uint64_t arr, uint64_t *obj);
 int fe_rpc_surf_destroy(fe_conn *c, uint64_t obj);
+int fe_rpc_graph_create(fe_conn *c, uint64_t g, uint32_t flags);
+int fe_rpc_graph_add_empty(fe_conn *c, uint64_t g, const void *deps, size_t deps_len, uint64_t *node);
+int fe_rpc_graph_add_kernel(fe_conn *c, uint64_t g, const void *deps, size_t deps_len, uint64_t f, uint32_t gx, uint32_t gy, uint32_t gz, uint32_t bx, uint32_t by, uint32_t bz, uint32_t shmem, const void *params, size_t params_len, uint64_t *node);
+int fe_rpc_graph_add_memset(fe_conn *c, uint64_t g, const void *deps, size_t deps_len, uint64_t dst, uint64_t pitch, uint32_t value, uint32_t elemsize, uint64_t width, uint64_t height, uint64_t *node);
+int fe_rpc_graph_add_memcpy(fe_conn *c, uint64_t g, const void *deps, size_t deps_len, uint64_t dst, uint64_t dpitch, uint64_t dheight, uint64_t src, uint64_t spitch, uint64_t sheight, uint64_t width, uint64_t height, uint64_t depth, uint64_t *node);
+int fe_rpc_graph_add_event(fe_conn *c, uint64_t g, const void *deps, size_t deps_len, uint64_t e, uint32_t wait, uint64_t *node);
+int fe_rpc_graph_add_child(fe_conn *c, uint64_t g, const void *deps, size_t deps_len, uint64_t child, uint64_t *node);
+int fe_rpc_graph_kernel_set(fe_conn *c, uint64_t x, uint64_t node, uint64_t f, uint32_t gx, uint32_t gy, uint32_t gz, uint32_t bx, uint32_t by, uint32_t bz, uint32_t shmem, const void *params, size_t params_len);
+int fe_rpc_graph_edges_edit(fe_conn *c, uint64_t g, const void *from, size_t from_len, const void *to, size_t to_len, uint32_t remove);
+int fe_rpc_graph_get_nodes(fe_conn *c, uint64_t g, uint32_t roots, uint64_t max, uint64_t *n, void *ids, size_t ids_cap);
+int fe_rpc_graph_get_edges(fe_conn *c, uint64_t g, uint64_t max, uint64_t *n, void *from, size_t from_cap, void *to, size_t to_cap);
+int fe_rpc_graph_node_type(fe_conn *c, uint64_t node, int32_t *type);
+int fe_rpc_graph_clone(fe_conn *c, uint64_t copy, uint64_t g);
+int fe_rpc_graph_destroy_node(fe_conn *c, uint64_t node);
 
 #endif

@@ -120,6 +120,21 @@ void fe_array_forget_device(int device);
 /* Texture and surface objects (rt_texture.c). */
 void fe_texobj_forget_device(int device);
 
+/* A kernel's arguments packed by its parameter layout, for its server function
+ * on the current device, after a launch's checks (rt_module.c): launches and
+ * kernel graph nodes. The error, if any, is already recorded; fe_kargs_free
+ * after sending. */
+typedef struct fe_kargs {
+	uint64_t func_id;
+	uint8_t *buf; /* small, or malloc'd */
+	uint32_t len;
+	uint32_t nparams;
+	const uint32_t *off; /* each parameter's offset in buf (the kernel's, kept for good) */
+	uint8_t small[1024];
+} fe_kargs;
+cudaError_t fe_kernel_pack(fe_conn *c, const void *func, dim3 g, dim3 b, void **args, size_t shmem, fe_kargs *out);
+void fe_kargs_free(fe_kargs *a);
+
 /* Host functions (cudaLaunchHostFunc, cudaStreamAddCallback). */
 void fe_hostfn_dispatch(void *ctx, uint64_t id);
 uint64_t fe_hostfn_register(void (*fn)(void *), void *data, uint64_t after_seq);

@@ -411,31 +411,58 @@ static cudaError_t check_config(fe_kernel *k, fe_conn *c, int dev, dim3 g, dim3 
 	return cudaSuccess;
 }
 
-static cudaError_t launch(fe_api_site site, fe_kernel *k, dim3 g, dim3 b, void **args, size_t shmem,
-			  cudaStream_t stream, const void *attrs, size_t attrs_len)
+/* A launch's arguments packed by the kernel's parameter layout (padding zero),
+ * after the checks a launch makes: what launches and kernel graph nodes send.
+ * The error, if any, is already recorded. */
+static cudaError_t pack(fe_kernel *k, fe_conn *c, dim3 g, dim3 b, void **args, size_t shmem, fe_kargs *out)
 {
-	fe_conn *c;
-	cudaError_t e = fe_rt_enter_site(&c, site);
-	if (e != cudaSuccess)
-		return e;
 	if (!k)
 		return fe_rt_fail(cudaErrorInvalidDeviceFunction);
 	int dev = fe_rt_current_device();
 	int st = kernel_ready(k, c, dev);
 	if (st)
 		return fe_rt_leave(st == CUDA_ERROR_NOT_FOUND ? cudaErrorInvalidDeviceFunction : st);
-	if ((e = check_config(k, c, dev, g, b, shmem)) != cudaSuccess)
+	if (k->nparams && !args)
+		return fe_rt_fail(cudaErrorInvalidValue);
+	cudaError_t e = check_config(k, c, dev, g, b, shmem);
+	if (e != cudaSuccess)
 		return fe_rt_fail(e);
-	uint8_t small[1024], *buf = small;
-	if (k->param_size > sizeof(small) && !(buf = malloc(k->param_size)))
+	out->buf = out->small;
+	if (k->param_size > sizeof(out->small) && !(out->buf = malloc(k->param_size)))
 		return fe_rt_fail(cudaErrorMemoryAllocation);
-	memset(buf, 0, k->param_size);
+	memset(out->buf, 0, k->param_size);
 	for (uint32_t i = 0; i < k->nparams; i++)
-		memcpy(buf + k->off[i], args[i], k->size[i]);
-	st = fe_rpc_launch(c, k->func_id[dev], g.x, g.y, g.z, b.x, b.y, b.z, (uint32_t)shmem, fe_rt_stream(stream), buf,
-			   k->param_size, attrs, attrs_len);
-	if (buf != small)
-		free(buf);
+		memcpy(out->buf + k->off[i], args[i], k->size[i]);
+	out->len = k->param_size;
+	out->func_id = k->func_id[dev];
+	out->nparams = k->nparams;
+	out->off = k->off;
+	return cudaSuccess;
+}
+
+cudaError_t fe_kernel_pack(fe_conn *c, const void *func, dim3 g, dim3 b, void **args, size_t shmem, fe_kargs *out)
+{
+	return pack(kernel_of(func), c, g, b, args, shmem, out);
+}
+
+void fe_kargs_free(fe_kargs *a)
+{
+	if (a->buf != a->small)
+		free(a->buf);
+	a->buf = NULL;
+}
+
+static cudaError_t launch(fe_api_site site, fe_kernel *k, dim3 g, dim3 b, void **args, size_t shmem,
+			  cudaStream_t stream, const void *attrs, size_t attrs_len)
+{
+	fe_conn *c;
+	fe_kargs a;
+	cudaError_t e = fe_rt_enter_site(&c, site);
+	if (e != cudaSuccess || (e = pack(k, c, g, b, args, shmem, &a)) != cudaSuccess)
+		return e;
+	int st = fe_rpc_launch(c, a.func_id, g.x, g.y, g.z, b.x, b.y, b.z, (uint32_t)shmem, fe_rt_stream(stream), a.buf,
+			       a.len, attrs, attrs_len);
+	fe_kargs_free(&a);
 	return fe_rt_leave(st);
 }
 /* Counted under the entry point that called it (stats.h). */

@@ -14,6 +14,7 @@
 
 int fe_hello(fe_device *d);
 void fe_module_forget_sessions(void); /* rt_module.c */
+void fe_graph_forget(void);           /* rt_graph.c */
 void fe_module_forget_device(int dev); /* rt_module.c */
 void fe_pins_forget_device(int dev);   /* rt_memory.c */
 void fe_hostfn_forget(void);          /* rt_stream.c */
@@ -63,6 +64,7 @@ static void atfork_child(void)
 	fe_array_forget_device(-1);
 	fe_texobj_forget_device(-1);
 	fe_module_forget_sessions();
+	fe_graph_forget();
 	fe_hostfn_forget();
 }
 

@@ -1,7 +1,8 @@
 /*
- * Streams, events, host functions, stream capture and graphs. Handles are ids the
- * client chooses, so creating a stream or an event costs no round trip: the create
- * travels async and the server maps the id to its own object.
+ * Streams, events, host functions, stream capture and graph execs (graphs built
+ * node by node: rt_graph.c). Handles are ids the client chooses, so creating a
+ * stream or an event costs no round trip: the create travels async and the server
+ * maps the id to its own object.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -573,15 +574,6 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream)
 	return fe_rt_leave(fe_rpc_graph_launch(c, (uintptr_t)graphExec, fe_rt_stream(stream)));
 }
 
-cudaError_t cudaGraphDestroy(cudaGraph_t graph)
-{
-	fe_conn *c;
-	cudaError_t e = fe_rt_enter(&c);
-	if (e != cudaSuccess)
-		return e;
-	return fe_rt_leave(fe_rpc_graph_destroy(c, (uintptr_t)graph));
-}
-
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t graphExec)
 {
 	fe_conn *c;
@@ -589,23 +581,4 @@ cudaError_t cudaGraphExecDestroy(cudaGraphExec_t graphExec)
 	if (e != cudaSuccess)
 		return e;
 	return fe_rt_leave(fe_rpc_graph_exec_destroy(c, (uintptr_t)graphExec));
-}
-
-cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t *nodes, size_t *numNodes)
-{
-	fe_conn *c;
-	cudaError_t e = fe_rt_enter(&c);
-	if (e != cudaSuccess)
-		return e;
-	if (!numNodes)
-		return fe_rt_fail(cudaErrorInvalidValue);
-	if (nodes) {
-		rg_log_once("frontend", "not supported (graph nodes live on the server)", "cudaGraphGetNodes(nodes)");
-		return fe_rt_fail(cudaErrorNotSupported);
-	}
-	uint64_t n = 0;
-	int st = fe_rpc_graph_node_count(c, (uintptr_t)graph, &n);
-	if (st == 0)
-		*numNodes = n;
-	return fe_rt_leave(st);
 }

@@ -64,6 +64,20 @@ static const char *const names[PROTO_OP_COUNT] = {
 	[PROTO_OP_TEX_DESTROY] = "tex_destroy",
 	[PROTO_OP_SURF_CREATE] = "surf_create",
 	[PROTO_OP_SURF_DESTROY] = "surf_destroy",
+	[PROTO_OP_GRAPH_CREATE] = "graph_create",
+	[PROTO_OP_GRAPH_ADD_EMPTY] = "graph_add_empty",
+	[PROTO_OP_GRAPH_ADD_KERNEL] = "graph_add_kernel",
+	[PROTO_OP_GRAPH_ADD_MEMSET] = "graph_add_memset",
+	[PROTO_OP_GRAPH_ADD_MEMCPY] = "graph_add_memcpy",
+	[PROTO_OP_GRAPH_ADD_EVENT] = "graph_add_event",
+	[PROTO_OP_GRAPH_ADD_CHILD] = "graph_add_child",
+	[PROTO_OP_GRAPH_KERNEL_SET] = "graph_kernel_set",
+	[PROTO_OP_GRAPH_EDGES_EDIT] = "graph_edges_edit",
+	[PROTO_OP_GRAPH_GET_NODES] = "graph_get_nodes",
+	[PROTO_OP_GRAPH_GET_EDGES] = "graph_get_edges",
+	[PROTO_OP_GRAPH_NODE_TYPE] = "graph_node_type",
+	[PROTO_OP_GRAPH_CLONE] = "graph_clone",
+	[PROTO_OP_GRAPH_DESTROY_NODE] = "graph_destroy_node",
 	[PROTO_OP_CUBLASCREATE_V2] = "cublasCreate_v2",
 	[PROTO_OP_CUBLASDESTROY_V2] = "cublasDestroy_v2",
 	[PROTO_OP_CUBLASSETSTREAM_V2] = "cublasSetStream_v2",
@@ -154,6 +168,9 @@ int proto_op_quick(uint32_t op)
 	case PROTO_OP_GRAPH_NODE_COUNT:
 	case PROTO_OP_MEMPOOL_GET_ATTR:
 	case PROTO_OP_ERROR_STRING:
+	case PROTO_OP_GRAPH_GET_NODES:
+	case PROTO_OP_GRAPH_GET_EDGES:
+	case PROTO_OP_GRAPH_NODE_TYPE:
 		return 1;
 	}
 	return 0;

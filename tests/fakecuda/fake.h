@@ -170,6 +170,10 @@ CUresult fk_copy_submit(fk_ctx *c, CUstream h, uintptr_t dst, int dst_dev, size_
                         int src_dev, size_t spitch, size_t width, size_t height);
 CUresult fk_set_run(fk_ctx *c, const fk_op *op);   /* copy.c */
 CUresult fk_kernel_run(fk_ctx *c, const fk_op *op); /* launch.c */
+/* A launch of f checked as cuLaunchKernel checks it and packed into *op (launch.c):
+ * what a launch submits and a kernel node keeps. */
+CUresult fk_kernel_op(fk_ctx *c, CUfunction f, const unsigned grid[3], const unsigned block[3],
+                      unsigned shmem, void **params, void **extra, int coop, fk_op *op);
 
 /* ---- streams, capture (stream.c, graph.c) ---- */
 

@@ -390,15 +390,14 @@ static CUresult pack_args(const fk_func *fn, void **params, void **extra, uint8_
 	return CUDA_SUCCESS;
 }
 
-static CUresult launch(fk_ctx *c, CUfunction f, const unsigned grid[3], const unsigned block[3],
-                       unsigned shmem, CUstream h, void **params, void **extra, int coop)
+CUresult fk_kernel_op(fk_ctx *c, CUfunction f, const unsigned grid[3], const unsigned block[3],
+                      unsigned shmem, void **params, void **extra, int coop, fk_op *op)
 {
 	fk_func *fn = fk_func_get(c, f);
-	fk_stream *s = fk_stream_get(c, h);
 	uint8_t *args;
 	CUresult rc;
 
-	if (!fn || !s)
+	if (!fn)
 		return CUDA_ERROR_INVALID_HANDLE;
 	if (!grid[0] || !grid[1] || !grid[2] || !block[0] || !block[1] || !block[2])
 		return CUDA_ERROR_INVALID_VALUE;
@@ -416,18 +415,31 @@ static CUresult launch(fk_ctx *c, CUfunction f, const unsigned grid[3], const un
 	}
 	if ((rc = pack_args(fn, params, extra, &args)) != CUDA_SUCCESS)
 		return rc;
+	*op = (fk_op){ .kind = FK_OP_KERNEL };
+	op->u.k.func = fn->id;
+	memcpy(op->u.k.grid, grid, sizeof op->u.k.grid);
+	memcpy(op->u.k.block, block, sizeof op->u.k.block);
+	op->u.k.shmem = shmem;
+	op->u.k.args = args;
+	op->u.k.nargs = fn->argsize;
+	return CUDA_SUCCESS;
+}
+
+static CUresult launch(fk_ctx *c, CUfunction f, const unsigned grid[3], const unsigned block[3],
+                       unsigned shmem, CUstream h, void **params, void **extra, int coop)
+{
+	fk_stream *s = fk_stream_get(c, h);
+	fk_op op;
+	CUresult rc;
+
+	if (!fk_func_get(c, f) || !s)
+		return CUDA_ERROR_INVALID_HANDLE;
+	if ((rc = fk_kernel_op(c, f, grid, block, shmem, params, extra, coop, &op)) != CUDA_SUCCESS)
+		return rc;
 	if ((rc = fk_stream_legacy_check(c, h)) != CUDA_SUCCESS) {
-		free(args);
+		fk_op_free(&op);
 		return rc;
 	}
-
-	fk_op op = { .kind = FK_OP_KERNEL };
-	op.u.k.func = fn->id;
-	memcpy(op.u.k.grid, grid, sizeof op.u.k.grid);
-	memcpy(op.u.k.block, block, sizeof op.u.k.block);
-	op.u.k.shmem = shmem;
-	op.u.k.args = args;
-	op.u.k.nargs = fn->argsize;
 	return fk_submit(c, s, &op);
 }
 
