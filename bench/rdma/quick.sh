@@ -2,19 +2,36 @@
 # bench/rdma/quick.sh: the round trips only, in one guest boot (about 20 s), for
 # trying a change to the rdma path before the benchmark of record (run.sh):
 #
-#   bench/rdma/quick.sh [--build DIR]
+#   bench/rdma/quick.sh [--build DIR] [--rounds N]
 #
 # prints ib_send_lat's line (its "typical" column is half a round trip), the
 # transport alone (rdma-pingpong, busy polling) and cudaStreamQuery through
 # libremote.so and remote-gpud on the driver test double (default settings and
 # busy polling). Needs what run.sh needs.
+#
+# --rounds N repeats the four measurements N times, interleaved, and ends with
+# each round's ratios to that round's ib_send_lat and their medians: under
+# emulation the guest's speed drifts over seconds, so a ratio is best taken
+# between measurements made close together.
 set -u -o pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/guest.sh"
-rdma_in_guest quick 300 "$@"
+rounds=1
+args=()
+while [ $# -gt 0 ]; do
+  case $1 in
+    --rounds) rounds=$2; shift 2 ;;
+    *) args+=("$1"); shift ;;
+  esac
+done
+RG_ROUNDS=$rounds rdma_in_guest quick $((120 + 180 * rounds)) "${args[@]}"
+rounds=${RG_ROUNDS:-$rounds}
 
 B=$RG_BUILD out=$RG_OUT ip=$RDMA_VM_IP dev=$RDMA_VM_DEV gid=$RDMA_VM_GID_INDEX
 SPIN=(REMOTE_GPU_RDMA_SPIN_US=2000000 REMOTE_GPU_RDMA_SERVER_SPIN_US=2000000)
 wait_file() { local n=100; while [ $n -gt 0 ] && ! [ -s "$1" ]; do sleep 0.1; n=$((n - 1)); done; }
+
+for round in $(seq 1 "$rounds"); do
+[ "$rounds" -gt 1 ] && echo "== round $round of $rounds"
 
 timeout 60 ib_send_lat -s 64 -n 3000 -d "$dev" -x "$gid" -F >"$out/lat.server" 2>&1 &
 s=$!
@@ -23,6 +40,7 @@ echo "ib_send_lat: $(timeout 60 ib_send_lat -s 64 -n 3000 -d "$dev" -x "$gid" -F
 wait $s
 
 pp=$B/tests/rdma/rdma-pingpong
+rm -f "$out/pp.port"
 env "${SPIN[@]}" "$pp" server "rdma://$ip:0" >"$out/pp.port" 2>"$out/pp.server" &
 s=$!
 wait_file "$out/pp.port"
@@ -42,3 +60,17 @@ for mode in default busy; do
   echo "remote-bench ($mode): $(grep -m1 cudaStreamQuery "$out/rb.txt")"
   kill -TERM $s; wait $s 2>/dev/null
 done
+done | tee "$out/rounds.txt"
+
+[ "$rounds" -gt 1 ] || exit 0
+# per round: ib_send_lat's round trip is twice its typical figure (column 5)
+awk '
+  /^ib_send_lat:/ { lat = 2 * $6 }
+  /^rdma-pingpong/ { pp = $6 }
+  /^remote-bench \(default\)/ { d = $4 }
+  /^remote-bench \(busy\)/ { b = $4; n++; r1[n] = pp / lat; r2[n] = b / lat; r3[n] = d / lat
+    printf "round %d: ib_send_lat RT %.2f us; transport %.2fx, CUDA call busy %.2fx, default %.2fx\n", n, lat, r1[n], r2[n], r3[n] }
+  function med(a, k,   i, j, t) { for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
+    return k % 2 ? a[(k + 1) / 2] : (a[k / 2] + a[k / 2 + 1]) / 2 }
+  END { printf "median of %d rounds: transport %.2fx, CUDA call busy polling %.2fx, default %.2fx (target <= 1.3x)\n", n, med(r1, n), med(r2, n), med(r3, n) }
+' "$out/rounds.txt"
