@@ -657,33 +657,45 @@ static int gen_graph_node_count(be_session *s, be_req *rq)
 
 static int gen_mempool_set_attr(be_session *s, be_req *rq)
 {
+	uint64_t pool_w;
+	if (proto_arg_u64(&rq->view, 0, &pool_w))
+		return BE_EPROTO;
+	uint64_t pool = (uint64_t)pool_w;
 	int32_t attr_w;
-	if (proto_arg_i32(&rq->view, 0, &attr_w))
+	if (proto_arg_i32(&rq->view, 1, &attr_w))
 		return BE_EPROTO;
 	int32_t attr = (int32_t)attr_w;
 	uint64_t value_w;
-	if (proto_arg_u64(&rq->view, 1, &value_w))
+	if (proto_arg_u64(&rq->view, 2, &value_w))
 		return BE_EPROTO;
 	uint64_t value = (uint64_t)value_w;
-	return be_op_mempool_set_attr(s, rq, attr, value);
+	return be_op_mempool_set_attr(s, rq, pool, attr, value);
 }
 
 static int gen_mempool_get_attr(be_session *s, be_req *rq)
 {
+	uint64_t pool_w;
+	if (proto_arg_u64(&rq->view, 0, &pool_w))
+		return BE_EPROTO;
+	uint64_t pool = (uint64_t)pool_w;
 	int32_t attr_w;
-	if (proto_arg_i32(&rq->view, 0, &attr_w))
+	if (proto_arg_i32(&rq->view, 1, &attr_w))
 		return BE_EPROTO;
 	int32_t attr = (int32_t)attr_w;
-	return be_op_mempool_get_attr(s, rq, attr);
+	return be_op_mempool_get_attr(s, rq, pool, attr);
 }
 
 static int gen_mempool_trim(be_session *s, be_req *rq)
 {
+	uint64_t pool_w;
+	if (proto_arg_u64(&rq->view, 0, &pool_w))
+		return BE_EPROTO;
+	uint64_t pool = (uint64_t)pool_w;
 	uint64_t keep_w;
-	if (proto_arg_u64(&rq->view, 0, &keep_w))
+	if (proto_arg_u64(&rq->view, 1, &keep_w))
 		return BE_EPROTO;
 	uint64_t keep = (uint64_t)keep_w;
-	return be_op_mempool_trim(s, rq, keep);
+	return be_op_mempool_trim(s, rq, pool, keep);
 }
 
 static int gen_profiler_start(be_session *s, be_req *rq)
@@ -1399,6 +1411,75 @@ static int gen_graph_destroy_node(be_session *s, be_req *rq)
 	return be_op_graph_destroy_node(s, rq, node);
 }
 
+static int gen_mempool_create(be_session *s, be_req *rq)
+{
+	uint64_t pool_w;
+	if (proto_arg_u64(&rq->view, 0, &pool_w))
+		return BE_EPROTO;
+	uint64_t pool = (uint64_t)pool_w;
+	uint32_t alloc_type_w;
+	if (proto_arg_u32(&rq->view, 1, &alloc_type_w))
+		return BE_EPROTO;
+	uint32_t alloc_type = (uint32_t)alloc_type_w;
+	uint64_t max_size_w;
+	if (proto_arg_u64(&rq->view, 2, &max_size_w))
+		return BE_EPROTO;
+	uint64_t max_size = (uint64_t)max_size_w;
+	uint32_t usage_w;
+	if (proto_arg_u32(&rq->view, 3, &usage_w))
+		return BE_EPROTO;
+	uint32_t usage = (uint32_t)usage_w;
+	return be_op_mempool_create(s, rq, pool, alloc_type, max_size, usage);
+}
+
+static int gen_mempool_destroy(be_session *s, be_req *rq)
+{
+	uint64_t pool_w;
+	if (proto_arg_u64(&rq->view, 0, &pool_w))
+		return BE_EPROTO;
+	uint64_t pool = (uint64_t)pool_w;
+	return be_op_mempool_destroy(s, rq, pool);
+}
+
+static int gen_mem_alloc_pool(be_session *s, be_req *rq)
+{
+	uint64_t size_w;
+	if (proto_arg_u64(&rq->view, 0, &size_w))
+		return BE_EPROTO;
+	uint64_t size = (uint64_t)size_w;
+	uint64_t pool_w;
+	if (proto_arg_u64(&rq->view, 1, &pool_w))
+		return BE_EPROTO;
+	uint64_t pool = (uint64_t)pool_w;
+	uint64_t stream_id;
+	if (proto_arg_u64(&rq->view, 2, &stream_id))
+		return BE_EPROTO;
+	return be_op_mem_alloc_pool(s, rq, size, pool, stream_id);
+}
+
+static int gen_mempool_set_current(be_session *s, be_req *rq)
+{
+	uint64_t pool_w;
+	if (proto_arg_u64(&rq->view, 0, &pool_w))
+		return BE_EPROTO;
+	uint64_t pool = (uint64_t)pool_w;
+	return be_op_mempool_set_current(s, rq, pool);
+}
+
+static int gen_mempool_get_current(be_session *s, be_req *rq)
+{
+	return be_op_mempool_get_current(s, rq);
+}
+
+static int gen_mempool_get_access(be_session *s, be_req *rq)
+{
+	uint64_t pool_w;
+	if (proto_arg_u64(&rq->view, 0, &pool_w))
+		return BE_EPROTO;
+	uint64_t pool = (uint64_t)pool_w;
+	return be_op_mempool_get_access(s, rq, pool);
+}
+
 const be_op_desc be_ops[PROTO_OP_COUNT] = {
 	[PROTO_OP_HELLO] = {gen_hello, BE_OP_SYNC},
 	[PROTO_OP_MODULE_LOAD] = {gen_module_load, BE_OP_SYNC | BE_OP_PAYLOAD},
@@ -1475,6 +1556,12 @@ const be_op_desc be_ops[PROTO_OP_COUNT] = {
 	[PROTO_OP_GRAPH_NODE_TYPE] = {gen_graph_node_type, BE_OP_SYNC | BE_OP_QUICK},
 	[PROTO_OP_GRAPH_CLONE] = {gen_graph_clone, BE_OP_SYNC},
 	[PROTO_OP_GRAPH_DESTROY_NODE] = {gen_graph_destroy_node, BE_OP_SYNC},
+	[PROTO_OP_MEMPOOL_CREATE] = {gen_mempool_create, BE_OP_SYNC},
+	[PROTO_OP_MEMPOOL_DESTROY] = {gen_mempool_destroy, BE_OP_SYNC},
+	[PROTO_OP_MEM_ALLOC_POOL] = {gen_mem_alloc_pool, BE_OP_SYNC},
+	[PROTO_OP_MEMPOOL_SET_CURRENT] = {gen_mempool_set_current, BE_OP_SYNC},
+	[PROTO_OP_MEMPOOL_GET_CURRENT] = {gen_mempool_get_current, BE_OP_SYNC | BE_OP_QUICK},
+	[PROTO_OP_MEMPOOL_GET_ACCESS] = {gen_mempool_get_access, BE_OP_SYNC | BE_OP_QUICK},
 	/* api/cublas.api (backend/gen/lib_cublas.c) */
 	[PROTO_OP_CUBLASCREATE_V2] = {be_gen_cublasCreate_v2, BE_OP_ASYNC},
 	[PROTO_OP_CUBLASDESTROY_V2] = {be_gen_cublasDestroy_v2, BE_OP_ASYNC},

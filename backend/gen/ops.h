@@ -36,9 +36,9 @@ int be_op_graph_instantiate(be_session *s, be_req *rq, uint64_t x, uint64_t g, u
 int be_op_graph_destroy(be_session *s, be_req *rq, uint64_t g);
 int be_op_graph_exec_destroy(be_session *s, be_req *rq, uint64_t x);
 int be_op_graph_node_count(be_session *s, be_req *rq, uint64_t g);
-int be_op_mempool_set_attr(be_session *s, be_req *rq, int32_t attr, uint64_t value);
-int be_op_mempool_get_attr(be_session *s, be_req *rq, int32_t attr);
-int be_op_mempool_trim(be_session *s, be_req *rq, uint64_t keep);
+int be_op_mempool_set_attr(be_session *s, be_req *rq, uint64_t pool, int32_t attr, uint64_t value);
+int be_op_mempool_get_attr(be_session *s, be_req *rq, uint64_t pool, int32_t attr);
+int be_op_mempool_trim(be_session *s, be_req *rq, uint64_t pool, uint64_t keep);
 int be_op_error_string(be_session *s, be_req *rq, int32_t code);
 int be_op_array_create(be_session *s, be_req *rq, uint64_t a, uint64_t width, uint64_t height, uint64_t depth, uint32_t format, uint32_t channels, uint32_t flags);
 int be_op_array_destroy(be_session *s, be_req *rq, uint64_t a);
@@ -65,5 +65,11 @@ int be_op_graph_get_edges(be_session *s, be_req *rq, uint64_t g, uint64_t max);
 int be_op_graph_node_type(be_session *s, be_req *rq, uint64_t node);
 int be_op_graph_clone(be_session *s, be_req *rq, uint64_t copy, uint64_t g);
 int be_op_graph_destroy_node(be_session *s, be_req *rq, uint64_t node);
+int be_op_mempool_create(be_session *s, be_req *rq, uint64_t pool, uint32_t alloc_type, uint64_t max_size, uint32_t usage);
+int be_op_mempool_destroy(be_session *s, be_req *rq, uint64_t pool);
+int be_op_mem_alloc_pool(be_session *s, be_req *rq, uint64_t size, uint64_t pool, uint64_t stream);
+int be_op_mempool_set_current(be_session *s, be_req *rq, uint64_t pool);
+int be_op_mempool_get_current(be_session *s, be_req *rq);
+int be_op_mempool_get_access(be_session *s, be_req *rq, uint64_t pool);
 
 #endif

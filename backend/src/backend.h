@@ -160,6 +160,12 @@ void be_waiter_cleanup(be_session *s);
  * waiter is idle and ev is done: returns 1 after replying, else 0. */
 int be_waiter_try_now(be_session *s, be_req *rq, CUevent ev);
 
+/* ---- memory pools (op_mempool.c) ---- */
+
+/* The pool behind a client's pool id: 0 is the device's default pool; else one
+ * the session made (CUDA_ERROR_INVALID_HANDLE for another's, or a destroyed one). */
+int be_get_mempool(be_session *s, uint64_t id, CUmemoryPool *out);
+
 /* ---- host functions (op_hostfn.c) ---- */
 
 typedef struct be_hostfn {
@@ -209,7 +215,13 @@ struct be_session {
 
 	/* CUDA state: the executor's (ctx is also read by the waiter) */
 	CUcontext ctx;
-	CUmemoryPool mempool;
+	CUmemoryPool mempool; /* the device's default pool */
+	/* memory pools the session made (op_mempool.c): id -> CUmemoryPool; and
+	 * its current pool (cudaDeviceSetMemPool: the session's, not the
+	 * device's), id 0 and NULL for the default one */
+	be_htab pools;
+	uint64_t cur_pool_id;
+	CUmemoryPool cur_pool;
 	be_htab streams, events, modules, funcs, graphs, gexecs, arrays;
 	/* graph nodes (op_graph_build.c): the ids the server gave them -> the
 	 * driver's node, and back; aux: the client id of the node's graph */

@@ -99,6 +99,10 @@
 	X(cuMemPoolSetAttribute)                             \
 	X(cuMemPoolGetAttribute)                             \
 	X(cuMemPoolTrimTo)                                   \
+	X(cuMemPoolCreate)                                   \
+	X(cuMemPoolDestroy)                                  \
+	X(cuMemPoolGetAccess)                                \
+	X(cuMemAllocFromPoolAsync)                           \
 	X(cuProfilerStart)                                   \
 	X(cuProfilerStop)                                    \
 	X(cuArray3DCreate)                                   \

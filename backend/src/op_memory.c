@@ -70,7 +70,8 @@ int be_op_mem_free(be_session *s, be_req *rq, CUdeviceptr ptr)
 	return CUDA_SUCCESS;
 }
 
-int be_op_mem_alloc_async(be_session *s, be_req *rq, uint64_t size, uint64_t stream_id)
+/* pool NULL: the session's current pool (cudaMallocAsync). */
+static int alloc_async(be_session *s, be_req *rq, uint64_t size, CUmemoryPool pool, uint64_t stream_id)
 {
 	CUstream st;
 	CUdeviceptr p = 0;
@@ -79,8 +80,12 @@ int be_op_mem_alloc_async(be_session *s, be_req *rq, uint64_t size, uint64_t str
 
 	if ((err = be_get_stream(s, stream_id, &st)))
 		return err;
+	if (!pool)
+		pool = s->cur_pool;
 	if (size > 0) {
-		if ((r = be_drv.cuMemAllocAsync(&p, (size_t)size, st)) != CUDA_SUCCESS)
+		r = pool ? be_drv.cuMemAllocFromPoolAsync(&p, (size_t)size, pool, st)
+			 : be_drv.cuMemAllocAsync(&p, (size_t)size, st);
+		if (r != CUDA_SUCCESS)
 			return r;
 		if ((err = record(s, p, size, BE_RANGE_ASYNC))) {
 			be_drv.cuMemFreeAsync(p, st);
@@ -90,6 +95,21 @@ int be_op_mem_alloc_async(be_session *s, be_req *rq, uint64_t size, uint64_t str
 	proto_msg *m = be_reply_begin(s, rq, 1);
 	proto_msg_u64(m, (uint64_t)p);
 	return be_reply_end(s, rq, m, NULL, 0);
+}
+
+int be_op_mem_alloc_async(be_session *s, be_req *rq, uint64_t size, uint64_t stream_id)
+{
+	return alloc_async(s, rq, size, NULL, stream_id);
+}
+
+int be_op_mem_alloc_pool(be_session *s, be_req *rq, uint64_t size, uint64_t pool_id, uint64_t stream_id)
+{
+	CUmemoryPool pool;
+	int err;
+
+	if ((err = be_get_mempool(s, pool_id, &pool)))
+		return err;
+	return alloc_async(s, rq, size, pool, stream_id);
 }
 
 int be_op_mem_free_async(be_session *s, be_req *rq, CUdeviceptr ptr, uint64_t stream_id)

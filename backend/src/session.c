@@ -221,6 +221,7 @@ void *be_on_accept(void *ctx, transport_conn *c)
 	be_htab_init(&s->node_ids);
 	be_htab_init(&s->texobjs);
 	be_htab_init(&s->surfobjs);
+	be_htab_init(&s->pools);
 	be_ranges_init(&s->ranges);
 	if (be_staging_init(&s->staging, BE_CHUNK_SIZE, BE_MAX_CHUNKS, BE_BIG_MAX) != 0 || be_waiter_init(s) != 0) {
 		LOG_ERROR(BE_LOG, "%s: out of memory for a session", c->peer);
@@ -417,6 +418,7 @@ static void session_free(be_session *s)
 	be_htab_free(&s->node_ids);
 	be_htab_free(&s->texobjs);
 	be_htab_free(&s->surfobjs);
+	be_htab_free(&s->pools);
 	be_ranges_free(&s->ranges);
 	be_frame_pool_free(s);
 	if (s->staging.all)
@@ -490,6 +492,15 @@ static void td_array(void *ctx, uint64_t id, void *obj, uint64_t aux)
 	free(a);
 }
 
+/* After the session's allocations are freed: a pool is the device's, not the
+ * context's, so cuCtxDestroy would leave it and its reserve behind. */
+static void td_pool(void *ctx, uint64_t id, void *obj, uint64_t aux)
+{
+	td_count *c = ctx;
+	c->n++;
+	c->failed += be_drv.cuMemPoolDestroy((CUmemoryPool)obj) != CUDA_SUCCESS;
+}
+
 static void td_module(void *ctx, uint64_t id, void *obj, uint64_t aux)
 {
 	td_count *c = ctx;
@@ -499,7 +510,7 @@ static void td_module(void *ctx, uint64_t id, void *obj, uint64_t aux)
 
 void be_session_teardown(be_session *s)
 {
-	td_count gx = {s}, gr = {s}, ev = {s}, st = {s}, mo = {s}, to = {s}, so = {s}, ar = {s};
+	td_count gx = {s}, gr = {s}, ev = {s}, st = {s}, mo = {s}, to = {s}, so = {s}, ar = {s}, po = {s};
 	unsigned nalloc = 0, afailed = 0;
 	uint64_t bytes = s->ranges.bytes;
 	CUresult r;
@@ -536,6 +547,7 @@ void be_session_teardown(be_session *s)
 			nalloc++;
 			afailed += be_drv.cuMemFree((CUdeviceptr)s->ranges.r[i].base) != CUDA_SUCCESS;
 		}
+		be_htab_each(&s->pools, td_pool, &po);
 		be_staging_destroy(&s->staging);
 		if ((r = be_drv.cuCtxDestroy(s->ctx)) != CUDA_SUCCESS)
 			LOG_WARN(BE_LOG, "session %" PRIu64 ": cuCtxDestroy: %s", s->id, be_errname(r));
@@ -546,11 +558,11 @@ void be_session_teardown(be_session *s)
 	}
 	be_hostfn_cleanup(s);
 	unsigned failed = gx.failed + gr.failed + ev.failed + st.failed + mo.failed + to.failed + so.failed + ar.failed +
-			  afailed;
+			  po.failed + afailed;
 	LOG_INFO(BE_LOG,
 		 "session %" PRIu64 " (%s, pid %" PRIu64 " %s) ended: freed %u allocations (%" PRIu64 " bytes), "
 		 "%u streams, %u events, %u modules, %u graphs, %u graph execs, %u arrays, %u texture and %u surface "
-		 "objects; staging %u chunks, %" PRIu64 " copies through pageable memory%s",
+		 "objects, %u memory pools; staging %u chunks, %" PRIu64 " copies through pageable memory%s",
 		 s->id, s->client_host[0] ? s->client_host : s->peer, s->pid, s->program[0] ? s->program : "?", nalloc,
-		 bytes, st.n, ev.n, mo.n, gr.n, gx.n, ar.n, to.n, so.n, nchunks, fallbacks, failed ? " (some destroys failed)" : "");
+		 bytes, st.n, ev.n, mo.n, gr.n, gx.n, ar.n, to.n, so.n, po.n, nchunks, fallbacks, failed ? " (some destroys failed)" : "");
 }

@@ -460,19 +460,21 @@ int fe_rpc_graph_node_count(fe_conn *c, uint64_t g, uint64_t *n)
 	return st;
 }
 
-int fe_rpc_mempool_set_attr(fe_conn *c, int32_t attr, uint64_t value)
+int fe_rpc_mempool_set_attr(fe_conn *c, uint64_t pool, int32_t attr, uint64_t value)
 {
 	proto_msg m;
-	proto_msg_begin(&m, PROTO_OP_MEMPOOL_SET_ATTR, fe_conn_next_seq(c), 2);
+	proto_msg_begin(&m, PROTO_OP_MEMPOOL_SET_ATTR, fe_conn_next_seq(c), 3);
+	proto_msg_u64(&m, (uint64_t)pool);
 	proto_msg_i64(&m, (int64_t)attr);
 	proto_msg_u64(&m, (uint64_t)value);
 	return fe_conn_call(c, &m, NULL, 0, NULL, 0, NULL);
 }
 
-int fe_rpc_mempool_get_attr(fe_conn *c, int32_t attr, uint64_t *value)
+int fe_rpc_mempool_get_attr(fe_conn *c, uint64_t pool, int32_t attr, uint64_t *value)
 {
 	proto_msg m;
-	proto_msg_begin(&m, PROTO_OP_MEMPOOL_GET_ATTR, fe_conn_next_seq(c), 1);
+	proto_msg_begin(&m, PROTO_OP_MEMPOOL_GET_ATTR, fe_conn_next_seq(c), 2);
+	proto_msg_u64(&m, (uint64_t)pool);
 	proto_msg_i64(&m, (int64_t)attr);
 	fe_reply r;
 	int st = fe_conn_call(c, &m, NULL, 0, NULL, 0, &r);
@@ -489,10 +491,11 @@ int fe_rpc_mempool_get_attr(fe_conn *c, int32_t attr, uint64_t *value)
 	return st;
 }
 
-int fe_rpc_mempool_trim(fe_conn *c, uint64_t keep)
+int fe_rpc_mempool_trim(fe_conn *c, uint64_t pool, uint64_t keep)
 {
 	proto_msg m;
-	proto_msg_begin(&m, PROTO_OP_MEMPOOL_TRIM, fe_conn_next_seq(c), 1);
+	proto_msg_begin(&m, PROTO_OP_MEMPOOL_TRIM, fe_conn_next_seq(c), 2);
+	proto_msg_u64(&m, (uint64_t)pool);
 	proto_msg_u64(&m, (uint64_t)keep);
 	return fe_conn_post(c, &m, NULL, 0);
 }
@@ -1022,4 +1025,92 @@ int fe_rpc_graph_destroy_node(fe_conn *c, uint64_t node)
 	proto_msg_begin(&m, PROTO_OP_GRAPH_DESTROY_NODE, fe_conn_next_seq(c), 1);
 	proto_msg_u64(&m, (uint64_t)node);
 	return fe_conn_call(c, &m, NULL, 0, NULL, 0, NULL);
+}
+
+int fe_rpc_mempool_create(fe_conn *c, uint64_t pool, uint32_t alloc_type, uint64_t max_size, uint32_t usage)
+{
+	proto_msg m;
+	proto_msg_begin(&m, PROTO_OP_MEMPOOL_CREATE, fe_conn_next_seq(c), 4);
+	proto_msg_u64(&m, (uint64_t)pool);
+	proto_msg_u64(&m, (uint64_t)alloc_type);
+	proto_msg_u64(&m, (uint64_t)max_size);
+	proto_msg_u64(&m, (uint64_t)usage);
+	return fe_conn_call(c, &m, NULL, 0, NULL, 0, NULL);
+}
+
+int fe_rpc_mempool_destroy(fe_conn *c, uint64_t pool)
+{
+	proto_msg m;
+	proto_msg_begin(&m, PROTO_OP_MEMPOOL_DESTROY, fe_conn_next_seq(c), 1);
+	proto_msg_u64(&m, (uint64_t)pool);
+	return fe_conn_call(c, &m, NULL, 0, NULL, 0, NULL);
+}
+
+int fe_rpc_mem_alloc_pool(fe_conn *c, uint64_t size, uint64_t pool, uint64_t stream, uint64_t *dptr)
+{
+	proto_msg m;
+	proto_msg_begin(&m, PROTO_OP_MEM_ALLOC_POOL, fe_conn_next_seq(c), 3);
+	proto_msg_u64(&m, (uint64_t)size);
+	proto_msg_u64(&m, (uint64_t)pool);
+	proto_msg_u64(&m, stream);
+	fe_reply r;
+	int st = fe_conn_call(c, &m, NULL, 0, NULL, 0, &r);
+	if (st != 0)
+		return st;
+	{
+		uint64_t v;
+		if (proto_arg_u64(&r.view, PROTO_REPLY_FIRST + 0, &v))
+			st = PROTO_EDECODE;
+		else
+			*dptr = v;
+	}
+	fe_reply_free(&r);
+	return st;
+}
+
+int fe_rpc_mempool_set_current(fe_conn *c, uint64_t pool)
+{
+	proto_msg m;
+	proto_msg_begin(&m, PROTO_OP_MEMPOOL_SET_CURRENT, fe_conn_next_seq(c), 1);
+	proto_msg_u64(&m, (uint64_t)pool);
+	return fe_conn_call(c, &m, NULL, 0, NULL, 0, NULL);
+}
+
+int fe_rpc_mempool_get_current(fe_conn *c, uint64_t *pool)
+{
+	proto_msg m;
+	proto_msg_begin(&m, PROTO_OP_MEMPOOL_GET_CURRENT, fe_conn_next_seq(c), 0);
+	fe_reply r;
+	int st = fe_conn_call(c, &m, NULL, 0, NULL, 0, &r);
+	if (st != 0)
+		return st;
+	{
+		uint64_t v;
+		if (proto_arg_u64(&r.view, PROTO_REPLY_FIRST + 0, &v))
+			st = PROTO_EDECODE;
+		else
+			*pool = v;
+	}
+	fe_reply_free(&r);
+	return st;
+}
+
+int fe_rpc_mempool_get_access(fe_conn *c, uint64_t pool, int32_t *flags)
+{
+	proto_msg m;
+	proto_msg_begin(&m, PROTO_OP_MEMPOOL_GET_ACCESS, fe_conn_next_seq(c), 1);
+	proto_msg_u64(&m, (uint64_t)pool);
+	fe_reply r;
+	int st = fe_conn_call(c, &m, NULL, 0, NULL, 0, &r);
+	if (st != 0)
+		return st;
+	{
+		int32_t v;
+		if (proto_arg_i32(&r.view, PROTO_REPLY_FIRST + 0, &v))
+			st = PROTO_EDECODE;
+		else
+			*flags = v;
+	}
+	fe_reply_free(&r);
+	return st;
 }

@@ -47,9 +47,9 @@ int fe_rpc_graph_launch(fe_conn *c, uint64_t x, uint64_t stream);
 int fe_rpc_graph_destroy(fe_conn *c, uint64_t g);
 int fe_rpc_graph_exec_destroy(fe_conn *c, uint64_t x);
 int fe_rpc_graph_node_count(fe_conn *c, uint64_t g, uint64_t *n);
-int fe_rpc_mempool_set_attr(fe_conn *c, int32_t attr, uint64_t value);
-int fe_rpc_mempool_get_attr(fe_conn *c, int32_t attr, uint64_t *value);
-int fe_rpc_mempool_trim(fe_conn *c, uint64_t keep);
+int fe_rpc_mempool_set_attr(fe_conn *c, uint64_t pool, int32_t attr, uint64_t value);
+int fe_rpc_mempool_get_attr(fe_conn *c, uint64_t pool, int32_t attr, uint64_t *value);
+int fe_rpc_mempool_trim(fe_conn *c, uint64_t pool, uint64_t keep);
 int fe_rpc_profiler_start(fe_conn *c);
 int fe_rpc_profiler_stop(fe_conn *c);
 int fe_rpc_func_set_cache(fe_conn *c, uint64_t f, int32_t config);
@@ -81,5 +81,11 @@ int fe_rpc_graph_get_edges(fe_conn *c, uint64_t g, uint64_t max, uint64_t *n, vo
 int fe_rpc_graph_node_type(fe_conn *c, uint64_t node, int32_t *type);
 int fe_rpc_graph_clone(fe_conn *c, uint64_t copy, uint64_t g);
 int fe_rpc_graph_destroy_node(fe_conn *c, uint64_t node);
+int fe_rpc_mempool_create(fe_conn *c, uint64_t pool, uint32_t alloc_type, uint64_t max_size, uint32_t usage);
+int fe_rpc_mempool_destroy(fe_conn *c, uint64_t pool);
+int fe_rpc_mem_alloc_pool(fe_conn *c, uint64_t size, uint64_t pool, uint64_t stream, uint64_t *dptr);
+int fe_rpc_mempool_set_current(fe_conn *c, uint64_t pool);
+int fe_rpc_mempool_get_current(fe_conn *c, uint64_t *pool);
+int fe_rpc_mempool_get_access(fe_conn *c, uint64_t pool, int32_t *flags);
 
 #endif

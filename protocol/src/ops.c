@@ -78,6 +78,12 @@ static const char *const names[PROTO_OP_COUNT] = {
 	[PROTO_OP_GRAPH_NODE_TYPE] = "graph_node_type",
 	[PROTO_OP_GRAPH_CLONE] = "graph_clone",
 	[PROTO_OP_GRAPH_DESTROY_NODE] = "graph_destroy_node",
+	[PROTO_OP_MEMPOOL_CREATE] = "mempool_create",
+	[PROTO_OP_MEMPOOL_DESTROY] = "mempool_destroy",
+	[PROTO_OP_MEM_ALLOC_POOL] = "mem_alloc_pool",
+	[PROTO_OP_MEMPOOL_SET_CURRENT] = "mempool_set_current",
+	[PROTO_OP_MEMPOOL_GET_CURRENT] = "mempool_get_current",
+	[PROTO_OP_MEMPOOL_GET_ACCESS] = "mempool_get_access",
 	[PROTO_OP_CUBLASCREATE_V2] = "cublasCreate_v2",
 	[PROTO_OP_CUBLASDESTROY_V2] = "cublasDestroy_v2",
 	[PROTO_OP_CUBLASSETSTREAM_V2] = "cublasSetStream_v2",
@@ -171,6 +177,8 @@ int proto_op_quick(uint32_t op)
 	case PROTO_OP_GRAPH_GET_NODES:
 	case PROTO_OP_GRAPH_GET_EDGES:
 	case PROTO_OP_GRAPH_NODE_TYPE:
+	case PROTO_OP_MEMPOOL_GET_CURRENT:
+	case PROTO_OP_MEMPOOL_GET_ACCESS:
 		return 1;
 	}
 	return 0;

@@ -864,17 +864,53 @@ static void t_graphs(srv *s)
 	CHECK_EQ(post(&k, NULL, 0, PROTO_OP_GRAPH_DESTROY, "u", U(20)), 0);
 	CHECK_EQ(call(&k, NULL, NULL, 0, NULL, 0, PROTO_OP_GRAPH_NODE_COUNT, "u", U(20)), CUDA_ERROR_INVALID_HANDLE);
 	/* memory pool attributes */
-	CHECK_EQ(call(&k, NULL, NULL, 0, NULL, 0, PROTO_OP_MEMPOOL_SET_ATTR, "iu", I(CU_MEMPOOL_ATTR_RELEASE_THRESHOLD),
+	CHECK_EQ(call(&k, NULL, NULL, 0, NULL, 0, PROTO_OP_MEMPOOL_SET_ATTR, "uiu", U(0), I(CU_MEMPOOL_ATTR_RELEASE_THRESHOLD),
 		      U(1 << 20)), 0);
-	CHECK_EQ(call(&k, &r, NULL, 0, NULL, 0, PROTO_OP_MEMPOOL_GET_ATTR, "i", I(CU_MEMPOOL_ATTR_RELEASE_THRESHOLD)), 0);
+	CHECK_EQ(call(&k, &r, NULL, 0, NULL, 0, PROTO_OP_MEMPOOL_GET_ATTR, "ui", U(0), I(CU_MEMPOOL_ATTR_RELEASE_THRESHOLD)), 0);
 	CHECK_EQ(u64_result(&r, 0), 1 << 20);
 	rep_free(&r);
-	CHECK_EQ(call(&k, NULL, NULL, 0, NULL, 0, PROTO_OP_MEMPOOL_SET_ATTR, "iu", I(CU_MEMPOOL_ATTR_RELEASE_THRESHOLD),
+	CHECK_EQ(call(&k, NULL, NULL, 0, NULL, 0, PROTO_OP_MEMPOOL_SET_ATTR, "uiu", U(0), I(CU_MEMPOOL_ATTR_RELEASE_THRESHOLD),
 		      U(0)), 0);
-	CHECK_EQ(call(&k, NULL, NULL, 0, NULL, 0, PROTO_OP_MEMPOOL_GET_ATTR, "i", I(999)), CUDA_ERROR_INVALID_VALUE);
-	CHECK_EQ(call(&k, NULL, NULL, 0, NULL, 0, PROTO_OP_MEMPOOL_SET_ATTR, "iu",
-		      I(CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC), U(1ull << 40)), CUDA_ERROR_INVALID_VALUE);
-	CHECK_EQ(post(&k, NULL, 0, PROTO_OP_MEMPOOL_TRIM, "u", U(0)), 0);
+	CHECK_EQ(call(&k, NULL, NULL, 0, NULL, 0, PROTO_OP_MEMPOOL_GET_ATTR, "ui", U(0), I(999)), CUDA_ERROR_INVALID_VALUE);
+	CHECK_EQ(call(&k, NULL, NULL, 0, NULL, 0, PROTO_OP_MEMPOOL_SET_ATTR, "uiu",
+		      U(0), I(CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC), U(1ull << 40)), CUDA_ERROR_INVALID_VALUE);
+	CHECK_EQ(post(&k, NULL, 0, PROTO_OP_MEMPOOL_TRIM, "uu", U(0), U(0)), 0);
+	/* a pool of the session's: attributes, an allocation from it, the current
+	 * pool; destroyed, its id is stale; another left for the teardown */
+	CHECK_EQ(call(&k, NULL, NULL, 0, NULL, 0, PROTO_OP_MEMPOOL_CREATE, "uuuu", U(0x1880), U(CU_MEM_ALLOCATION_TYPE_PINNED),
+		      U(0), U(0)), 0);
+	CHECK_EQ(call(&k, NULL, NULL, 0, NULL, 0, PROTO_OP_MEMPOOL_CREATE, "uuuu", U(0x1880), U(CU_MEM_ALLOCATION_TYPE_PINNED),
+		      U(0), U(0)), CUDA_ERROR_INVALID_VALUE); /* id in use */
+	CHECK_EQ(call(&k, NULL, NULL, 0, NULL, 0, PROTO_OP_MEMPOOL_SET_ATTR, "uiu", U(0x1880),
+		      I(CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), U(4096)), 0);
+	CHECK_EQ(call(&k, &r, NULL, 0, NULL, 0, PROTO_OP_MEMPOOL_GET_ATTR, "ui", U(0x1880), I(CU_MEMPOOL_ATTR_RELEASE_THRESHOLD)), 0);
+	CHECK_EQ(u64_result(&r, 0), 4096);
+	rep_free(&r);
+	CHECK_EQ(call(&k, &r, NULL, 0, NULL, 0, PROTO_OP_MEM_ALLOC_POOL, "uuu", U(1000), U(0x1880), U(0)), 0);
+	uint64_t pp = u64_result(&r, 0);
+	rep_free(&r);
+	CHECK_EQ(call(&k, &r, NULL, 0, NULL, 0, PROTO_OP_MEMPOOL_GET_ATTR, "ui", U(0x1880), I(CU_MEMPOOL_ATTR_USED_MEM_CURRENT)), 0);
+	CHECK_EQ(u64_result(&r, 0), 1024);
+	rep_free(&r);
+	CHECK_EQ(call(&k, NULL, NULL, 0, NULL, 0, PROTO_OP_MEMPOOL_SET_CURRENT, "u", U(0x1880)), 0);
+	CHECK_EQ(call(&k, &r, NULL, 0, NULL, 0, PROTO_OP_MEMPOOL_GET_CURRENT, ""), 0);
+	CHECK_EQ(u64_result(&r, 0), 0x1880);
+	rep_free(&r);
+	CHECK_EQ(call(&k, &r, NULL, 0, NULL, 0, PROTO_OP_MEMPOOL_GET_ACCESS, "u", U(0x1880)), 0);
+	rep_free(&r);
+	CHECK_EQ(call(&k, NULL, NULL, 0, NULL, 0, PROTO_OP_MEMPOOL_DESTROY, "u", U(0)), CUDA_ERROR_INVALID_VALUE);
+	CHECK_EQ(call(&k, NULL, NULL, 0, NULL, 0, PROTO_OP_MEMPOOL_DESTROY, "u", U(0x1880)), 0);
+	CHECK_EQ(call(&k, &r, NULL, 0, NULL, 0, PROTO_OP_MEMPOOL_GET_CURRENT, ""), 0);
+	CHECK_EQ(u64_result(&r, 0), 0); /* back to the default pool */
+	rep_free(&r);
+	CHECK_EQ(call(&k, NULL, NULL, 0, NULL, 0, PROTO_OP_MEM_FREE, "u", U(pp)), 0); /* still live until freed */
+	CHECK_EQ(call(&k, &r, NULL, 0, NULL, 0, PROTO_OP_MEM_ALLOC_POOL, "uuu", U(64), U(0x1880), U(0)),
+		 CUDA_ERROR_INVALID_HANDLE);
+	CHECK_EQ(call(&k, NULL, NULL, 0, NULL, 0, PROTO_OP_MEMPOOL_SET_CURRENT, "u", U(0x1980)), CUDA_ERROR_INVALID_HANDLE);
+	CHECK_EQ(call(&k, NULL, NULL, 0, NULL, 0, PROTO_OP_MEMPOOL_CREATE, "uuuu", U(0x1980), U(CU_MEM_ALLOCATION_TYPE_PINNED),
+		      U(0), U(0)), 0);
+	CHECK_EQ(call(&k, &r, NULL, 0, NULL, 0, PROTO_OP_MEM_ALLOC_POOL, "uuu", U(4096), U(0x1980), U(0)), 0);
+	rep_free(&r);
 	cli_close(&k);
 	if (CHECK(open_session(&k, s->port) == 0)) {
 		CHECK_EQ(wait_baseline(&k), g_baseline);

@@ -41,7 +41,7 @@ keep=0
 timeout_s=${RG_E2E_TIMEOUT:-120}
 
 # sticky last among the programs: on a GPU its error may poison the server
-PROGRAMS=(copies memsets streams graphs graph_build args errors devquery funcattrs pointers threads fork managed textures sticky)
+PROGRAMS=(copies memsets streams graphs graph_build mempools args errors devquery funcattrs pointers threads fork managed textures sticky)
 SPECIAL=(multi_client kill_mid_copy garbage sigterm)
 HELPERS=(probe copyloop holder)
 

@@ -84,6 +84,7 @@ void fk_ctx_destroy(fk_ctx *c)
 	destroy_kind(c, FK_MODULE);
 	fk_array_free_all(c);
 	fk_mem_free_all(c);
+	fk_pools_sync(c->dev);
 	fk_host_release_ctx(c);
 	if (c->primary && fk_devs[c->dev].primary == c) {
 		fk_devs[c->dev].primary = NULL;
@@ -197,6 +198,8 @@ CUresult CUDAAPI cuCtxSynchronize(void)
 			}
 		}
 	}
+	if (rc == CUDA_SUCCESS)
+		fk_pools_sync(c->dev);
 	return fk_end(rc, __func__, NULL);
 }
 

@@ -1,5 +1,5 @@
 /*
- * device.c: cuInit, versions, device queries and attributes, default memory pools.
+ * device.c: cuInit, versions, device queries and attributes.
  *
  * The fake presents FAKECUDA_DEVICES identical devices (default 1, at most
  * FK_MAX_DEVICES) that look like an H100 SXM: compute capability 9.0, 132 SMs,
@@ -8,8 +8,7 @@
  * management, managed memory, IPC handles, stream memory operations) are reported
  * as 0, so that callers which check them take their fallback paths.
  *
- * Each device has one memory pool, its default one. Freed pool memory goes straight
- * back to the device, so the pool's reserved memory always equals its used memory.
+ * Each device has its default memory pool (pool.c has the pools).
  */
 #include "fake.h"
 
@@ -179,9 +178,7 @@ CUresult CUDAAPI cuInit(unsigned int Flags)
 			fk_ndev = n;
 			for (int i = 0; i < n; i++) {
 				fk_devs[i].total = mem;
-				fk_devs[i].pool = fk_handle_new(FK_POOL, &fk_devs[i], NULL);
-				fk_devs[i].pool_reuse[0] = fk_devs[i].pool_reuse[1] =
-					fk_devs[i].pool_reuse[2] = 1;
+				fk_devs[i].pool = fk_devs[i].cur_pool = fk_pool_new(i);
 			}
 			fk_initialized = 1;
 		}
@@ -332,120 +329,6 @@ CUresult CUDAAPI cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev, CUdevic
 	else if (rc == CUDA_SUCCESS)
 		*canAccessPeer = 0;
 	return fk_end(rc, __func__, "%d, %d", dev, peerDev);
-}
-
-/* ---- memory pools ---- */
-
-CUresult CUDAAPI cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
-{
-	CUresult rc = fk_begin_init();
-	if (rc == CUDA_SUCCESS && !pool_out)
-		rc = CUDA_ERROR_INVALID_VALUE;
-	else if (rc == CUDA_SUCCESS && !dev_ok(dev))
-		rc = CUDA_ERROR_INVALID_DEVICE;
-	else if (rc == CUDA_SUCCESS)
-		*pool_out = (CUmemoryPool)(uintptr_t)fk_devs[dev].pool;
-	return fk_end(rc, __func__, "%d", dev);
-}
-
-CUresult CUDAAPI cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
-{
-	/* Only default pools exist, so the current pool is always the default one. */
-	CUresult rc = fk_begin_init();
-	if (rc == CUDA_SUCCESS && !pool)
-		rc = CUDA_ERROR_INVALID_VALUE;
-	else if (rc == CUDA_SUCCESS && !dev_ok(dev))
-		rc = CUDA_ERROR_INVALID_DEVICE;
-	else if (rc == CUDA_SUCCESS)
-		*pool = (CUmemoryPool)(uintptr_t)fk_devs[dev].pool;
-	return fk_end(rc, __func__, "%d", dev);
-}
-
-CUresult CUDAAPI cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
-{
-	CUresult rc = fk_begin_init();
-	fk_dev *d = rc == CUDA_SUCCESS ? fk_handle_get(FK_H(pool), FK_POOL, NULL) : NULL;
-
-	if (rc == CUDA_SUCCESS && !d)
-		rc = CUDA_ERROR_INVALID_HANDLE;
-	else if (rc == CUDA_SUCCESS && !value)
-		rc = CUDA_ERROR_INVALID_VALUE;
-	if (rc != CUDA_SUCCESS)
-		return fk_end(rc, __func__, "%d", (int)attr);
-
-	switch (attr) {
-	case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
-	case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
-	case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
-		d->pool_reuse[attr - CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES] =
-			*(int *)value != 0;
-		break;
-	case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
-		d->pool_release_threshold = *(cuuint64_t *)value;
-		break;
-	case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:
-		/* only a reset (to the current value) may be asked for */
-		if (*(cuuint64_t *)value != 0)
-			rc = CUDA_ERROR_INVALID_VALUE;
-		else
-			d->pool_reserved_high = d->pool_used;
-		break;
-	case CU_MEMPOOL_ATTR_USED_MEM_HIGH:
-		if (*(cuuint64_t *)value != 0)
-			rc = CUDA_ERROR_INVALID_VALUE;
-		else
-			d->pool_used_high = d->pool_used;
-		break;
-	default: /* the CURRENT values are read-only */
-		rc = CUDA_ERROR_INVALID_VALUE;
-	}
-	return fk_end(rc, __func__, "%d", (int)attr);
-}
-
-CUresult CUDAAPI cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
-{
-	CUresult rc = fk_begin_init();
-	fk_dev *d = rc == CUDA_SUCCESS ? fk_handle_get(FK_H(pool), FK_POOL, NULL) : NULL;
-
-	if (rc == CUDA_SUCCESS && !d)
-		rc = CUDA_ERROR_INVALID_HANDLE;
-	else if (rc == CUDA_SUCCESS && !value)
-		rc = CUDA_ERROR_INVALID_VALUE;
-	if (rc != CUDA_SUCCESS)
-		return fk_end(rc, __func__, "%d", (int)attr);
-
-	switch (attr) {
-	case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
-	case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
-	case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
-		*(int *)value = d->pool_reuse[attr - CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES];
-		break;
-	case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
-		*(cuuint64_t *)value = d->pool_release_threshold;
-		break;
-	case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT:
-	case CU_MEMPOOL_ATTR_USED_MEM_CURRENT:
-		*(cuuint64_t *)value = d->pool_used;
-		break;
-	case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:
-		*(cuuint64_t *)value = d->pool_reserved_high;
-		break;
-	case CU_MEMPOOL_ATTR_USED_MEM_HIGH:
-		*(cuuint64_t *)value = d->pool_used_high;
-		break;
-	default:
-		rc = CUDA_ERROR_INVALID_VALUE;
-	}
-	return fk_end(rc, __func__, "%d", (int)attr);
-}
-
-CUresult CUDAAPI cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
-{
-	/* Nothing is kept in reserve, so there is nothing to trim. */
-	CUresult rc = fk_begin_init();
-	if (rc == CUDA_SUCCESS && !fk_handle_get(FK_H(pool), FK_POOL, NULL))
-		rc = CUDA_ERROR_INVALID_HANDLE;
-	return fk_end(rc, __func__, "%zu", minBytesToKeep);
 }
 
 /* "8589934592", "8g", "512M", "64k" */

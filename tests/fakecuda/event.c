@@ -114,6 +114,8 @@ CUresult CUDAAPI cuEventQuery(CUevent hEvent)
 CUresult CUDAAPI cuEventSynchronize(CUevent hEvent)
 {
 	EVENT_BEGIN(hEvent);
+	if (rc == CUDA_SUCCESS)
+		fk_pools_sync(c->dev);
 	return fk_end(rc, __func__, "%p", (void *)hEvent);
 }
 

@@ -88,21 +88,44 @@ typedef struct fk_module fk_module;
 
 /* ---- devices (device.c) ---- */
 
+typedef struct fk_pool fk_pool;
+
 typedef struct fk_dev {
 	size_t total;          /* FAKECUDA_MEM_BYTES */
-	size_t used;           /* bytes charged by live device allocations, all contexts */
-	uint64_t pool;         /* handle of the default memory pool */
+	size_t used;           /* bytes charged: live allocations, all contexts, and the
+	                          memory pools keep in reserve */
+	fk_pool *pool;         /* the default memory pool */
+	fk_pool *cur_pool;     /* cuDeviceSetMemPool's (the default one at first) */
 	fk_ctx *primary;       /* primary context while retained */
 	unsigned primary_refs;
 	unsigned primary_flags;
-	/* default pool: freed memory goes straight back, so reserved == used */
-	size_t pool_used, pool_used_high, pool_reserved_high;
-	uint64_t pool_release_threshold;
-	int pool_reuse[3];     /* REUSE_FOLLOW_EVENT_DEPENDENCIES .. INTERNAL_DEPENDENCIES */
 } fk_dev;
 
 extern int fk_ndev;
 extern fk_dev fk_devs[FK_MAX_DEVICES];
+
+/* ---- memory pools (pool.c) ---- */
+
+/* A pool's reserve: memory its allocations freed stays charged to the device
+ * (reserved) until a synchronisation releases it down to the release threshold,
+ * or cuMemPoolTrimTo down to what it is asked to keep, as on a GPU (less the
+ * GPU's granularity: reserved is exact here). */
+struct fk_pool {
+	uint64_t id;           /* handle; 0 once destroyed */
+	int dev;
+	size_t used, used_high, reserved, reserved_high;
+	size_t max_size;       /* 0: no limit */
+	uint64_t release_threshold;
+	int reuse[3];          /* REUSE_FOLLOW_EVENT_DEPENDENCIES .. INTERNAL_DEPENDENCIES */
+	size_t nallocs;        /* live allocations: a destroyed pool goes with its last */
+};
+
+fk_pool *fk_pool_new(int dev);
+/* A freed allocation of p: charged bytes back to its reserve (or to the device,
+ * and p freed with its last allocation, once destroyed). */
+void fk_pool_put(fk_pool *p, size_t charged);
+/* A synchronisation: every pool of dev releases its reserve down to its threshold. */
+void fk_pools_sync(int dev);
 
 /* ---- device allocations (memory.c) ---- */
 
@@ -114,9 +137,12 @@ typedef struct fk_alloc {
 	size_t charged;        /* size rounded up to FK_ALIGN, counted in fk_dev.used */
 	int kind;              /* enum fk_mem_kind */
 	uint64_t buffer_id;    /* CU_POINTER_ATTRIBUTE_BUFFER_ID */
+	fk_pool *pool;         /* FK_MEM_ASYNC: the pool it came from */
 } fk_alloc;
 
 CUresult fk_mem_new(fk_ctx *c, size_t size, int kind, uintptr_t *out);
+/* An allocation from pool p (FK_MEM_ASYNC), charged to the device as p's reserve grows. */
+CUresult fk_mem_new_pool(fk_ctx *c, size_t size, fk_pool *p, uintptr_t *out);
 /* Frees the allocation that starts at p; kinds is a bit mask of (1 << fk_mem_kind). */
 CUresult fk_mem_free(fk_ctx *c, uintptr_t p, unsigned kinds);
 void fk_mem_free_all(fk_ctx *c);

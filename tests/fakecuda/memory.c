@@ -83,7 +83,9 @@ int fk_range2d_ok(const fk_ctx *c, uintptr_t p, size_t pitch, size_t width, size
 	return fk_range_ok(c, p, (height - 1) * pitch + width);
 }
 
-CUresult fk_mem_new(fk_ctx *c, size_t size, int kind, uintptr_t *out)
+/* charge: what the device is charged (the allocation's rounded size, or for a
+ * pool's the growth of its reserve). */
+static CUresult mem_new(fk_ctx *c, size_t size, int kind, fk_pool *pool, uintptr_t *out)
 {
 	fk_dev *d = &fk_devs[c->dev];
 	void *mem;
@@ -92,8 +94,14 @@ CUresult fk_mem_new(fk_ctx *c, size_t size, int kind, uintptr_t *out)
 		return CUDA_ERROR_INVALID_VALUE;
 	if (size > SIZE_MAX - FK_ALIGN)
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	size_t charged = (size + FK_ALIGN - 1) & ~(size_t)(FK_ALIGN - 1);
-	if (charged > d->total - d->used)
+	size_t charged = (size + FK_ALIGN - 1) & ~(size_t)(FK_ALIGN - 1), charge = charged;
+	if (pool) {
+		if (pool->max_size && charged > pool->max_size - pool->used)
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		size_t spare = pool->reserved - pool->used;
+		charge = charged > spare ? charged - spare : 0;
+	}
+	if (charge > d->total - d->used)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	if (c->nallocs == c->capallocs) {
 		size_t cap = c->capallocs ? c->capallocs * 2 : 32;
@@ -109,18 +117,30 @@ CUresult fk_mem_new(fk_ctx *c, size_t size, int kind, uintptr_t *out)
 	uintptr_t base = (uintptr_t)mem;
 	size_t i = alloc_pos(c, base);
 	memmove(&c->allocs[i + 1], &c->allocs[i], (c->nallocs - i) * sizeof *c->allocs);
-	c->allocs[i] = (fk_alloc){ base, size, charged, kind, next_buffer_id++ };
+	c->allocs[i] = (fk_alloc){ base, size, charged, kind, next_buffer_id++, pool };
 	c->nallocs++;
-	d->used += charged;
-	if (kind == FK_MEM_ASYNC) {
-		d->pool_used += charged;
-		if (d->pool_used > d->pool_used_high)
-			d->pool_used_high = d->pool_used;
-		if (d->pool_used > d->pool_reserved_high)
-			d->pool_reserved_high = d->pool_used;
+	d->used += charge;
+	if (pool) {
+		pool->reserved += charge;
+		pool->used += charged;
+		pool->nallocs++;
+		if (pool->used > pool->used_high)
+			pool->used_high = pool->used;
+		if (pool->reserved > pool->reserved_high)
+			pool->reserved_high = pool->reserved;
 	}
 	*out = base;
 	return CUDA_SUCCESS;
+}
+
+CUresult fk_mem_new(fk_ctx *c, size_t size, int kind, uintptr_t *out)
+{
+	return mem_new(c, size, kind, NULL, out);
+}
+
+CUresult fk_mem_new_pool(fk_ctx *c, size_t size, fk_pool *p, uintptr_t *out)
+{
+	return mem_new(c, size, FK_MEM_ASYNC, p, out);
 }
 
 static void release_at(fk_ctx *c, size_t i)
@@ -130,9 +150,10 @@ static void release_at(fk_ctx *c, size_t i)
 
 	memmove(&c->allocs[i], &c->allocs[i + 1], (c->nallocs - i - 1) * sizeof *c->allocs);
 	c->nallocs--;
-	d->used -= a.charged;
-	if (a.kind == FK_MEM_ASYNC)
-		d->pool_used -= a.charged;
+	if (a.pool)
+		fk_pool_put(a.pool, a.charged); /* into the pool's reserve */
+	else
+		d->used -= a.charged;
 	free((void *)a.base);
 }
 
@@ -238,12 +259,7 @@ CUresult CUDAAPI cuMemGetAddressRange(CUdeviceptr *pbase, size_t *psize, CUdevic
 	return fk_end(rc, __func__, "%#lx", (unsigned long)dptr);
 }
 
-static int is_default_pool(const fk_ctx *c, CUmemoryPool pool)
-{
-	return FK_H(pool) == fk_devs[c->dev].pool;
-}
-
-static CUresult alloc_async(fk_ctx *c, CUdeviceptr *dptr, size_t size, CUstream hStream)
+static CUresult alloc_async(fk_ctx *c, CUdeviceptr *dptr, size_t size, fk_pool *pool, CUstream hStream)
 {
 	fk_stream *s = fk_stream_get(c, hStream);
 	uintptr_t p;
@@ -257,7 +273,7 @@ static CUresult alloc_async(fk_ctx *c, CUdeviceptr *dptr, size_t size, CUstream 
 		return rc;
 	if (s->cap)
 		return CUDA_ERROR_NOT_SUPPORTED; /* memory-allocation graph nodes */
-	if ((rc = fk_mem_new(c, size, FK_MEM_ASYNC, &p)) == CUDA_SUCCESS)
+	if ((rc = fk_mem_new_pool(c, size, pool, &p)) == CUDA_SUCCESS)
 		*dptr = p;
 	return rc;
 }
@@ -267,7 +283,7 @@ CUresult CUDAAPI cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hS
 	fk_ctx *c;
 	CUresult rc = fk_begin(&c);
 	if (rc == CUDA_SUCCESS)
-		rc = alloc_async(c, dptr, bytesize, hStream);
+		rc = alloc_async(c, dptr, bytesize, fk_devs[c->dev].cur_pool, hStream);
 	return fk_end(rc, __func__, "%zu -> %#lx", bytesize,
 	              rc == CUDA_SUCCESS ? (unsigned long)*dptr : 0ul);
 }
@@ -277,12 +293,15 @@ CUresult CUDAAPI cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize,
 {
 	fk_ctx *c;
 	CUresult rc = fk_begin(&c);
-	if (rc == CUDA_SUCCESS && !is_default_pool(c, pool))
-		rc = fk_handle_get(FK_H(pool), FK_POOL, NULL) ? CUDA_ERROR_INVALID_VALUE
-		                                               : CUDA_ERROR_INVALID_HANDLE;
+	fk_pool *p = rc == CUDA_SUCCESS ? fk_handle_get(FK_H(pool), FK_POOL, NULL) : NULL;
+	if (rc == CUDA_SUCCESS && !p)
+		rc = CUDA_ERROR_INVALID_HANDLE;
+	else if (rc == CUDA_SUCCESS && p->dev != c->dev)
+		rc = CUDA_ERROR_NOT_SUPPORTED; /* another device's pool: peer access is not emulated */
 	if (rc == CUDA_SUCCESS)
-		rc = alloc_async(c, dptr, bytesize, hStream);
-	return fk_end(rc, __func__, "%zu", bytesize);
+		rc = alloc_async(c, dptr, bytesize, p, hStream);
+	return fk_end(rc, __func__, "%zu -> %#lx", bytesize,
+	              rc == CUDA_SUCCESS ? (unsigned long)*dptr : 0ul);
 }
 
 CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
@@ -468,7 +487,7 @@ typedef struct ptr_info {
 	uintptr_t base;
 	size_t size;
 	uint64_t buffer_id;
-	int async;
+	fk_pool *pool;         /* stream-ordered allocations */
 } ptr_info;
 
 /* Looks p up in every context (unified addressing) and in the pinned host list. */
@@ -482,14 +501,13 @@ static void ptr_lookup(uintptr_t p, ptr_info *pi)
 		fk_ctx *c = fk_handle_get(ids[i], FK_CTX, NULL);
 		const fk_alloc *a = c ? fk_mem_find(c, p) : NULL;
 		if (a)
-			*pi = (ptr_info){ CU_MEMORYTYPE_DEVICE, c, a->base, a->size, a->buffer_id,
-			                  a->kind == FK_MEM_ASYNC };
+			*pi = (ptr_info){ CU_MEMORYTYPE_DEVICE, c, a->base, a->size, a->buffer_id, a->pool };
 	}
 	free(ids);
 	if (!pi->type) {
 		fk_host *h = host_find(p);
 		if (h)
-			*pi = (ptr_info){ CU_MEMORYTYPE_HOST, h->ctx, h->base, h->size, 0, 0 };
+			*pi = (ptr_info){ CU_MEMORYTYPE_HOST, h->ctx, h->base, h->size, 0, NULL };
 	}
 }
 
@@ -543,8 +561,7 @@ static CUresult ptr_attr(const ptr_info *pi, CUpointer_attribute attr, void *dat
 		                                       : CU_POINTER_ATTRIBUTE_ACCESS_FLAG_NONE;
 		break;
 	case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
-		*(CUmemoryPool *)data =
-			pi->async ? (CUmemoryPool)(uintptr_t)fk_devs[pi->ctx->dev].pool : NULL;
+		*(CUmemoryPool *)data = pi->pool ? (CUmemoryPool)(uintptr_t)pi->pool->id : NULL;
 		break;
 	case CU_POINTER_ATTRIBUTE_P2P_TOKENS:
 	case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:

@@ -300,6 +300,8 @@ static void test_device(void)
 	u = 0;
 	OK(p_cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &u));
 	CHECK(u == 1);
+	u = 0; /* back to releasing everything at a synchronisation */
+	OK(p_cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &u));
 	CK(p_cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &u),
 	   CUDA_ERROR_INVALID_VALUE);
 	OK(p_cuMemPoolTrimTo(pool, 0));
@@ -414,6 +416,13 @@ static void test_memory(CUcontext ctx)
 	OK(p_cuMemFreeAsync(a, NULL));
 	CK(p_cuMemFreeAsync(a, NULL), CUDA_ERROR_INVALID_VALUE);
 	OK(p_cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used));
+	CHECK(used == 0);
+	/* freed memory stays in the pool's reserve until a synchronisation */
+	OK(p_cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &used));
+	CHECK(used == 1024);
+	CHECK(free_mem() == before - 1024);
+	OK(p_cuStreamSynchronize(NULL));
+	OK(p_cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &used));
 	CHECK(used == 0);
 	CHECK(free_mem() == before);
 
