@@ -89,8 +89,10 @@ static int device_idle(be_session *s)
 
 int be_op_device_sync(be_session *s, be_req *rq)
 {
+	/* Idle: the driver's own synchronize returns at once, and it is the sync
+	 * point that makes memory freed into pools releasable. */
 	if (device_idle(s))
-		return CUDA_SUCCESS;
+		return be_drv.cuCtxSynchronize();
 	be_wentry *e = be_wentry_new(s);
 	if (!e)
 		return CUDA_ERROR_OUT_OF_MEMORY;

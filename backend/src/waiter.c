@@ -120,7 +120,7 @@ CUevent be_event_record_internal(be_session *s, CUstream stream, CUresult *err)
  * executor now cannot overtake one of the waiter's, so if ev completes within
  * BE_FAST_NS (an idle stream, a small copy) the call is answered here and saves
  * the hand-over to the waiter (a thread wake-up, several microseconds). */
-static int fast_done(be_session *s, CUevent ev, uint64_t spin_ns)
+static int fast_done(be_session *s, CUevent ev, uint64_t spin_ns, int client_waits)
 {
 	if (be_srv.no_fastpath || !be_waiter_idle(s))
 		return 0;
@@ -128,8 +128,15 @@ static int fast_done(be_session *s, CUevent ev, uint64_t spin_ns)
 	rg_spin_start(&sp, spin_ns);
 	for (;;) {
 		CUresult r = be_drv.cuEventQuery(ev);
-		if (r == CUDA_SUCCESS)
+		if (r == CUDA_SUCCESS) {
+			/* For a client that synchronises: returns at once, and is
+			 * what makes memory freed into a pool releasable (trim,
+			 * release threshold) as its own synchronize would; a query
+			 * alone does not (measured on an H100). */
+			if (client_waits)
+				be_drv.cuEventSynchronize(ev);
 			return 1;
+		}
 		/* errors: the waiter's cuEventSynchronize reports them */
 		if (r != CUDA_ERROR_NOT_READY || !spin_ns || !rg_spin_on(&sp))
 			return 0;
@@ -139,7 +146,7 @@ static int fast_done(be_session *s, CUevent ev, uint64_t spin_ns)
 
 int be_waiter_try_now(be_session *s, be_req *rq, CUevent ev)
 {
-	if (!fast_done(s, ev, 0))
+	if (!fast_done(s, ev, 0, 1))
 		return 0;
 	be_reply_status(s, rq, CUDA_SUCCESS);
 	return 1;
@@ -150,7 +157,7 @@ int be_waiter_after(be_session *s, CUstream stream, be_req *rq, be_buf *out, siz
 	CUresult r;
 	CUevent ev = be_event_record_internal(s, stream, &r);
 
-	if (ev && fast_done(s, ev, rq ? BE_FAST_NS : 0)) {
+	if (ev && fast_done(s, ev, rq ? BE_FAST_NS : 0, rq != NULL)) {
 		evpool_put(s, ev);
 		if (rq && out)
 			be_reply_send_staged(s, be_reply_begin_seq(s, rq->seq, 0), out, out_len);
