@@ -218,6 +218,21 @@ cudaError_t cudaArrayGetInfo(struct cudaChannelFormatDesc *desc, struct cudaExte
 	return cudaSuccess;
 }
 
+cudaError_t cudaGetChannelDesc(struct cudaChannelFormatDesc *desc, cudaArray_const_t array)
+{
+	fe_conn *c;
+	fe_array a;
+	cudaError_t e = fe_rt_enter(&c);
+	if (e != cudaSuccess)
+		return e;
+	if (!desc)
+		return fe_rt_fail(cudaErrorInvalidValue);
+	if ((e = fe_array_get(array, &a)) != cudaSuccess)
+		return fe_rt_fail(e);
+	*desc = a.desc;
+	return cudaSuccess;
+}
+
 /* ---- copies ---- */
 
 static side array_side(cudaArray_const_t a, size_t x, size_t y, size_t z, cudaError_t *e)

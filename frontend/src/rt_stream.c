@@ -173,7 +173,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
 	return fe_rt_leave(fe_rpc_stream_wait_event(c, fe_rt_stream(stream), fe_rt_event(event), flags));
 }
 
-static cudaError_t stream_field(cudaStream_t stream, int *prio, unsigned *flags)
+static cudaError_t stream_field(cudaStream_t stream, int *prio, unsigned *flags, int *dev)
 {
 	uint64_t id = fe_rt_stream(stream);
 	if (id == 0) {
@@ -181,6 +181,8 @@ static cudaError_t stream_field(cudaStream_t stream, int *prio, unsigned *flags)
 			*prio = 0;
 		if (flags)
 			*flags = 0;
+		if (dev)
+			*dev = fe_rt_current_device(); /* the NULL stream of the current device */
 		return cudaSuccess;
 	}
 	pthread_mutex_lock(&lock);
@@ -189,18 +191,25 @@ static cudaError_t stream_field(cudaStream_t stream, int *prio, unsigned *flags)
 		*prio = s->priority;
 	if (s && flags)
 		*flags = s->flags;
+	if (s && dev)
+		*dev = s->device;
 	pthread_mutex_unlock(&lock);
 	return s ? cudaSuccess : fe_rt_fail(cudaErrorInvalidResourceHandle);
 }
 
 cudaError_t cudaStreamGetPriority(cudaStream_t hStream, int *priority)
 {
-	return priority ? stream_field(hStream, priority, NULL) : fe_rt_fail(cudaErrorInvalidValue);
+	return priority ? stream_field(hStream, priority, NULL, NULL) : fe_rt_fail(cudaErrorInvalidValue);
 }
 
 cudaError_t cudaStreamGetFlags(cudaStream_t hStream, unsigned int *flags)
 {
-	return flags ? stream_field(hStream, NULL, flags) : fe_rt_fail(cudaErrorInvalidValue);
+	return flags ? stream_field(hStream, NULL, flags, NULL) : fe_rt_fail(cudaErrorInvalidValue);
+}
+
+cudaError_t cudaStreamGetDevice(cudaStream_t hStream, int *device)
+{
+	return device ? stream_field(hStream, NULL, NULL, device) : fe_rt_fail(cudaErrorInvalidValue);
 }
 
 /* ---- events */

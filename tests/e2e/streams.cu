@@ -253,6 +253,12 @@ static void priorities(void)
 	printf("priority stream: priority is greatest: %s, flags %u\n", got == greatest ? "yes" : "no", flags);
 	if (got != greatest)
 		rg_failures++;
+	int sdev = -1, ndev = -1, cur = -1;
+	CK(cudaGetDevice(&cur));
+	CK(cudaStreamGetDevice(s, &sdev));
+	CK(cudaStreamGetDevice(0, &ndev));
+	printf("stream device is the current one: %s, NULL stream's: %s\n", sdev == cur ? "yes" : "no",
+	       ndev == cur ? "yes" : "no");
 	unsigned *d, h[256];
 	CK(cudaMalloc(&d, 1024));
 	rgtest_fill_u32<<<1, 256, 0, s>>>(d, 42, 256);

@@ -201,6 +201,9 @@ static void uchar4_array(void)
 	cudaArray_t a, a2;
 	CK(cudaMallocArray(&a, &cd, CW, CH));
 	CK(cudaMallocArray(&a2, &cd, CW, CH));
+	cudaChannelFormatDesc gd;
+	CK(cudaGetChannelDesc(&gd, a2));
+	printf("cudaGetChannelDesc uchar4 array: %d %d %d %d kind %d\n", gd.x, gd.y, gd.z, gd.w, (int)gd.f);
 	size_t n = CW * CH * 4;
 	unsigned char *img = (unsigned char *)malloc(n), *got = (unsigned char *)malloc(n);
 	rg_pattern(img, n, 900);
