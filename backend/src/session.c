@@ -255,8 +255,9 @@ static be_frame *frame_decode(be_session *s, const transport_frame *f)
 		be_session_reject(s, "out of memory");
 		return NULL;
 	}
-	/* proto_view_reuse walks the bytes before msgpack-c allocates anything, so
-	 * hostile element counts are refused here too. */
+	/* proto_view_reuse walks the bytes before msgpack-c allocates anything
+	 * whenever a claimed element count could be large, so hostile counts are
+	 * refused here too. */
 	if (proto_view_reuse(&fr->rq.view, f->msg, f->hdr.hdr_len) != PROTO_OK) {
 		be_frame_free(s, fr);
 		be_session_reject(s, "malformed message (not msgpack [op, seq, args...], or containers larger than the message)");
