@@ -94,7 +94,5 @@ int be_op_graph_node_count(be_session *s, be_req *rq, uint64_t g_id)
 		return err;
 	if ((r = be_drv.cuGraphGetNodes(g, NULL, &n)) != CUDA_SUCCESS)
 		return r;
-	proto_msg *m = be_reply_begin(s, rq, 1);
-	proto_msg_u64(m, (uint64_t)n);
-	return be_reply_end(s, rq, m, NULL, 0);
+	return be_reply_u64(s, rq, (uint64_t)n);
 }

@@ -131,9 +131,7 @@ static int add_node(be_session *s, be_req *rq, uint64_t g_id, const void *deps, 
 		be_drv.cuGraphDestroyNode(n);
 		return err;
 	}
-	proto_msg *m = be_reply_begin(s, rq, 1);
-	proto_msg_u64(m, id);
-	return be_reply_end(s, rq, m, NULL, 0);
+	return be_reply_u64(s, rq, id);
 }
 
 int be_op_graph_create(be_session *s, be_req *rq, uint64_t g_id, uint32_t flags)

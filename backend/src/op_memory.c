@@ -48,9 +48,7 @@ int be_op_mem_alloc(be_session *s, be_req *rq, uint64_t size)
 			return err;
 		}
 	}
-	proto_msg *m = be_reply_begin(s, rq, 1);
-	proto_msg_u64(m, (uint64_t)p);
-	return be_reply_end(s, rq, m, NULL, 0);
+	return be_reply_u64(s, rq, (uint64_t)p);
 }
 
 int be_op_mem_free(be_session *s, be_req *rq, CUdeviceptr ptr)
@@ -92,9 +90,7 @@ static int alloc_async(be_session *s, be_req *rq, uint64_t size, CUmemoryPool po
 			return err;
 		}
 	}
-	proto_msg *m = be_reply_begin(s, rq, 1);
-	proto_msg_u64(m, (uint64_t)p);
-	return be_reply_end(s, rq, m, NULL, 0);
+	return be_reply_u64(s, rq, (uint64_t)p);
 }
 
 int be_op_mem_alloc_async(be_session *s, be_req *rq, uint64_t size, uint64_t stream_id)

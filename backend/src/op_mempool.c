@@ -100,9 +100,7 @@ int be_op_mempool_get_attr(be_session *s, be_req *rq, uint64_t pool_id, int32_t 
 	} else {
 		return CUDA_ERROR_INVALID_VALUE;
 	}
-	proto_msg *m = be_reply_begin(s, rq, 1);
-	proto_msg_u64(m, out);
-	return be_reply_end(s, rq, m, NULL, 0);
+	return be_reply_u64(s, rq, out);
 }
 
 int be_op_mempool_trim(be_session *s, be_req *rq, uint64_t pool_id, uint64_t keep)
@@ -177,9 +175,7 @@ int be_op_mempool_set_current(be_session *s, be_req *rq, uint64_t pool_id)
 
 int be_op_mempool_get_current(be_session *s, be_req *rq)
 {
-	proto_msg *m = be_reply_begin(s, rq, 1);
-	proto_msg_u64(m, s->cur_pool_id);
-	return be_reply_end(s, rq, m, NULL, 0);
+	return be_reply_u64(s, rq, s->cur_pool_id);
 }
 
 /* From the session's device (the client answers for its other devices). */

@@ -81,9 +81,7 @@ static int created(be_session *s, be_req *rq, be_htab *t, const char *what, uint
 		destroy(obj);
 		return err == BE_H_ENOMEM ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_INVALID_VALUE;
 	}
-	proto_msg *m = be_reply_begin(s, rq, 1);
-	proto_msg_u64(m, obj);
-	return be_reply_end(s, rq, m, NULL, 0);
+	return be_reply_u64(s, rq, obj);
 }
 
 /* Removes obj from t if it is one of the session's live objects. */

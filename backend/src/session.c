@@ -63,6 +63,13 @@ int be_reply_status_seq(be_session *s, uint64_t seq, int status)
 
 int be_reply_status(be_session *s, be_req *rq, int status) { return be_reply_status_seq(s, rq->seq, status); }
 
+int be_reply_u64(be_session *s, be_req *rq, uint64_t v)
+{
+	proto_msg *m = be_reply_begin(s, rq, 1);
+	proto_msg_u64(m, v);
+	return be_reply_end(s, rq, m, NULL, 0);
+}
+
 typedef struct staged_reply {
 	be_session *s;
 	be_buf b;

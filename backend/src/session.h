@@ -41,6 +41,8 @@ proto_msg *be_reply_begin(be_session *s, be_req *rq, uint32_t nresults);
 int be_reply_end(be_session *s, be_req *rq, proto_msg *m, const void *payload, size_t len);
 /* Reply with a status only. */
 int be_reply_status(be_session *s, be_req *rq, int status);
+/* Reply with success and one unsigned result (an id, a pointer, a count). */
+int be_reply_u64(be_session *s, be_req *rq, uint64_t v);
 
 /* Handle tables: 0 when found; CUDA_ERROR_INVALID_HANDLE for unknown or stale ids.
  * Stream id 0 is the NULL stream of the session's context. */

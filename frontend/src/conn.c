@@ -27,6 +27,8 @@ typedef struct fe_reply_rx {
 	uint8_t *msg;
 	uint32_t msg_len;
 	uint64_t rx_len;
+	proto_view view; /* has_view: msg decoded already (the reader's own call) */
+	int has_view;
 } fe_reply_rx;
 
 struct fe_conn {
@@ -86,6 +88,8 @@ static void pending_unlink_locked(fe_conn *c, fe_pending *p)
 static void pending_finish_locked(fe_conn *c, fe_pending *p, fe_reply_rx *r)
 {
 	if (!p->linked) {
+		if (r->has_view)
+			proto_view_free(&r->view);
 		free(r->msg);
 		return;
 	}
@@ -96,7 +100,13 @@ static void pending_finish_locked(fe_conn *c, fe_pending *p, fe_reply_rx *r)
 	if (p->want_msg && r->status == 0) {
 		p->msg = r->msg;
 		p->msg_len = r->msg_len;
+		if (r->has_view) {
+			*p->view = r->view;
+			p->view_ok = 1;
+		}
 	} else {
+		if (r->has_view)
+			proto_view_free(&r->view);
 		free(r->msg);
 	}
 	if (p->heap) {
@@ -213,7 +223,14 @@ static int rx_one(fe_conn *c)
 		status = PROTO_EDECODE;
 	fe_reply_rx r = {status, latched, f.msg, f.hdr.hdr_len, PROTO_HDR_SIZE + (uint64_t)f.hdr.hdr_len + f.hdr.payload_len};
 	if (p == c->rx_self) {
-		/* The holder completes it in its closing section, lock held anyway. */
+		/* The holder completes it in its closing section, lock held anyway,
+		 * and takes the decoded message with it rather than decode it again
+		 * (the next frame's view gets a zone of its own). */
+		if (p->view && status == 0) {
+			r.view = c->rx_view;
+			r.has_view = 1;
+			memset(&c->rx_view, 0, sizeof(c->rx_view));
+		}
 		c->rx_got = r;
 		c->rx_self_got = 1;
 	} else {
@@ -456,13 +473,16 @@ int fe_conn_wait(fe_conn *c, fe_pending *p)
 int fe_conn_call(fe_conn *c, proto_msg *m, const void *payload, uint64_t plen, void *dest, uint64_t dest_len,
 		 fe_reply *r)
 {
-	fe_pending p = {.dest = dest, .dest_len = dest_len, .want_msg = r != NULL};
+	fe_pending p = {.dest = dest, .dest_len = dest_len, .want_msg = r != NULL, .view = r ? &r->view : NULL};
 	int err = fe_conn_begin(c, m, payload, plen, &p);
 	if (err)
 		return err;
 	int st = fe_conn_wait(c, &p);
 	if (r && st == 0) {
 		r->msg = p.msg;
+		/* Decoded already when this thread read its own reply. */
+		if (p.view_ok)
+			return st;
 		if (!p.msg || proto_view_init(&r->view, p.msg, p.msg_len) != PROTO_OK) {
 			free(p.msg);
 			return PROTO_EDECODE;

@@ -39,6 +39,8 @@ typedef struct fe_pending {
 	uint8_t *msg;      /* reply msgpack, kept when the caller wants results */
 	uint32_t msg_len;
 	int want_msg;
+	proto_view *view;  /* want_msg: where a reply decoded by the reader goes */
+	int view_ok;       /* ... and it went there */
 	int heap;          /* receiver frees it after completing */
 	int linked;        /* (fe_conn's lock) in the pending list: not complete yet */
 	atomic_int done;
