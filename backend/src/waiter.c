@@ -316,13 +316,7 @@ int be_waiter_stop(be_session *s)
 	pthread_cond_signal(&w->cv);
 	pthread_mutex_unlock(&w->mu);
 
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += BE_WAITER_JOIN_MS / 1000;
-	ts.tv_nsec += (long)(BE_WAITER_JOIN_MS % 1000) * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
+	ts = rg_deadline(CLOCK_REALTIME, BE_WAITER_JOIN_MS);
 	int r = pthread_timedjoin_np(w->thread, NULL, &ts);
 	if (r == ETIMEDOUT) {
 		pthread_detach(w->thread);

@@ -32,6 +32,21 @@ static inline uint64_t rg_clock_coarse_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* The absolute time ms milliseconds from now on clock, for the timed waits of
+ * pthread (a condition's clock, or CLOCK_REALTIME for pthread_timedjoin_np). */
+static inline struct timespec rg_deadline(clockid_t clock, long ms)
+{
+	struct timespec ts;
+	clock_gettime(clock, &ts);
+	ts.tv_sec += ms / 1000;
+	ts.tv_nsec += (ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	return ts;
+}
+
 /* One step of a busy wait. Keep waits to one relax per poll: a Skylake pause
  * takes ~140 cycles (64 of them delayed every wake-up by ~3 us), and under
  * qemu's TCG each pause leaves the translated code. */

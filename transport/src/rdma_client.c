@@ -371,20 +371,13 @@ static int client_wait(rdma_ep *ep, uint64_t since)
 	if ((r = rdma_ep_check(ep, since)) != 0)
 		return r;
 	if (c->leader) {
-		struct timespec ts;
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		ts.tv_nsec += TICK_MS * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
-		pthread_cond_timedwait(&ep->cv, &ep->mu, &ts);
+		rdma_ep_wait(ep, TICK_MS);
 		return 0;
 	}
 	c->leader = 1;
 	lead(c);
 	c->leader = 0;
-	pthread_cond_broadcast(&ep->cv); /* someone else may lead now */
+	rdma_ep_wake(ep); /* someone else may lead now */
 	return 0;
 }
 

@@ -265,7 +265,7 @@ void rdma_ep_fail(rdma_ep *ep, int err)
 			rdma_v.modify_qp(ep->qp, &a, IBV_QP_STATE);
 		}
 	}
-	pthread_cond_broadcast(&ep->cv);
+	rdma_ep_wake(ep);
 }
 
 /* ---- send queue ---- */
@@ -352,15 +352,56 @@ static int post_recv(rdma_ep *ep, unsigned idx)
 	return r;
 }
 
-void rdma_ep_repost_recv(rdma_ep *ep, unsigned idx)
+void rdma_ep_release_recv(rdma_ep *ep, unsigned idx)
 {
+	ep->rp[ep->rp_n++] = (uint16_t)idx;
+	if (ep->rp_n >= RDMA_NRECV / 4)
+		rdma_ep_repost(ep);
+}
+
+void rdma_ep_repost(rdma_ep *ep)
+{
+	unsigned n = ep->rp_n;
+	struct ibv_sge sge[RDMA_NRECV];
+	struct ibv_recv_wr wr[RDMA_NRECV], *bad;
+
+	if (n == 0)
+		return;
+	ep->rp_n = 0;
 	if (ep->err || ep->qp_dead)
 		return;
-	if (post_recv(ep, idx) != 0) {
+	for (unsigned i = 0; i < n; i++) {
+		unsigned idx = ep->rp[i];
+		sge[i] = (struct ibv_sge){
+			.addr = (uintptr_t)(ep->rbuf + (size_t)idx * RDMA_MSG_SIZE),
+			.length = RDMA_MSG_SIZE,
+			.lkey = ep->rbuf_mr->lkey,
+		};
+		wr[i] = (struct ibv_recv_wr){.wr_id = WR_RECV | idx, .sg_list = &sge[i], .num_sge = 1,
+					     .next = i + 1 < n ? &wr[i + 1] : NULL};
+	}
+	int r = ibv_post_recv(ep->qp, wr, &bad);
+	if (r) {
+		LOG_WARN("transport", "rdma: %s: ibv_post_recv: %s", ep->conn->peer, strerror(r));
 		rdma_ep_fail(ep, TRANSPORT_EIO);
 		return;
 	}
-	ep->owed++;
+	ep->owed += (int)n;
+	rdma_ep_flush_ctrl(ep); /* a peer waiting with NEED gets the credits now */
+}
+
+void rdma_ep_wake(rdma_ep *ep)
+{
+	if (ep->cv_waiters > 0)
+		rdma_ep_wake(ep);
+}
+
+void rdma_ep_wait(rdma_ep *ep, int ms)
+{
+	struct timespec ts = rg_deadline(CLOCK_MONOTONIC, ms);
+	ep->cv_waiters++;
+	pthread_cond_timedwait(&ep->cv, &ep->mu, &ts);
+	ep->cv_waiters--;
 }
 
 /* ---- completions ---- */
@@ -400,7 +441,7 @@ static void on_recv(rdma_ep *ep, unsigned idx, uint32_t len)
 	if (m->flags & RMF_NEED)
 		ep->peer_needs = 1;
 	if (m->type == RM_CTRL) {
-		rdma_ep_repost_recv(ep, idx);
+		rdma_ep_release_recv(ep, idx);
 		return;
 	}
 	if (ep->rq_n == RDMA_NRECV) { /* cannot happen: one entry per buffer */
@@ -464,13 +505,16 @@ int rdma_ep_poll(rdma_ep *ep)
 	}
 	if (got) {
 		rdma_ep_flush_ctrl(ep);
-		pthread_cond_broadcast(&ep->cv);
+		rdma_ep_wake(ep);
+	} else {
+		rdma_ep_repost(ep); /* idle: the buffers of what was received go back */
 	}
 	return got;
 }
 
 int rdma_ep_arm(rdma_ep *ep)
 {
+	rdma_ep_repost(ep); /* before a sleep: the peer must not wait for credits */
 	if (!ep->cq || ep->cq_armed)
 		return 0;
 	if (ibv_req_notify_cq(ep->cq, 0) != 0)
@@ -543,7 +587,7 @@ void rdma_ep_peer_gone(rdma_ep *ep)
 			rdma_v.modify_qp(ep->qp, &a, IBV_QP_STATE);
 		}
 	}
-	pthread_cond_broadcast(&ep->cv);
+	rdma_ep_wake(ep);
 }
 
 /* Every rdma connection (client and server halves) starts with these two. */

@@ -229,6 +229,7 @@ typedef struct rdma_ep {
 
 	pthread_mutex_t mu;
 	pthread_cond_t cv;       /* (mu) broadcast after every batch of progress */
+	int cv_waiters;          /* (mu) threads in rdma_ep_wait: no broadcast without them */
 	pthread_mutex_t send_lock; /* one frame at a time */
 
 	struct rdma_cm_id *id;
@@ -274,6 +275,8 @@ typedef struct rdma_ep {
 	uint16_t rq[RDMA_NRECV];
 	uint32_t rq_len[RDMA_NRECV];
 	unsigned rq_head, rq_n;
+	uint16_t rp[RDMA_NRECV]; /* consumed buffers not reposted yet (rdma_ep_release_recv) */
+	unsigned rp_n;
 	rdma_rx rx;
 
 	/* liveness (mu) */
@@ -338,8 +341,17 @@ int rdma_ep_has_slot(const rdma_ep *ep);
 /* Posts the message in the next send slot (already filled but for the
  * counters). The caller checked rdma_ep_has_slot and the credits. */
 int rdma_ep_post_msg(rdma_ep *ep, uint32_t len);
-/* A receive buffer is consumed: give it back to the peer. */
-void rdma_ep_repost_recv(rdma_ep *ep, unsigned idx);
+/* A receive buffer is consumed. It goes back to the QP, and so to the peer as a
+ * credit, with the others released since, at the next rdma_ep_repost. */
+void rdma_ep_release_recv(rdma_ep *ep, unsigned idx);
+/* Reposts the released receive buffers in one call. Runs off the path of a
+ * round trip: when a poll finds nothing, before the CQ is armed for a sleep,
+ * and at once when a quarter of the buffers wait. */
+void rdma_ep_repost(rdma_ep *ep);
+/* (mu) Wakes the threads in rdma_ep_wait, if any. */
+void rdma_ep_wake(rdma_ep *ep);
+/* (mu) Sleeps on ep->cv for at most ms milliseconds. */
+void rdma_ep_wait(rdma_ep *ep, int ms);
 /* Allocates and registers a ring of n RDMA_CHUNK slots (bounce, landing) on
  * first use. */
 int rdma_ep_ensure_ring(rdma_ep *ep, uint8_t **ring, struct ibv_mr **mr, unsigned n, int access);

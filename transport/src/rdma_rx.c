@@ -23,7 +23,7 @@ static void rq_pop(rdma_ep *ep)
 	unsigned idx = ep->rq[ep->rq_head];
 	ep->rq_head = (ep->rq_head + 1) % RDMA_NRECV;
 	ep->rq_n--;
-	rdma_ep_repost_recv(ep, idx);
+	rdma_ep_release_recv(ep, idx);
 }
 
 static int proto_fail(rdma_ep *ep, const char *why)
@@ -41,7 +41,7 @@ static int hdr_fail(rdma_ep *ep, int e)
 	LOG_WARN("transport", "rdma: %s: bad frame header: %s", ep->conn->peer, proto_strerror(e));
 	if (!ep->err)
 		ep->err = e;
-	pthread_cond_broadcast(&ep->cv);
+	rdma_ep_wake(ep);
 	return e;
 }
 

@@ -591,8 +591,9 @@ static void progress(sconn *c)
 			rdma_ep_send_eager_nb(ep, m.data, m.len);
 		proto_msg_free(&m);
 	}
+	rdma_ep_repost(ep);
 	rdma_ep_flush_ctrl(ep);
-	pthread_cond_broadcast(&ep->cv);
+	rdma_ep_wake(ep);
 	int err = ep->err;
 	pthread_mutex_unlock(&ep->mu);
 	if (atomic_load(&c->shut))
@@ -747,14 +748,7 @@ static int server_wait(rdma_ep *ep, uint64_t since)
 			c->inline_kick = 1; /* server_sendv asks the loop, after we return */
 		return 0;
 	}
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_nsec += TICK_MS * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
-	pthread_cond_timedwait(&ep->cv, &ep->mu, &ts);
+	rdma_ep_wait(ep, TICK_MS);
 	return 0;
 }
 
