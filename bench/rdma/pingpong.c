@@ -28,16 +28,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_clock.h"
 #include "transport_int.h"
 
 enum { OP_DATA = 1, OP_ECHO = 2, OP_PULL = 3 };
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static int send_msg(transport_conn *c, uint32_t op, uint64_t seq, uint64_t arg, const void *p, size_t n)
 {
@@ -146,11 +140,11 @@ static int rtt(transport_conn *c, int n)
 	uint8_t p[64] = {0};
 	dest_buf = malloc(64);
 	for (int i = -n / 10; i < n; i++) { /* a tenth as warm-up */
-		uint64_t t0 = now_ns();
+		uint64_t t0 = bench_now_ns();
 		if (send_msg(c, OP_ECHO, (uint64_t)i, 64, p, 64) || recv_one(c))
 			return 1;
 		if (i >= 0)
-			t[i] = now_ns() - t0;
+			t[i] = bench_now_ns() - t0;
 	}
 	qsort(t, (size_t)n, sizeof(*t), cmp_u64);
 	printf("rtt_us median %.2f p99 %.2f min %.2f n %d\n", t[n / 2] / 1e3, t[n * 99 / 100] / 1e3, t[0] / 1e3, n);
@@ -162,7 +156,7 @@ static int rtt(transport_conn *c, int n)
 /* Back-to-back frames of size n for at least sec seconds, then an echo. */
 static int h2d(transport_conn *c, size_t n, void *src, const char *kind, double sec)
 {
-	uint64_t t0 = now_ns(), bytes = 0;
+	uint64_t t0 = bench_now_ns(), bytes = 0;
 	dest_buf = malloc(64);
 	do {
 		for (int k = 0; k < 8; k++) {
@@ -170,10 +164,10 @@ static int h2d(transport_conn *c, size_t n, void *src, const char *kind, double 
 				return 1;
 			bytes += n;
 		}
-	} while ((now_ns() - t0) / 1e9 < sec);
+	} while ((bench_now_ns() - t0) / 1e9 < sec);
 	if (send_msg(c, OP_ECHO, 0, 0, NULL, 0) || recv_one(c))
 		return 1;
-	double dt = (now_ns() - t0) / 1e9;
+	double dt = (bench_now_ns() - t0) / 1e9;
 	printf("h2d %s size %zu MBps %.2f\n", kind, n, bytes / dt / 1e6);
 	free(dest_buf);
 	return 0;
@@ -182,11 +176,11 @@ static int h2d(transport_conn *c, size_t n, void *src, const char *kind, double 
 /* The server sends frames of size n; 8 requests in flight. */
 static int d2h(transport_conn *c, size_t n, void *dst, const char *kind, double sec)
 {
-	uint64_t t0 = now_ns(), bytes = 0;
+	uint64_t t0 = bench_now_ns(), bytes = 0;
 	int inflight = 0;
 	dest_buf = dst;
-	while ((now_ns() - t0) / 1e9 < sec || inflight > 0) {
-		while (inflight < 8 && (now_ns() - t0) / 1e9 < sec) {
+	while ((bench_now_ns() - t0) / 1e9 < sec || inflight > 0) {
+		while (inflight < 8 && (bench_now_ns() - t0) / 1e9 < sec) {
 			if (send_msg(c, OP_PULL, 0, n, NULL, 0))
 				return 1;
 			inflight++;
@@ -196,7 +190,7 @@ static int d2h(transport_conn *c, size_t n, void *dst, const char *kind, double 
 		inflight--;
 		bytes += n;
 	}
-	double dt = (now_ns() - t0) / 1e9;
+	double dt = (bench_now_ns() - t0) / 1e9;
 	printf("d2h %s size %zu MBps %.2f\n", kind, n, bytes / dt / 1e6);
 	return 0;
 }
@@ -231,6 +225,7 @@ static int client(const char *spec, int n, double sec, int nsizes, char **sizes)
 
 int main(int argc, char **argv)
 {
+	bench_clock_init();
 	if (argc >= 3 && !strcmp(argv[1], "server"))
 		return server(argv[2]);
 	if (argc >= 3 && !strcmp(argv[1], "client")) {

@@ -14,6 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "bench_clock.h"
+
 #define KiB ((size_t)1 << 10)
 #define MiB ((size_t)1 << 20)
 
@@ -34,7 +36,6 @@ struct bench_opts {
 
 /* ---- time and statistics (stats.c) ---- */
 
-uint64_t bench_now_ns(void);
 
 struct samples {
 	double *v;

@@ -140,11 +140,12 @@ int main(int argc, char **argv)
 
 	char host[256] = "unknown", cpu[256], stamp[64];
 	time_t now = time(NULL);
+	bench_clock_init();
 	gethostname(host, sizeof(host) - 1);
 	cpu_model(cpu, sizeof(cpu));
 	strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
-	printf("remote-bench: run '%s' on %s (%s, %ld cpus) at %s\n", o.label, host, cpu,
-	       sysconf(_SC_NPROCESSORS_ONLN), stamp);
+	printf("remote-bench: run '%s' on %s (%s, %ld cpus) at %s; samples timed by %s\n", o.label, host, cpu,
+	       sysconf(_SC_NPROCESSORS_ONLN), stamp, bench_clock_name());
 	if (preload || remote)
 		printf("  LD_PRELOAD=%s REMOTE_GPU=%s\n", preload ? preload : "", remote ? remote : "");
 
@@ -158,6 +159,7 @@ int main(int argc, char **argv)
 	json_str(&j, "host", host);
 	json_str(&j, "cpu", cpu);
 	json_int(&j, "cpus", sysconf(_SC_NPROCESSORS_ONLN));
+	json_str(&j, "clock", bench_clock_name());
 	json_str(&j, "ld_preload", preload);
 	json_str(&j, "remote_gpu", remote);
 	json_open(&j, "params", '{');
