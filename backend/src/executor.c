@@ -90,6 +90,27 @@ static be_req *take(be_session *s, int *stop)
 
 static void idle(be_session *s) { atomic_store_explicit(&s->q_busy, 0, memory_order_release); }
 
+/* The session whose context the loop thread made current last. The loop may
+ * serve several sessions (--isolation thread), but usually serves one, and
+ * then every inline run would set the same context again: a driver call per
+ * query. Keyed by the session id, which is never reused, because a new
+ * context may get a destroyed one's handle. Inline runs are the only code on
+ * the loop thread that makes a context current, and no quick op changes it. */
+static _Thread_local uint64_t loop_ctx_session;
+static _Thread_local CUcontext loop_ctx;
+
+static CUresult loop_ctx_set(be_session *s)
+{
+	if (loop_ctx_session == s->id && loop_ctx == s->ctx)
+		return CUDA_SUCCESS;
+	CUresult r = be_drv.cuCtxSetCurrent(s->ctx);
+	if (r == CUDA_SUCCESS) {
+		loop_ctx_session = s->id;
+		loop_ctx = s->ctx;
+	}
+	return r;
+}
+
 int be_executor_run_inline(be_session *s, be_req *rq)
 {
 	/* The loop thread is the queue's only producer: with nothing queued, only
@@ -100,8 +121,7 @@ int be_executor_run_inline(be_session *s, be_req *rq)
 	if (atomic_load_explicit(&s->q_len, memory_order_acquire) != 0 ||
 	    !atomic_compare_exchange_strong_explicit(&s->q_busy, &idle0, 1, memory_order_acquire, memory_order_relaxed))
 		return 0;
-	/* The loop thread may serve several sessions (--isolation thread). */
-	if (s->q_stop || !s->ctx || be_drv.cuCtxSetCurrent(s->ctx) != CUDA_SUCCESS) {
+	if (s->q_stop || !s->ctx || loop_ctx_set(s) != CUDA_SUCCESS) {
 		idle(s);
 		return 0;
 	}

@@ -194,16 +194,28 @@ void proto_view_free(proto_view *v);
  * the containers whose claimed size could exceed what the message holds by
  * far. Nearly every call is scalars, strings and fixarrays, and none of its
  * bytes is; eight bytes are looked at per step. */
-static int may_claim_large(const uint8_t *p, size_t len)
+static int word_claims_large(uint64_t w)
 {
 	const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+	uint64_t x = (w & 0xfcfcfcfcfcfcfcfcull) ^ 0xdcdcdcdcdcdcdcdcull; /* 0 where 0xdc-0xdf */
+	return ((x - ones) & ~x & highs) != 0;
+}
+
+static int may_claim_large(const uint8_t *p, size_t len)
+{
 	size_t i = 0;
 	for (; i + 8 <= len; i += 8) {
 		uint64_t w;
 		memcpy(&w, p + i, 8);
-		uint64_t x = (w & 0xfcfcfcfcfcfcfcfcull) ^ 0xdcdcdcdcdcdcdcdcull; /* 0 where 0xdc-0xdf */
-		if ((x - ones) & ~x & highs)
+		if (word_claims_large(w))
 			return 1;
+	}
+	if (i == len)
+		return 0;
+	if (len >= 8) { /* the last 1-7 bytes in one step: the word that ends the message */
+		uint64_t w;
+		memcpy(&w, p + len - 8, 8);
+		return word_claims_large(w);
 	}
 	for (; i < len; i++)
 		if ((p[i] & 0xfc) == 0xdc)
