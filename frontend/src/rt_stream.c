@@ -4,6 +4,7 @@
  * stream or an event costs no round trip: the create travels async and the server
  * maps the id to its own object.
  */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,13 +59,25 @@ static stream_info *find_locked(uint64_t id)
 	return NULL;
 }
 
+/* A thread checks the same stream call after call (a query loop, a training
+ * step's stream): the last one it found stays known, without the lock, until
+ * some stream is destroyed (streams_gone moves, under the lock). */
+static atomic_uint_fast64_t streams_gone;
+static _Thread_local uint64_t tls_known_stream, tls_known_gone;
+
 static int stream_known(cudaStream_t s)
 {
 	uint64_t id = fe_rt_stream(s);
 	if (id == 0)
 		return 1;
+	if (id == tls_known_stream && atomic_load_explicit(&streams_gone, memory_order_acquire) == tls_known_gone)
+		return 1;
 	pthread_mutex_lock(&lock);
 	int ok = find_locked(id) != NULL;
+	if (ok) {
+		tls_known_stream = id;
+		tls_known_gone = atomic_load_explicit(&streams_gone, memory_order_relaxed);
+	}
 	pthread_mutex_unlock(&lock);
 	return ok;
 }
@@ -122,8 +135,10 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream)
 	while (*pp && (*pp)->id != id)
 		pp = &(*pp)->next;
 	stream_info *s = *pp;
-	if (s)
+	if (s) {
 		*pp = s->next;
+		atomic_fetch_add_explicit(&streams_gone, 1, memory_order_release);
+	}
 	pthread_mutex_unlock(&lock);
 	if (!s)
 		return fe_rt_fail(cudaErrorInvalidResourceHandle);

@@ -122,6 +122,7 @@ int main(int argc, char **argv)
 	cudaEvent_t e, e2;
 	float ms;
 	CK(cudaStreamCreate(&s));
+	CK(cudaStreamQuery(s)); /* known to this thread right before the destroy */
 	CK(cudaStreamDestroy(s));
 	CK(cudaEventCreate(&e));
 	CK(cudaEventDestroy(e));
