@@ -1,7 +1,7 @@
 # bench/rdma/guest.sh: sourced by the one-boot guest benchmarks (quick.sh,
 # instr.sh). On the host, `rdma_in_guest NAME TIMEOUT [--build DIR]` boots one
 # guest (tools/rdma-vm) that runs the calling script again inside it with
-# RG_BUILD, RG_OUT (and RG_ROUNDS, quick.sh's --rounds) set, and exits with its status; inside the guest
+# RG_BUILD, RG_OUT (and RG_ROUNDS and RG_BUILD_B, quick.sh's --rounds and --against) set, and exits with its status; inside the guest
 # (RDMA_VM_IP set) it returns at once and the script goes on measuring.
 rdma_in_guest() {
   local name=$1 timeout=$2 build script rc out
@@ -11,7 +11,7 @@ rdma_in_guest() {
   [ -n "${RDMA_VM_IP:-}" ] && return 0
   out=$(mktemp -d "${TMPDIR:-/tmp}/rg-rdma-$name.XXXXXX")
   RDMA_VM_TIMEOUT=$timeout "$(dirname "$script")/../../tools/rdma-vm/rdma-vm.sh" run \
-    -e "RG_BUILD=$build" -e "RG_OUT=$out" -e "RG_ROUNDS=${RG_ROUNDS:-1}" "$out" -- "$script"
+    -e "RG_BUILD=$build" -e "RG_OUT=$out" -e "RG_ROUNDS=${RG_ROUNDS:-1}" -e "RG_BUILD_B=${RG_BUILD_B:-}" "$out" -- "$script"
   rc=$?
   rm -rf "$out"
   exit $rc
