@@ -393,7 +393,7 @@ void rdma_ep_repost(rdma_ep *ep)
 void rdma_ep_wake(rdma_ep *ep)
 {
 	if (ep->cv_waiters > 0)
-		rdma_ep_wake(ep);
+		pthread_cond_broadcast(&ep->cv);
 }
 
 void rdma_ep_wait(rdma_ep *ep, int ms)

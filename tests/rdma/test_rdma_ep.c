@@ -1,0 +1,109 @@
+/*
+ * The parts of an rdma connection's core that need no device, on the host:
+ *  - rdma_ep_wait / rdma_ep_wake: a thread sleeping on the condition is woken
+ *    by a wake (well before its timeout), a wake with nobody waiting does
+ *    nothing, and the count of waiters returns to zero;
+ *  - released receive buffers wait for rdma_ep_repost, a quarter of them
+ *    triggers it at once, and a failed connection drops them without counting
+ *    credits for them.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "../unit/check.h"
+#include "rdma_int.h"
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void ep_open(rdma_ep *ep)
+{
+	pthread_condattr_t ca;
+	memset(ep, 0, sizeof(*ep));
+	pthread_mutex_init(&ep->mu, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&ep->cv, &ca);
+	pthread_condattr_destroy(&ca);
+}
+
+static void ep_close(rdma_ep *ep)
+{
+	pthread_cond_destroy(&ep->cv);
+	pthread_mutex_destroy(&ep->mu);
+}
+
+typedef struct waiter {
+	rdma_ep *ep;
+	uint64_t waited_ms;
+} waiter;
+
+static void *wait_main(void *arg)
+{
+	waiter *w = arg;
+	uint64_t t0 = now_ms();
+	pthread_mutex_lock(&w->ep->mu);
+	rdma_ep_wait(w->ep, 20000);
+	pthread_mutex_unlock(&w->ep->mu);
+	w->waited_ms = now_ms() - t0;
+	return NULL;
+}
+
+static void test_wake(void)
+{
+	rdma_ep ep;
+	ep_open(&ep);
+	pthread_mutex_lock(&ep.mu);
+	rdma_ep_wake(&ep); /* nobody waits */
+	pthread_mutex_unlock(&ep.mu);
+
+	waiter w = {.ep = &ep};
+	pthread_t th;
+	pthread_create(&th, NULL, wait_main, &w);
+	int waiting = 0;
+	for (int i = 0; i < 10000 && !waiting; i++) {
+		pthread_mutex_lock(&ep.mu);
+		waiting = ep.cv_waiters == 1;
+		if (waiting)
+			rdma_ep_wake(&ep);
+		pthread_mutex_unlock(&ep.mu);
+		if (!waiting)
+			nanosleep(&(struct timespec){0, 1000000}, NULL);
+	}
+	CHECK(waiting);
+	pthread_join(th, NULL);
+	CHECK(w.waited_ms < 10000);
+	CHECK_EQ(ep.cv_waiters, 0);
+	ep_close(&ep);
+}
+
+static void test_release(void)
+{
+	rdma_ep ep;
+	ep_open(&ep);
+	ep.err = TRANSPORT_EIO; /* no QP: a repost must drop the buffers */
+	for (unsigned i = 0; i + 1 < RDMA_NRECV / 4; i++)
+		rdma_ep_release_recv(&ep, i);
+	CHECK_EQ(ep.rp_n, RDMA_NRECV / 4 - 1); /* not yet: they wait for a repost */
+	rdma_ep_release_recv(&ep, RDMA_NRECV / 4);
+	CHECK_EQ(ep.rp_n, 0); /* a quarter: reposted at once (here: dropped) */
+	CHECK_EQ(ep.owed, 0); /* no credit for a buffer that is not posted */
+	rdma_ep_release_recv(&ep, 1);
+	rdma_ep_repost(&ep);
+	CHECK_EQ(ep.rp_n, 0);
+	CHECK_EQ(ep.owed, 0);
+	ep_close(&ep);
+}
+
+int main(void)
+{
+	test_wake();
+	test_release();
+	return check_summary("test_rdma_ep");
+}
