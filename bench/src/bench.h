@@ -34,8 +34,7 @@ struct bench_opts {
 	const char *label; /* "local" / "remote" unless given */
 };
 
-/* ---- time and statistics (stats.c) ---- */
-
+/* ---- statistics (stats.c; the clock is bench_clock.h's) ---- */
 
 struct samples {
 	double *v;
