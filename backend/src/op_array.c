@@ -126,16 +126,10 @@ static int array_box_ok(be_session *s, const char *op, const be_array *a, const 
  * apart, lie inside one allocation of the session. */
 static int dev_box_ok(be_session *s, const char *op, CUdeviceptr p, uint64_t pitch, uint64_t rows, const box *b)
 {
-	uint64_t slice, last;
-	if (!be_extent_2d(pitch, b->w, b->h, &slice) || (b->d > 1 && rows < b->h) ||
-	    (b->d > 1 && pitch && rows > UINT64_MAX / pitch))
-		return be_bad_range(s, op, p, 0);
-	uint64_t stride = pitch * rows;
-	if (b->d > 1 && stride && b->d - 1 > (UINT64_MAX - slice) / stride)
-		return be_bad_range(s, op, p, 0);
-	last = (b->d - 1) * stride + slice;
-	if (!be_ranges_check(&s->ranges, p, last))
-		return be_bad_range(s, op, p, last);
+	/* An empty box or a pitch below the width is refused here, where the
+	 * range check alone would let them pass. */
+	if (!b->w || !b->h || !b->d || pitch < b->w || !be_ranges_check_3d(&s->ranges, p, pitch, rows, b->w, b->h, b->d))
+		return be_bad_range(s, op, p, b->w);
 	return 0;
 }
 

@@ -285,27 +285,14 @@ static CUresult add_memcpy(CUgraphNode *n, CUgraph g, const CUgraphNode *deps, s
 	return be_drv.cuGraphAddMemcpyNode(n, g, deps, nd, &m->p, m->ctx);
 }
 
-/* Whether depth slices of height rows of width bytes, pitch apart and slice_rows
- * rows per slice, lie in one allocation: the rows from the first to the last. */
-static int box_ok(be_session *s, uint64_t p, uint64_t pitch, uint64_t slice_rows, uint64_t width, uint64_t height,
-		  uint64_t depth)
-{
-	if (depth > 1 && slice_rows < height)
-		return 0; /* slices would overlap */
-	if (depth > 1 && (depth - 1) > (UINT64_MAX - height) / (slice_rows ? slice_rows : 1))
-		return 0;
-	uint64_t rows = (depth - 1) * slice_rows + height;
-	return be_ranges_check_2d(&s->ranges, p, rows > 1 ? pitch : width, width, rows);
-}
-
 int be_op_graph_add_memcpy(be_session *s, be_req *rq, uint64_t g_id, const void *deps, size_t deps_len,
 			   CUdeviceptr dst, uint64_t dpitch, uint64_t dheight, CUdeviceptr src, uint64_t spitch,
 			   uint64_t sheight, uint64_t width, uint64_t height, uint64_t depth)
 {
 	if (width && height && depth) {
-		if (!box_ok(s, dst, dpitch, dheight, width, height, depth))
+		if (!be_ranges_check_3d(&s->ranges, dst, dpitch, dheight, width, height, depth))
 			return be_bad_range(s, "graph memcpy node (dst)", dst, width);
-		if (!box_ok(s, src, spitch, sheight, width, height, depth))
+		if (!be_ranges_check_3d(&s->ranges, src, spitch, sheight, width, height, depth))
 			return be_bad_range(s, "graph memcpy node (src)", src, width);
 	}
 	memcpy_arg m;

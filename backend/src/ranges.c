@@ -93,6 +93,17 @@ int be_ranges_check_2d(const be_ranges *rs, uint64_t base, uint64_t pitch, uint6
 	return be_ranges_check(rs, base, ext);
 }
 
+int be_ranges_check_3d(const be_ranges *rs, uint64_t base, uint64_t pitch, uint64_t slice_rows, uint64_t width,
+		       uint64_t height, uint64_t depth)
+{
+	if (width == 0 || height == 0 || depth == 0)
+		return 1;
+	if (depth > 1 && (slice_rows < height || depth - 1 > (UINT64_MAX - height) / slice_rows))
+		return 0;
+	uint64_t rows = (depth - 1) * slice_rows + height;
+	return be_ranges_check_2d(rs, base, rows > 1 ? pitch : width, width, rows);
+}
+
 const be_range *be_ranges_at(const be_ranges *rs, uint64_t base)
 {
 	size_t i = upper(rs, base);

@@ -52,6 +52,12 @@ int be_ranges_check(const be_ranges *rs, uint64_t ptr, uint64_t len);
  * one range: [base, base + (height - 1) * pitch + width). width or height 0:
  * fine; pitch < width (rows overlapping): not. */
 int be_ranges_check_2d(const be_ranges *rs, uint64_t base, uint64_t pitch, uint64_t width, uint64_t height);
+/* Whether depth slices of height rows of width bytes lie inside one range: rows
+ * pitch apart, slices slice_rows rows apart (slices that would overlap,
+ * slice_rows < height, are not fine). Any extent 0: fine. A single row needs
+ * no pitch. */
+int be_ranges_check_3d(const be_ranges *rs, uint64_t base, uint64_t pitch, uint64_t slice_rows, uint64_t width,
+		       uint64_t height, uint64_t depth);
 /* The range that starts exactly at base, or NULL. */
 const be_range *be_ranges_at(const be_ranges *rs, uint64_t base);
 /* Removes the range that starts exactly at base (*out gets a copy if non-NULL). */

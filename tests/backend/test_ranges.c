@@ -67,6 +67,13 @@ static void test_overflow(void)
 	CHECK(be_ranges_check_2d(&rs, 0x1000, 0x100, 0x100, 0x10));
 	CHECK(!be_ranges_check_2d(&rs, 0x1000, 0x100, 0x100, 0x11));
 	CHECK(be_ranges_check_2d(&rs, 0x1000, 0x100, 0x80, 0x10)); /* last row ends early */
+	/* 3D: 2 slices of 4 rows, 8 rows apart: rows 0-3 and 8-11 */
+	CHECK(be_ranges_check_3d(&rs, 0x1000, 0x100, 8, 0x100, 4, 2));
+	CHECK(!be_ranges_check_3d(&rs, 0x1000, 0x100, 16, 0x100, 4, 2)); /* second slice past the end */
+	CHECK(!be_ranges_check_3d(&rs, 0x1000, 0x100, 3, 0x100, 4, 2));  /* slices overlap */
+	CHECK(!be_ranges_check_3d(&rs, 0x1000, 0x100, UINT64_MAX / 2, 0x10, 1, 3)); /* wraps */
+	CHECK(be_ranges_check_3d(&rs, 0x1000, 0, 0, 0x10, 1, 1));        /* one row: no pitch */
+	CHECK(be_ranges_check_3d(&rs, 0x1000, 0x100, 8, 0x100, 4, 0));  /* empty */
 	uint64_t ext;
 	CHECK(be_extent_2d(0x100, 0x80, 0x10, &ext) && ext == 0xf80);
 	CHECK(!be_extent_2d(UINT64_MAX, 1, 3, &ext));
