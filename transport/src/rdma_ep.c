@@ -24,7 +24,7 @@
 
 #define WR_RECV (1ull << 63)
 
-static int post_recv(rdma_ep *ep, unsigned idx);
+static int post_recvs(rdma_ep *ep, const uint16_t *idx, unsigned n);
 
 /* ---- configuration ---- */
 
@@ -162,10 +162,10 @@ int rdma_ep_init(rdma_ep *ep, struct rdma_cm_id *id)
 	ep->ka = alloc_reg(ep, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, &ep->ka_mr);
 	if (!ep->rbuf || !ep->sbuf || !ep->ka)
 		return TRANSPORT_ENOMEM;
+	uint16_t all[RDMA_NRECV];
 	for (unsigned i = 0; i < RDMA_NRECV; i++)
-		if (post_recv(ep, i) != 0)
-			return TRANSPORT_EIO;
-	return TRANSPORT_OK;
+		all[i] = (uint16_t)i;
+	return post_recvs(ep, all, RDMA_NRECV) == 0 ? TRANSPORT_OK : TRANSPORT_EIO;
 }
 
 void rdma_ep_fill_hello(rdma_ep *ep, rhello *h)
@@ -338,15 +338,21 @@ void rdma_ep_flush_ctrl(rdma_ep *ep)
 
 /* ---- receive buffers ---- */
 
-static int post_recv(rdma_ep *ep, unsigned idx)
+/* Posts receive buffers idx[0..n) in one chained call. */
+static int post_recvs(rdma_ep *ep, const uint16_t *idx, unsigned n)
 {
-	struct ibv_sge sge = {
-		.addr = (uintptr_t)(ep->rbuf + (size_t)idx * RDMA_MSG_SIZE),
-		.length = RDMA_MSG_SIZE,
-		.lkey = ep->rbuf_mr->lkey,
-	};
-	struct ibv_recv_wr wr = {.wr_id = WR_RECV | idx, .sg_list = &sge, .num_sge = 1}, *bad;
-	int r = ibv_post_recv(ep->qp, &wr, &bad);
+	struct ibv_sge sge[RDMA_NRECV];
+	struct ibv_recv_wr wr[RDMA_NRECV], *bad;
+	for (unsigned i = 0; i < n; i++) {
+		sge[i] = (struct ibv_sge){
+			.addr = (uintptr_t)(ep->rbuf + (size_t)idx[i] * RDMA_MSG_SIZE),
+			.length = RDMA_MSG_SIZE,
+			.lkey = ep->rbuf_mr->lkey,
+		};
+		wr[i] = (struct ibv_recv_wr){.wr_id = WR_RECV | idx[i], .sg_list = &sge[i], .num_sge = 1,
+					     .next = i + 1 < n ? &wr[i + 1] : NULL};
+	}
+	int r = ibv_post_recv(ep->qp, wr, &bad);
 	if (r)
 		LOG_WARN("transport", "rdma: %s: ibv_post_recv: %s", ep->conn->peer, strerror(r));
 	return r;
@@ -362,27 +368,12 @@ void rdma_ep_release_recv(rdma_ep *ep, unsigned idx)
 void rdma_ep_repost(rdma_ep *ep)
 {
 	unsigned n = ep->rp_n;
-	struct ibv_sge sge[RDMA_NRECV];
-	struct ibv_recv_wr wr[RDMA_NRECV], *bad;
-
 	if (n == 0)
 		return;
 	ep->rp_n = 0;
 	if (ep->err || ep->qp_dead)
 		return;
-	for (unsigned i = 0; i < n; i++) {
-		unsigned idx = ep->rp[i];
-		sge[i] = (struct ibv_sge){
-			.addr = (uintptr_t)(ep->rbuf + (size_t)idx * RDMA_MSG_SIZE),
-			.length = RDMA_MSG_SIZE,
-			.lkey = ep->rbuf_mr->lkey,
-		};
-		wr[i] = (struct ibv_recv_wr){.wr_id = WR_RECV | idx, .sg_list = &sge[i], .num_sge = 1,
-					     .next = i + 1 < n ? &wr[i + 1] : NULL};
-	}
-	int r = ibv_post_recv(ep->qp, wr, &bad);
-	if (r) {
-		LOG_WARN("transport", "rdma: %s: ibv_post_recv: %s", ep->conn->peer, strerror(r));
+	if (post_recvs(ep, ep->rp, n) != 0) {
 		rdma_ep_fail(ep, TRANSPORT_EIO);
 		return;
 	}
