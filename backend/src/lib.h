@@ -19,8 +19,9 @@
  * Status. Handlers answer with the library's status (>= 0). For an async call the
  * first failure is latched per session and library; the next sync call of that
  * library returns it in place of its own success (its outputs still travel). A
- * reply is [REPLY, seq, 0, CUDA latched, library status, results...]: the reply's
- * own status stays 0 so that results are delivered whatever the library said.
+ * reply's header carries status 0 and CUDA's latched error, its results are
+ * [library status, results...]: the reply's own status stays 0 so that results
+ * are delivered whatever the library said.
  *
  * Pointers. Host scalars (alpha, beta) arrive as bytes and are copied into an
  * aligned buffer of BE_LIB_SCALAR bytes, zero-padded, so the library never reads

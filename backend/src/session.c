@@ -265,9 +265,9 @@ static be_frame *frame_decode(be_session *s, const transport_frame *f)
 	/* proto_view_reuse walks the bytes before msgpack-c allocates anything
 	 * whenever a claimed element count could be large, so hostile counts are
 	 * refused here too. */
-	if (proto_view_reuse(&fr->rq.view, f->msg, f->hdr.hdr_len) != PROTO_OK) {
+	if (proto_view_reuse(&fr->rq.view, &f->hdr, f->msg) != PROTO_OK) {
 		be_frame_free(s, fr);
-		be_session_reject(s, "malformed message (not msgpack [op, seq, args...], or containers larger than the message)");
+		be_session_reject(s, "malformed message (arguments not a msgpack array, or containers larger than the message)");
 		return NULL;
 	}
 	fr->rq.seq = fr->rq.view.seq;

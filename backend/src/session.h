@@ -34,8 +34,8 @@ typedef struct be_req {
 	struct be_req *next;
 } be_req;
 
-/* Replies. be_reply_begin starts [REPLY, seq, 0, latched, ...] (the latched error
- * is taken and cleared); be_reply_end sends it with an optional payload and
+/* Replies. be_reply_begin starts a reply of status 0 with nresults results and
+ * the session's latched error in its header (taken and cleared); be_reply_end sends it with an optional payload and
  * returns BE_REPLIED, or a negative transport error. */
 proto_msg *be_reply_begin(be_session *s, be_req *rq, uint32_t nresults);
 int be_reply_end(be_session *s, be_req *rq, proto_msg *m, const void *payload, size_t len);

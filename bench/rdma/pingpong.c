@@ -80,7 +80,7 @@ static void s_frame(void *ctx, transport_frame *f)
 	sconn *s = ctx;
 	proto_view v;
 	uint64_t arg = 0;
-	if (proto_view_init(&v, f->msg, f->hdr.hdr_len) == PROTO_OK) {
+	if (proto_view_init(&v, &f->hdr, f->msg) == PROTO_OK) {
 		proto_arg_u64(&v, 0, &arg);
 		if (v.op == OP_ECHO || v.op == OP_PULL)
 			send_msg(s->c, v.op, v.seq, 0, s->buf, arg <= s->cap ? (size_t)arg : 0);

@@ -5,7 +5,7 @@
  *
  * (d) ping-pong: a 64-byte message and a 64-byte answer, TCP_NODELAY on both ends,
  *     one send() and one blocking receive per side: the floor of a synchronous
- *     forwarded call (whose frame is a 24-byte header plus a short msgpack body).
+ *     forwarded call (whose frame is a 40-byte header plus a short msgpack body, or none).
  * (e) stream: messages of S bytes, each an 8-byte header and the payload written with
  *     one writev() (as a frame is), received by a thread into one S-byte buffer.
  *     "stream" writes them back to back and waits for one acknowledgement at the end:

@@ -25,7 +25,7 @@
 typedef struct fe_reply_rx {
 	int status, latched;
 	uint8_t *msg;
-	uint32_t msg_len;
+	proto_hdr hdr; /* msg's frame header: to decode it later */
 	uint64_t rx_len;
 	proto_view view; /* has_view: msg decoded already (the reader's own call) */
 	int has_view;
@@ -99,7 +99,7 @@ static void pending_finish_locked(fe_conn *c, fe_pending *p, fe_reply_rx *r)
 	p->rx_len = r->rx_len;
 	if (p->want_msg && r->status == 0) {
 		p->msg = r->msg;
-		p->msg_len = r->msg_len;
+		p->hdr = r->hdr;
 		if (r->has_view) {
 			*p->view = r->view;
 			p->view_ok = 1;
@@ -150,7 +150,7 @@ static void rx_classify(fe_conn *c, const transport_frame *f)
 {
 	c->rx_classified = 1;
 	c->rx_cur = NULL;
-	c->rx_view_ok = proto_view_reuse(&c->rx_view, f->msg, f->hdr.hdr_len) == PROTO_OK;
+	c->rx_view_ok = proto_view_reuse(&c->rx_view, &f->hdr, f->msg) == PROTO_OK;
 	if (!c->rx_view_ok || (f->hdr.flags & PROTO_F_EVENT))
 		return;
 	if (c->rx_self && c->rx_self->seq == c->rx_view.seq) {
@@ -221,7 +221,7 @@ static int rx_one(fe_conn *c)
 	}
 	if (status == 0 && p->dest && f.hdr.payload_len != p->dest_len)
 		status = PROTO_EDECODE;
-	fe_reply_rx r = {status, latched, f.msg, f.hdr.hdr_len, PROTO_HDR_SIZE + (uint64_t)f.hdr.hdr_len + f.hdr.payload_len};
+	fe_reply_rx r = {status, latched, f.msg, f.hdr, PROTO_HDR_SIZE + (uint64_t)f.hdr.hdr_len + f.hdr.payload_len};
 	if (p == c->rx_self) {
 		/* The holder completes it in its closing section, lock held anyway,
 		 * and takes the decoded message with it rather than decode it again
@@ -483,7 +483,7 @@ int fe_conn_call(fe_conn *c, proto_msg *m, const void *payload, uint64_t plen, v
 		/* Decoded already when this thread read its own reply. */
 		if (p.view_ok)
 			return st;
-		if (!p.msg || proto_view_init(&r->view, p.msg, p.msg_len) != PROTO_OK) {
+		if (proto_view_init(&r->view, &p.hdr, p.msg) != PROTO_OK) {
 			free(p.msg);
 			return PROTO_EDECODE;
 		}

@@ -37,7 +37,7 @@ typedef struct fe_pending {
 	int status;        /* CUresult or negative channel error */
 	int latched;
 	uint8_t *msg;      /* reply msgpack, kept when the caller wants results */
-	uint32_t msg_len;
+	proto_hdr hdr;     /* its frame header */
 	int want_msg;
 	proto_view *view;  /* want_msg: where a reply decoded by the reader goes */
 	int view_ok;       /* ... and it went there */

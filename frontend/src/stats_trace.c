@@ -139,9 +139,10 @@ void fe_obs_trace_send(const void *frame, size_t len, uint64_t plen)
 	const thr *t = fe_obs_tls_thr;
 	proto_hdr h;
 	proto_view v;
-	if (!t || !t->cur || len < PROTO_HDR_SIZE || proto_decode_hdr(frame, &h) != PROTO_OK)
+	if (!t || !t->cur || len < PROTO_HDR_SIZE || proto_decode_hdr(frame, &h) != PROTO_OK ||
+	    h.hdr_len > len - PROTO_HDR_SIZE)
 		return;
-	if (proto_view_init(&v, (const uint8_t *)frame + PROTO_HDR_SIZE, len - PROTO_HDR_SIZE) != PROTO_OK) {
+	if (proto_view_init(&v, &h, (const uint8_t *)frame + PROTO_HDR_SIZE) != PROTO_OK) {
 		proto_view_free(&v);
 		return;
 	}
@@ -152,7 +153,7 @@ void fe_obs_trace_send(const void *frame, size_t len, uint64_t plen)
 		char pre[160];
 		rg_log_prefix(pre, sizeof(pre), RG_LOG_INFO, "trace");
 		fprintf(f, "%s%s -> %s(", pre, fe_obs_g.fn[fe_obs_g.row[t->cur - 1].fn].name, proto_op_name(v.op));
-		for (uint32_t i = 0; i < v.n; i++) { /* the arguments after [op, seq] */
+		for (uint32_t i = 0; i < v.n; i++) {
 			if (i)
 				fputs(", ", f);
 			put_obj(f, &v.items[i], 0);

@@ -1,9 +1,10 @@
 /*
  * protocol: the wire format shared by libremote.so and remote-gpud. No I/O here.
  *
- * A frame is a fixed 24-byte header, a msgpack array [op, seq, args...] of
- * hdr_len bytes, and an optional raw payload of payload_len bytes. Bulk bytes are
- * never run through the msgpack encoder: they travel as their own iovec and are
+ * A frame is a fixed 40-byte header, a msgpack array [args...] of hdr_len bytes
+ * (none at all, hdr_len 0, for a call without arguments or a reply without
+ * results), and an optional raw payload of payload_len bytes. Bulk bytes are
+ * never run through the encoder: they travel as their own iovec and are
  * received straight into their destination.
  *
  *   offset  size  field
@@ -11,14 +12,20 @@
  *   4       2     version
  *   6       2     flags  (PROTO_F_*)
  *   8       4     hdr_len      msgpack bytes that follow the fixed header
- *   12      4     reserved     must be zero
+ *   12      4     op           PROTO_OP_* (PROTO_OP_REPLY on a reply)
  *   16      8     payload_len  raw bytes after the msgpack part
+ *   24      8     seq          a request's number; a reply carries its request's
+ *   32      4     status       reply: the CUresult of the call itself (0 on success)
+ *   36      4     latched      reply: the first error of an earlier async call
+ *                              not yet reported (0 if none)
  *
- * Replies are [PROTO_OP_REPLY, seq, status, latched, results...]: status is the
- * CUresult of the call itself (0 on success), latched the first error of an
- * earlier async call not yet reported (0 if none). Keeping them apart means a call
- * that succeeded still returns its results (an allocation is never lost because an
- * older kernel failed).
+ * What every frame has is in the fixed header, so that the commonest reply (a
+ * status and nothing else) and calls without arguments need no msgpack at all:
+ * on the path of a synchronous call, decoding [op, seq, status, latched] with
+ * msgpack-c had been the largest single cost of a round trip's user-space
+ * work. Keeping status and latched apart means a call that succeeded still
+ * returns its results (an allocation is never lost because an older kernel
+ * failed). A request carries zero in status and latched.
  */
 #ifndef PROTO_H
 #define PROTO_H
@@ -29,8 +36,8 @@
 #include <msgpack.h>
 
 #define PROTO_MAGIC 0x52475055u
-#define PROTO_VERSION 1
-#define PROTO_HDR_SIZE 24
+#define PROTO_VERSION 2
+#define PROTO_HDR_SIZE 40
 /* Hostile-size limits: a header larger than this is a protocol error. Payloads
  * larger than PROTO_MAX_PAYLOAD are split by the sender into several frames. */
 #define PROTO_MAX_HDR (1u << 20)
@@ -59,6 +66,9 @@ typedef struct proto_hdr {
 	uint16_t flags;
 	uint32_t hdr_len;
 	uint64_t payload_len;
+	uint32_t op;
+	uint64_t seq;
+	int32_t status, latched;
 } proto_hdr;
 
 const char *proto_strerror(int err);
@@ -67,6 +77,10 @@ void proto_encode_hdr(const proto_hdr *h, uint8_t out[PROTO_HDR_SIZE]);
 /* Checks magic, version and limits; fills *h even on EVERSION so the caller can
  * report what the peer speaks. */
 int proto_decode_hdr(const uint8_t in[PROTO_HDR_SIZE], proto_hdr *h);
+/* Whether the first n bytes of a header (n < 4: as far as they go) can still be
+ * a frame's magic: a receiver refuses another protocol without waiting for a
+ * whole header it may never get. */
+int proto_magic_prefix_ok(const uint8_t *in, size_t n);
 
 /*
  * proto_msg: builds one frame's fixed header and msgpack part into one contiguous
@@ -77,14 +91,17 @@ typedef struct proto_msg {
 	size_t len, cap;
 	uint64_t seq; /* as given to proto_msg_begin */
 	uint32_t op;  /* likewise */
+	int32_t status, latched; /* proto_msg_begin_reply's */
 	int oom;
 	msgpack_packer pk;
 	uint8_t inline_buf[512];
 } proto_msg;
 
-/* Starts [op, seq, <nargs more>]. */
+/* Starts a request: op and seq go into the fixed header, then an array of
+ * nargs (no msgpack at all when nargs is 0). */
 void proto_msg_begin(proto_msg *m, uint32_t op, uint64_t seq, uint32_t nargs);
-/* Starts a reply [REPLY, seq, status, latched, <nresults more>]. */
+/* Starts a reply: seq, status and latched in the fixed header, then an array
+ * of nresults (none when 0). */
 void proto_msg_begin_reply(proto_msg *m, uint64_t seq, int32_t status, int32_t latched, uint32_t nresults);
 void proto_msg_u64(proto_msg *m, uint64_t v);
 void proto_msg_i64(proto_msg *m, int64_t v);
@@ -96,6 +113,10 @@ void proto_msg_nil(proto_msg *m);
 static inline msgpack_packer *proto_msg_packer(proto_msg *m) { return &m->pk; }
 /* Writes the fixed header; returns PROTO_ENOMEM if any append failed. */
 int proto_msg_finish(proto_msg *m, uint16_t flags, uint64_t payload_len);
+/* The whole answer to a peer that speaks another version: a reply (seq 0)
+ * with status PROTO_EVERSION and our version as its result. A peer whose
+ * header differs from ours still reads the version field and fails cleanly. */
+int proto_msg_version_reply(proto_msg *m);
 void proto_msg_free(proto_msg *m);
 
 /*
@@ -110,23 +131,27 @@ typedef struct proto_view {
 	msgpack_object root;
 	const msgpack_object *items;
 	uint32_t n;
-	uint32_t op;
+	uint32_t op;  /* from the fixed header */
 	uint64_t seq;
+	int32_t status, latched;
 } proto_view;
 
 /* Walks one msgpack object without allocating: PROTO_OK when it is well formed,
  * fills exactly len bytes, and no array or map claims more elements than bytes
  * remain (msgpack-c would allocate for the claimed count up front). */
 int proto_check_msgpack(const uint8_t *p, size_t len);
-int proto_view_init(proto_view *v, const uint8_t *msg, size_t len);
+/* Decodes the frame whose fixed header is h and msgpack part msg (h->hdr_len
+ * bytes; NULL when 0): op, seq, status and latched from h, the arguments from
+ * msg. A frame without arguments allocates nothing. */
+int proto_view_init(proto_view *v, const proto_hdr *h, const uint8_t *msg);
 /* As proto_view_init, for a view decoded message after message (a connection's
  * receive side, a recycled server frame): v is zeroed, or was decoded before
  * and not freed since. The zone's first chunk is kept from one message to the
  * next instead of allocated and freed each time; proto_view_free ends it (also
  * after a failed decode, which leaves v as if zeroed). */
-int proto_view_reuse(proto_view *v, const uint8_t *msg, size_t len);
+int proto_view_reuse(proto_view *v, const proto_hdr *h, const uint8_t *msg);
 void proto_view_free(proto_view *v);
-/* Argument i counts from the first element after [op, seq]. */
+/* Argument i: the i-th element of the msgpack array. */
 int proto_arg_u64(const proto_view *v, uint32_t i, uint64_t *out);
 int proto_arg_i64(const proto_view *v, uint32_t i, int64_t *out);
 int proto_arg_u32(const proto_view *v, uint32_t i, uint32_t *out);
@@ -137,9 +162,9 @@ int proto_arg_str(const proto_view *v, uint32_t i, const char **p, size_t *n);
 /* Nested array: *items points into the view. */
 int proto_arg_array(const proto_view *v, uint32_t i, const msgpack_object **items, uint32_t *n);
 
-/* Reply shape: [REPLY, seq, status, latched, results...]. */
+/* A reply's status and latched error (PROTO_EDECODE when v is not a reply). */
 int proto_reply_status(const proto_view *v, int32_t *status, int32_t *latched);
-#define PROTO_REPLY_FIRST 2 /* index of the first result for proto_arg_* on a reply */
+#define PROTO_REPLY_FIRST 0 /* index of the first result for proto_arg_* on a reply */
 
 #include "proto_ops.h"
 

@@ -20,8 +20,11 @@ void proto_encode_hdr(const proto_hdr *h, uint8_t out[PROTO_HDR_SIZE])
 	put_u16(out + 4, h->version);
 	put_u16(out + 6, h->flags);
 	put_u32(out + 8, h->hdr_len);
-	put_u32(out + 12, 0);
+	put_u32(out + 12, h->op);
 	put_u64(out + 16, h->payload_len);
+	put_u64(out + 24, h->seq);
+	put_u32(out + 32, (uint32_t)h->status);
+	put_u32(out + 36, (uint32_t)h->latched);
 }
 
 int proto_decode_hdr(const uint8_t in[PROTO_HDR_SIZE], proto_hdr *h)
@@ -35,11 +38,24 @@ int proto_decode_hdr(const uint8_t in[PROTO_HDR_SIZE], proto_hdr *h)
 	h->payload_len = get_u64(in + 16);
 	if (h->version != PROTO_VERSION)
 		return PROTO_EVERSION;
-	if (get_u32(in + 12) != 0)
+	h->op = get_u32(in + 12);
+	h->seq = get_u64(in + 24);
+	h->status = (int32_t)get_u32(in + 32);
+	h->latched = (int32_t)get_u32(in + 36);
+	/* A request has no status: nonzero there is a peer that speaks
+	 * something else. */
+	if (!(h->flags & PROTO_F_REPLY) && (h->status || h->latched))
 		return PROTO_EDECODE;
-	if (h->hdr_len == 0 || h->hdr_len > PROTO_MAX_HDR || h->payload_len > PROTO_MAX_PAYLOAD)
+	if (h->hdr_len > PROTO_MAX_HDR || h->payload_len > PROTO_MAX_PAYLOAD)
 		return PROTO_ETOOBIG;
 	return PROTO_OK;
+}
+
+int proto_magic_prefix_ok(const uint8_t *in, size_t n)
+{
+	uint8_t magic[4];
+	put_u32(magic, PROTO_MAGIC);
+	return memcmp(in, magic, n < 4 ? n : 4) == 0;
 }
 
 const char *proto_strerror(int err)

@@ -62,16 +62,16 @@ void proto_msg_begin(proto_msg *m, uint32_t op, uint64_t seq, uint32_t nargs)
 	msg_reset(m);
 	m->seq = seq;
 	m->op = op;
-	msgpack_pack_array(&m->pk, nargs + 2);
-	msgpack_pack_uint32(&m->pk, op);
-	msgpack_pack_uint64(&m->pk, seq);
+	m->status = m->latched = 0;
+	if (nargs)
+		msgpack_pack_array(&m->pk, nargs);
 }
 
 void proto_msg_begin_reply(proto_msg *m, uint64_t seq, int32_t status, int32_t latched, uint32_t nresults)
 {
-	proto_msg_begin(m, PROTO_OP_REPLY, seq, nresults + 2);
-	msgpack_pack_int32(&m->pk, status);
-	msgpack_pack_int32(&m->pk, latched);
+	proto_msg_begin(m, PROTO_OP_REPLY, seq, nresults);
+	m->status = status;
+	m->latched = latched;
 }
 
 void proto_msg_u64(proto_msg *m, uint64_t v) { msgpack_pack_uint64(&m->pk, v); }
@@ -96,9 +96,23 @@ int proto_msg_finish(proto_msg *m, uint16_t flags, uint64_t payload_len)
 {
 	if (m->oom)
 		return PROTO_ENOMEM;
-	proto_hdr h = {PROTO_VERSION, flags, (uint32_t)(m->len - PROTO_HDR_SIZE), payload_len};
+	proto_hdr h = {.version = PROTO_VERSION,
+		       .flags = flags,
+		       .hdr_len = (uint32_t)(m->len - PROTO_HDR_SIZE),
+		       .payload_len = payload_len,
+		       .op = m->op,
+		       .seq = m->seq,
+		       .status = m->status,
+		       .latched = m->latched};
 	proto_encode_hdr(&h, m->data);
 	return PROTO_OK;
+}
+
+int proto_msg_version_reply(proto_msg *m)
+{
+	proto_msg_begin_reply(m, 0, PROTO_EVERSION, 0, 1);
+	proto_msg_u64(m, PROTO_VERSION);
+	return proto_msg_finish(m, PROTO_F_REPLY, 0);
 }
 
 void proto_msg_free(proto_msg *m)
@@ -223,24 +237,26 @@ static int may_claim_large(const uint8_t *p, size_t len)
 	return 0;
 }
 
-/* Decodes into a view whose zone is ready and empty. */
+static void view_take_hdr(proto_view *v, const proto_hdr *h)
+{
+	v->op = h->op;
+	v->seq = h->seq;
+	v->status = h->status;
+	v->latched = h->latched;
+	v->items = NULL;
+	v->n = 0;
+}
+
+/* Decodes a msgpack part (len > 0) into a view whose zone is ready and empty. */
 static int view_decode(proto_view *v, const uint8_t *msg, size_t len)
 {
 	size_t off = 0;
-	v->items = NULL;
-	v->n = 0;
 	if (((len > VIEW_UNWALKED_MAX || may_claim_large(msg, len)) && proto_check_msgpack(msg, len) != PROTO_OK) ||
 	    msgpack_unpack((const char *)msg, len, &off, &v->zone, &v->root) != MSGPACK_UNPACK_SUCCESS || off != len ||
-	    v->root.type != MSGPACK_OBJECT_ARRAY || v->root.via.array.size < 2)
+	    v->root.type != MSGPACK_OBJECT_ARRAY)
 		goto bad;
-	const msgpack_object *o = v->root.via.array.ptr;
-	if (o[0].type != MSGPACK_OBJECT_POSITIVE_INTEGER || o[0].via.u64 > UINT32_MAX ||
-	    o[1].type != MSGPACK_OBJECT_POSITIVE_INTEGER)
-		goto bad;
-	v->op = (uint32_t)o[0].via.u64;
-	v->seq = o[1].via.u64;
-	v->items = o + 2;
-	v->n = v->root.via.array.size - 2;
+	v->items = v->root.via.array.ptr;
+	v->n = v->root.via.array.size;
 	return PROTO_OK;
 bad:
 	/* Nothing left to free, and freeing again is harmless. */
@@ -257,26 +273,29 @@ static int view_zone_init(proto_view *v)
 	return PROTO_ENOMEM;
 }
 
-int proto_view_init(proto_view *v, const uint8_t *msg, size_t len)
+int proto_view_init(proto_view *v, const proto_hdr *h, const uint8_t *msg)
 {
-	v->items = NULL;
-	v->n = 0;
+	memset(&v->zone, 0, sizeof(v->zone));
+	view_take_hdr(v, h);
+	if (h->hdr_len == 0)
+		return PROTO_OK;
 	int err = view_zone_init(v);
-	return err ? err : view_decode(v, msg, len);
+	return err ? err : view_decode(v, msg, h->hdr_len);
 }
 
-int proto_view_reuse(proto_view *v, const uint8_t *msg, size_t len)
+int proto_view_reuse(proto_view *v, const proto_hdr *h, const uint8_t *msg)
 {
+	view_take_hdr(v, h);
+	if (h->hdr_len == 0)
+		return PROTO_OK; /* the zone, if any, is emptied by the next decode */
 	if (v->zone.chunk_list.head) {
 		msgpack_zone_clear(&v->zone);
 	} else {
-		v->items = NULL;
-		v->n = 0;
 		int err = view_zone_init(v);
 		if (err)
 			return err;
 	}
-	return view_decode(v, msg, len);
+	return view_decode(v, msg, h->hdr_len);
 }
 
 void proto_view_free(proto_view *v)
@@ -411,6 +430,7 @@ int proto_reply_status(const proto_view *v, int32_t *status, int32_t *latched)
 {
 	if (v->op != PROTO_OP_REPLY)
 		return PROTO_EDECODE;
-	int err = proto_arg_i32(v, 0, status);
-	return err ? err : proto_arg_i32(v, 1, latched);
+	*status = v->status;
+	*latched = v->latched;
+	return PROTO_OK;
 }

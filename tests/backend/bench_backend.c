@@ -53,7 +53,7 @@ static int call(uint32_t op, int nargs, const uint64_t *args, const void *pl, ui
 		return e;
 	proto_view v;
 	int32_t st = -1, la;
-	if (proto_view_init(&v, f.msg, f.hdr.hdr_len) == 0) {
+	if (proto_view_init(&v, &f.hdr, f.msg) == 0) {
 		proto_reply_status(&v, &st, &la);
 		proto_view_free(&v);
 	}
@@ -239,7 +239,7 @@ int main(int argc, char **argv)
 	transport_recv_frame(conn, &f, dest_cb, NULL);
 	proto_view v;
 	uint64_t dptr = 0;
-	proto_view_init(&v, f.msg, f.hdr.hdr_len);
+	proto_view_init(&v, &f.hdr, f.msg);
 	proto_arg_u64(&v, PROTO_REPLY_FIRST, &dptr);
 	proto_view_free(&v);
 	transport_frame_free(&f);

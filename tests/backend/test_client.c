@@ -221,7 +221,7 @@ static int recv_reply(cli *k, uint64_t seq, rep *r, void *buf, size_t cap)
 		if (e)
 			return e;
 		proto_view v;
-		if (proto_view_init(&v, f.msg, f.hdr.hdr_len) != PROTO_OK) {
+		if (proto_view_init(&v, &f.hdr, f.msg) != PROTO_OK) {
 			transport_frame_free(&f);
 			return PROTO_EDECODE;
 		}
@@ -647,7 +647,7 @@ static void t_streams_events(srv *s)
 		if (transport_recv_frame(k.c, &f, dest_cb, NULL))
 			break;
 		proto_view v;
-		if (proto_view_init(&v, f.msg, f.hdr.hdr_len) == PROTO_OK) {
+		if (proto_view_init(&v, &f.hdr, f.msg) == PROTO_OK) {
 			uint64_t id = 0;
 			if ((f.hdr.flags & PROTO_F_EVENT) && v.op == PROTO_OP_HOSTFN && proto_arg_u64(&v, 0, &id) == 0)
 				k.events[k.nevents++] = id;
@@ -958,7 +958,7 @@ static void t_bad_input(srv *s)
 		CHECK(closed_by_server(&k));
 		cli_close(&k);
 	}
-	/* msgpack that is not [op, seq, ...] */
+	/* arguments that are not msgpack */
 	if (CHECK(open_session(&k, s->port) == 0)) {
 		uint8_t fr[PROTO_HDR_SIZE + 3];
 		proto_hdr h = {PROTO_VERSION, 0, 3, 0};
@@ -971,7 +971,7 @@ static void t_bad_input(srv *s)
 		CHECK(closed_by_server(&k));
 		cli_close(&k);
 	}
-	/* a string where the op should be, and a map instead of the array */
+	/* a map instead of the array of arguments */
 	if (CHECK(open_session(&k, s->port) == 0)) {
 		proto_msg_begin(&m, 0, 0, 0);
 		m.len = PROTO_HDR_SIZE;

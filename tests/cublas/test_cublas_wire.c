@@ -80,7 +80,7 @@ static int srv_start(char **argv)
 	return -1;
 }
 
-/* Builds [op, seq, args] from a format: u (u64), i (i64), s (str), b (bin: pointer,
+/* Builds a request with args from a format: u (u64), i (i64), s (str), b (bin: pointer,
  * size), n (nil). */
 static void build(proto_msg *m, uint32_t op, const char *fmt, va_list ap)
 {
@@ -139,7 +139,7 @@ static int call(rep *r, uint32_t op, const char *fmt, ...)
 	if (send_msg(&m, 0))
 		return -1;
 	transport_frame f;
-	if (transport_recv_frame(conn, &f, NULL, NULL) || proto_view_init(&r->v, f.msg, f.hdr.hdr_len) != PROTO_OK ||
+	if (transport_recv_frame(conn, &f, NULL, NULL) || proto_view_init(&r->v, &f.hdr, f.msg) != PROTO_OK ||
 	    proto_reply_status(&r->v, &r->status, &r->latched) != PROTO_OK || r->v.seq != seq)
 		return -1;
 	r->msg = f.msg;

@@ -5,9 +5,10 @@
 # caller checks that afterwards (server alive, a probe client works, memory back
 # to its baseline). Exit status 1 only if a connection could not be made at all.
 #
-# Frame header (protocol/include/proto.h): magic "RGPU" as little-endian u32
-# (bytes 55 50 47 52), u16 version, u16 flags, u32 hdr_len, u32 reserved,
-# u64 payload_len, then hdr_len bytes of msgpack [op, seq, args...].
+# Frame header (protocol/include/proto.h), 40 bytes little-endian: magic "RGPU"
+# as u32 (bytes 55 50 47 52), u16 version, u16 flags, u32 hdr_len, u32 op,
+# u64 payload_len, u64 seq, i32 status, i32 latched; then hdr_len bytes of
+# msgpack [args...].
 set -u
 # The server may close a connection while we still write to it: a write must
 # then fail (EPIPE), not kill this script.
@@ -16,7 +17,10 @@ host=${1:?host}
 port=${2:?port}
 
 MAGIC='\x55\x50\x47\x52'
-V1='\x01\x00'
+# le N VALUE: VALUE as N little-endian bytes, in printf escapes
+le() { local n=$1 v=$2 i out=; for ((i = 0; i < n; i++)); do out+=$(printf '\\x%02x' $(( (v >> (8 * i)) & 255 ))); done; printf '%s' "$out"; }
+# hdr VERSION FLAGS HDR_LEN OP PAYLOAD_LEN [SEQ STATUS LATCHED]: a frame header
+hdr() { printf '%s' "${MAGIC}$(le 2 "$1")$(le 2 "$2")$(le 4 "$3")$(le 4 "$4")$(le 8 "$5")$(le 8 "${6:-1}")$(le 4 "${7:-0}")$(le 4 "${8:-0}")"; }
 failed=0
 
 # send NAME PRINTF-FORMAT [hold]: connect, write the bytes, read whatever comes
@@ -39,17 +43,19 @@ send() {
 rnd=$(head -c 4096 /dev/urandom | od -An -v -tx1 | tr -d ' \n' | sed 's/../\\x&/g')
 send "random 4 KiB" "$rnd"
 send "http request" 'GET / HTTP/1.0\r\nHost: x\r\n\r\n'
-send "wrong version" "${MAGIC}\x77\x77\x00\x00\x05\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x92\x01\x01\x01\x01"
-send "hdr_len 4 GiB" "${MAGIC}${V1}\x00\x00\xff\xff\xff\xff\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"
-send "payload_len 2^64-1" "${MAGIC}${V1}\x00\x00\x03\x00\x00\x00\x00\x00\x00\x00\xff\xff\xff\xff\xff\xff\xff\xff\x93\x01\x01\x00"
-send "reserved nonzero" "${MAGIC}${V1}\x00\x00\x03\x00\x00\x00\xde\xad\xbe\xef\x00\x00\x00\x00\x00\x00\x00\x00\x92\x01\x01"
-send "malformed msgpack" "${MAGIC}${V1}\x00\x00\x10\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00$(printf '\\xc1%.0s' $(seq 16))"
-send "msgpack not an array" "${MAGIC}${V1}\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x2a"
-send "unknown op" "${MAGIC}${V1}\x00\x00\x05\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x92\xcd\x27\x0f\x01"
-send "reply flag from a client" "${MAGIC}${V1}\x01\x00\x04\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x93\x00\x01\x00"
-send "truncated header" "${MAGIC}${V1}\x00\x00\x64"
-send "truncated msgpack" "${MAGIC}${V1}\x00\x00\x64\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x95\x01\x01" 1
-send "truncated payload" "${MAGIC}${V1}\x00\x00\x03\x00\x00\x00\x00\x00\x00\x00\x00\x00\x10\x00\x00\x00\x00\x00\x93\x01\x01\x00abcdef" 1
+send "wrong version" "$(hdr 0x7777 0 5 1 0)\x92\x01\x01\x01\x01"
+send "version 1 header" "${MAGIC}\x01\x00\x00\x00\x03\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x93\x01\x01\x00"
+send "hdr_len 4 GiB" "$(hdr 2 0 0xffffffff 1 0)"
+send "payload_len 2^64-1" "$(hdr 2 0 1 1 -1)\x91\x00"
+send "status on a request" "$(hdr 2 0 1 1 0 1 700)\x91\x01"
+send "malformed msgpack" "$(hdr 2 0 16 1 0)$(printf '\\xc1%.0s' $(seq 16))"
+send "msgpack not an array" "$(hdr 2 0 1 1 0)\x2a"
+send "unknown op" "$(hdr 2 0 1 9999 0)\x91\x01"
+send "reply flag from a client" "$(hdr 2 1 1 0 0)\x91\x00"
+send "truncated header" "${MAGIC}\x02\x00\x00\x00\x64"
+send "truncated msgpack" "$(hdr 2 0 100 1 0)\x95\x01\x01" 1
+send "truncated payload" "$(hdr 2 0 1 8 16)\x91\x01abcdef" 1
+send "a header alone, op 0" "$(hdr 2 0 0 0 0)"
 send "empty connection" ""
 # many connections at once, all dropped without a byte
 for _ in $(seq 32); do exec {fd}<>"/dev/tcp/$host/$port" && fds+=("$fd"); done 2>/dev/null

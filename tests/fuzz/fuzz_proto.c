@@ -4,10 +4,10 @@
  * asked for every argument (and past the end) with every type. Nothing may
  * crash, read out of bounds, or leak, whatever the bytes.
  *
- * Input layout: a frame as it travels, 24-byte fixed header then the msgpack
- * part. The msgpack part is decoded whether or not the header is valid, so the
- * decoder is fuzzed even when the header bytes are garbage; inputs shorter
- * than a header are decoded as msgpack alone.
+ * Input layout: a frame as it travels, 40-byte fixed header then the msgpack
+ * part. A valid header's view is decoded as a receiver would; the bytes are
+ * also decoded as a msgpack part alone (under a made-up header), so the
+ * decoder is fuzzed even when the header bytes are garbage.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -46,11 +46,11 @@ static void walk_object(const msgpack_object *o, int depth)
 	}
 }
 
-static void fuzz_view(const uint8_t *data, size_t size)
+static void fuzz_view(const proto_hdr *h, const uint8_t *data)
 {
 	proto_view v;
 
-	if (proto_view_init(&v, data, size) != PROTO_OK) {
+	if (proto_view_init(&v, h, data) != PROTO_OK) {
 		proto_view_free(&v); /* must be safe after a failed init */
 		return;
 	}
@@ -100,16 +100,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		sink += (uint32_t)err + h.version + h.flags + h.hdr_len + h.payload_len;
 		if (err == PROTO_OK) {
 			/* Invariants the transports rely on before they allocate. */
-			if (h.hdr_len == 0 || h.hdr_len > PROTO_MAX_HDR || h.payload_len > PROTO_MAX_PAYLOAD)
+			if (h.hdr_len > PROTO_MAX_HDR || h.payload_len > PROTO_MAX_PAYLOAD)
+				__builtin_trap();
+			/* A request never carries a status. */
+			if (!(h.flags & PROTO_F_REPLY) && (h.status || h.latched))
 				__builtin_trap();
 			/* Re-encoding a valid header gives the same bytes back. */
 			uint8_t again[PROTO_HDR_SIZE];
 			proto_encode_hdr(&h, again);
 			if (memcmp(again, data, PROTO_HDR_SIZE) != 0)
 				__builtin_trap();
+			if (h.hdr_len <= size - PROTO_HDR_SIZE)
+				fuzz_view(&h, h.hdr_len ? data + PROTO_HDR_SIZE : NULL);
 		}
-		fuzz_view(data + PROTO_HDR_SIZE, size - PROTO_HDR_SIZE);
 	}
-	fuzz_view(data, size);
+	if (size > 0 && size <= PROTO_MAX_HDR) {
+		proto_hdr any = {.version = PROTO_VERSION, .flags = PROTO_F_REPLY, .hdr_len = (uint32_t)size,
+				 .op = PROTO_OP_REPLY, .seq = size};
+		fuzz_view(&any, data);
+	}
 	return 0;
 }

@@ -37,20 +37,20 @@ int main(int argc, char **argv)
 	}
 	memset(big, 0x5a, sizeof(big));
 
-	/* a request: [HELLO, seq, version, token, client id] */
+	/* a request: HELLO with [version, token, client id] */
 	proto_msg_begin(&m, PROTO_OP_HELLO, 1, 3);
 	proto_msg_u64(&m, PROTO_VERSION);
 	proto_msg_str(&m, "token");
 	proto_msg_bin(&m, blob, sizeof(blob));
 	bad |= save(argv[1], "hello", &m, 0, 0);
 
-	/* a reply: [REPLY, seq, status, latched, results...] */
-	proto_msg_begin(&m, PROTO_OP_REPLY, 7, 4);
-	proto_msg_i64(&m, 0);
-	proto_msg_i64(&m, 0);
+	/* a reply with results, one that is a status alone */
+	proto_msg_begin_reply(&m, 7, 0, 0, 2);
 	proto_msg_u64(&m, 0x7f0000001000ull);
 	proto_msg_f64(&m, 1.5);
 	bad |= save(argv[1], "reply", &m, PROTO_F_REPLY, 0);
+	proto_msg_begin_reply(&m, 8, 700, 719, 0);
+	bad |= save(argv[1], "reply_status", &m, PROTO_F_REPLY, 0);
 
 	/* an async request announcing a payload (the bytes are not part of it) */
 	proto_msg_begin(&m, 8, 9, 3);
@@ -72,9 +72,7 @@ int main(int argc, char **argv)
 	bad |= save(argv[1], "nested", &m, 0, 0);
 
 	/* the server's answer to another protocol version */
-	proto_msg_begin(&m, PROTO_OP_REPLY, 0, 2);
-	proto_msg_i64(&m, PROTO_EVERSION);
-	proto_msg_u64(&m, PROTO_VERSION);
+	proto_msg_version_reply(&m);
 	bad |= save(argv[1], "version_reply", &m, PROTO_F_REPLY, 0);
 
 	/* larger than the builder's inline buffer */

@@ -81,7 +81,7 @@ static int guard_ok(const uint8_t *p)
 	return 1;
 }
 
-/* Builds [op, seq, <bin of extra bytes>] and sends it with the payload. */
+/* Builds a request [<bin of extra bytes>] and sends it with the payload. */
 static int send_frame(transport_conn *c, uint32_t op, uint64_t seq, size_t extra, const void *payload, size_t len)
 {
 	proto_msg m;
@@ -102,11 +102,11 @@ static int send_frame(transport_conn *c, uint32_t op, uint64_t seq, size_t extra
 	return r;
 }
 
-static int msg_op(const uint8_t *msg, size_t len, uint64_t *seq, size_t *extra, int *extra_ok)
+static int msg_op(const transport_frame *f, uint64_t *seq, size_t *extra, int *extra_ok)
 {
 	proto_view v;
 	int op = -1;
-	if (proto_view_init(&v, msg, len) == PROTO_OK) {
+	if (proto_view_init(&v, &f->hdr, f->msg) == PROTO_OK) {
 		op = (int)v.op;
 		*seq = v.seq;
 		const void *b;
@@ -179,7 +179,7 @@ static void *srv_payload_dest(void *ctx, const transport_frame *f)
 	uint64_t seq;
 	size_t extra;
 	int eok;
-	int op = msg_op(f->msg, f->hdr.hdr_len, &seq, &extra, &eok);
+	int op = msg_op(f, &seq, &extra, &eok);
 	size_t n = (size_t)f->hdr.payload_len;
 	r->cur = NULL;
 	if (op == OP_DISCARD)
@@ -244,7 +244,7 @@ static void srv_frame(void *ctx, transport_frame *f)
 	uint64_t seq = 0;
 	size_t extra = 0, n = (size_t)f->hdr.payload_len;
 	int eok = 1;
-	int op = msg_op(f->msg, f->hdr.hdr_len, &seq, &extra, &eok);
+	int op = msg_op(f, &seq, &extra, &eok);
 	int ok = op >= 0 && eok;
 	if (op == OP_DISCARD)
 		ok = ok && f->payload == NULL;
@@ -444,7 +444,7 @@ static int recv_check(transport_conn *c, rx_ctx *x, int op_want, uint64_t seq_wa
 	uint64_t seq = 0;
 	size_t extra;
 	int eok;
-	int op = msg_op(f.msg, f.hdr.hdr_len, &seq, &extra, &eok);
+	int op = msg_op(&f, &seq, &extra, &eok);
 	int ok = CHECK_EQ(op, op_want) & CHECK_EQ(seq, seq_want) & CHECK_EQ(f.hdr.payload_len, len);
 	if (ok && len && !x->discard)
 		ok = CHECK(f.payload == x->buf) && CHECK(verify(f.payload, seq, len)) && CHECK(guard_ok(x->buf + len));
@@ -725,7 +725,7 @@ static void test_concurrent(void)
 		uint64_t seq = 0;
 		size_t extra;
 		int eok;
-		msg_op(f.msg, f.hdr.hdr_len, &seq, &extra, &eok);
+		msg_op(&f, &seq, &extra, &eok);
 		int th = (int)(seq >> 32) - 1, i = (int)(uint32_t)seq;
 		if (th < 0 || th >= NS || (f.hdr.payload_len && !verify(f.payload, seq, (size_t)f.hdr.payload_len)))
 			bad++;
@@ -1156,7 +1156,7 @@ static void child_srv_frame(void *ctx, transport_frame *f)
 	uint64_t seq = 0;
 	size_t extra;
 	int eok;
-	if (msg_op(f->msg, f->hdr.hdr_len, &seq, &extra, &eok) == OP_ECHO)
+	if (msg_op(f, &seq, &extra, &eok) == OP_ECHO)
 		send_frame(c, OP_ECHO, seq, 0, f->payload, (size_t)f->hdr.payload_len);
 	free(f->payload);
 	transport_frame_free(f);

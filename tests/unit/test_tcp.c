@@ -84,11 +84,11 @@ static void *srv_accept(void *ctx, transport_conn *c)
 	return r;
 }
 
-static uint32_t msg_op(const uint8_t *msg, size_t len, uint64_t *seq)
+static uint32_t msg_op(const transport_frame *f, uint64_t *seq)
 {
 	proto_view v;
 	uint32_t op = UINT32_MAX;
-	if (proto_view_init(&v, msg, len) == PROTO_OK) {
+	if (proto_view_init(&v, &f->hdr, f->msg) == PROTO_OK) {
 		op = v.op;
 		*seq = v.seq;
 	}
@@ -99,7 +99,7 @@ static uint32_t msg_op(const uint8_t *msg, size_t len, uint64_t *seq)
 static void *srv_payload_dest(void *ctx, const transport_frame *f)
 {
 	uint64_t seq;
-	if (msg_op(f->msg, f->hdr.hdr_len, &seq) == OP_DISCARD)
+	if (msg_op(f, &seq) == OP_DISCARD)
 		return NULL;
 	uint8_t *d = malloc(f->hdr.payload_len + GUARD);
 	memset(d, GUARD_BYTE, f->hdr.payload_len + GUARD);
@@ -120,7 +120,7 @@ static void srv_frame(void *ctx, transport_frame *f)
 		fr->hdr = f->hdr;
 		fr->msg = f->msg;
 		fr->payload = f->payload;
-		fr->op = msg_op(f->msg, f->hdr.hdr_len, &fr->seq);
+		fr->op = msg_op(f, &fr->seq);
 		close_me = fr->op == OP_CLOSE_ME;
 		if (close_me)
 			r->released = 1;
@@ -267,7 +267,7 @@ static void sleep_ms(int ms)
 
 static uint8_t pattern(uint64_t seed, size_t i) { return (uint8_t)((i * 131 + seed * 17 + (i >> 9)) ^ (i >> 17)); }
 
-/* Appends a whole frame (header + msgpack [op, seq, payload_len] + payload) to
+/* Appends a whole frame (header + msgpack [payload_len] + payload) to
  * buf; returns the new length. */
 static size_t put_frame(uint8_t *buf, size_t off, uint32_t op, uint64_t seq, size_t payload_len)
 {
@@ -337,15 +337,15 @@ static void test_tiny_pieces(void)
 		sleep_ms(1);
 	}
 	CHECK(wait_frames(r, 1));
-	/* frame 2: header split 5/19, msgpack in two pieces, 1-byte payload alone */
+	/* frame 2: header split in two, msgpack in two pieces, 1-byte payload alone */
 	size_t h = off[1];
 	raw_send(fd, stream + h, 5);
 	sleep_ms(5);
-	raw_send(fd, stream + h + 5, 19);
+	raw_send(fd, stream + h + 5, PROTO_HDR_SIZE - 5);
 	sleep_ms(5);
-	raw_send(fd, stream + h + 24, 1);
+	raw_send(fd, stream + h + PROTO_HDR_SIZE, 1);
 	sleep_ms(5);
-	raw_send(fd, stream + h + 25, off[2] - 1 - (h + 25));
+	raw_send(fd, stream + h + PROTO_HDR_SIZE + 1, off[2] - 1 - (h + PROTO_HDR_SIZE + 1));
 	sleep_ms(5);
 	raw_send(fd, stream + off[2] - 1, 1);
 	CHECK(wait_frames(r, 2));
@@ -353,9 +353,9 @@ static void test_tiny_pieces(void)
 	 * then payload in growing pieces; the last 10 payload bytes go in one write
 	 * with the whole of frame 4 and the start of frame 5. */
 	h = off[2];
-	raw_send(fd, stream + h, 26);
+	raw_send(fd, stream + h, PROTO_HDR_SIZE + 2);
 	sleep_ms(5);
-	size_t p = h + 26;
+	size_t p = h + PROTO_HDR_SIZE + 2;
 	size_t pay0 = off[3] - big;
 	raw_send(fd, stream + p, pay0 + 1 - p);
 	p = pay0 + 1;
@@ -479,7 +479,7 @@ static void test_concurrent_server_send(void)
 		}
 		proto_view v;
 		uint64_t t = 99, i = 0;
-		if (CHECK_EQ(proto_view_init(&v, f.msg, f.hdr.hdr_len), PROTO_OK)) {
+		if (CHECK_EQ(proto_view_init(&v, &f.hdr, f.msg), PROTO_OK)) {
 			proto_arg_u64(&v, 0, &t);
 			proto_arg_u64(&v, 1, &i);
 			proto_view_free(&v);
@@ -603,66 +603,70 @@ static void test_malformed(void)
 	if (!gr)
 		return;
 
-	uint8_t b[64];
+	uint8_t b[128];
+	const size_t H = PROTO_HDR_SIZE;
 	expect_rejected("http", "GET / HTTP/1.1\r\nHost: gpu\r\n\r\n", 29, PROTO_EMAGIC);
 	memset(b, 0, sizeof(b));
-	expect_rejected("zeros", b, 24, PROTO_EMAGIC);
+	expect_rejected("zeros", b, H, PROTO_EMAGIC);
 	raw_header(b, PROTO_VERSION, PROTO_MAX_HDR + 1, 0);
-	expect_rejected("hdr_len", b, 24, PROTO_ETOOBIG);
+	expect_rejected("hdr_len", b, H, PROTO_ETOOBIG);
 	raw_header(b, PROTO_VERSION, UINT32_MAX, 0);
-	expect_rejected("hdr_len max", b, 24, PROTO_ETOOBIG);
-	raw_header(b, PROTO_VERSION, 0, 0);
-	expect_rejected("hdr_len 0", b, 24, PROTO_ETOOBIG);
+	expect_rejected("hdr_len max", b, H, PROTO_ETOOBIG);
 	raw_header(b, PROTO_VERSION, 8, PROTO_MAX_PAYLOAD + 1);
-	expect_rejected("payload_len", b, 24, PROTO_ETOOBIG);
+	expect_rejected("payload_len", b, H, PROTO_ETOOBIG);
 	raw_header(b, PROTO_VERSION, 8, UINT64_MAX);
-	expect_rejected("payload_len max", b, 24, PROTO_ETOOBIG);
+	expect_rejected("payload_len max", b, H, PROTO_ETOOBIG);
 	raw_header(b, PROTO_VERSION, 8, 0);
-	b[13] = 1;
-	expect_rejected("reserved", b, 24, PROTO_EDECODE);
+	b[32] = 1;
+	expect_rejected("status on a request", b, H, PROTO_EDECODE);
+	raw_header(b, PROTO_VERSION, 8, 0);
+	b[39] = 0x80;
+	expect_rejected("latched on a request", b, H, PROTO_EDECODE);
 	/* a good frame, then garbage: the good one is delivered first */
 	size_t n = put_frame(b, 0, OP_DATA, 1, 3);
-	memset(b + n, 0xee, 24);
-	expect_rejected("good then garbage", b, n + 24, PROTO_EMAGIC);
+	memset(b + n, 0xee, H);
+	expect_rejected("good then garbage", b, n + H, PROTO_EMAGIC);
 	CHECK_EQ(S.recs[S.nrecs - 1]->nframes, 1);
 	/* cut off in the middle of a frame */
 	n = put_frame(b, 0, OP_DATA, 1, 3);
 	expect_rejected("truncated", b, n - 1, TRANSPORT_EIO);
 
-	/* Another version: the client gets [REPLY, 0, PROTO_EVERSION, PROTO_VERSION]. */
+	/* Another version: the client gets a reply with status PROTO_EVERSION and our version. */
 	{
 		int idx = S.nrecs;
 		int fd = raw_connect(S.port);
 		conn_rec *r = wait_rec(&S, idx);
 		if (fd >= 0 && r) {
 			raw_header(b, PROTO_VERSION + 1, 2, 0);
-			b[24] = 0x92;
-			b[25] = 0x01;
-			raw_send(fd, b, 26);
+			b[H] = 0x92;
+			b[H + 1] = 0x01;
+			raw_send(fd, b, H + 2);
 			uint8_t rb[256];
 			size_t got = raw_read_all(fd, rb, sizeof(rb)); /* reply, then EOF */
 			proto_hdr h;
 			proto_view v;
-			int64_t status = 0;
+			int32_t status = 0, latched = -1;
 			uint64_t version = 0;
 			if (CHECK(got >= PROTO_HDR_SIZE) && CHECK_EQ(proto_decode_hdr(rb, &h), PROTO_OK) &&
 			    CHECK_EQ(got, PROTO_HDR_SIZE + h.hdr_len) &&
-			    CHECK_EQ(proto_view_init(&v, rb + PROTO_HDR_SIZE, h.hdr_len), PROTO_OK)) {
+			    CHECK_EQ(proto_view_init(&v, &h, rb + PROTO_HDR_SIZE), PROTO_OK)) {
 				CHECK_EQ(h.version, PROTO_VERSION);
 				CHECK_EQ(h.flags, PROTO_F_REPLY);
 				CHECK_EQ(h.payload_len, 0);
 				CHECK_EQ(v.op, PROTO_OP_REPLY);
 				CHECK_EQ(v.seq, 0);
-				CHECK_EQ(v.n, 2);
-				CHECK(proto_arg_i64(&v, 0, &status) == PROTO_OK && status == PROTO_EVERSION);
-				CHECK(proto_arg_u64(&v, 1, &version) == PROTO_OK && version == PROTO_VERSION);
+				CHECK_EQ(v.n, 1);
+				CHECK(proto_reply_status(&v, &status, &latched) == PROTO_OK && status == PROTO_EVERSION &&
+				      latched == 0);
+				CHECK(proto_arg_u64(&v, 0, &version) == PROTO_OK && version == PROTO_VERSION);
 				proto_view_free(&v);
 			}
 			wait_closed(r, PROTO_EVERSION);
 			close(fd);
 		}
 	}
-	/* The good connection still works. */
+	/* The good connection still works; both frames have no msgpack part
+	 * (hdr_len 0), the second not even a payload: the header alone is a frame. */
 	proto_msg m;
 	proto_msg_begin(&m, OP_DATA, 5, 0);
 	proto_msg_finish(&m, 0, 4);
@@ -670,9 +674,16 @@ static void test_malformed(void)
 	struct iovec iov[2] = {{m.data, m.len}, {pay, 4}};
 	CHECK_EQ(transport_sendv(good, iov, 2), TRANSPORT_OK);
 	proto_msg_free(&m);
-	if (wait_frames(gr, 1)) {
+	proto_msg_begin(&m, OP_DATA, 6, 0);
+	proto_msg_finish(&m, 0, 0);
+	CHECK_EQ(m.len, PROTO_HDR_SIZE);
+	CHECK_EQ(transport_sendv(good, iov, 1), TRANSPORT_OK);
+	proto_msg_free(&m);
+	if (wait_frames(gr, 2)) {
 		pthread_mutex_lock(&S.mu);
 		check_frame(&gr->frames[0], OP_DATA, 5, 4);
+		check_frame(&gr->frames[1], OP_DATA, 6, 0);
+		CHECK(gr->frames[1].hdr.hdr_len == 0);
 		CHECK_EQ(gr->nclose, 0);
 		pthread_mutex_unlock(&S.mu);
 	}

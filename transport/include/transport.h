@@ -99,8 +99,8 @@ const char *transport_strerror(int err);
 
 typedef struct transport_conn transport_conn;
 
-/* A received frame. msg (hdr.hdr_len bytes) is heap memory owned by the frame;
- * payload points where payload_dest said (or is NULL). */
+/* A received frame. msg (hdr.hdr_len bytes) is heap memory owned by the frame,
+ * NULL when hdr_len is 0; payload points where payload_dest said (or is NULL). */
 typedef struct transport_frame {
 	proto_hdr hdr;
 	uint8_t *msg;

@@ -25,7 +25,7 @@
  *   acked     how many of the receiver's segments the sender has consumed
  *             (cumulative, mod 2^32)
  *
- * A frame's bytes after its 24-byte proto header (the msgpack part, then the
+ * A frame's bytes after its fixed proto header (the msgpack part, then the
  * payload: its "stream") travel in two ways. Bytes that fit travel inline in the
  * FRAME message (a whole small frame is one SEND: eager). The rest is described
  * by segments {addr, rkey, len} in the sender's registered memory, which the

@@ -45,6 +45,17 @@ static int hdr_fail(rdma_ep *ep, int e)
 	return e;
 }
 
+/* The frame's msgpack part (none when hl is 0: a reply that is a status only
+ * costs no allocation). */
+static int rx_alloc_msg(rdma_ep *ep, uint64_t hl)
+{
+	if (hl && !(ep->rx.f.msg = malloc(hl))) {
+		rdma_ep_fail(ep, TRANSPORT_ENOMEM);
+		return TRANSPORT_ENOMEM;
+	}
+	return 0;
+}
+
 /* Appends the segments of message m (at byte off, n of them) to rx.segs. */
 static int absorb_segs(rdma_ep *ep, const uint8_t *base, size_t off, uint32_t n, uint32_t len)
 {
@@ -100,12 +111,11 @@ static int rx_batch(rdma_ep *ep, transport_payload_dest_fn dest, void *ctx)
 	uint64_t hl = x->f.hdr.hdr_len, total = hl + x->f.hdr.payload_len;
 	if (x->batch_off + PROTO_HDR_SIZE + total > len)
 		return proto_fail(ep, "batch shorter than its frames");
-	if (!(x->f.msg = malloc(hl ? hl : 1))) {
-		rdma_ep_fail(ep, TRANSPORT_ENOMEM);
+	if (rx_alloc_msg(ep, hl) != 0)
 		return TRANSPORT_ENOMEM;
-	}
 	b += PROTO_HDR_SIZE;
-	memcpy(x->f.msg, b, hl);
+	if (hl)
+		memcpy(x->f.msg, b, hl);
 	x->active = 1;
 	x->total = x->issued = x->filled = total;
 	x->last = 1;
@@ -152,10 +162,8 @@ static int rx_begin(rdma_ep *ep, transport_payload_dest_fn dest, void *ctx)
 		return proto_fail(ep, "inline bytes do not fit the frame");
 	if (inl == total && (!(m->flags & RMF_LAST) || m->nsegs))
 		return proto_fail(ep, "segments after a complete frame");
-	if (!(x->f.msg = malloc(hl ? hl : 1))) {
-		rdma_ep_fail(ep, TRANSPORT_ENOMEM);
+	if (rx_alloc_msg(ep, hl) != 0)
 		return TRANSPORT_ENOMEM;
-	}
 	x->active = 1;
 	x->total = total;
 	x->issued = x->filled = inl;
@@ -163,7 +171,8 @@ static int rx_begin(rdma_ep *ep, transport_payload_dest_fn dest, void *ctx)
 	x->dest_asked = x->dest_reg = 0;
 	x->sg_head = x->sg_n = 0;
 	x->sg_off = 0;
-	memcpy(x->f.msg, b + RDMA_FRAME_HDR, inl < hl ? inl : hl);
+	if (hl && inl)
+		memcpy(x->f.msg, b + RDMA_FRAME_HDR, inl < hl ? inl : hl);
 	if (inl == total && x->f.hdr.payload_len > 0) {
 		/* Eager frame: the payload is in the receive buffer, which stays
 		 * ours until rq_pop. */

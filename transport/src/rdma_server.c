@@ -584,10 +584,7 @@ static void progress(sconn *c)
 	if (r == PROTO_EVERSION) {
 		/* Like tcp: tell a peer of another version which one we speak. */
 		proto_msg m;
-		proto_msg_begin(&m, PROTO_OP_REPLY, 0, 2);
-		proto_msg_i64(&m, PROTO_EVERSION);
-		proto_msg_u64(&m, PROTO_VERSION);
-		if (proto_msg_finish(&m, PROTO_F_REPLY, 0) == PROTO_OK)
+		if (proto_msg_version_reply(&m) == PROTO_OK)
 			rdma_ep_send_eager_nb(ep, m.data, m.len);
 		proto_msg_free(&m);
 	}

@@ -282,8 +282,7 @@ static int client_recv_frame(transport_conn *base, transport_frame *f, transport
 		LOG_WARN("transport", "%s: bad frame header: %s", c->base.peer, proto_strerror(err));
 		goto fail;
 	}
-	f->msg = malloc(f->hdr.hdr_len);
-	if (!f->msg) {
+	if (f->hdr.hdr_len && !(f->msg = malloc(f->hdr.hdr_len))) {
 		err = TRANSPORT_ENOMEM;
 		goto fail;
 	}

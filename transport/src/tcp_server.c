@@ -2,7 +2,7 @@
  * tcp server: a listener on the libuv loop of remote-gpud.
  *
  * Reading (loop thread). Each connection parses its byte stream with a small
- * state machine: RX_HDR (24-byte fixed header) -> RX_MSG (msgpack part, into a
+ * state machine: RX_HDR (fixed header) -> RX_MSG (msgpack part, into a
  * malloc'd buffer whose ownership passes to on_frame) -> RX_PAYLOAD (raw bytes,
  * into the buffer payload_dest chose) -> RX_HDR. Where libuv reads into depends
  * on the state: in RX_PAYLOAD with a destination, alloc_cb hands libuv the
@@ -558,16 +558,13 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 	}
 }
 
-/* Sends [REPLY, 0, PROTO_EVERSION, PROTO_VERSION] if it can go out at once: the
- * loop thread must not block, and a peer that does not read gets nothing. */
+/* Sends proto_msg_version_reply if it can go out at once: the loop thread must
+ * not block, and a peer that does not read gets nothing. */
 static void send_version_reply(sconn *c)
 {
 	proto_msg m;
 
-	proto_msg_begin(&m, PROTO_OP_REPLY, 0, 2);
-	proto_msg_i64(&m, PROTO_EVERSION);
-	proto_msg_u64(&m, PROTO_VERSION);
-	if (proto_msg_finish(&m, PROTO_F_REPLY, 0) == PROTO_OK && pthread_mutex_trylock(&c->send_lock) == 0) {
+	if (proto_msg_version_reply(&m) == PROTO_OK && pthread_mutex_trylock(&c->send_lock) == 0) {
 		if (!atomic_load(&c->shut) && !c->send_err)
 			if (send(c->fd, m.data, m.len, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)m.len)
 				c->send_err = TRANSPORT_EIO;
@@ -590,8 +587,8 @@ static int on_header(sconn *c)
 		LOG_WARN("transport", "%s: bad frame header: %s", c->base.peer, proto_strerror(err));
 		return err;
 	}
-	c->frame.msg = malloc(c->frame.hdr.hdr_len);
-	if (!c->frame.msg)
+	c->frame.msg = NULL;
+	if (c->frame.hdr.hdr_len && !(c->frame.msg = malloc(c->frame.hdr.hdr_len)))
 		return TRANSPORT_ENOMEM;
 	c->frame.payload = NULL;
 	c->rx_state = RX_MSG;
@@ -647,9 +644,23 @@ static void parse(sconn *c, const uint8_t *p, size_t n)
 			k = n < want ? n : want;
 			memcpy(c->hdr + c->rx_got, p, k);
 			c->rx_got += k;
-			if (c->rx_got == PROTO_HDR_SIZE && (err = on_header(c)) != PROTO_OK) {
+			if (c->rx_got < PROTO_HDR_SIZE) {
+				if (!proto_magic_prefix_ok(c->hdr, c->rx_got)) {
+					LOG_WARN("transport", "%s: bad frame header: %s", c->base.peer,
+						 proto_strerror(PROTO_EMAGIC));
+					teardown(c, PROTO_EMAGIC);
+					return;
+				}
+				break;
+			}
+			if ((err = on_header(c)) != PROTO_OK) {
 				teardown(c, err);
 				return;
+			}
+			if (c->frame.hdr.hdr_len == 0) { /* no msgpack part to wait for */
+				on_msg(c);
+				if (stopped(c))
+					return;
 			}
 			break;
 		case RX_MSG:
