@@ -13,9 +13,11 @@
 #      busy polling;
 #   3. remote-bench --only cuda through libremote.so against remote-gpud
 #      --listen rdma:// on the driver test double: the CUDA calls' round trip
-#      and copy bandwidth measure the transport (plus frontend and backend);
-#      once with default settings, once with busy polling;
-#   4. the same two over tcp:// on the guest's loopback, for scale.
+#      and copy bandwidth (to 4 MiB) measure the transport (plus frontend and
+#      backend); once with default settings, once with busy polling;
+#   4. the same over tcp:// on the guest's loopback, for scale;
+#   5. the 16 MiB copies of the target, default settings then busy polling,
+#      each between two ib_write_bw -s 16M runs (its baseline: their mean).
 # then writes bench/results/rdma-softroce-<date>.md (bench/rdma/report.py)
 # with the ratios. --repeat N measures all of it N times in the one boot (into
 # OUT/r1..rN) and judges the targets on the medians of the runs' ratios: under
@@ -126,8 +128,9 @@ step "rdma-pingpong rdma (busy polling)"; pingpong pp_rdma_spin "rdma://$ip" "${
 step "rdma-pingpong tcp"; pingpong pp_tcp "tcp://$ip"
 
 # remote-bench through libremote.so and remote-gpud
-rbench() { # NAME SCHEME ENV...
-  local name=$1 scheme=$2; shift 2
+rbench() { # NAME SCHEME [--max-size S] ENV...
+  local name=$1 scheme=$2 max=16M; shift 2
+  [ "${1:-}" = --max-size ] && { max=$2; shift 2; }
   rm -f "$out/gpud.port"
   env "$@" "$build/backend/remote-gpud" --listen "$scheme://$ip:0" --port-file "$out/gpud.port" \
     --driver "$build/tests/fakecuda/libcuda.so.1" >"$out/$name.server" 2>&1 &
@@ -135,13 +138,39 @@ rbench() { # NAME SCHEME ENV...
   wait_port "$out/gpud.port" $s || { echo "  remote-gpud did not start"; tail -5 "$out/$name.server"; return; }
   env "$@" REMOTE_GPU="$scheme://$ip:$(cat "$out/gpud.port")" LD_PRELOAD="$build/frontend/libremote.so" \
     timeout 900 "$build/bench/remote-bench" --only cuda --iters $rb_iters --min-time $rb_time \
-    --max-size 16M --launches 5000 --launch-reps 1 --label "$name" --json "$out/$name.json" >"$out/$name.txt" 2>&1
+    --max-size $max --launches 5000 --launch-reps 1 --label "$name" --json "$out/$name.json" >"$out/$name.txt" 2>&1
   kill -TERM $s; wait $s 2>/dev/null
   sed -n '/round trip/,/launch rate/p' "$out/$name.txt" | sed 's/^/  /'
 }
-step "remote-bench over rdma (default settings)"; rbench rb_rdma rdma
-step "remote-bench over rdma (busy polling)"; rbench rb_rdma_spin rdma "${SPIN[@]}"
+step "remote-bench over rdma (default settings)"; rbench rb_rdma rdma --max-size 4M
+step "remote-bench over rdma (busy polling)"; rbench rb_rdma_spin rdma --max-size 4M "${SPIN[@]}"
 step "remote-bench over tcp"; rbench rb_tcp tcp
+
+# The copies the target is about, 16 MiB, each between two ib_write_bw runs of
+# the same size: under emulation the device's bandwidth drifts by tens of
+# percent within a minute, so each copy is judged against the mean of the
+# measurements right before and right after it.
+cbench() { # NAME ENV...
+  local name=$1; shift
+  rm -f "$out/gpud.port"
+  env "$@" "$build/backend/remote-gpud" --listen "rdma://$ip:0" --port-file "$out/gpud.port" \
+    --driver "$build/tests/fakecuda/libcuda.so.1" >"$out/$name.server" 2>&1 &
+  local s=$!
+  wait_port "$out/gpud.port" $s || { echo "  remote-gpud did not start"; return; }
+  env "$@" REMOTE_GPU="rdma://$ip:$(cat "$out/gpud.port")" LD_PRELOAD="$build/frontend/libremote.so" \
+    timeout 900 "$build/bench/remote-bench" --only cuda --iters 200 --min-time $rb_time \
+    --min-size 16M --max-size 16M --launches 100 --launch-reps 1 --label "$name" --json "$out/$name.json" \
+    >"$out/$name.txt" 2>&1
+  kill -TERM $s; wait $s 2>/dev/null
+  grep -A6 'copy bandwidth' "$out/$name.txt" | sed 's/^/  /'
+}
+step "16 MiB copies between ib_write_bw runs"
+perf ib_write_bw_16m_0 ib_write_bw -s 16777216 -D $secs
+cbench cb_rdma
+perf ib_write_bw_16m_1 ib_write_bw -s 16777216 -D $secs
+cbench cb_rdma_spin "${SPIN[@]}"
+perf ib_write_bw_16m_2 ib_write_bw -s 16777216 -D $secs
+tail -qn 2 "$out"/ib_write_bw_16m_*.txt | grep -v '^-' | sed 's/^/  /'
 )
 done
 step "done"
