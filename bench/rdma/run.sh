@@ -70,8 +70,8 @@ gid=${RDMA_VM_GID_INDEX:-1}
 mkdir -p "$out"
 pp=$build/tests/rdma/rdma-pingpong
 [ -x "$pp" ] || pp=$build/rdma-pingpong
-secs=4; iters=3000; rb_time=1; rb_iters=3000
-[ $quick = 1 ] && { secs=2; iters=1000; rb_time=0.3; rb_iters=500; }
+secs=4; iters=3000; rb_time=1; rb_iters=3000; wn=24
+[ $quick = 1 ] && { secs=2; iters=1000; rb_time=0.3; rb_iters=500; wn=8; }
 SPIN=(REMOTE_GPU_RDMA_SPIN_US=2000000 REMOTE_GPU_RDMA_SERVER_SPIN_US=2000000)
 
 step() { echo "== $* ($(date +%T))"; }
@@ -149,7 +149,9 @@ step "remote-bench over tcp"; rbench rb_tcp tcp
 # The copies the target is about, 16 MiB, each between two ib_write_bw runs of
 # the same size: under emulation the device's bandwidth drifts by tens of
 # percent within a minute, so each copy is judged against the mean of the
-# measurements right before and right after it.
+# measurements right before and right after it. ib_write_bw runs a fixed
+# count of messages (-n): at 16 MiB a 4 s duration holds a dozen, and its
+# average moves in steps of 8%.
 cbench() { # NAME ENV...
   local name=$1; shift
   rm -f "$out/gpud.port"
@@ -165,11 +167,11 @@ cbench() { # NAME ENV...
   grep -A6 'copy bandwidth' "$out/$name.txt" | sed 's/^/  /'
 }
 step "16 MiB copies between ib_write_bw runs"
-perf ib_write_bw_16m_0 ib_write_bw -s 16777216 -D $secs
+perf ib_write_bw_16m_0 ib_write_bw -s 16777216 -n $wn
 cbench cb_rdma
-perf ib_write_bw_16m_1 ib_write_bw -s 16777216 -D $secs
+perf ib_write_bw_16m_1 ib_write_bw -s 16777216 -n $wn
 cbench cb_rdma_spin "${SPIN[@]}"
-perf ib_write_bw_16m_2 ib_write_bw -s 16777216 -D $secs
+perf ib_write_bw_16m_2 ib_write_bw -s 16777216 -n $wn
 tail -qn 2 "$out"/ib_write_bw_16m_*.txt | grep -v '^-' | sed 's/^/  /'
 )
 done

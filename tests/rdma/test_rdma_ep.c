@@ -5,7 +5,9 @@
  *    nothing, and the count of waiters returns to zero;
  *  - released receive buffers wait for rdma_ep_repost, a quarter of them
  *    triggers it at once, and a failed connection drops them without counting
- *    credits for them.
+ *    credits for them;
+ *  - rdma_ep_bulk_pending says bulk data moves exactly while READs are in
+ *    flight, announced segments are unconsumed, or a frame is half received.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -101,9 +103,39 @@ static void test_release(void)
 	ep_close(&ep);
 }
 
+static void test_bulk_pending(void)
+{
+	rdma_ep ep;
+	ep_open(&ep);
+	CHECK_EQ(rdma_ep_bulk_pending(&ep), 0); /* idle */
+	ep.rx.rd_n = 2;
+	CHECK_EQ(rdma_ep_bulk_pending(&ep), 1); /* our READs in flight */
+	ep.rx.rd_n = 0;
+	ep.tx_segs = 5;
+	ep.peer_acked = 3;
+	CHECK_EQ(rdma_ep_bulk_pending(&ep), 1); /* the peer reads our segments */
+	ep.peer_acked = 5;
+	CHECK_EQ(rdma_ep_bulk_pending(&ep), 0);
+	ep.tx_segs = 2; /* counters wrap: 0xffffffff + 3 */
+	ep.peer_acked = 0xffffffffu;
+	CHECK_EQ(rdma_ep_bulk_pending(&ep), 1);
+	ep.peer_acked = 2;
+	ep.rx.active = 1;
+	ep.rx.total = 1000;
+	ep.rx.filled = 400;
+	CHECK_EQ(rdma_ep_bulk_pending(&ep), 1); /* segments of a frame still coming */
+	ep.rx.filled = 1000;
+	CHECK_EQ(rdma_ep_bulk_pending(&ep), 0); /* whole, waiting to be taken */
+	ep.rx.filled = 400;
+	ep.err = TRANSPORT_EIO;
+	CHECK_EQ(rdma_ep_bulk_pending(&ep), 0); /* a failed connection moves nothing */
+	ep_close(&ep);
+}
+
 int main(void)
 {
 	test_wake();
 	test_release();
+	test_bulk_pending();
 	return check_summary("test_rdma_ep");
 }

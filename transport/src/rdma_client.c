@@ -323,6 +323,8 @@ static void lead(rdma_client *c)
 
 	if (rdma_ep_poll(ep) != 0)
 		return;
+	if (rdma_conf()->bulk_spin_us > spin_us && rdma_ep_bulk_pending(ep))
+		spin_us = rdma_conf()->bulk_spin_us;
 	if (spin_us > 0) {
 		rg_spin sp;
 		rg_spin_start(&sp, (uint64_t)spin_us * 1000);

@@ -144,6 +144,7 @@ typedef struct rredirect {
 typedef struct rdma_conf_t {
 	int spin_us;      /* REMOTE_GPU_RDMA_SPIN_US: a client waiter polls the CQ this long before sleeping */
 	int server_spin_us; /* REMOTE_GPU_RDMA_SERVER_SPIN_US: the server loop polls on after activity */
+	int bulk_spin_us; /* REMOTE_GPU_RDMA_BULK_SPIN_US: either side polls on this long while bulk data moves */
 	int keepalive_ms; /* REMOTE_GPU_RDMA_KEEPALIVE_MS: silence before a keepalive probe */
 	int timeout_ms;   /* REMOTE_GPU_RDMA_TIMEOUT_MS: a blocked sender's limit without progress */
 	int connect_ms;   /* REMOTE_GPU_RDMA_CONNECT_MS: address/route resolution and connect */
@@ -319,6 +320,11 @@ void rdma_ep_fail(rdma_ep *ep, int err);
 /* (mu) Polls the CQ without blocking and processes what it finds; 1 if anything
  * came, 0 if nothing, < 0 if ibv_poll_cq failed. */
 int rdma_ep_poll(rdma_ep *ep);
+/* (mu) Bulk data of this connection is on the move: our RDMA READs in flight,
+ * segments we announced that the peer has not consumed, or a frame whose
+ * segments are still coming. Its next completion is then a chunk's time away,
+ * so a waiter polls on (bulk_spin_us) rather than sleep. */
+int rdma_ep_bulk_pending(const rdma_ep *ep);
 /* Re-arms the CQ notification after a channel event was consumed (mu). */
 int rdma_ep_arm(rdma_ep *ep);
 /* Consumes and acks the channel's pending events (non-blocking fd); the CQ is

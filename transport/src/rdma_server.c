@@ -66,6 +66,8 @@ typedef struct sconn {
 	int established;  /* loop thread only */
 	int kick;         /* under l->lock: run the receive side on the loop */
 	int inline_kick;  /* loop thread: an inline wait left work for the loop */
+	int hot;          /* loop thread: bulk data moves, l->idle polls it (on_idle) */
+	uint64_t bulk_ns; /* loop thread: last progress while hot */
 
 	pthread_mutex_t lock; /* guards the fields below */
 	int torn_down, released, handle_closed, close_err;
@@ -80,6 +82,7 @@ struct rdma_listener {
 	uv_poll_t cm_poll;
 	uv_async_t async;
 	uv_timer_t timer;
+	uv_idle_t idle; /* runs while a connection is hot: polls it every loop turn */
 	transport_server_cb cb;
 	void *ctx;
 	int rd; /* READs in flight we allow (device limits) */
@@ -99,6 +102,7 @@ static void on_cm(uv_poll_t *h, int status, int events);
 static void on_comp(uv_poll_t *h, int status, int events);
 static void on_async(uv_async_t *a);
 static void on_timer(uv_timer_t *t);
+static void on_idle(uv_idle_t *h);
 static void conn_close_cb(uv_handle_t *h);
 static void listener_close_cb(uv_handle_t *h);
 static void teardown(sconn *c, int err);
@@ -228,7 +232,9 @@ static int srv_listen(uv_loop_t *loop, const transport_addr *a, const transport_
 	l->cm_poll.data = l;
 	uv_timer_init(loop, &l->timer);
 	l->timer.data = l;
-	l->nhandles = 3;
+	uv_idle_init(loop, &l->idle);
+	l->idle.data = l;
+	l->nhandles = 4;
 	uv_poll_start(&l->cm_poll, UV_READABLE, on_cm);
 	uv_timer_start(&l->timer, on_timer, TICK_MS, TICK_MS);
 	LOG_INFO("transport", "listening on rdma://%s:%d (device %s)", a->host, l->base.port,
@@ -297,6 +303,7 @@ static void listener_close_now(rdma_listener *l)
 	uv_close((uv_handle_t *)&l->cm_poll, listener_close_cb);
 	uv_close((uv_handle_t *)&l->timer, listener_close_cb);
 	uv_close((uv_handle_t *)&l->async, listener_close_cb);
+	uv_close((uv_handle_t *)&l->idle, listener_close_cb);
 }
 
 /* Loop thread: teardowns and kicks other threads asked for, and the close. */
@@ -536,6 +543,43 @@ static void fire_sent(rdma_ep *ep)
 	pthread_mutex_lock(&ep->mu);
 }
 
+/* Loop thread: while c's bulk data moves and has moved within bulk_spin_us,
+ * the loop polls c on every turn (on_idle) instead of sleeping until the
+ * completion channel fires: without blocking the loop in one connection's
+ * callback for a transfer's whole length, which would stall every other
+ * session. */
+static void set_hot(sconn *c, int moved, int bulk)
+{
+	uint64_t window = (uint64_t)rdma_conf()->bulk_spin_us * 1000;
+	if (!bulk || !window || atomic_load(&c->shut)) {
+		c->hot = 0;
+		return;
+	}
+	uint64_t now = rdma_now_ns();
+	if (moved || !c->hot)
+		c->bulk_ns = now;
+	c->hot = now - c->bulk_ns < window;
+	if (c->hot && !uv_is_active((uv_handle_t *)&c->l->idle))
+		uv_idle_start(&c->l->idle, on_idle);
+}
+
+static void on_idle(uv_idle_t *h)
+{
+	rdma_listener *l = h->data;
+	int any = 0;
+	on_loop(l);
+	/* progress may tear a connection down, which leaves it in the list
+	 * until its handle is closed (a later loop phase). */
+	for (qnode *n = l->conns.next; n != &l->conns; n = n->next) {
+		sconn *c = CONTAINER_OF(n, sconn, node);
+		if (c->hot && c->established && !atomic_load(&c->shut))
+			progress(c);
+		any |= c->hot;
+	}
+	if (!any)
+		uv_idle_stop(h);
+}
+
 /* Loop thread: completions, frames, acks; tears down on a failure. */
 static void progress(sconn *c)
 {
@@ -546,12 +590,14 @@ static void progress(sconn *c)
 	int spin_us = rdma_conf()->server_spin_us;
 	rg_spin sp;
 	rg_spin_start(&sp, (uint64_t)spin_us * 1000);
+	int moved = 0;
 
 	pthread_mutex_lock(&ep->mu);
 	rdma_ep_channel_drain(ep);
 	rdma_ep_arm(ep);
 	for (;;) {
 		int got = rdma_ep_poll(ep);
+		moved |= got > 0;
 		fire_sent(ep);
 		while (!atomic_load(&c->shut)) {
 			transport_frame f;
@@ -592,6 +638,7 @@ static void progress(sconn *c)
 	rdma_ep_flush_ctrl(ep);
 	rdma_ep_wake(ep);
 	int err = ep->err;
+	set_hot(c, moved, !err && rdma_ep_bulk_pending(ep));
 	pthread_mutex_unlock(&ep->mu);
 	if (atomic_load(&c->shut))
 		teardown(c, TRANSPORT_ECLOSED); /* a callback shut it down */
@@ -642,6 +689,7 @@ static void teardown(sconn *c, int err)
 		return;
 	}
 	c->torn_down = 1;
+	c->hot = 0;
 	if (!c->close_err)
 		c->close_err = err;
 	err = c->close_err;
