@@ -18,6 +18,9 @@
 #   4. the same over tcp:// on the guest's loopback, for scale;
 #   5. the 16 MiB copies of the target, default settings then busy polling,
 #      each between two ib_write_bw -s 16M runs (its baseline: their mean).
+#   6. the round trips of the target (the transport alone busy polling, a CUDA
+#      call busy polling and with default settings) between two ib_send_lat
+#      runs (their baseline: the mean round trip of the two).
 # then writes bench/results/rdma-softroce-<date>.md (bench/rdma/report.py)
 # with the ratios. --repeat N measures all of it N times in the one boot (into
 # OUT/r1..rN) and judges the targets on the medians of the runs' ratios: under
@@ -173,6 +176,37 @@ perf ib_write_bw_16m_1 ib_write_bw -s 16777216 -n $wn
 cbench cb_rdma_spin "${SPIN[@]}"
 perf ib_write_bw_16m_2 ib_write_bw -s 16777216 -n $wn
 tail -qn 2 "$out"/ib_write_bw_16m_*.txt | grep -v '^-' | sed 's/^/  /'
+
+# The round trips the target is about, likewise between two ib_send_lat runs:
+# the transport alone and a CUDA call, busy polling and default settings, each
+# a few seconds, judged against the mean of the ib_send_lat runs around them.
+step "round trips between ib_send_lat runs"
+perf ib_send_lat_0 ib_send_lat -s 64 -n 5000
+rm -f "$out/pp.port"
+env "${SPIN[@]}" "$pp" server "rdma://$ip:0" >"$out/pp.port" 2>"$out/rt_pp.server" &
+s=$!
+if wait_port "$out/pp.port" $s; then
+  env "${SPIN[@]}" timeout 120 "$pp" client "rdma://$ip:$(head -1 "$out/pp.port")" $iters 1 >"$out/rt_pp.txt" 2>&1
+fi
+kill $s; wait $s 2>/dev/null
+rtb() { # NAME ENV...
+  local name=$1; shift
+  rm -f "$out/gpud.port"
+  env "$@" "$build/backend/remote-gpud" --listen "rdma://$ip:0" --port-file "$out/gpud.port" \
+    --driver "$build/tests/fakecuda/libcuda.so.1" >"$out/$name.server" 2>&1 &
+  local s=$!
+  wait_port "$out/gpud.port" $s || { echo "  remote-gpud did not start"; return; }
+  env "$@" REMOTE_GPU="rdma://$ip:$(cat "$out/gpud.port")" LD_PRELOAD="$build/frontend/libremote.so" \
+    timeout 300 "$build/bench/remote-bench" --only cuda --iters $rb_iters --min-time 0.01 --min-size 4K \
+    --max-size 4K --launches 100 --launch-reps 1 --label "$name" --json "$out/$name.json" >"$out/$name.txt" 2>&1
+  kill -TERM $s; wait $s 2>/dev/null
+}
+rtb rt_rdma_spin "${SPIN[@]}"
+rtb rt_rdma
+perf ib_send_lat_1 ib_send_lat -s 64 -n 5000
+grep -h rtt "$out/rt_pp.txt" | sed 's/^/  transport: /'
+grep -h -m1 cudaStreamQuery "$out"/rt_rdma_spin.txt "$out"/rt_rdma.txt | sed 's/^/  /'
+tail -qn 2 "$out"/ib_send_lat_[01].txt | grep -v '^-' | sed 's/^/  /'
 )
 done
 step "done"
