@@ -485,6 +485,7 @@ int fe_conn_call(fe_conn *c, proto_msg *m, const void *payload, uint64_t plen, v
 			return st;
 		if (proto_view_init(&r->view, &p.hdr, p.msg) != PROTO_OK) {
 			free(p.msg);
+			r->msg = NULL; /* nothing for the caller to free */
 			return PROTO_EDECODE;
 		}
 	}

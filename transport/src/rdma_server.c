@@ -551,7 +551,7 @@ static void fire_sent(rdma_ep *ep)
 static void set_hot(sconn *c, int moved, int bulk)
 {
 	uint64_t window = (uint64_t)rdma_conf()->bulk_spin_us * 1000;
-	if (!bulk || !window || atomic_load(&c->shut)) {
+	if (!bulk || !window || atomic_load(&c->shut) || c->l->close_started) {
 		c->hot = 0;
 		return;
 	}
