@@ -113,7 +113,7 @@ static int msg_op(const transport_frame *f, uint64_t *seq, size_t *extra, int *e
 		size_t n;
 		*extra = 0;
 		*extra_ok = 1;
-		if (v.n > 2 && proto_arg_bin(&v, 0, &b, &n) == PROTO_OK) {
+		if (v.n > 0 && proto_arg_bin(&v, 0, &b, &n) == PROTO_OK) {
 			*extra = n;
 			*extra_ok = verify(b, v.seq + 1, n);
 		}
