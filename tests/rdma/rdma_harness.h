@@ -143,6 +143,7 @@ void test_regcache(void);
 void test_concurrent(void);
 void test_sent_async(void);
 void test_redirect(void);
+void test_bulk_and_calls(void);
 /* test_rdma_faults.c */
 void test_qp_error(void);
 void test_vanish(void);

@@ -76,7 +76,7 @@ int main(int argc, char **argv)
 		{"concurrent", test_concurrent}, {"qp_error", test_qp_error},
 		{"vanish", test_vanish},         {"redirect", test_redirect},
 		{"client_death", test_client_death}, {"server_death", test_server_death},
-		{"sent_async", test_sent_async},
+		{"sent_async", test_sent_async},   {"bulk_and_calls", test_bulk_and_calls},
 		{"listener_close", test_listener_close}, /* last: it closes the listener */
 	};
 	const char *only = getenv("RDMA_TEST_ONLY");

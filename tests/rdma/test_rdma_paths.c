@@ -3,7 +3,8 @@
  * inline limit up to 3 MiB both ways, from pageable and registered memory into
  * malloc'd and registered destinations; the registration cache; concurrent
  * senders on one connection; zero-copy sends completed later
- * (transport_sendv_async); a connect redirected to another port.
+ * (transport_sendv_async); a connect redirected to another port; one
+ * connection's bulk transfer and another's calls side by side.
  */
 #include "rdma_harness.h"
 
@@ -414,4 +415,67 @@ void test_redirect(void)
 	transport_listener_close(front);
 	pthread_join(th, NULL);
 	uv_loop_close(&loop);
+}
+
+/* ---- a bulk transfer beside calls ---- */
+
+#define BULK_FRAMES 16
+#define BULK_LEN (8u << 20)
+
+typedef struct bulk_job {
+	transport_conn *c;
+	int r;
+} bulk_job;
+
+static void *bulk_main(void *arg)
+{
+	bulk_job *j = arg;
+	uint8_t *p = malloc(BULK_LEN);
+	j->r = p ? 0 : -1;
+	for (uint64_t i = 0; i < BULK_FRAMES && !j->r; i++) {
+		fill(p, 1000 + i, BULK_LEN);
+		j->r = send_frame(j->c, OP_DATA, 1000 + i, 0, p, BULK_LEN);
+	}
+	free(p);
+	return NULL;
+}
+
+/* While one connection streams 128 MiB to the server (which polls it from its
+ * loop's idle turns while the data moves), calls on a second connection are
+ * answered: all of them before the stream ends, which a loop that spun inside
+ * the streaming connection's callback would not do. The stream arrives whole. */
+void test_bulk_and_calls(void)
+{
+	transport_conn *a = connect_to(S.port), *b = connect_to(S.port);
+	conn_rec *ra = a ? rec_for(a) : NULL;
+	if (!CHECK(a && b && ra))
+		goto out;
+	bulk_job j = {a, -1};
+	pthread_t th;
+	pthread_create(&th, NULL, bulk_main, &j);
+	CHECK(WAIT_FOR(ra->nframes >= 1, 30000)); /* the stream is under way */
+	rx_ctx x = {.cap = 64 + GUARD};
+	x.buf = malloc(x.cap);
+	uint8_t small[64];
+	int echoed = 0;
+	for (uint64_t seq = 1; seq <= 50; seq++) {
+		fill(small, seq, sizeof(small));
+		if (!CHECK_EQ(send_frame(b, OP_ECHO, seq, 0, small, sizeof(small)), 0))
+			break;
+		echoed += recv_check(b, &x, OP_ECHO, seq, sizeof(small));
+	}
+	CHECK_EQ(echoed, 50);
+	pthread_mutex_lock(&S.mu);
+	CHECK(ra->nframes < BULK_FRAMES);
+	pthread_mutex_unlock(&S.mu);
+	pthread_join(th, NULL);
+	CHECK_EQ(j.r, 0);
+	CHECK(WAIT_FOR(ra->nframes == BULK_FRAMES, 30000));
+	CHECK_EQ(ra->nbad, 0);
+	free(x.buf);
+out:
+	if (a)
+		transport_close(a);
+	if (b)
+		transport_close(b);
 }

@@ -12,7 +12,10 @@
 #include <stdio.h>
 #include <string.h>
 
-static atomic_int check_passed_, check_failed_;
+/* Weak, not static: every file of a test program that includes this shares
+ * one pair (the linker keeps one of the weak definitions), so a failure in
+ * one file counts in the summary another file's main prints. */
+__attribute__((weak)) atomic_int check_passed_, check_failed_;
 
 static inline int check_report_(int ok, const char *file, int line, const char *expr)
 {
