@@ -130,24 +130,30 @@ step "rdma-pingpong rdma (default settings)"; pingpong pp_rdma "rdma://$ip"
 step "rdma-pingpong rdma (busy polling)"; pingpong pp_rdma_spin "rdma://$ip" "${SPIN[@]}"
 step "rdma-pingpong tcp"; pingpong pp_tcp "tcp://$ip"
 
-# remote-bench through libremote.so and remote-gpud
-rbench() { # NAME SCHEME [--max-size S] ENV...
-  local name=$1 scheme=$2 max=16M; shift 2
-  [ "${1:-}" = --max-size ] && { max=$2; shift 2; }
+# gpud_bench NAME SCHEME ARGS ENV...: remote-gpud on the driver test double and
+# remote-bench --only cuda through libremote.so against it, with ARGS (one
+# string) and ENV on both sides; the output in $out/NAME.txt and .json.
+gpud_bench() {
+  local name=$1 scheme=$2 args=$3; shift 3
   rm -f "$out/gpud.port"
   env "$@" "$build/backend/remote-gpud" --listen "$scheme://$ip:0" --port-file "$out/gpud.port" \
     --driver "$build/tests/fakecuda/libcuda.so.1" >"$out/$name.server" 2>&1 &
   local s=$!
-  wait_port "$out/gpud.port" $s || { echo "  remote-gpud did not start"; tail -5 "$out/$name.server"; return; }
+  wait_port "$out/gpud.port" $s || { echo "  remote-gpud did not start"; tail -5 "$out/$name.server"; return 1; }
+  # shellcheck disable=SC2086 # ARGS are words
   env "$@" REMOTE_GPU="$scheme://$ip:$(cat "$out/gpud.port")" LD_PRELOAD="$build/frontend/libremote.so" \
-    timeout 900 "$build/bench/remote-bench" --only cuda --iters $rb_iters --min-time $rb_time \
-    --max-size $max --launches 5000 --launch-reps 1 --label "$name" --json "$out/$name.json" >"$out/$name.txt" 2>&1
+    timeout 900 "$build/bench/remote-bench" --only cuda $args --launch-reps 1 --label "$name" \
+    --json "$out/$name.json" >"$out/$name.txt" 2>&1
   kill -TERM $s; wait $s 2>/dev/null
-  sed -n '/round trip/,/launch rate/p' "$out/$name.txt" | sed 's/^/  /'
 }
-step "remote-bench over rdma (default settings)"; rbench rb_rdma rdma --max-size 4M
-step "remote-bench over rdma (busy polling)"; rbench rb_rdma_spin rdma --max-size 4M "${SPIN[@]}"
-step "remote-bench over tcp"; rbench rb_tcp tcp
+rbench() { # NAME SCHEME MAX_SIZE ENV...
+  local name=$1 scheme=$2 max=$3; shift 3
+  gpud_bench "$name" "$scheme" "--iters $rb_iters --min-time $rb_time --max-size $max --launches 5000" "$@" &&
+    sed -n '/round trip/,/launch rate/p' "$out/$name.txt" | sed 's/^/  /'
+}
+step "remote-bench over rdma (default settings)"; rbench rb_rdma rdma 4M
+step "remote-bench over rdma (busy polling)"; rbench rb_rdma_spin rdma 4M "${SPIN[@]}"
+step "remote-bench over tcp"; rbench rb_tcp tcp 16M
 
 # The copies the target is about, 16 MiB, each between two ib_write_bw runs of
 # the same size: under emulation the device's bandwidth drifts by tens of
@@ -157,17 +163,8 @@ step "remote-bench over tcp"; rbench rb_tcp tcp
 # average moves in steps of 8%.
 cbench() { # NAME ENV...
   local name=$1; shift
-  rm -f "$out/gpud.port"
-  env "$@" "$build/backend/remote-gpud" --listen "rdma://$ip:0" --port-file "$out/gpud.port" \
-    --driver "$build/tests/fakecuda/libcuda.so.1" >"$out/$name.server" 2>&1 &
-  local s=$!
-  wait_port "$out/gpud.port" $s || { echo "  remote-gpud did not start"; return; }
-  env "$@" REMOTE_GPU="rdma://$ip:$(cat "$out/gpud.port")" LD_PRELOAD="$build/frontend/libremote.so" \
-    timeout 900 "$build/bench/remote-bench" --only cuda --iters 200 --min-time $rb_time \
-    --min-size 16M --max-size 16M --launches 100 --launch-reps 1 --label "$name" --json "$out/$name.json" \
-    >"$out/$name.txt" 2>&1
-  kill -TERM $s; wait $s 2>/dev/null
-  grep -A6 'copy bandwidth' "$out/$name.txt" | sed 's/^/  /'
+  gpud_bench "$name" rdma "--iters 200 --min-time $rb_time --min-size 16M --max-size 16M --launches 100" "$@" &&
+    grep -A6 'copy bandwidth' "$out/$name.txt" | sed 's/^/  /'
 }
 step "16 MiB copies between ib_write_bw runs"
 perf ib_write_bw_16m_0 ib_write_bw -s 16777216 -n $wn
@@ -191,15 +188,7 @@ fi
 kill $s; wait $s 2>/dev/null
 rtb() { # NAME ENV...
   local name=$1; shift
-  rm -f "$out/gpud.port"
-  env "$@" "$build/backend/remote-gpud" --listen "rdma://$ip:0" --port-file "$out/gpud.port" \
-    --driver "$build/tests/fakecuda/libcuda.so.1" >"$out/$name.server" 2>&1 &
-  local s=$!
-  wait_port "$out/gpud.port" $s || { echo "  remote-gpud did not start"; return; }
-  env "$@" REMOTE_GPU="rdma://$ip:$(cat "$out/gpud.port")" LD_PRELOAD="$build/frontend/libremote.so" \
-    timeout 300 "$build/bench/remote-bench" --only cuda --iters $rb_iters --min-time 0.01 --min-size 4K \
-    --max-size 4K --launches 100 --launch-reps 1 --label "$name" --json "$out/$name.json" >"$out/$name.txt" 2>&1
-  kill -TERM $s; wait $s 2>/dev/null
+  gpud_bench "$name" rdma "--iters $rb_iters --min-time 0.01 --min-size 4K --max-size 4K --launches 100" "$@"
 }
 rtb rt_rdma_spin "${SPIN[@]}"
 rtb rt_rdma

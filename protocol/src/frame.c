@@ -29,19 +29,22 @@ void proto_encode_hdr(const proto_hdr *h, uint8_t out[PROTO_HDR_SIZE])
 
 int proto_decode_hdr(const uint8_t in[PROTO_HDR_SIZE], proto_hdr *h)
 {
-	*h = (proto_hdr){0};
-	if (get_u32(in) != PROTO_MAGIC)
+	if (get_u32(in) != PROTO_MAGIC) {
+		*h = (proto_hdr){0};
 		return PROTO_EMAGIC;
+	}
+	/* Every field, then the checks: the fields of another version's header
+	 * are read too (reported, never used). */
 	h->version = get_u16(in + 4);
 	h->flags = get_u16(in + 6);
 	h->hdr_len = get_u32(in + 8);
-	h->payload_len = get_u64(in + 16);
-	if (h->version != PROTO_VERSION)
-		return PROTO_EVERSION;
 	h->op = get_u32(in + 12);
+	h->payload_len = get_u64(in + 16);
 	h->seq = get_u64(in + 24);
 	h->status = (int32_t)get_u32(in + 32);
 	h->latched = (int32_t)get_u32(in + 36);
+	if (h->version != PROTO_VERSION)
+		return PROTO_EVERSION;
 	/* A request has no status: nonzero there is a peer that speaks
 	 * something else. */
 	if (!(h->flags & PROTO_F_REPLY) && (h->status || h->latched))
