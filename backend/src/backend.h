@@ -300,6 +300,8 @@ void be_executor_push(be_session *s, be_req *rq);
 /* Loop thread: runs rq (a BE_OP_QUICK op) here and now if nothing is queued or
  * running for the session, which keeps arrival order; 1 if it ran (rq freed). */
 int be_executor_run_inline(be_session *s, be_req *rq);
+/* Loop thread: nothing is queued or running (run_inline would run now). */
+int be_executor_idle(be_session *s);
 void be_executor_stop(be_session *s);
 
 /* imgcache.c: the server-wide kernel image cache (hash: 32 hex digits) */

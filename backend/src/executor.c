@@ -111,6 +111,12 @@ static CUresult loop_ctx_set(be_session *s)
 	return r;
 }
 
+int be_executor_idle(be_session *s)
+{
+	return atomic_load_explicit(&s->q_len, memory_order_acquire) == 0 &&
+	       atomic_load_explicit(&s->q_busy, memory_order_acquire) == 0;
+}
+
 int be_executor_run_inline(be_session *s, be_req *rq)
 {
 	/* The loop thread is the queue's only producer: with nothing queued, only

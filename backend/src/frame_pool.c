@@ -43,8 +43,7 @@ void be_frame_free(be_session *s, be_frame *fr)
 	if (!fr)
 		return;
 	be_staging_release(&s->staging, &fr->payload);
-	free(fr->rq.frame.msg);
-	fr->rq.frame.msg = NULL;
+	transport_frame_free(&fr->rq.frame);
 	if (atomic_load_explicit(&s->fp_n, memory_order_relaxed) >= FRAME_POOL_MAX) {
 		frame_destroy(fr);
 		return;

@@ -310,10 +310,35 @@ void *be_payload_dest(void *ctx, const transport_frame *f)
 	return fr->payload.p;
 }
 
+/* Whether the call of a frame runs before on_frame returns, so that its
+ * arguments can be read where the transport lent them: ops of the loop thread,
+ * and quick ops while the executor is idle (the loop thread is its only
+ * producer, so it stays idle until we push). */
+static int runs_now(be_session *s, const be_op_desc *d)
+{
+	return d && ((d->flags & BE_OP_LOOP) || ((d->flags & BE_OP_QUICK) && be_executor_idle(s)));
+}
+
+/* A frame read in a lent buffer that must outlive on_frame after all: its own
+ * copy, decoded again (the view points into the bytes). 0, or the frame is
+ * freed and the session rejected. */
+static int frame_keep(be_session *s, be_frame *fr)
+{
+	if (transport_frame_keep(&fr->rq.frame) != TRANSPORT_OK ||
+	    proto_view_reuse(&fr->rq.view, &fr->rq.frame.hdr, fr->rq.frame.msg) != PROTO_OK) {
+		be_frame_free(s, fr);
+		be_session_reject(s, "out of memory");
+		return -1;
+	}
+	return 0;
+}
+
 void be_on_frame(void *ctx, transport_frame *f)
 {
 	be_session *s = ctx;
 	be_frame *fr = s->rx;
+	uint32_t op = f->hdr.op;
+	const be_op_desc *d = op != PROTO_OP_REPLY && op < PROTO_OP_COUNT && be_ops[op].run ? &be_ops[op] : NULL;
 
 	if (fr && fr->rq.frame.msg == f->msg)
 		s->rx = NULL;
@@ -326,6 +351,11 @@ void be_on_frame(void *ctx, transport_frame *f)
 			transport_frame_free(f);
 		return;
 	}
+	if (!fr && f->msg_lent && !runs_now(s, d) && transport_frame_keep(f) != TRANSPORT_OK) {
+		be_session_reject(s, "out of memory");
+		transport_frame_free(f);
+		return;
+	}
 	if (!fr && !(fr = frame_decode(s, f))) {
 		transport_frame_free(f);
 		return;
@@ -333,9 +363,7 @@ void be_on_frame(void *ctx, transport_frame *f)
 	fr->rq.frame = *f;
 	fr->rq.frame.payload = fr->payload.p;
 
-	uint32_t op = fr->rq.view.op;
 	be_stat_frame(s->stat, op, PROTO_HDR_SIZE + (uint64_t)f->hdr.hdr_len + f->hdr.payload_len);
-	const be_op_desc *d = op != PROTO_OP_REPLY && op < PROTO_OP_COUNT && be_ops[op].run ? &be_ops[op] : NULL;
 	if (f->hdr.payload_len > 0) {
 		if (d && !(d->flags & BE_OP_PAYLOAD)) {
 			be_frame_free(s, fr);
@@ -365,6 +393,8 @@ void be_on_frame(void *ctx, transport_frame *f)
 		return;
 	}
 	if (d && (d->flags & BE_OP_QUICK) && be_executor_run_inline(s, &fr->rq))
+		return;
+	if (fr->rq.frame.msg_lent && frame_keep(s, fr) != 0)
 		return;
 	be_executor_push(s, &fr->rq);
 }

@@ -77,6 +77,9 @@ void proto_encode_hdr(const proto_hdr *h, uint8_t out[PROTO_HDR_SIZE]);
 /* Checks magic, version and limits; fills *h even on EVERSION so the caller can
  * report what the peer speaks. */
 int proto_decode_hdr(const uint8_t in[PROTO_HDR_SIZE], proto_hdr *h);
+/* A frame's length after its fixed header (hdr_len + payload_len), for a
+ * sender splitting its own bytes into frames: magic and limits only. */
+int proto_peek_frame_len(const uint8_t in[PROTO_HDR_SIZE], uint64_t *len);
 /* Whether the first n bytes of a header (n < 4: as far as they go) can still be
  * a frame's magic: a receiver refuses another protocol without waiting for a
  * whole header it may never get. */

@@ -54,6 +54,18 @@ int proto_decode_hdr(const uint8_t in[PROTO_HDR_SIZE], proto_hdr *h)
 	return PROTO_OK;
 }
 
+int proto_peek_frame_len(const uint8_t in[PROTO_HDR_SIZE], uint64_t *len)
+{
+	if (get_u32(in) != PROTO_MAGIC)
+		return PROTO_EMAGIC;
+	uint32_t hl = get_u32(in + 8);
+	uint64_t pl = get_u64(in + 16);
+	if (hl > PROTO_MAX_HDR || pl > PROTO_MAX_PAYLOAD)
+		return PROTO_ETOOBIG;
+	*len = hl + pl;
+	return PROTO_OK;
+}
+
 int proto_magic_prefix_ok(const uint8_t *in, size_t n)
 {
 	uint8_t magic[4];

@@ -99,15 +99,24 @@ const char *transport_strerror(int err);
 
 typedef struct transport_conn transport_conn;
 
-/* A received frame. msg (hdr.hdr_len bytes) is heap memory owned by the frame,
- * NULL when hdr_len is 0; payload points where payload_dest said (or is NULL). */
+/* A received frame. msg holds hdr.hdr_len bytes, NULL when hdr_len is 0: heap
+ * memory owned by the frame, or, when msg_lent is set, the transport's receive
+ * buffer lent to on_frame, valid until on_frame returns (the rdma server lends
+ * a frame without payload that came whole in one message: no allocation and no
+ * copy on the way to a call that runs at once). A receiver that keeps such a
+ * frame longer calls transport_frame_keep first. payload points where
+ * payload_dest said (or is NULL). */
 typedef struct transport_frame {
 	proto_hdr hdr;
 	uint8_t *msg;
 	void *payload;
+	int msg_lent;
 } transport_frame;
 
-void transport_frame_free(transport_frame *f); /* frees msg only */
+void transport_frame_free(transport_frame *f); /* frees msg only (a lent one is not ours) */
+/* Makes a lent msg the frame's own, a heap copy: TRANSPORT_OK, or
+ * TRANSPORT_ENOMEM (the frame is then unchanged). */
+int transport_frame_keep(transport_frame *f);
 
 /* Returns where the payload of a frame goes (at least f->hdr.payload_len writable
  * bytes), or NULL to drop it. Called once per frame whose payload_len > 0, after

@@ -247,6 +247,21 @@ void transport_frame_free(transport_frame *f)
 {
 	if (!f)
 		return;
-	free(f->msg);
+	if (!f->msg_lent)
+		free(f->msg);
 	f->msg = NULL;
+	f->msg_lent = 0;
+}
+
+int transport_frame_keep(transport_frame *f)
+{
+	if (!f->msg_lent)
+		return TRANSPORT_OK;
+	uint8_t *p = malloc(f->hdr.hdr_len);
+	if (!p)
+		return TRANSPORT_ENOMEM;
+	memcpy(p, f->msg, f->hdr.hdr_len);
+	f->msg = p;
+	f->msg_lent = 0;
+	return TRANSPORT_OK;
 }

@@ -203,6 +203,7 @@ typedef struct rdma_rx {
 	uint32_t landing_free; /* bitmap of idle landing slots */
 	uint32_t batch_off;   /* BATCH at the queue's head: where its next frame starts */
 	uint32_t batch_left;  /* and how many frames it still holds */
+	unsigned lent;        /* 1 + the receive buffer lent with the last frame (0: none) */
 } rdma_rx;
 
 /* A work request on the send queue, by sequence number (wr_id). */
@@ -283,6 +284,7 @@ typedef struct rdma_ep {
 	/* liveness (mu) */
 	uint64_t last_peer_ns;   /* last message or read completion from the peer */
 	uint64_t last_msg_ns;    /* last message from the peer's process */
+	int heard;               /* a message came since: rdma_ep_check stamps it */
 	int ka_inflight;
 	int err;       /* latched failure; 0 while usable */
 	int peer_gone; /* DISCONNECTED seen (frames already received still count) */
@@ -385,6 +387,10 @@ int rdma_ep_rx(rdma_ep *ep, transport_frame *out, transport_payload_dest_fn dest
 int rdma_ep_rx_busy(const rdma_ep *ep);
 /* (mu) Frees a frame cut short (its msgpack part). */
 void rdma_ep_rx_abort(rdma_ep *ep);
+/* (mu) The consumer is done with the frame rdma_ep_rx returned last: a receive
+ * buffer lent with it (msg_lent, server side) goes back. rdma_ep_rx does this
+ * too before it looks for the next frame. */
+void rdma_ep_rx_release(rdma_ep *ep);
 
 /* (mu) Posts one whole small frame if a credit and a slot are free now, even
  * with an error latched by rx (the version answer before a close). */

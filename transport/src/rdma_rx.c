@@ -18,12 +18,23 @@ static const rmsg *rq_msg(const rdma_ep *ep, uint32_t *len)
 	return (const rmsg *)(ep->rbuf + (size_t)idx * RDMA_MSG_SIZE);
 }
 
-static void rq_pop(rdma_ep *ep)
+/* Takes the message at the queue's head; its buffer is still ours. */
+static unsigned rq_take(rdma_ep *ep)
 {
 	unsigned idx = ep->rq[ep->rq_head];
 	ep->rq_head = (ep->rq_head + 1) % RDMA_NRECV;
 	ep->rq_n--;
-	rdma_ep_release_recv(ep, idx);
+	return idx;
+}
+
+static void rq_pop(rdma_ep *ep) { rdma_ep_release_recv(ep, rq_take(ep)); }
+
+void rdma_ep_rx_release(rdma_ep *ep)
+{
+	if (ep->rx.lent) {
+		rdma_ep_release_recv(ep, ep->rx.lent - 1);
+		ep->rx.lent = 0;
+	}
 }
 
 static int proto_fail(rdma_ep *ep, const char *why)
@@ -162,8 +173,15 @@ static int rx_begin(rdma_ep *ep, transport_payload_dest_fn dest, void *ctx)
 		return proto_fail(ep, "inline bytes do not fit the frame");
 	if (inl == total && (!(m->flags & RMF_LAST) || m->nsegs))
 		return proto_fail(ep, "segments after a complete frame");
-	if (rx_alloc_msg(ep, hl) != 0)
+	/* A whole frame without payload, on the server: on_frame reads its
+	 * msgpack part where it landed (see transport_frame). */
+	int lend = ep->server && hl > 0 && inl == total && x->f.hdr.payload_len == 0;
+	if (lend) {
+		x->f.msg = (uint8_t *)b + RDMA_FRAME_HDR;
+		x->f.msg_lent = 1;
+	} else if (rx_alloc_msg(ep, hl) != 0) {
 		return TRANSPORT_ENOMEM;
+	}
 	x->active = 1;
 	x->total = total;
 	x->issued = x->filled = inl;
@@ -171,7 +189,7 @@ static int rx_begin(rdma_ep *ep, transport_payload_dest_fn dest, void *ctx)
 	x->dest_asked = x->dest_reg = 0;
 	x->sg_head = x->sg_n = 0;
 	x->sg_off = 0;
-	if (hl && inl)
+	if (hl && inl && !lend)
 		memcpy(x->f.msg, b + RDMA_FRAME_HDR, inl < hl ? inl : hl);
 	if (inl == total && x->f.hdr.payload_len > 0) {
 		/* Eager frame: the payload is in the receive buffer, which stays
@@ -183,7 +201,10 @@ static int rx_begin(rdma_ep *ep, transport_payload_dest_fn dest, void *ctx)
 	if (inl == total)
 		ep->st.rx_inline++;
 	int r = absorb_segs(ep, b, RDMA_ALIGN8(RDMA_FRAME_HDR + inl), m->nsegs, len);
-	rq_pop(ep);
+	if (lend)
+		x->lent = 1 + rq_take(ep);
+	else
+		rq_pop(ep);
 	return r;
 }
 
@@ -276,9 +297,10 @@ int rdma_ep_rx_busy(const rdma_ep *ep) { return ep->rx.active || ep->rq_n > 0; }
 
 void rdma_ep_rx_abort(rdma_ep *ep)
 {
-	free(ep->rx.f.msg);
+	transport_frame_free(&ep->rx.f);
 	memset(&ep->rx.f, 0, sizeof(ep->rx.f));
 	ep->rx.active = 0;
+	rdma_ep_rx_release(ep);
 }
 
 int rdma_ep_rx(rdma_ep *ep, transport_frame *out, transport_payload_dest_fn dest, void *ctx)
@@ -286,6 +308,7 @@ int rdma_ep_rx(rdma_ep *ep, transport_frame *out, transport_payload_dest_fn dest
 	rdma_rx *x = &ep->rx;
 	int r;
 
+	rdma_ep_rx_release(ep);
 	for (;;) {
 		int progressed = 0;
 		if (ep->err) {

@@ -609,8 +609,9 @@ static void progress(sconn *c)
 			if (l->cb.on_frame)
 				l->cb.on_frame(c->conn_ctx, &f);
 			else
-				free(f.msg);
+				transport_frame_free(&f);
 			pthread_mutex_lock(&ep->mu);
+			rdma_ep_rx_release(ep); /* on_frame is done with a lent msg */
 			rdma_ep_poll(ep);
 			fire_sent(ep);
 		}

@@ -300,11 +300,11 @@ static int tx_eager(rdma_ep *ep, const struct iovec *iov, int iovcnt, size_t len
 		memcpy(b + off, iov[i].iov_base, iov[i].iov_len);
 	uint32_t n = 0;
 	for (size_t off = 0; off < len; n++) {
-		proto_hdr h;
-		int e = len - off < PROTO_HDR_SIZE ? PROTO_EDECODE : proto_decode_hdr(b + off, &h);
-		if ((e && e != PROTO_EVERSION) || (uint64_t)h.hdr_len + h.payload_len > len - off - PROTO_HDR_SIZE)
+		uint64_t fl;
+		if (len - off < PROTO_HDR_SIZE || proto_peek_frame_len(b + off, &fl) != PROTO_OK ||
+		    fl > len - off - PROTO_HDR_SIZE)
 			return 0;
-		off += PROTO_HDR_SIZE + (size_t)h.hdr_len + (size_t)h.payload_len;
+		off += PROTO_HDR_SIZE + (size_t)fl;
 	}
 	rmsg *m = (rmsg *)slot;
 	memset(m, 0, sizeof(*m));
