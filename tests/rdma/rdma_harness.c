@@ -170,12 +170,21 @@ static void srv_frame(void *ctx, transport_frame *f)
 	int eok = 1;
 	int op = msg_op(f, &seq, &extra, &eok);
 	int ok = op >= 0 && eok;
+	int keep = op == OP_KEEP && f->msg_lent && transport_frame_keep(f) == TRANSPORT_OK;
 	if (op == OP_DISCARD)
 		ok = ok && f->payload == NULL;
 	else if (n > 0)
 		ok = ok && f->payload == r->cur && verify(f->payload, seq, n) && guard_ok(r->cur + n);
 	pthread_mutex_lock(&r->s->mu);
 	r->nframes++;
+	if (f->msg_lent || keep) {
+		r->nlent++;
+		r->lent_bad += n > 0;
+	}
+	if (keep && r->nkept++ == 0) {
+		r->kept = *f;
+		f->msg = NULL;
+	}
 	if (!ok) {
 		r->nbad++;
 		fprintf(stderr, "server: frame op %d seq %" PRIx64 " len %zu is wrong\n", op, seq, n);

@@ -27,7 +27,7 @@
 
 
 
-enum { OP_DATA = 10, OP_DATA_REG = 11, OP_DISCARD = 20, OP_ECHO = 30, OP_BIGMSG = 40, OP_PULL_ASYNC = 50 };
+enum { OP_DATA = 10, OP_DATA_REG = 11, OP_DISCARD = 20, OP_ECHO = 30, OP_BIGMSG = 40, OP_PULL_ASYNC = 50, OP_KEEP = 60 };
 
 
 
@@ -52,6 +52,9 @@ typedef struct conn_rec {
 	int cur_reg;
 	int echo_errs;
 	int async_sent, async_done, async_err, async_done_at_return; /* OP_PULL_ASYNC */
+	int nlent, lent_bad;  /* frames whose msg the transport lent; lent with a payload */
+	transport_frame kept; /* OP_KEEP: the frame, made the test's own */
+	int nkept;
 } conn_rec;
 
 
@@ -144,6 +147,7 @@ void test_concurrent(void);
 void test_sent_async(void);
 void test_redirect(void);
 void test_bulk_and_calls(void);
+void test_lent(void);
 /* test_rdma_faults.c */
 void test_qp_error(void);
 void test_vanish(void);

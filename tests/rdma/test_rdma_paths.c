@@ -479,3 +479,44 @@ out:
 	if (b)
 		transport_close(b);
 }
+
+/* The server lends a whole frame without payload to on_frame in its receive
+ * buffer (msg_lent), and only such a frame. A copy made with
+ * transport_frame_keep outlives the buffer: it still holds its bytes after
+ * every receive buffer was used again several times. */
+void test_lent(void)
+{
+	transport_conn *c = connect_to(S.port);
+	conn_rec *r = c ? rec_for(c) : NULL;
+	if (!CHECK(c && r))
+		goto out;
+	uint64_t seq = 1;
+	uint8_t small[10];
+	CHECK_EQ(send_frame(c, OP_KEEP, seq++, 300, NULL, 0), 0);
+	for (int i = 0; i < 3 * RDMA_NRECV; i++)
+		CHECK_EQ(send_frame(c, OP_DATA, seq++, 300, NULL, 0), 0);
+	fill(small, seq, sizeof(small));
+	CHECK_EQ(send_frame(c, OP_DATA, seq++, 300, small, sizeof(small)), 0);
+	int total = (int)seq - 1;
+	CHECK(WAIT_FOR(r->nframes == total, 30000));
+	pthread_mutex_lock(&S.mu);
+	CHECK_EQ(r->nlent, total - 1); /* all but the one with a payload */
+	CHECK_EQ(r->lent_bad, 0);
+	CHECK_EQ(r->nbad, 0);
+	CHECK_EQ(r->nkept, 1);
+	transport_frame kept = r->kept;
+	r->kept.msg = NULL;
+	pthread_mutex_unlock(&S.mu);
+	uint64_t kseq = 0;
+	size_t extra = 0;
+	int eok = 0;
+	CHECK_EQ(kept.msg_lent, 0);
+	CHECK_EQ(msg_op(&kept, &kseq, &extra, &eok), OP_KEEP);
+	CHECK_EQ(kseq, 1);
+	CHECK_EQ(extra, 300);
+	CHECK(eok);
+	transport_frame_free(&kept);
+out:
+	if (c)
+		transport_close(c);
+}

@@ -114,9 +114,35 @@ static void test_errors(void)
 	CHECK(proto_strerror(-99) != NULL);
 }
 
+/* A sender's own frame lengths: magic and limits, nothing else. */
+static void test_peek_len(void)
+{
+	uint8_t b[PROTO_HDR_SIZE];
+	uint64_t n = 7;
+	encode(b, PROTO_VERSION, 0, 12, 1000);
+	CHECK_EQ(proto_peek_frame_len(b, &n), PROTO_OK);
+	CHECK_EQ(n, 1012);
+	encode(b, PROTO_VERSION + 1, PROTO_F_REPLY, 0, 0); /* another version: its length still */
+	CHECK_EQ(proto_peek_frame_len(b, &n), PROTO_OK);
+	CHECK_EQ(n, 0);
+	encode(b, PROTO_VERSION, 0, PROTO_MAX_HDR, PROTO_MAX_PAYLOAD);
+	CHECK_EQ(proto_peek_frame_len(b, &n), PROTO_OK);
+	CHECK_EQ(n, (uint64_t)PROTO_MAX_HDR + PROTO_MAX_PAYLOAD);
+	n = 7;
+	encode(b, PROTO_VERSION, 0, PROTO_MAX_HDR + 1, 0);
+	CHECK_EQ(proto_peek_frame_len(b, &n), PROTO_ETOOBIG);
+	encode(b, PROTO_VERSION, 0, 8, UINT64_MAX);
+	CHECK_EQ(proto_peek_frame_len(b, &n), PROTO_ETOOBIG);
+	encode(b, PROTO_VERSION, 0, 8, 0);
+	b[0] ^= 1;
+	CHECK_EQ(proto_peek_frame_len(b, &n), PROTO_EMAGIC);
+	CHECK_EQ(n, 7); /* untouched on an error */
+}
+
 int main(void)
 {
 	test_round_trip();
 	test_errors();
+	test_peek_len();
 	return check_summary("test_frame");
 }
