@@ -1,9 +1,11 @@
 /*
  * Receiving frames over an rdma connection (rdma_int.h has the protocol): the
  * FRAME, SEGS and BATCH messages that the completion handler (rdma_ep.c) queued
- * in rq are taken in order; inline bytes are copied out, announced segments are
- * pulled with RDMA READs straight into the destination when it is registered,
- * else through the landing ring. One thread at a time runs this side.
+ * in rq are taken in order; inline bytes are copied out (the server lends a
+ * whole frame without payload in its receive buffer instead, until the
+ * consumer is done: rdma_ep_rx_release), announced segments are pulled with
+ * RDMA READs straight into the destination when it is registered, else
+ * through the landing ring. One thread at a time runs this side.
  */
 #include <stdlib.h>
 #include <string.h>
