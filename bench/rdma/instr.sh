@@ -25,15 +25,13 @@ B=$RG_BUILD out=$RG_OUT ip=$RDMA_VM_IP dev=$RDMA_VM_DEV gid=$RDMA_VM_GID_INDEX
 EV=(REMOTE_GPU_RDMA_SPIN_US=0 REMOTE_GPU_RDMA_SERVER_SPIN_US=0 REMOTE_GPU_RDMA_TIMEOUT_MS=600000)
 # cg NAME PROGRAM ARGS: one callgrind file per process, $out/NAME.PID
 cg() { local f=$1; shift; valgrind --tool=callgrind --trace-children=yes --callgrind-out-file="$out/$f.%p" "$@"; }
-wait_file() { local n=600; while [ $n -gt 0 ] && ! [ -s "$1" ]; do sleep 0.1; n=$((n - 1)); done; }
-wait_port() { local n=600; while [ $n -gt 0 ] && ! ss -Hltn "sport = :$1" | grep -q .; do sleep 0.1; n=$((n - 1)); done; }
 # stop PID: SIGTERM, then what is left of it (callgrind writes its file on exit)
 stop() { kill -TERM "$1" 2>/dev/null; local n=100; while [ $n -gt 0 ] && kill -0 "$1" 2>/dev/null; do sleep 0.1; n=$((n - 1)); done; kill -9 "$1" 2>/dev/null; wait "$1" 2>/dev/null; }
 
 for n in 200 1200; do
   cg lat-server.$n timeout 300 ib_send_lat -e -s 64 -n $n -d "$dev" -x "$gid" -F >/dev/null 2>&1 &
   s=$!
-  wait_port 18515
+  perftest_listening
   cg lat-client.$n timeout 300 ib_send_lat -e -s 64 -n $n -d "$dev" -x "$gid" -F "$ip" >/dev/null 2>&1
   wait $s
 

@@ -34,39 +34,28 @@ rounds=${RG_ROUNDS:-$rounds}
 
 B=$RG_BUILD out=$RG_OUT ip=$RDMA_VM_IP dev=$RDMA_VM_DEV gid=$RDMA_VM_GID_INDEX
 SPIN=(REMOTE_GPU_RDMA_SPIN_US=2000000 REMOTE_GPU_RDMA_SERVER_SPIN_US=2000000)
-wait_file() { local n=100; while [ $n -gt 0 ] && ! [ -s "$1" ]; do sleep 0.1; n=$((n - 1)); done; }
 
 for round in $(seq 1 "$rounds"); do
 [ "$rounds" -gt 1 ] && echo "== round $round of $rounds"
 
-timeout 60 ib_send_lat -s 64 -n 3000 -d "$dev" -x "$gid" -F >"$out/lat.server" 2>&1 &
-s=$!
-n=100; while [ $n -gt 0 ] && ! ss -Hltn "sport = :18515" | grep -q .; do sleep 0.1; n=$((n - 1)); done
-echo "ib_send_lat: $(timeout 60 ib_send_lat -s 64 -n 3000 -d "$dev" -x "$gid" -F "$ip" 2>&1 | grep -A1 t_min | tail -1)"
-wait $s
+perftest lat ib_send_lat -s 64 -n 3000
+echo "ib_send_lat: $(grep -A1 t_min "$out/lat.txt" | tail -1)"
 
 # measure BUILD MARK: the transport alone and a CUDA call of one build
 measure() {
-local B=$1 mark=$2 s pp=$1/tests/rdma/rdma-pingpong
-rm -f "$out/pp.port"
-env "${SPIN[@]}" "$pp" server "rdma://$ip:0" >"$out/pp.port" 2>"$out/pp.server" &
-s=$!
-wait_file "$out/pp.port"
-echo "rdma-pingpong$mark (busy polling): $(env "${SPIN[@]}" timeout 60 "$pp" client "rdma://$ip:$(head -1 "$out/pp.port")" 2000 1 2>&1 | grep rtt)"
-kill $s; wait $s 2>/dev/null
+local B=$1 mark=$2 pp=$1/tests/rdma/rdma-pingpong
+pp_start "$pp" "rdma://$ip" "$out/pp.server" "${SPIN[@]}"
+echo "rdma-pingpong$mark (busy polling): $(env "${SPIN[@]}" timeout 60 "$pp" client "rdma://$ip:$pp_port" 2000 1 2>&1 | grep rtt)"
+pp_stop
 
 for mode in default busy; do
   E=(RG_MODE=$mode); [ $mode = busy ] && E=("${SPIN[@]}")
-  rm -f "$out/gpud.port"
-  env "${E[@]}" "$B/backend/remote-gpud" --listen "rdma://$ip:0" --port-file "$out/gpud.port" \
-    --driver "$B/tests/fakecuda/libcuda.so.1" >"$out/gpud.log" 2>&1 &
-  s=$!
-  wait_file "$out/gpud.port"
-  env "${E[@]}" REMOTE_GPU="rdma://$ip:$(cat "$out/gpud.port")" LD_PRELOAD="$B/frontend/libremote.so" timeout 120 \
+  gpud_start "$B" rdma "$out/gpud.log" "${E[@]}"
+  env "${E[@]}" REMOTE_GPU="rdma://$ip:$gpud_port" LD_PRELOAD="$B/frontend/libremote.so" timeout 120 \
     "$B/bench/remote-bench" --only cuda --iters 2000 --min-time 0.5 --min-size 1M --max-size 1M --launches 500 \
     --launch-reps 1 >"$out/rb.txt" 2>&1
   echo "remote-bench$mark ($mode): $(grep -m1 cudaStreamQuery "$out/rb.txt")"
-  kill -TERM $s; wait $s 2>/dev/null
+  gpud_stop
 done
 }
 measure "$B" ""

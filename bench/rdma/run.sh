@@ -31,6 +31,7 @@
 set -u -o pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+. "$here/guest.sh"
 root=$(cd "$here/../.." && pwd)
 build=$root/build
 out=
@@ -78,11 +79,6 @@ secs=4; iters=3000; rb_time=1; rb_iters=3000; wn=24
 SPIN=(REMOTE_GPU_RDMA_SPIN_US=2000000 REMOTE_GPU_RDMA_SERVER_SPIN_US=2000000)
 
 step() { echo "== $* ($(date +%T))"; }
-wait_port() { # FILE PID
-  local n=300
-  while [ $n -gt 0 ] && ! [ -s "$1" ]; do kill -0 "$2" 2>/dev/null || return 1; sleep 0.1; n=$((n - 1)); done
-  [ -s "$1" ]
-}
 
 base=$out
 for run in $(seq 1 "$repeat"); do
@@ -97,33 +93,20 @@ for run in $(seq 1 "$repeat"); do
   echo "dirty $(git -C "$root" status --porcelain 2>/dev/null | grep -c .)"
 } >"$out/env.txt"
 
-# perftest: server and client on the same device (rxe loops the packets back)
-perf() { # NAME TOOL ARGS...
-  local name=$1; shift
-  timeout 120 "$@" -d "$dev" -x "$gid" -F >"$out/$name.server" 2>&1 &
-  local s=$! n=300
-  # the client may only start once the server listens (perftest's port 18515)
-  while [ $n -gt 0 ] && ! ss -Hltn "sport = :18515" | grep -q .; do sleep 0.1; n=$((n - 1)); done
-  timeout 120 "$@" -d "$dev" -x "$gid" -F "$ip" >"$out/$name.txt" 2>&1
-  wait $s
-}
 step "perftest"
-perf ib_send_lat ib_send_lat -s 64 -n 5000
-perf ib_write_bw_1m ib_write_bw -s 1048576 -D $secs
-perf ib_write_bw_4m ib_write_bw -s 4194304 -D $secs
-perf ib_read_bw_1m ib_read_bw -s 1048576 -D $secs
+perftest ib_send_lat ib_send_lat -s 64 -n 5000
+perftest ib_write_bw_1m ib_write_bw -s 1048576 -D $secs
+perftest ib_write_bw_4m ib_write_bw -s 4194304 -D $secs
+perftest ib_read_bw_1m ib_read_bw -s 1048576 -D $secs
 tail -n 2 "$out"/ib_*.txt | grep -v '^-' | sed 's/^/  /'
 
 # rdma-pingpong: the transport alone
 pingpong() { # NAME SPEC ENV...
   local name=$1 spec=$2; shift 2
-  rm -f "$out/pp.port"
-  env "$@" "$pp" server "$spec:0" >"$out/pp.port" 2>"$out/$name.server" &
-  local s=$!
-  wait_port "$out/pp.port" $s || { echo "  pingpong server did not start"; return; }
-  env "$@" timeout 300 "$pp" client "$spec:$(head -1 "$out/pp.port")" $iters $secs 1048576 4194304 \
-    >"$out/$name.txt" 2>&1
-  kill $s; wait $s 2>/dev/null
+  pp_start "$pp" "$spec" "$out/$name.server" "$@"
+  [ -n "$pp_port" ] || { echo "  pingpong server did not start"; pp_stop; return; }
+  env "$@" timeout 300 "$pp" client "$spec:$pp_port" $iters $secs 1048576 4194304 >"$out/$name.txt" 2>&1
+  pp_stop
   sed 's/^/  /' "$out/$name.txt"
 }
 step "rdma-pingpong rdma (default settings)"; pingpong pp_rdma "rdma://$ip"
@@ -135,16 +118,13 @@ step "rdma-pingpong tcp"; pingpong pp_tcp "tcp://$ip"
 # string) and ENV on both sides; the output in $out/NAME.txt and .json.
 gpud_bench() {
   local name=$1 scheme=$2 args=$3; shift 3
-  rm -f "$out/gpud.port"
-  env "$@" "$build/backend/remote-gpud" --listen "$scheme://$ip:0" --port-file "$out/gpud.port" \
-    --driver "$build/tests/fakecuda/libcuda.so.1" >"$out/$name.server" 2>&1 &
-  local s=$!
-  wait_port "$out/gpud.port" $s || { echo "  remote-gpud did not start"; tail -5 "$out/$name.server"; return 1; }
+  gpud_start "$build" "$scheme" "$out/$name.server" "$@"
+  [ -n "$gpud_port" ] || { echo "  remote-gpud did not start"; tail -5 "$out/$name.server"; gpud_stop; return 1; }
   # shellcheck disable=SC2086 # ARGS are words
-  env "$@" REMOTE_GPU="$scheme://$ip:$(cat "$out/gpud.port")" LD_PRELOAD="$build/frontend/libremote.so" \
+  env "$@" REMOTE_GPU="$scheme://$ip:$gpud_port" LD_PRELOAD="$build/frontend/libremote.so" \
     timeout 900 "$build/bench/remote-bench" --only cuda $args --launch-reps 1 --label "$name" \
     --json "$out/$name.json" >"$out/$name.txt" 2>&1
-  kill -TERM $s; wait $s 2>/dev/null
+  gpud_stop
 }
 rbench() { # NAME SCHEME MAX_SIZE ENV...
   local name=$1 scheme=$2 max=$3; shift 3
@@ -167,32 +147,28 @@ cbench() { # NAME ENV...
     grep -A6 'copy bandwidth' "$out/$name.txt" | sed 's/^/  /'
 }
 step "16 MiB copies between ib_write_bw runs"
-perf ib_write_bw_16m_0 ib_write_bw -s 16777216 -n $wn
+perftest ib_write_bw_16m_0 ib_write_bw -s 16777216 -n $wn
 cbench cb_rdma
-perf ib_write_bw_16m_1 ib_write_bw -s 16777216 -n $wn
+perftest ib_write_bw_16m_1 ib_write_bw -s 16777216 -n $wn
 cbench cb_rdma_spin "${SPIN[@]}"
-perf ib_write_bw_16m_2 ib_write_bw -s 16777216 -n $wn
+perftest ib_write_bw_16m_2 ib_write_bw -s 16777216 -n $wn
 tail -qn 2 "$out"/ib_write_bw_16m_*.txt | grep -v '^-' | sed 's/^/  /'
 
 # The round trips the target is about, likewise between two ib_send_lat runs:
 # the transport alone and a CUDA call, busy polling and default settings, each
 # a few seconds, judged against the mean of the ib_send_lat runs around them.
 step "round trips between ib_send_lat runs"
-perf ib_send_lat_0 ib_send_lat -s 64 -n 5000
-rm -f "$out/pp.port"
-env "${SPIN[@]}" "$pp" server "rdma://$ip:0" >"$out/pp.port" 2>"$out/rt_pp.server" &
-s=$!
-if wait_port "$out/pp.port" $s; then
-  env "${SPIN[@]}" timeout 120 "$pp" client "rdma://$ip:$(head -1 "$out/pp.port")" $iters 1 >"$out/rt_pp.txt" 2>&1
-fi
-kill $s; wait $s 2>/dev/null
+perftest ib_send_lat_0 ib_send_lat -s 64 -n 5000
+pp_start "$pp" "rdma://$ip" "$out/rt_pp.server" "${SPIN[@]}"
+[ -n "$pp_port" ] && env "${SPIN[@]}" timeout 120 "$pp" client "rdma://$ip:$pp_port" $iters 1 >"$out/rt_pp.txt" 2>&1
+pp_stop
 rtb() { # NAME ENV...
   local name=$1; shift
   gpud_bench "$name" rdma "--iters $rb_iters --min-time 0.01 --min-size 4K --max-size 4K --launches 100" "$@"
 }
 rtb rt_rdma_spin "${SPIN[@]}"
 rtb rt_rdma
-perf ib_send_lat_1 ib_send_lat -s 64 -n 5000
+perftest ib_send_lat_1 ib_send_lat -s 64 -n 5000
 grep -h rtt "$out/rt_pp.txt" | sed 's/^/  transport: /'
 grep -h -m1 cudaStreamQuery "$out"/rt_rdma_spin.txt "$out"/rt_rdma.txt | sed 's/^/  /'
 tail -qn 2 "$out"/ib_send_lat_[01].txt | grep -v '^-' | sed 's/^/  /'
