@@ -41,6 +41,7 @@
 #include <string.h>
 
 #include "rdma_int.h"
+#include "rg_list.h"
 #include "rg_log.h"
 
 #define TICK_MS 200
@@ -48,9 +49,6 @@
 
 void rdma_addr_name(const struct sockaddr *sa, char *buf, size_t len); /* rdma_client.c */
 
-typedef struct qnode {
-	struct qnode *prev, *next;
-} qnode;
 
 typedef struct rdma_listener rdma_listener;
 
@@ -60,8 +58,8 @@ typedef struct sconn {
 	rdma_listener *l; /* valid until the handle is closed */
 	void *conn_ctx;   /* set by on_accept; NULL: not (yet) accepted */
 	uv_poll_t poll;   /* on ep.ch->fd */
-	qnode node;       /* in l->conns; loop thread only */
-	qnode req_node;   /* in l->reqs while req_pending; under l->lock */
+	rg_list node;     /* in l->conns; loop thread only */
+	rg_list req_node; /* in l->reqs while req_pending; under l->lock */
 	int req_pending;
 	int established;  /* loop thread only */
 	int kick;         /* under l->lock: run the receive side on the loop */
@@ -88,14 +86,14 @@ struct rdma_listener {
 	int rd; /* READs in flight we allow (device limits) */
 
 	pthread_mutex_t lock; /* guards reqs, closing */
-	qnode reqs;
+	rg_list reqs;
 	int closing;
 
 	/* loop thread only */
 	pthread_t loop_thread;
 	int close_started;
 	int nhandles;
-	qnode conns;
+	rg_list conns;
 };
 
 static void on_cm(uv_poll_t *h, int status, int events);
@@ -135,22 +133,6 @@ const transport_provider transport_rdma_listen_provider = {
 	.listener_close = srv_listener_close,
 };
 
-static void list_init(qnode *h) { h->prev = h->next = h; }
-static int list_empty(const qnode *h) { return h->next == h; }
-static void list_add_tail(qnode *h, qnode *n)
-{
-	n->prev = h->prev;
-	n->next = h;
-	h->prev->next = n;
-	h->prev = n;
-}
-static void list_del(qnode *n)
-{
-	n->prev->next = n->next;
-	n->next->prev = n->prev;
-	list_init(n);
-}
-#define CONTAINER_OF(p, type, field) ((type *)((char *)(p)-offsetof(type, field)))
 
 /* Loop callbacks note their thread: transport_listen may run before uv_run. */
 static void on_loop(rdma_listener *l) { l->loop_thread = pthread_self(); }
@@ -187,8 +169,8 @@ static int srv_listen(uv_loop_t *loop, const transport_addr *a, const transport_
 	l->rd = 16;
 	l->loop_thread = pthread_self();
 	pthread_mutex_init(&l->lock, NULL);
-	list_init(&l->reqs);
-	list_init(&l->conns);
+	rg_list_init(&l->reqs);
+	rg_list_init(&l->conns);
 
 	r = TRANSPORT_EADDR;
 	if (!(l->cm = rdma_v.create_event_channel())) {
@@ -286,8 +268,8 @@ static void listener_close_now(rdma_listener *l)
 
 	l->close_started = 1;
 	uv_poll_stop(&l->cm_poll);
-	for (qnode *n = l->conns.next; n != &l->conns; n = n->next)
-		teardown(CONTAINER_OF(n, sconn, node), TRANSPORT_ECLOSED);
+	for (rg_list *n = l->conns.next; n != &l->conns; n = n->next)
+		teardown(RG_CONTAINER_OF(n, sconn, node), TRANSPORT_ECLOSED);
 	/* Requests that nobody picked up yet: refuse them. */
 	while (rdma_v.get_cm_event(l->cm, &ev) == 0) {
 		struct rdma_cm_id *id = ev->id;
@@ -315,9 +297,9 @@ static void on_async(uv_async_t *a)
 		sconn *c = NULL;
 		int kick = 0;
 		pthread_mutex_lock(&l->lock);
-		if (!list_empty(&l->reqs)) {
-			c = CONTAINER_OF(l->reqs.next, sconn, req_node);
-			list_del(&c->req_node);
+		if (!rg_list_empty(&l->reqs)) {
+			c = RG_CONTAINER_OF(l->reqs.next, sconn, req_node);
+			rg_list_del(&c->req_node);
 			c->req_pending = 0;
 			kick = c->kick;
 			c->kick = 0;
@@ -344,8 +326,8 @@ static void on_timer(uv_timer_t *t)
 {
 	rdma_listener *l = t->data;
 	on_loop(l);
-	for (qnode *n = l->conns.next; n != &l->conns; n = n->next) {
-		sconn *c = CONTAINER_OF(n, sconn, node);
+	for (rg_list *n = l->conns.next; n != &l->conns; n = n->next) {
+		sconn *c = RG_CONTAINER_OF(n, sconn, node);
 		if (!c->established || atomic_load(&c->shut))
 			continue;
 		pthread_mutex_lock(&c->ep.mu);
@@ -369,8 +351,8 @@ static sconn *conn_new(rdma_listener *l, struct rdma_cm_id *id)
 	c->ep.server = 1;
 	pthread_mutex_init(&c->lock, NULL);
 	atomic_init(&c->shut, 0);
-	list_init(&c->node);
-	list_init(&c->req_node);
+	rg_list_init(&c->node);
+	rg_list_init(&c->req_node);
 	rdma_addr_name(rdma_get_peer_addr(id), c->base.peer, sizeof(c->base.peer));
 	id->context = c;
 	return c;
@@ -420,7 +402,7 @@ static void on_connect_request(rdma_listener *l, struct rdma_cm_id *id, const vo
 	uv_poll_init(l->loop, &c->poll, c->ep.ch->fd);
 	c->poll.data = c;
 	l->nhandles++;
-	list_add_tail(&l->conns, &c->node);
+	rg_list_add_tail(&l->conns, &c->node);
 
 	rhello mine;
 	rdma_ep_fill_hello(&c->ep, &mine);
@@ -570,8 +552,8 @@ static void on_idle(uv_idle_t *h)
 	on_loop(l);
 	/* progress may tear a connection down, which leaves it in the list
 	 * until its handle is closed (a later loop phase). */
-	for (qnode *n = l->conns.next; n != &l->conns; n = n->next) {
-		sconn *c = CONTAINER_OF(n, sconn, node);
+	for (rg_list *n = l->conns.next; n != &l->conns; n = n->next) {
+		sconn *c = RG_CONTAINER_OF(n, sconn, node);
 		if (c->hot && c->established && !atomic_load(&c->shut))
 			progress(c);
 		any |= c->hot;
@@ -669,7 +651,7 @@ static void request(sconn *c, int err, int kick)
 		pthread_mutex_lock(&l->lock);
 		c->kick |= kick;
 		if (!c->req_pending) {
-			list_add_tail(&l->reqs, &c->req_node);
+			rg_list_add_tail(&l->reqs, &c->req_node);
 			c->req_pending = 1;
 		}
 		uv_async_send(&l->async);
@@ -699,7 +681,7 @@ static void teardown(sconn *c, int err)
 
 	pthread_mutex_lock(&l->lock);
 	if (c->req_pending) {
-		list_del(&c->req_node);
+		rg_list_del(&c->req_node);
 		c->req_pending = 0;
 	}
 	pthread_mutex_unlock(&l->lock);
@@ -749,7 +731,7 @@ static void conn_close_cb(uv_handle_t *h)
 	rdma_listener *l = c->l;
 	int free_now;
 
-	list_del(&c->node);
+	rg_list_del(&c->node);
 	pthread_mutex_lock(&c->lock);
 	c->handle_closed = 1;
 	c->l = NULL;

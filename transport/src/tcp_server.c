@@ -47,15 +47,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "rg_list.h"
 #include "rg_log.h"
 
 #define SCRATCH_SIZE (64 * 1024)
 #define KEEPALIVE_S 60 /* notice clients that vanished without a FIN/RST */
 
 /* Intrusive doubly linked circular list. */
-typedef struct qnode {
-	struct qnode *prev, *next;
-} qnode;
 
 typedef struct tcp_listener tcp_listener;
 
@@ -67,8 +65,8 @@ typedef struct sconn {
 	tcp_listener *l; /* valid until the handle is closed */
 	void *conn_ctx;  /* NULL: refused, no on_close */
 	int fd;
-	qnode node;      /* in l->conns; loop thread only */
-	qnode req_node;  /* in l->reqs while req_pending; under l->lock */
+	rg_list node;    /* in l->conns; loop thread only */
+	rg_list req_node; /* in l->reqs while req_pending; under l->lock */
 	int req_pending;
 
 	pthread_mutex_t lock; /* guards the fields below */
@@ -98,13 +96,13 @@ struct tcp_listener {
 	void *ctx;
 
 	pthread_mutex_t lock; /* guards reqs, closing */
-	qnode reqs;            /* connections to tear down */
+	rg_list reqs;            /* connections to tear down */
 	int closing;          /* transport_listener_close was called */
 
 	/* loop thread only */
 	int close_started;
 	int nhandles; /* tcp, async and connection handles not yet closed */
-	qnode conns;
+	rg_list conns;
 	uint8_t scratch[SCRATCH_SIZE];
 };
 
@@ -135,22 +133,6 @@ static const transport_ops tcp_server_ops = {
 	.close = server_close,
 };
 
-static void list_init(qnode *h) { h->prev = h->next = h; }
-static int list_empty(const qnode *h) { return h->next == h; }
-static void list_add_tail(qnode *h, qnode *n)
-{
-	n->prev = h->prev;
-	n->next = h;
-	h->prev->next = n;
-	h->prev = n;
-}
-static void list_del(qnode *n)
-{
-	n->prev->next = n->next;
-	n->next->prev = n->prev;
-	list_init(n);
-}
-#define CONTAINER_OF(p, type, field) ((type *)((char *)(p)-offsetof(type, field)))
 
 /* ---- listen ---- */
 
@@ -273,9 +255,9 @@ static void on_async(uv_async_t *a)
 	for (;;) {
 		sconn *c = NULL;
 		pthread_mutex_lock(&l->lock);
-		if (!list_empty(&l->reqs)) {
-			c = CONTAINER_OF(l->reqs.next, sconn, req_node);
-			list_del(&c->req_node);
+		if (!rg_list_empty(&l->reqs)) {
+			c = RG_CONTAINER_OF(l->reqs.next, sconn, req_node);
+			rg_list_del(&c->req_node);
 			c->req_pending = 0;
 		}
 		pthread_mutex_unlock(&l->lock);
@@ -293,8 +275,8 @@ static void on_async(uv_async_t *a)
 	uv_close((uv_handle_t *)&l->tcp, listener_close_cb);
 	/* teardown() unlinks nothing (conn_close_cb does), so walking is safe even
 	 * though on_close may call transport_close. */
-	for (qnode *n = l->conns.next; n != &l->conns; n = n->next)
-		teardown(CONTAINER_OF(n, sconn, node), TRANSPORT_ECLOSED);
+	for (rg_list *n = l->conns.next; n != &l->conns; n = n->next)
+		teardown(RG_CONTAINER_OF(n, sconn, node), TRANSPORT_ECLOSED);
 	/* Every connection is torn down now, so no thread can ask this handle for
 	 * anything more (request_teardown checks torn_down under the conn lock). */
 	uv_close((uv_handle_t *)&l->async, listener_close_cb);
@@ -313,8 +295,8 @@ static sconn *conn_new(tcp_listener *l)
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_mutex_init(&c->send_lock, NULL);
 	atomic_init(&c->shut, 0);
-	list_init(&c->node);
-	list_init(&c->req_node);
+	rg_list_init(&c->node);
+	rg_list_init(&c->req_node);
 	uv_tcp_init(l->loop, &c->handle);
 	c->handle.data = c;
 	l->nhandles++;
@@ -338,7 +320,7 @@ static void conn_start(tcp_listener *l, sconn *c, uv_os_fd_t fd)
 	uv_tcp_nodelay(&c->handle, 1);
 	uv_tcp_keepalive(&c->handle, 1, KEEPALIVE_S);
 	tcp_peer_name(fd, c->base.peer, sizeof(c->base.peer));
-	list_add_tail(&l->conns, &c->node);
+	rg_list_add_tail(&l->conns, &c->node);
 
 	LOG_DEBUG("transport", "accepted %s", c->base.peer);
 	/* Once transport_listener_close has returned, on_accept is not called
@@ -409,8 +391,8 @@ static tcp_listener *listener_new(uv_loop_t *loop, const transport_server_cb *cb
 	l->cb = *cb;
 	l->ctx = ctx;
 	pthread_mutex_init(&l->lock, NULL);
-	list_init(&l->reqs);
-	list_init(&l->conns);
+	rg_list_init(&l->reqs);
+	rg_list_init(&l->conns);
 	int r = uv_async_init(loop, &l->async, on_async);
 	if (r < 0) {
 		pthread_mutex_destroy(&l->lock);
@@ -463,7 +445,7 @@ static void request_teardown(sconn *c, int err)
 		tcp_listener *l = c->l;
 		pthread_mutex_lock(&l->lock);
 		if (!c->req_pending) {
-			list_add_tail(&l->reqs, &c->req_node);
+			rg_list_add_tail(&l->reqs, &c->req_node);
 			c->req_pending = 1;
 		}
 		uv_async_send(&l->async);
@@ -497,7 +479,7 @@ static void teardown(sconn *c, int err)
 
 	pthread_mutex_lock(&l->lock);
 	if (c->req_pending) {
-		list_del(&c->req_node);
+		rg_list_del(&c->req_node);
 		c->req_pending = 0;
 	}
 	pthread_mutex_unlock(&l->lock);
@@ -527,7 +509,7 @@ static void conn_close_cb(uv_handle_t *h)
 	tcp_listener *l = c->l;
 	int free_now;
 
-	list_del(&c->node);
+	rg_list_del(&c->node);
 	pthread_mutex_lock(&c->lock);
 	c->handle_closed = 1;
 	c->l = NULL;
