@@ -292,25 +292,37 @@ transport_conn *connect_to(int port)
 	return c;
 }
 
-/* The server's record of client connection c (matched by address: accepts of
- * earlier tests' connections may still come in). */
-conn_rec *rec_for(transport_conn *c)
+conn_rec *rec_by_peer(const char *peer)
 {
-	char me[64];
-	rdma_ep *ep = rdma_conn_ep(c);
-	rdma_addr_name(rdma_get_local_addr(ep->id), me, sizeof(me));
 	conn_rec *found = NULL;
 	uint64_t end = now_ms() + 5000;
 	while (!found && now_ms() < end) {
 		pthread_mutex_lock(&S.mu);
 		for (int i = 0; i < S.nrecs && !found; i++)
-			if (!strcmp(S.recs[i]->peer, me))
+			if (!strcmp(S.recs[i]->peer, peer))
 				found = S.recs[i];
 		pthread_mutex_unlock(&S.mu);
 		if (!found)
 			usleep(10000);
 	}
 	return found;
+}
+
+conn_rec *rec_for(transport_conn *c)
+{
+	char me[64];
+	rdma_ep *ep = rdma_conn_ep(c);
+	rdma_addr_name(rdma_get_local_addr(ep->id), me, sizeof(me));
+	return rec_by_peer(me);
+}
+
+conn_rec *connect_rec(transport_conn **c)
+{
+	*c = connect_to(S.port);
+	if (!CHECK(*c))
+		return NULL;
+	conn_rec *r = rec_for(*c);
+	return CHECK(r) ? r : NULL;
 }
 
 void *send_job_main(void *arg)

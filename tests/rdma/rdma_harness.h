@@ -134,7 +134,15 @@ void *loop_main_front(uv_loop_t *loop);
 int server_start(server *s);
 void server_stop(server *s);
 transport_conn *connect_to(int port);
+/* The server's record of the connection from peer ("host:port"), waiting up
+ * to 5 s for its accept (matched by address: accepts of earlier tests'
+ * connections may still come in). */
+conn_rec *rec_by_peer(const char *peer);
+/* ... of client connection c. */
 conn_rec *rec_for(transport_conn *c);
+/* A connection to the in-process server (*c) and its record there; NULL (a
+ * failed check) when either is missing. */
+conn_rec *connect_rec(transport_conn **c);
 void *send_job_main(void *arg);
 void *cli_dest(void *ctx, const transport_frame *f);
 int recv_check(transport_conn *c, rx_ctx *x, int op_want, uint64_t seq_want, size_t len);

@@ -24,11 +24,9 @@ static void *recv_one(void *arg)
 
 void test_qp_error(void)
 {
-	transport_conn *c = connect_to(S.port);
-	if (!CHECK(c))
-		return;
-	conn_rec *r = rec_for(c);
-	if (!CHECK(r))
+	transport_conn *c;
+	conn_rec *r = connect_rec(&c);
+	if (!r)
 		return;
 	uint8_t one = pat(1, 0);
 	CHECK_EQ(send_frame(c, OP_DATA, 1, 0, &one, 1), 0);
@@ -55,11 +53,9 @@ void test_vanish(void)
 {
 	uint64_t bound = (uint64_t)rdma_conf()->keepalive_ms + 4000;
 	for (int side = 0; side < 2; side++) {
-		transport_conn *c = connect_to(S.port);
-		if (!CHECK(c))
-			return;
-		conn_rec *r = rec_for(c);
-		if (!CHECK(r))
+		transport_conn *c;
+		conn_rec *r = connect_rec(&c);
+		if (!r)
 			return;
 		r->keep = 1;
 		pthread_t th;
@@ -135,18 +131,28 @@ static void reap(pid_t pid)
 	waitpid(pid, NULL, 0);
 }
 
-void test_server_death(void)
+/* A child process serving on a port of its own (child_server), and that
+ * port; 0 (a failed check, the child reaped) when it did not start. */
+static int spawn_server(pid_t *pid, int *fd)
 {
 	char *argv[] = {self_path, "--child-server", NULL};
-	int fd;
 	char line[64];
-	/* 1: blocked in recv_frame when the server dies */
-	pid_t pid = spawn(argv, &fd);
-	if (!CHECK(pid > 0) || !CHECK(read_line(fd, line, sizeof(line), 10000) > 0)) {
-		reap(pid);
-		return;
+	*pid = spawn(argv, fd);
+	if (!CHECK(*pid > 0) || !CHECK(read_line(*fd, line, sizeof(line), 10000) > 0)) {
+		reap(*pid);
+		return 0;
 	}
-	transport_conn *c = connect_to(atoi(line));
+	return atoi(line);
+}
+
+void test_server_death(void)
+{
+	int fd, port;
+	pid_t pid;
+	/* 1: blocked in recv_frame when the server dies */
+	if (!(port = spawn_server(&pid, &fd)))
+		return;
+	transport_conn *c = connect_to(port);
 	if (CHECK(c)) {
 		uint8_t abc[3];
 		fill(abc, 7, 3);
@@ -173,12 +179,9 @@ void test_server_death(void)
 	close(fd);
 
 	/* 2: in the middle of a 64 MiB send when the server dies */
-	pid = spawn(argv, &fd);
-	if (!CHECK(pid > 0) || !CHECK(read_line(fd, line, sizeof(line), 10000) > 0)) {
-		reap(pid);
+	if (!(port = spawn_server(&pid, &fd)))
 		return;
-	}
-	c = connect_to(atoi(line));
+	c = connect_to(port);
 	if (CHECK(c)) {
 		size_t n = 64u << 20;
 		uint8_t *p = calloc(1, n);
@@ -205,12 +208,9 @@ void test_server_death(void)
 	close(fd);
 
 	/* 3: a stopped server: the sender runs out of credits and times out */
-	pid = spawn(argv, &fd);
-	if (!CHECK(pid > 0) || !CHECK(read_line(fd, line, sizeof(line), 10000) > 0)) {
-		reap(pid);
+	if (!(port = spawn_server(&pid, &fd)))
 		return;
-	}
-	c = connect_to(atoi(line));
+	c = connect_to(port);
 	if (CHECK(c)) {
 		kill(pid, SIGSTOP);
 		uint64_t t0 = now_ms();
@@ -239,14 +239,7 @@ void test_client_death(void)
 	if (!CHECK(pid > 0))
 		return;
 	CHECK(read_line(fd, line, sizeof(line), 10000) > 0); /* "sending ADDR" */
-	conn_rec *r = NULL;
-	for (uint64_t end = now_ms() + 5000; !r && now_ms() < end; usleep(10000)) {
-		pthread_mutex_lock(&S.mu);
-		for (int i = 0; i < S.nrecs && !r; i++)
-			if (!strncmp(line, "sending ", 8) && !strcmp(S.recs[i]->peer, line + 8))
-				r = S.recs[i];
-		pthread_mutex_unlock(&S.mu);
-	}
+	conn_rec *r = strncmp(line, "sending ", 8) ? NULL : rec_by_peer(line + 8);
 	if (!CHECK(r)) {
 		reap(pid);
 		return;

@@ -13,11 +13,9 @@ static const size_t sizes[] = {0, 1, 100, 8100, 8144, 8152, 8200, 65536, (1u << 
 
 void test_frames(void)
 {
-	transport_conn *c = connect_to(S.port);
-	if (!CHECK(c))
-		return;
-	conn_rec *r = rec_for(c);
-	if (!CHECK(r))
+	transport_conn *c;
+	conn_rec *r = connect_rec(&c);
+	if (!r)
 		return;
 	r->keep = 1; /* we send on r->c: it must outlive a failure */
 	rdma_ep *ep = rdma_conn_ep(c);
@@ -248,11 +246,9 @@ static void *srv_sender(void *arg)
 
 void test_concurrent(void)
 {
-	transport_conn *c = connect_to(S.port);
-	if (!CHECK(c))
-		return;
-	conn_rec *r = rec_for(c);
-	if (!CHECK(r))
+	transport_conn *c;
+	conn_rec *r = connect_rec(&c);
+	if (!r)
 		return;
 	r->keep = 1; /* server threads send on r->c */
 	enum { NC = 4, NS = 2, N = 60 };
@@ -331,11 +327,9 @@ static int front_redirect(void *ctx, const char *peer, uint64_t *cookie)
  * goes away without reading, with an error), and the bytes arrive intact. */
 void test_sent_async(void)
 {
-	transport_conn *c = connect_to(S.port);
-	if (!CHECK(c))
-		return;
-	conn_rec *r = rec_for(c);
-	if (!CHECK(r) || !CHECK(r->arena_mr))
+	transport_conn *c;
+	conn_rec *r = connect_rec(&c);
+	if (!r || !CHECK(r->arena_mr))
 		return;
 	rx_ctx x = {.cap = ASYNC_LEN + GUARD};
 	x.buf = malloc(x.cap);
@@ -486,9 +480,9 @@ out:
  * every receive buffer was used again several times. */
 void test_lent(void)
 {
-	transport_conn *c = connect_to(S.port);
-	conn_rec *r = c ? rec_for(c) : NULL;
-	if (!CHECK(c && r))
+	transport_conn *c;
+	conn_rec *r = connect_rec(&c);
+	if (!r)
 		goto out;
 	uint64_t seq = 1;
 	uint8_t small[10];
