@@ -15,7 +15,7 @@ rdma_in_guest() {
   RDMA_VM_TIMEOUT=$timeout "$(dirname "$script")/../../tools/rdma-vm/rdma-vm.sh" run \
     -e "RG_BUILD=$build" -e "RG_OUT=$out" -e "RG_ROUNDS=${RG_ROUNDS:-1}" -e "RG_BUILD_B=${RG_BUILD_B:-}" "$out" -- "$script"
   rc=$?
-  rm -rf "$out"
+  if [ -n "${RG_KEEP:-}" ]; then echo "outputs kept in $out" >&2; else rm -rf "$out"; fi
   exit $rc
 }
 
