@@ -84,7 +84,7 @@ static inline uint64_t rg_ticks(void)
 typedef struct rg_spin {
 	uint64_t ns;     /* how long to spin */
 	uint64_t end_ns; /* deadline on the clock, set at the first stride (0: not yet) */
-	uint64_t t0, end_t; /* the same in ticks, when rate is known */
+	uint64_t t0, end_t; /* start and deadline in ticks (rate known) */
 	uint32_t rate;   /* ticks per ns (16.16) this spin goes by; 0: the clock */
 	unsigned n;
 } rg_spin;
