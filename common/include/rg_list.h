@@ -19,6 +19,9 @@ static inline void rg_list_init(rg_list *h) { h->prev = h->next = h; }
 
 static inline int rg_list_empty(const rg_list *h) { return h->next == h; }
 
+/* A node is in some list (as one taken out or just initialised is not). */
+static inline int rg_list_linked(const rg_list *n) { return n->next != n; }
+
 static inline void rg_list_add_tail(rg_list *h, rg_list *n)
 {
 	n->prev = h->prev;

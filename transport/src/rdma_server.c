@@ -49,7 +49,6 @@
 
 void rdma_addr_name(const struct sockaddr *sa, char *buf, size_t len); /* rdma_client.c */
 
-
 typedef struct rdma_listener rdma_listener;
 
 typedef struct sconn {
@@ -59,8 +58,7 @@ typedef struct sconn {
 	void *conn_ctx;   /* set by on_accept; NULL: not (yet) accepted */
 	uv_poll_t poll;   /* on ep.ch->fd */
 	rg_list node;     /* in l->conns; loop thread only */
-	rg_list req_node; /* in l->reqs while req_pending; under l->lock */
-	int req_pending;
+	rg_list req_node; /* in l->reqs while a request is pending; under l->lock */
 	int established;  /* loop thread only */
 	int kick;         /* under l->lock: run the receive side on the loop */
 	int inline_kick;  /* loop thread: an inline wait left work for the loop */
@@ -132,7 +130,6 @@ const transport_provider transport_rdma_listen_provider = {
 	.listen = srv_listen,
 	.listener_close = srv_listener_close,
 };
-
 
 /* Loop callbacks note their thread: transport_listen may run before uv_run. */
 static void on_loop(rdma_listener *l) { l->loop_thread = pthread_self(); }
@@ -300,7 +297,6 @@ static void on_async(uv_async_t *a)
 		if (!rg_list_empty(&l->reqs)) {
 			c = RG_CONTAINER_OF(l->reqs.next, sconn, req_node);
 			rg_list_del(&c->req_node);
-			c->req_pending = 0;
 			kick = c->kick;
 			c->kick = 0;
 		}
@@ -650,10 +646,8 @@ static void request(sconn *c, int err, int kick)
 		rdma_listener *l = c->l;
 		pthread_mutex_lock(&l->lock);
 		c->kick |= kick;
-		if (!c->req_pending) {
+		if (!rg_list_linked(&c->req_node))
 			rg_list_add_tail(&l->reqs, &c->req_node);
-			c->req_pending = 1;
-		}
 		uv_async_send(&l->async);
 		pthread_mutex_unlock(&l->lock);
 	}
@@ -680,10 +674,7 @@ static void teardown(sconn *c, int err)
 	pthread_mutex_unlock(&c->lock);
 
 	pthread_mutex_lock(&l->lock);
-	if (c->req_pending) {
-		rg_list_del(&c->req_node);
-		c->req_pending = 0;
-	}
+	rg_list_del(&c->req_node); /* harmless when not pending */
 	pthread_mutex_unlock(&l->lock);
 
 	/* Blocked senders wake and return; later ones see the error. */

@@ -53,8 +53,6 @@
 #define SCRATCH_SIZE (64 * 1024)
 #define KEEPALIVE_S 60 /* notice clients that vanished without a FIN/RST */
 
-/* Intrusive doubly linked circular list. */
-
 typedef struct tcp_listener tcp_listener;
 
 enum rx_state { RX_HDR, RX_MSG, RX_PAYLOAD };
@@ -66,8 +64,7 @@ typedef struct sconn {
 	void *conn_ctx;  /* NULL: refused, no on_close */
 	int fd;
 	rg_list node;    /* in l->conns; loop thread only */
-	rg_list req_node; /* in l->reqs while req_pending; under l->lock */
-	int req_pending;
+	rg_list req_node; /* in l->reqs while a request is pending; under l->lock */
 
 	pthread_mutex_t lock; /* guards the fields below */
 	int fd_open;          /* descriptor usable (for shutdown() from other threads) */
@@ -96,7 +93,7 @@ struct tcp_listener {
 	void *ctx;
 
 	pthread_mutex_t lock; /* guards reqs, closing */
-	rg_list reqs;            /* connections to tear down */
+	rg_list reqs;         /* connections to tear down */
 	int closing;          /* transport_listener_close was called */
 
 	/* loop thread only */
@@ -132,7 +129,6 @@ static const transport_ops tcp_server_ops = {
 	.shutdown = server_shutdown,
 	.close = server_close,
 };
-
 
 /* ---- listen ---- */
 
@@ -258,7 +254,6 @@ static void on_async(uv_async_t *a)
 		if (!rg_list_empty(&l->reqs)) {
 			c = RG_CONTAINER_OF(l->reqs.next, sconn, req_node);
 			rg_list_del(&c->req_node);
-			c->req_pending = 0;
 		}
 		pthread_mutex_unlock(&l->lock);
 		if (!c)
@@ -444,10 +439,8 @@ static void request_teardown(sconn *c, int err)
 		 * are alive (they go only after every connection is torn down). */
 		tcp_listener *l = c->l;
 		pthread_mutex_lock(&l->lock);
-		if (!c->req_pending) {
+		if (!rg_list_linked(&c->req_node))
 			rg_list_add_tail(&l->reqs, &c->req_node);
-			c->req_pending = 1;
-		}
 		uv_async_send(&l->async);
 		pthread_mutex_unlock(&l->lock);
 	}
@@ -478,10 +471,7 @@ static void teardown(sconn *c, int err)
 	pthread_mutex_unlock(&c->lock);
 
 	pthread_mutex_lock(&l->lock);
-	if (c->req_pending) {
-		rg_list_del(&c->req_node);
-		c->req_pending = 0;
-	}
+	rg_list_del(&c->req_node); /* harmless when not pending */
 	pthread_mutex_unlock(&l->lock);
 
 	uv_read_stop((uv_stream_t *)&c->handle);
