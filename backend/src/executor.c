@@ -141,6 +141,7 @@ int be_executor_run_inline(be_session *s, be_req *rq)
 static void *executor_main(void *arg)
 {
 	be_session *s = arg;
+	pthread_setname_np(pthread_self(), "rg-exec");
 
 	for (;;) {
 		int stop;

@@ -222,6 +222,7 @@ static int serve_one(int fd)
 		.on_frame = be_on_frame,
 		.on_close = on_close_last,
 	};
+	pthread_setname_np(pthread_self(), "rg-session"); /* not "exe", from /proc/self/exe */
 	int r = transport_adopt(&M.loop, "tcp", fd, &cb, &M.loop, &M.listener);
 	if (r != TRANSPORT_OK) {
 		LOG_ERROR(BE_LOG, "--session-fd %d: %s", fd, transport_strerror(r));
@@ -259,6 +260,7 @@ static int serve_sent(const transport_addr *addr, const char *driver, int device
 		.on_frame = be_on_frame,
 		.on_close = on_close_last,
 	};
+	pthread_setname_np(pthread_self(), "rg-session"); /* not "exe", from /proc/self/exe */
 	loop_start();
 	int r = transport_listen(&M.loop, addr, &cb, &M.loop, &M.listener);
 	if (r != TRANSPORT_OK) {

@@ -7,6 +7,8 @@
  * then costs the server's round trip and nothing more: no thread hand-off, which
  * is tens of microseconds where cores are few (a wake-up) and a cache line
  * transfer where they are not. */
+#define _GNU_SOURCE /* pthread_setname_np */
+
 #include "conn.h"
 
 #include <errno.h>
@@ -285,6 +287,7 @@ static void role_release(fe_conn *c)
 static void *rx_main(void *arg)
 {
 	fe_conn *c = arg;
+	pthread_setname_np(pthread_self(), "rg-rx");
 	for (;;) {
 		pthread_mutex_lock(&c->lock);
 		while (!c->closing && !c->dead && !rx_due_locked(c)) {

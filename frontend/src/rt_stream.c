@@ -4,6 +4,8 @@
  * stream or an event costs no round trip: the create travels async and the server
  * maps the id to its own object.
  */
+#define _GNU_SOURCE /* pthread_setname_np */
+
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -346,6 +348,7 @@ static struct {
 
 static void *hostfn_main(void *arg)
 {
+	pthread_setname_np(pthread_self(), "rg-hostfn");
 	for (;;) {
 		pthread_mutex_lock(&H.lock);
 		while (!H.ready)

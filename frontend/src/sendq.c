@@ -2,6 +2,8 @@
  * at a time, frames never interleave), `qlock` guards the queue. A writer takes
  * the whole queue under qlock, then writes it outside qlock, so posting never
  * waits for the network. */
+#define _GNU_SOURCE /* pthread_setname_np */
+
 #include "sendq.h"
 
 #include <pthread.h>
@@ -101,6 +103,7 @@ static int write_locked(fe_sendq *q, const void *frame, size_t len, const void *
 static void *sender_main(void *arg)
 {
 	fe_sendq *q = arg;
+	pthread_setname_np(pthread_self(), "rg-send");
 	rg_spin idle;
 	rg_spin_start(&idle, SPIN_NS);
 	for (;;) {

@@ -567,6 +567,7 @@ static void on_sigusr1(int sig)
 
 static void *dumper_main(void *arg)
 {
+	pthread_setname_np(pthread_self(), "rg-stats");
 	for (;;) {
 		if (sem_wait(&fe_obs_g.sem) != 0) {
 			if (errno == EINTR)

@@ -19,6 +19,9 @@
 # at once are served by two processes other than the supervisor, and that a
 # client going straight to one of those ports (no cookie) is refused while the
 # session's own client carries on.
+# spin_end: a session process busy polling for 10 s between requests
+# (REMOTE_GPU_RDMA_SERVER_SPIN_US) still ends within 3 s of its client leaving:
+# the spin looks at the rdma_cm channel.
 # Fault tests: kill_client (a client SIGKILLed in the middle of 64 MiB copies:
 # the server frees its session, others carry on), kill_server (the server, its
 # session processes included, SIGKILLed while a client holds memory and waits:
@@ -34,7 +37,7 @@ ip=${RDMA_VM_IP:-}
 only=
 timeout_s=${RG_E2E_TIMEOUT:-300}
 PROGRAMS=(copies memsets streams threads args graphs pointers)
-SPECIAL=(server_zero_copy isolation kill_client kill_server)
+SPECIAL=(server_zero_copy isolation spin_end kill_client kill_server)
 
 while [ $# -gt 0 ]; do
   case $1 in
@@ -71,9 +74,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-start_server() {
+start_server() { # [VAR=VALUE...] for the server; sets srv_pid and port
   rm -f "$work/port"
-  REMOTE_GPU_LOG=warn,transport=debug FAKECUDA_LAUNCH_LOG=$work/launch.log "$gpud" --listen "rdma://$ip:0" --port-file "$work/port" \
+  env "$@" REMOTE_GPU_LOG=warn,transport=debug FAKECUDA_LAUNCH_LOG=$work/launch.log "$gpud" --listen "rdma://$ip:0" --port-file "$work/port" \
     --driver "$fake" >>"$work/server.log" 2>&1 &
   srv_pid=$!
   local n=300
@@ -165,6 +168,22 @@ t_isolation() {
   report isolation "$([ -z "$why" ] && echo 0 || echo 1)" "${why:-two clients, $kids session processes; a stranger at port $sport refused}"
 }
 
+t_spin_end() {
+  local why='' main_pid=$srv_pid main_port=$port kids n=30
+  if start_server REMOTE_GPU_RDMA_SERVER_SPIN_US=10000000; then
+    client "$bin/probe" >/dev/null 2>"$work/spin.err" || why="probe failed: $(tail -n 2 "$work/spin.err")"
+    while [ $n -gt 0 ] && pgrep -P "$srv_pid" >/dev/null; do sleep 0.1; n=$((n - 1)); done
+    kids=$(pgrep -P "$srv_pid" | wc -l)
+    [ -z "$why" ] && [ "$kids" -gt 0 ] && why="$kids session process(es) still there 3 s after the client left"
+    kill -TERM "$srv_pid"; wait "$srv_pid" 2>/dev/null
+  else
+    why="the busy-polling server did not start"
+    kill -KILL "$srv_pid" 2>/dev/null
+  fi
+  srv_pid=$main_pid port=$main_port
+  report spin_end "$([ -z "$why" ] && echo 0 || echo 1)" "${why:-the session process ended with its client, inside a 10 s spin}"
+}
+
 t_kill_client() {
   local why=
   # not through client(): SIGKILL must reach the program, not `timeout`
@@ -222,6 +241,7 @@ for t in "${tests[@]}"; do
   case $t in
     server_zero_copy) t_server_zero_copy ;;
     isolation) t_isolation ;;
+    spin_end) t_spin_end ;;
     kill_client) t_kill_client ;;
     kill_server) t_kill_server ;;
     *) t_program "$t" ;;

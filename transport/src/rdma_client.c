@@ -326,8 +326,9 @@ static void lead(rdma_client *c)
 	if (rdma_conf()->bulk_spin_us > spin_us && rdma_ep_bulk_pending(ep))
 		spin_us = rdma_conf()->bulk_spin_us;
 	if (spin_us > 0) {
-		rg_spin sp;
+		rg_spin sp, cm_check;
 		rg_spin_start(&sp, (uint64_t)spin_us * 1000);
+		rg_spin_start(&cm_check, RDMA_CM_CHECK_NS);
 		do {
 			/* Let others at mu between tries (senders post under it). */
 			pthread_mutex_unlock(&ep->mu);
@@ -335,6 +336,12 @@ static void lead(rdma_client *c)
 			pthread_mutex_lock(&ep->mu);
 			if (rdma_ep_poll(ep) != 0 || ep->err)
 				return;
+			if (!rg_spin_on(&cm_check)) {
+				handle_cm_events(c);
+				if (ep->peer_gone)
+					return;
+				rg_spin_start(&cm_check, RDMA_CM_CHECK_NS);
+			}
 		} while (rg_spin_on(&sp));
 	}
 	if (rdma_ep_arm(ep) != 0 || rdma_ep_poll(ep) != 0)

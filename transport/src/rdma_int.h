@@ -95,6 +95,9 @@
 #define RDMA_SQ_DEPTH 128             /* >= RDMA_NSEND + RDMA_MAX_READS + keepalive */
 #define RDMA_NSENT 64                 /* zero-copy sends the peer is still reading (sendv_async) */
 #define RDMA_PROTO_VERSION 2
+/* A spinning side looks at its rdma_cm channel this often, so a peer that left
+ * is seen within this, not once a long spin (REMOTE_GPU_RDMA_*SPIN_US) ends. */
+#define RDMA_CM_CHECK_NS 100000
 
 enum { RM_FRAME = 1, RM_SEGS = 2, RM_CTRL = 3, RM_BATCH = 4 };
 enum { RMF_LAST = 1, RMF_NEED = 2 };

@@ -558,6 +558,14 @@ static void on_idle(uv_idle_t *h)
 		uv_idle_stop(h);
 }
 
+/* Whether the rdma_cm channel has an event for the loop (a disconnect, a new
+ * connection): a spin gives the loop back for it. */
+static int cm_event_pending(rdma_listener *l)
+{
+	struct pollfd p = {.fd = l->cm->fd, .events = POLLIN};
+	return poll(&p, 1, 0) > 0;
+}
+
 /* Loop thread: completions, frames, acks; tears down on a failure. */
 static void progress(sconn *c)
 {
@@ -566,8 +574,9 @@ static void progress(sconn *c)
 	int r = 0;
 
 	int spin_us = rdma_conf()->server_spin_us;
-	rg_spin sp;
+	rg_spin sp, cm_check;
 	rg_spin_start(&sp, (uint64_t)spin_us * 1000);
+	rg_spin_start(&cm_check, RDMA_CM_CHECK_NS);
 	int moved = 0;
 
 	pthread_mutex_lock(&ep->mu);
@@ -602,6 +611,11 @@ static void progress(sconn *c)
 			rg_spin_start(&sp, (uint64_t)spin_us * 1000);
 		else if (!rg_spin_on(&sp))
 			break;
+		if (!rg_spin_on(&cm_check)) {
+			if (cm_event_pending(l))
+				break;
+			rg_spin_start(&cm_check, RDMA_CM_CHECK_NS);
+		}
 		pthread_mutex_unlock(&ep->mu);
 		rg_cpu_relax();
 		pthread_mutex_lock(&ep->mu);
