@@ -40,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "loopq.h"
 #include "rdma_int.h"
 #include "rg_list.h"
 #include "rg_log.h"
@@ -58,9 +59,9 @@ typedef struct sconn {
 	void *conn_ctx;   /* set by on_accept; NULL: not (yet) accepted */
 	uv_poll_t poll;   /* on ep.ch->fd */
 	rg_list node;     /* in l->conns; loop thread only */
-	rg_list req_node; /* in l->reqs while a request is pending; under l->lock */
+	rg_list req_node; /* in l->q while a request is pending */
 	int established;  /* loop thread only */
-	int kick;         /* under l->lock: run the receive side on the loop */
+	atomic_int kick;  /* run the receive side on the loop (request) */
 	int inline_kick;  /* loop thread: an inline wait left work for the loop */
 	int hot;          /* loop thread: bulk data moves, l->idle polls it (on_idle) */
 	uint64_t bulk_ns; /* loop thread: last progress while hot */
@@ -76,16 +77,12 @@ struct rdma_listener {
 	struct rdma_event_channel *cm;
 	struct rdma_cm_id *id;
 	uv_poll_t cm_poll;
-	uv_async_t async;
+	transport_loopq q; /* teardowns and kicks other threads ask for, the close */
 	uv_timer_t timer;
 	uv_idle_t idle; /* runs while a connection is hot: polls it every loop turn */
 	transport_server_cb cb;
 	void *ctx;
 	int rd; /* READs in flight we allow (device limits) */
-
-	pthread_mutex_t lock; /* guards reqs, closing */
-	rg_list reqs;
-	int closing;
 
 	/* loop thread only */
 	pthread_t loop_thread;
@@ -165,8 +162,6 @@ static int srv_listen(uv_loop_t *loop, const transport_addr *a, const transport_
 	l->ctx = ctx;
 	l->rd = 16;
 	l->loop_thread = pthread_self();
-	pthread_mutex_init(&l->lock, NULL);
-	rg_list_init(&l->reqs);
 	rg_list_init(&l->conns);
 
 	r = TRANSPORT_EADDR;
@@ -205,8 +200,11 @@ static int srv_listen(uv_loop_t *loop, const transport_addr *a, const transport_
 	freeaddrinfo(res);
 	res = NULL;
 
-	uv_async_init(loop, &l->async, on_async);
-	l->async.data = l;
+	if ((r = transport_loopq_init(&l->q, loop, on_async, l)) < 0) {
+		LOG_ERROR("transport", "uv_async_init: %s", uv_strerror(r));
+		r = TRANSPORT_EIO;
+		goto fail;
+	}
 	uv_poll_init(loop, &l->cm_poll, l->cm->fd);
 	l->cm_poll.data = l;
 	uv_timer_init(loop, &l->timer);
@@ -228,18 +226,13 @@ fail:
 		rdma_v.destroy_id(l->id);
 	if (l->cm)
 		rdma_v.destroy_event_channel(l->cm);
-	pthread_mutex_destroy(&l->lock);
 	free(l);
 	return r;
 }
 
 static void srv_listener_close(transport_listener *base)
 {
-	rdma_listener *l = (rdma_listener *)base;
-	pthread_mutex_lock(&l->lock);
-	l->closing = 1;
-	uv_async_send(&l->async);
-	pthread_mutex_unlock(&l->lock);
+	transport_loopq_close(&((rdma_listener *)base)->q);
 }
 
 static void listener_free_if_done(rdma_listener *l)
@@ -247,7 +240,7 @@ static void listener_free_if_done(rdma_listener *l)
 	if (l->close_started && l->nhandles == 0) {
 		/* Every id of the channel is destroyed by now. */
 		rdma_v.destroy_event_channel(l->cm);
-		pthread_mutex_destroy(&l->lock);
+		transport_loopq_destroy(&l->q);
 		free(l);
 	}
 }
@@ -281,7 +274,7 @@ static void listener_close_now(rdma_listener *l)
 	l->id = NULL;
 	uv_close((uv_handle_t *)&l->cm_poll, listener_close_cb);
 	uv_close((uv_handle_t *)&l->timer, listener_close_cb);
-	uv_close((uv_handle_t *)&l->async, listener_close_cb);
+	uv_close((uv_handle_t *)&l->q.async, listener_close_cb);
 	uv_close((uv_handle_t *)&l->idle, listener_close_cb);
 }
 
@@ -290,19 +283,9 @@ static void on_async(uv_async_t *a)
 {
 	rdma_listener *l = a->data;
 	on_loop(l);
-	for (;;) {
-		sconn *c = NULL;
-		int kick = 0;
-		pthread_mutex_lock(&l->lock);
-		if (!rg_list_empty(&l->reqs)) {
-			c = RG_CONTAINER_OF(l->reqs.next, sconn, req_node);
-			rg_list_del(&c->req_node);
-			kick = c->kick;
-			c->kick = 0;
-		}
-		pthread_mutex_unlock(&l->lock);
-		if (!c)
-			break;
+	for (rg_list *n; (n = transport_loopq_pop(&l->q));) {
+		sconn *c = RG_CONTAINER_OF(n, sconn, req_node);
+		int kick = atomic_exchange(&c->kick, 0); /* set before the post */
 		pthread_mutex_lock(&c->lock);
 		int close_err = c->close_err, torn = c->torn_down;
 		pthread_mutex_unlock(&c->lock);
@@ -311,10 +294,7 @@ static void on_async(uv_async_t *a)
 		else if (kick && !torn)
 			progress(c);
 	}
-	pthread_mutex_lock(&l->lock);
-	int closing = l->closing;
-	pthread_mutex_unlock(&l->lock);
-	if (closing && !l->close_started)
+	if (transport_loopq_closing(&l->q) && !l->close_started)
 		listener_close_now(l);
 }
 
@@ -347,6 +327,7 @@ static sconn *conn_new(rdma_listener *l, struct rdma_cm_id *id)
 	c->ep.server = 1;
 	pthread_mutex_init(&c->lock, NULL);
 	atomic_init(&c->shut, 0);
+	atomic_init(&c->kick, 0);
 	rg_list_init(&c->node);
 	rg_list_init(&c->req_node);
 	rdma_addr_name(rdma_get_peer_addr(id), c->base.peer, sizeof(c->base.peer));
@@ -356,9 +337,7 @@ static sconn *conn_new(rdma_listener *l, struct rdma_cm_id *id)
 
 static void on_connect_request(rdma_listener *l, struct rdma_cm_id *id, const void *priv, size_t plen, int peer_rd)
 {
-	pthread_mutex_lock(&l->lock);
-	int closing = l->closing;
-	pthread_mutex_unlock(&l->lock);
+	int closing = transport_loopq_closing(&l->q);
 	if (!closing && l->cb.on_redirect) {
 		char peer[64];
 		rdma_addr_name(rdma_get_peer_addr(id), peer, sizeof(peer));
@@ -425,9 +404,7 @@ static void on_connect_request(rdma_listener *l, struct rdma_cm_id *id, const vo
 static void on_established(sconn *c)
 {
 	rdma_listener *l = c->l;
-	pthread_mutex_lock(&l->lock);
-	int closing = l->closing;
-	pthread_mutex_unlock(&l->lock);
+	int closing = transport_loopq_closing(&l->q);
 	c->conn_ctx = !closing && l->cb.on_accept ? l->cb.on_accept(l->ctx, &c->base) : NULL;
 	if (!c->conn_ctx) {
 		LOG_INFO("transport", "%s: refused by the upper layer", c->base.peer);
@@ -657,13 +634,9 @@ static void request(sconn *c, int err, int kick)
 		c->close_err = err;
 	if (!c->torn_down) {
 		/* torn_down == 0 under c->lock: listener and async are alive. */
-		rdma_listener *l = c->l;
-		pthread_mutex_lock(&l->lock);
-		c->kick |= kick;
-		if (!rg_list_linked(&c->req_node))
-			rg_list_add_tail(&l->reqs, &c->req_node);
-		uv_async_send(&l->async);
-		pthread_mutex_unlock(&l->lock);
+		if (kick)
+			atomic_store(&c->kick, 1);
+		transport_loopq_post(&c->l->q, &c->req_node);
 	}
 	pthread_mutex_unlock(&c->lock);
 }
@@ -687,9 +660,7 @@ static void teardown(sconn *c, int err)
 	atomic_store(&c->shut, 1);
 	pthread_mutex_unlock(&c->lock);
 
-	pthread_mutex_lock(&l->lock);
-	rg_list_del(&c->req_node); /* harmless when not pending */
-	pthread_mutex_unlock(&l->lock);
+	transport_loopq_cancel(&l->q, &c->req_node);
 
 	/* Blocked senders wake and return; later ones see the error. */
 	pthread_mutex_lock(&ep->mu);

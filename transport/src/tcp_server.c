@@ -32,10 +32,11 @@
  * connection object is freed when both the handle is closed and the upper
  * layer has called transport_close, whichever comes last.
  *
- * Lock order: send_lock -> conn.lock -> listener.lock. conn.lock and
- * listener.lock are only held for a few instructions, never across I/O.
+ * Lock order: send_lock -> conn.lock -> the listener's loopq lock. conn.lock
+ * and the loopq lock are only held for a few instructions, never across I/O.
  */
 #include "transport_int.h"
+#include "loopq.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -64,7 +65,7 @@ typedef struct sconn {
 	void *conn_ctx;  /* NULL: refused, no on_close */
 	int fd;
 	rg_list node;    /* in l->conns; loop thread only */
-	rg_list req_node; /* in l->reqs while a request is pending; under l->lock */
+	rg_list req_node; /* in l->q while a teardown request is pending */
 
 	pthread_mutex_t lock; /* guards the fields below */
 	int fd_open;          /* descriptor usable (for shutdown() from other threads) */
@@ -88,13 +89,9 @@ struct tcp_listener {
 	transport_listener base;
 	uv_loop_t *loop;
 	uv_tcp_t tcp;
-	uv_async_t async;
+	transport_loopq q; /* connections to tear down, the close */
 	transport_server_cb cb;
 	void *ctx;
-
-	pthread_mutex_t lock; /* guards reqs, closing */
-	rg_list reqs;         /* connections to tear down */
-	int closing;          /* transport_listener_close was called */
 
 	/* loop thread only */
 	int close_started;
@@ -200,7 +197,7 @@ int tcp_listen(uv_loop_t *loop, const transport_addr *a, const transport_server_
 			close(fd); /* uv_tcp_open failed: the handle does not own fd */
 		l->close_started = 1;
 		uv_close((uv_handle_t *)&l->tcp, listener_close_cb);
-		uv_close((uv_handle_t *)&l->async, listener_close_cb);
+		uv_close((uv_handle_t *)&l->q.async, listener_close_cb);
 		return TRANSPORT_EIO;
 	}
 	LOG_INFO("transport", "listening on %s:%d", a->host, port);
@@ -208,16 +205,10 @@ int tcp_listen(uv_loop_t *loop, const transport_addr *a, const transport_server_
 	return TRANSPORT_OK;
 }
 
-/* Any thread. The work happens on the loop thread (on_async); holding l->lock
- * across uv_async_send keeps the loop from closing the async handle while this
- * thread is still inside uv_async_send. */
+/* Any thread. The work happens on the loop thread (on_async). */
 void tcp_listener_close(transport_listener *base)
 {
-	tcp_listener *l = (tcp_listener *)base;
-	pthread_mutex_lock(&l->lock);
-	l->closing = 1;
-	uv_async_send(&l->async);
-	pthread_mutex_unlock(&l->lock);
+	transport_loopq_close(&((tcp_listener *)base)->q);
 }
 
 const transport_provider transport_tcp_listen_provider = {
@@ -229,7 +220,7 @@ const transport_provider transport_tcp_listen_provider = {
 static void listener_free_if_done(tcp_listener *l)
 {
 	if (l->close_started && l->nhandles == 0) {
-		pthread_mutex_destroy(&l->lock);
+		transport_loopq_destroy(&l->q);
 		free(l);
 	}
 }
@@ -246,25 +237,11 @@ static void listener_close_cb(uv_handle_t *h)
 static void on_async(uv_async_t *a)
 {
 	tcp_listener *l = a->data;
-	int closing;
 
-	for (;;) {
-		sconn *c = NULL;
-		pthread_mutex_lock(&l->lock);
-		if (!rg_list_empty(&l->reqs)) {
-			c = RG_CONTAINER_OF(l->reqs.next, sconn, req_node);
-			rg_list_del(&c->req_node);
-		}
-		pthread_mutex_unlock(&l->lock);
-		if (!c)
-			break;
-		teardown(c, TRANSPORT_ECLOSED);
-	}
+	for (rg_list *n; (n = transport_loopq_pop(&l->q));)
+		teardown(RG_CONTAINER_OF(n, sconn, req_node), TRANSPORT_ECLOSED);
 
-	pthread_mutex_lock(&l->lock);
-	closing = l->closing;
-	pthread_mutex_unlock(&l->lock);
-	if (!closing || l->close_started)
+	if (!transport_loopq_closing(&l->q) || l->close_started)
 		return;
 	l->close_started = 1;
 	uv_close((uv_handle_t *)&l->tcp, listener_close_cb);
@@ -274,7 +251,7 @@ static void on_async(uv_async_t *a)
 		teardown(RG_CONTAINER_OF(n, sconn, node), TRANSPORT_ECLOSED);
 	/* Every connection is torn down now, so no thread can ask this handle for
 	 * anything more (request_teardown checks torn_down under the conn lock). */
-	uv_close((uv_handle_t *)&l->async, listener_close_cb);
+	uv_close((uv_handle_t *)&l->q.async, listener_close_cb);
 }
 
 /* ---- accept ---- */
@@ -320,9 +297,7 @@ static void conn_start(tcp_listener *l, sconn *c, uv_os_fd_t fd)
 	LOG_DEBUG("transport", "accepted %s", c->base.peer);
 	/* Once transport_listener_close has returned, on_accept is not called
 	 * again (it may have been called from this thread, in a callback). */
-	pthread_mutex_lock(&l->lock);
-	int closing = l->closing;
-	pthread_mutex_unlock(&l->lock);
+	int closing = transport_loopq_closing(&l->q);
 	c->conn_ctx = !closing && l->cb.on_accept ? l->cb.on_accept(l->ctx, &c->base) : NULL;
 	if (!c->conn_ctx) {
 		LOG_INFO("transport", "%s: refused by the upper layer", c->base.peer);
@@ -385,17 +360,13 @@ static tcp_listener *listener_new(uv_loop_t *loop, const transport_server_cb *cb
 	l->loop = loop;
 	l->cb = *cb;
 	l->ctx = ctx;
-	pthread_mutex_init(&l->lock, NULL);
-	rg_list_init(&l->reqs);
 	rg_list_init(&l->conns);
-	int r = uv_async_init(loop, &l->async, on_async);
+	int r = transport_loopq_init(&l->q, loop, on_async, l);
 	if (r < 0) {
-		pthread_mutex_destroy(&l->lock);
 		free(l);
 		LOG_ERROR("transport", "uv_async_init: %s", uv_strerror(r));
 		return NULL;
 	}
-	l->async.data = l;
 	l->nhandles++;
 	uv_tcp_init(loop, &l->tcp); /* cannot fail without flags */
 	l->tcp.data = l;
@@ -418,7 +389,7 @@ int tcp_adopt(uv_loop_t *loop, int fd, const transport_server_cb *cb, void *ctx,
 		close(fd);
 		l->close_started = 1;
 		uv_close((uv_handle_t *)&l->tcp, listener_close_cb);
-		uv_close((uv_handle_t *)&l->async, listener_close_cb);
+		uv_close((uv_handle_t *)&l->q.async, listener_close_cb);
 		return TRANSPORT_EIO;
 	}
 	*out = &l->base;
@@ -438,11 +409,7 @@ static void request_teardown(sconn *c, int err)
 		/* torn_down == 0 under c->lock: the listener and its async handle
 		 * are alive (they go only after every connection is torn down). */
 		tcp_listener *l = c->l;
-		pthread_mutex_lock(&l->lock);
-		if (!rg_list_linked(&c->req_node))
-			rg_list_add_tail(&l->reqs, &c->req_node);
-		uv_async_send(&l->async);
-		pthread_mutex_unlock(&l->lock);
+		transport_loopq_post(&l->q, &c->req_node);
 	}
 	pthread_mutex_unlock(&c->lock);
 }
@@ -470,9 +437,7 @@ static void teardown(sconn *c, int err)
 		shutdown(c->fd, SHUT_RDWR);
 	pthread_mutex_unlock(&c->lock);
 
-	pthread_mutex_lock(&l->lock);
-	rg_list_del(&c->req_node); /* harmless when not pending */
-	pthread_mutex_unlock(&l->lock);
+	transport_loopq_cancel(&l->q, &c->req_node);
 
 	uv_read_stop((uv_stream_t *)&c->handle);
 	/* Once we hold send_lock no writer is inside sendmsg/poll on fd, and
