@@ -64,10 +64,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#if defined(__x86_64__) || defined(__i386__)
-#include <x86intrin.h>
-#endif
-
+#include "rg_clock.h"
 #include "rg_log.h"
 #include "rt.h"
 
@@ -82,23 +79,17 @@ static void lazy_init(void);
 
 /* ---- time ---- */
 
+/* The tick counter where there is one (rg_ticks), else the clock itself. */
 static inline uint64_t ticks(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
-	return __rdtsc();
+	return rg_ticks();
 #else
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	return rg_clock_ns();
 #endif
 }
 
-uint64_t fe_obs_now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
+uint64_t fe_obs_now_ns(void) { return rg_clock_ns(); }
 
 /* Nanoseconds per tick, from the interval since the library loaded (at least
  * 2 ms of it: a dump right after the start waits that long). */
