@@ -260,9 +260,10 @@ static void run_entry(be_session *s, be_wentry *e, int live)
 static void *waiter_main(void *arg)
 {
 	be_session *s = arg;
-	pthread_setname_np(pthread_self(), "rg-wait");
 	be_waiter *w = &s->w;
 	int ctx_set = 0;
+
+	pthread_setname_np(pthread_self(), "rg-wait");
 
 	for (;;) {
 		/* Spin a little before sleeping, as the executor does: a client
