@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 tools/setup.sh
 python3 api/gen.py --check
 python3 api/gen_rt_stubs.py --check
+python3 api/gen_drv.py --check
 status=0
 (cd build && ctest --output-on-failure -j"$(nproc)") || status=1
 if [ -x tests/fuzz/run.sh ]; then

@@ -59,30 +59,6 @@ static CUresult drv_enter(void)
 	return (CUresult)fe_rt_enter(&c);
 }
 
-/* As the driver: a code it does not define is an invalid value, *pStr NULL. */
-CUresult cuGetErrorName(CUresult error, const char **pStr)
-{
-	if (!pStr)
-		return CUDA_ERROR_INVALID_VALUE;
-	const struct fe_error_text *t = fe_error_lookup(fe_drv_error_texts, fe_drv_error_texts_n, error);
-	*pStr = t ? t->name : NULL;
-	return t ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-}
-
-CUresult cuGetErrorString(CUresult error, const char **pStr)
-{
-	if (!pStr)
-		return CUDA_ERROR_INVALID_VALUE;
-	const struct fe_error_text *t = fe_error_lookup(fe_drv_error_texts, fe_drv_error_texts_n, error);
-	if (!t) {
-		*pStr = NULL;
-		return CUDA_ERROR_INVALID_VALUE;
-	}
-	const char *server = fe_error_server_text(error);
-	*pStr = server ? server : t->text;
-	return CUDA_SUCCESS;
-}
-
 /* ---- init, devices */
 
 CUresult cuInit(unsigned int flags) { return (CUresult)fe_rt_init(); }
@@ -293,71 +269,8 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned
 	return (CUresult)fe_kernel_launch(f, g, b, params, shmem, (cudaStream_t)stream);
 }
 
-/* ---- entry points by name */
-
-typedef struct entry {
-	const char *name;
-	void *fn;
-} entry;
-
-#define E(n) {#n, (void *)n}
-static const entry entries[] = {
-	E(cuGetErrorString), E(cuGetErrorName), E(cuInit), E(cuDriverGetVersion), E(cuDeviceGetCount), E(cuDeviceGet),
-	E(cuDeviceGetName), E(cuDeviceGetAttribute), {"cuDeviceTotalMem", (void *)cuDeviceTotalMem},
-	{"cuDeviceGetUuid", (void *)cuDeviceGetUuid}, E(cuDeviceGetPCIBusId), E(cuDevicePrimaryCtxRetain),
-	{"cuDevicePrimaryCtxRelease", (void *)cuDevicePrimaryCtxRelease}, E(cuDevicePrimaryCtxGetState),
-	E(cuCtxGetCurrent), E(cuCtxSetCurrent), E(cuCtxGetDevice), E(cuCtxSynchronize), E(cuModuleLoadData),
-	E(cuModuleLoadDataEx), E(cuModuleUnload), E(cuModuleGetFunction), E(cuLaunchKernel), E(cuGetExportTable),
-};
-
-static void *entry_find(const char *symbol)
-{
-	for (size_t i = 0; i < sizeof(entries) / sizeof(entries[0]); i++)
-		if (strcmp(entries[i].name, symbol) == 0)
-			return entries[i].fn;
-	return NULL;
-}
-
-CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, cuuint64_t flags,
-			  CUdriverProcAddressQueryResult *status)
-{
-	if (!symbol || !pfn)
-		return CUDA_ERROR_INVALID_VALUE;
-	*pfn = entry_find(symbol);
-	if (status)
-		*status = *pfn ? CU_GET_PROC_ADDRESS_SUCCESS : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
-	if (!*pfn) {
-		rg_log_once("frontend", "driver entry point not forwarded", symbol);
-		return CUDA_ERROR_NOT_FOUND;
-	}
-	return CUDA_SUCCESS;
-}
-
-cudaError_t cudaGetDriverEntryPointByVersion(const char *symbol, void **funcPtr, unsigned int cudaVersion,
-					     unsigned long long flags, enum cudaDriverEntryPointQueryResult *driverStatus)
-{
-	if (!symbol || !funcPtr)
-		return fe_rt_fail(cudaErrorInvalidValue);
-	*funcPtr = entry_find(symbol);
-	if (driverStatus)
-		*driverStatus = *funcPtr ? cudaDriverEntryPointSuccess : cudaDriverEntryPointSymbolNotFound;
-	if (!*funcPtr)
-		rg_log_once("frontend", "driver entry point not forwarded", symbol);
-	/* As CUDA does: an unknown symbol is reported in driverStatus, the call
-	 * itself succeeds. */
-	return cudaSuccess;
-}
-
-cudaError_t cudaGetDriverEntryPoint(const char *symbol, void **funcPtr, unsigned long long flags,
-				    enum cudaDriverEntryPointQueryResult *driverStatus)
-{
-	return cudaGetDriverEntryPointByVersion(symbol, funcPtr, CUDART_VERSION, flags, driverStatus);
-}
-
-/* The names older callers dlsym: the same functions under their unversioned
- * symbols (cuda.h maps the source names to the _v2 ones). */
-extern __typeof__(cuDeviceTotalMem) cuDeviceTotalMem_v1 __asm__("cuDeviceTotalMem")
-	__attribute__((alias("cuDeviceTotalMem_v2")));
+/* The unversioned symbols of two functions whose _v2 kept the ABI (cuda.h maps
+ * the source names to the _v2 ones); cuDeviceTotalMem's took 32-bit sizes. */
 extern __typeof__(cuDeviceGetUuid) cuDeviceGetUuid_v1 __asm__("cuDeviceGetUuid")
 	__attribute__((alias("cuDeviceGetUuid_v2")));
 extern __typeof__(cuDevicePrimaryCtxRelease) cuDevicePrimaryCtxRelease_v1 __asm__("cuDevicePrimaryCtxRelease")

@@ -11,6 +11,7 @@
 #include "rg_log.h"
 #include "managed.h"
 #include "rt.h"
+#include "drv.h"
 
 int fe_hello(fe_device *d);
 void fe_module_forget_sessions(void); /* rt_module.c */
@@ -31,6 +32,8 @@ static struct {
 
 static _Thread_local int tls_device;
 static _Thread_local cudaError_t tls_last_error;
+/* Inside a driver entry point: the runtime's last error is not the driver's. */
+static _Thread_local int tls_in_driver;
 
 static int is_sticky(int e)
 {
@@ -187,7 +190,8 @@ cudaError_t(fe_rt_enter)(fe_conn **c)
 cudaError_t fe_rt_fail(cudaError_t e)
 {
 	if (e != cudaSuccess) {
-		tls_last_error = e;
+		if (!tls_in_driver)
+			tls_last_error = e;
 		if (is_sticky(e)) {
 			int zero = 0;
 			atomic_compare_exchange_strong(&S.sticky, &zero, (int)e);
@@ -211,6 +215,14 @@ cudaError_t(fe_rt_leave)(int status)
 			e = (cudaError_t)latched;
 	}
 	return fe_rt_fail(e);
+}
+
+void fe_drv_begin(void) { tls_in_driver++; }
+
+CUresult fe_drv_end(cudaError_t e)
+{
+	tls_in_driver--;
+	return fe_drv_result(e);
 }
 
 /* As the CUDA runtime does: a sticky error is reported once here like any other
