@@ -34,6 +34,11 @@ CUresult fe_drv_unsupported(const char *symbol);
  * its variants are newer (CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT). */
 void *fe_drv_proc(const char *name, int version, int per_thread, CUdriverProcAddressQueryResult *why);
 
+/* Contexts (drv_ctx.c): each remote device has one, its session's; it is the
+ * device's primary context. */
+CUcontext fe_drv_ctx_of(int dev);
+int fe_drv_dev_of(CUcontext ctx); /* -1 if ctx is not a context */
+
 /* CUDA 11.3-11.8's cuGetProcAddress (no status), under its symbol. */
 CUresult fe_drv_get_proc_address_v1(const char *symbol, void **pfn, int version, cuuint64_t flags)
 	__asm__("cuGetProcAddress");

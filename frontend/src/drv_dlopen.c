@@ -1,0 +1,35 @@
+/*
+ * dlopen("libcuda.so.1") -> libremote.so: PyTorch, Triton and the static CUDA
+ * runtime open the driver by name; on a host with no driver, libremote.so is it.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <string.h>
+
+#include "rg_log.h"
+
+static int is_driver_name(const char *file)
+{
+	const char *base = strrchr(file, '/');
+	base = base ? base + 1 : file;
+	return strncmp(base, "libcuda.so", 10) == 0 && (base[10] == 0 || base[10] == '.');
+}
+
+/* glibc searches the RUNPATH of dlopen's caller (its return address): every
+ * other library must reach the real dlopen by a tail call, which leaves the
+ * program's return address in place, also in builds without optimisation. */
+__attribute__((optimize("optimize-sibling-calls"))) void *dlopen(const char *file, int flags)
+{
+	static void *(*real_dlopen)(const char *, int);
+	if (!real_dlopen)
+		real_dlopen = (void *(*)(const char *, int))dlsym(RTLD_NEXT, "dlopen");
+	if (file && is_driver_name(file)) {
+		Dl_info self;
+		if (dladdr((void *)dlopen, &self) && self.dli_fname) {
+			LOG_DEBUG("frontend", "dlopen(%s): the remote driver (%s)", file, self.dli_fname);
+			return real_dlopen(self.dli_fname, flags);
+		}
+	}
+	return real_dlopen(file, flags);
+}
+
