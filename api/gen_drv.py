@@ -97,7 +97,9 @@ def table(inc):
             ver = (plain[-1] // 1000 + 1) * 1000
             plain = plain + [ver]
             sym_of[ver] = target
-        elif plain and target:
+        elif plain and target and not (target == name and len(plain) > 1):
+            # (cuda.h's per-thread block maps cuStreamGetCtx to itself; its
+            # newer variant keeps its own symbol, cuStreamGetCtx_v2)
             sym_of[plain[-1]] = target
         for ver in plain:
             rows.append((name, ver, "", sym_of[ver]))

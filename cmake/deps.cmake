@@ -11,7 +11,7 @@ function(rg_find_static var header)
   find_library(${var}_LIBRARY NAMES ${ARGN} PATH_SUFFIXES ${_rg_libdirs})
   if(NOT ${var}_INCLUDE_DIR OR NOT ${var}_LIBRARY)
     message(FATAL_ERROR "${var} not found (header ${header}, library ${ARGN}). "
-      "On Debian: apt-get install libuv1-dev libmsgpack-dev libxxhash-dev")
+      "On Debian: apt-get install libuv1-dev libmsgpack-dev libxxhash-dev nettle-dev")
   endif()
   set(${var}_INCLUDE_DIR ${${var}_INCLUDE_DIR} PARENT_SCOPE)
   set(${var}_LIBRARY ${${var}_LIBRARY} PARENT_SCOPE)
@@ -20,6 +20,8 @@ endfunction()
 rg_find_static(LIBUV uv.h libuv_a.a libuv.a uv)
 rg_find_static(MSGPACK msgpack.h libmsgpackc.a msgpackc)
 rg_find_static(XXHASH xxhash.h libxxhash.a xxhash)
+# nettle: MD2 and HMAC for the driver's integrity check table (frontend/src/drv_export.c)
+rg_find_static(NETTLE nettle/md2.h libnettle.a nettle)
 
 find_package(Threads REQUIRED)
 
@@ -30,6 +32,10 @@ target_link_libraries(rg_uv INTERFACE ${LIBUV_LIBRARY} Threads::Threads dl)
 add_library(rg_msgpack INTERFACE)
 target_include_directories(rg_msgpack INTERFACE ${MSGPACK_INCLUDE_DIR})
 target_link_libraries(rg_msgpack INTERFACE ${MSGPACK_LIBRARY})
+
+add_library(rg_nettle INTERFACE)
+target_include_directories(rg_nettle INTERFACE ${NETTLE_INCLUDE_DIR})
+target_link_libraries(rg_nettle INTERFACE ${NETTLE_LIBRARY})
 
 add_library(rg_xxhash INTERFACE)
 target_include_directories(rg_xxhash INTERFACE ${XXHASH_INCLUDE_DIR})

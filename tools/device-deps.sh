@@ -5,7 +5,7 @@
 # Run it HERE (Debian 12, apt works), in the repository root or from anywhere:
 #
 #     tools/device-deps.sh                # libuv1-dev libmsgpack-dev libxxhash-dev
-#                                         # libzstd-dev liblz4-dev (cubin-tools)
+#                                         # libzstd-dev liblz4-dev (cubin-tools) nettle-dev
 #     tools/device-deps.sh libfoo-dev     # ... plus these
 #
 # then, on the other machine (with .deps carried along):
@@ -13,7 +13,7 @@
 #     cmake -S . -B build -DCMAKE_PREFIX_PATH=$PWD/.deps/usr
 #
 # cmake/deps.cmake and cubin-tools look for the static archives first (libuv_a.a,
-# libmsgpackc.a, libxxhash.a, libzstd.a, liblz4.a), so the binaries need nothing from
+# libmsgpackc.a, libxxhash.a, libzstd.a, liblz4.a, libnettle.a), so the binaries need nothing from
 # .deps at run time.
 #
 # Packages are fetched with `apt-get download` and unpacked with `dpkg -x` into .deps/;
@@ -26,7 +26,7 @@ set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 dest="$root/.deps"
-default_pkgs=(libuv1-dev libmsgpack-dev libxxhash-dev libzstd-dev liblz4-dev)
+default_pkgs=(libuv1-dev libmsgpack-dev libxxhash-dev libzstd-dev liblz4-dev nettle-dev)
 pkgs=("${default_pkgs[@]}" "$@")
 
 die() { echo "device-deps: $*" >&2; exit 1; }

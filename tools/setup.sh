@@ -3,7 +3,7 @@
 # build/. The CUDA 13 toolkit is expected at /usr/local/cuda (or RG_CUDA_ROOT).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PKGS="cmake make gcc g++ clang python3 libuv1-dev libmsgpack-dev libxxhash-dev libzstd-dev liblz4-dev
+PKGS="cmake make gcc g++ clang python3 libuv1-dev libmsgpack-dev libxxhash-dev libzstd-dev liblz4-dev nettle-dev
       libibverbs-dev librdmacm-dev python3-prometheus-client"
 missing=$(for p in $PKGS; do dpkg -s "$p" >/dev/null 2>&1 || echo "$p"; done)
 if [ -n "$missing" ]; then

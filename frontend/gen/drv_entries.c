@@ -576,6 +576,8 @@ STUB(cuStreamGetCaptureInfo_v3)
 STUB(cuStreamGetCaptureInfo_v3_ptsz)
 STUB(cuStreamGetCtx)
 STUB(cuStreamGetCtx_ptsz)
+STUB(cuStreamGetCtx_v2)
+STUB(cuStreamGetCtx_v2_ptsz)
 STUB(cuStreamGetDevice)
 STUB(cuStreamGetDevice_ptsz)
 STUB(cuStreamGetFlags)
@@ -1252,9 +1254,9 @@ const fe_drv_entry fe_drv_entries[] = {
 	{"cuStreamGetCaptureInfo", 11030, FE_DRV_PTSZ, "cuStreamGetCaptureInfo_v2_ptsz", (void *)fe_drv_stub_cuStreamGetCaptureInfo_v2_ptsz},
 	{"cuStreamGetCaptureInfo", 12030, FE_DRV_PTSZ, "cuStreamGetCaptureInfo_v3_ptsz", (void *)fe_drv_stub_cuStreamGetCaptureInfo_v3_ptsz},
 	{"cuStreamGetCtx", 9020, 0, "cuStreamGetCtx", (void *)fe_drv_stub_cuStreamGetCtx},
-	{"cuStreamGetCtx", 12050, 0, "cuStreamGetCtx", (void *)fe_drv_stub_cuStreamGetCtx},
+	{"cuStreamGetCtx", 12050, 0, "cuStreamGetCtx_v2", (void *)fe_drv_stub_cuStreamGetCtx_v2},
 	{"cuStreamGetCtx", 9020, FE_DRV_PTSZ, "cuStreamGetCtx_ptsz", (void *)fe_drv_stub_cuStreamGetCtx_ptsz},
-	{"cuStreamGetCtx", 12050, FE_DRV_PTSZ, "cuStreamGetCtx_ptsz", (void *)fe_drv_stub_cuStreamGetCtx_ptsz},
+	{"cuStreamGetCtx", 12050, FE_DRV_PTSZ, "cuStreamGetCtx_v2_ptsz", (void *)fe_drv_stub_cuStreamGetCtx_v2_ptsz},
 	{"cuStreamGetDevice", 12080, 0, "cuStreamGetDevice", (void *)fe_drv_stub_cuStreamGetDevice},
 	{"cuStreamGetDevice", 12080, FE_DRV_PTSZ, "cuStreamGetDevice_ptsz", (void *)fe_drv_stub_cuStreamGetDevice_ptsz},
 	{"cuStreamGetFlags", 5050, 0, "cuStreamGetFlags", (void *)fe_drv_stub_cuStreamGetFlags},

@@ -8,6 +8,7 @@
 #define FE_DRV_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include <cuda.h>
 #include <cuda_runtime_api.h>
@@ -38,6 +39,12 @@ void *fe_drv_proc(const char *name, int version, int per_thread, CUdriverProcAdd
  * device's primary context. */
 CUcontext fe_drv_ctx_of(int dev);
 int fe_drv_dev_of(CUcontext ctx); /* -1 if ctx is not a context */
+
+/* Export tables (drv_export.c). A context ended (reset or destroyed): the
+ * values the runtime kept for it are dropped, their destructors called. */
+void fe_drv_cls_context_gone(CUcontext ctx);
+/* The integrity check's keyed hash (HMAC-MD2) of msg. */
+void fe_drv_integrity_digest(const uint8_t *msg, size_t len, uint8_t out[16]);
 
 /* CUDA 11.3-11.8's cuGetProcAddress (no status), under its symbol. */
 CUresult fe_drv_get_proc_address_v1(const char *symbol, void **pfn, int version, cuuint64_t flags)

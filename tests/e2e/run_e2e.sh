@@ -42,6 +42,9 @@ timeout_s=${RG_E2E_TIMEOUT:-120}
 
 # sticky last among the programs: on a GPU its error may poison the server
 PROGRAMS=(copies memsets streams graphs graph_build mempools args errors devquery funcattrs pointers threads fork managed textures sticky)
+# the same programs built with nvcc's default static runtime, which reaches
+# libremote.so as the driver (libcuda.so.1): test static_<name>, same expected output
+STATIC=()
 SPECIAL=(multi_client kill_mid_copy garbage sigterm)
 HELPERS=(probe copyloop holder)
 
@@ -52,7 +55,7 @@ while [ $# -gt 0 ]; do
     --only) only=$2; shift 2 ;;
     --driver) driver=$2; shift 2 ;;
     --keep) keep=1; shift ;;
-    --list) printf '%s\n' "${PROGRAMS[@]}" "${SPECIAL[@]}"; exit 0 ;;
+    --list) printf '%s\n' "${PROGRAMS[@]}" "${STATIC[@]/#/static_}" "${SPECIAL[@]}"; exit 0 ;;
     -h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "run_e2e: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -69,10 +72,11 @@ skip() {
 if [ -n "$only" ]; then
   IFS=, read -r -a tests <<<"$only"
   for t in "${tests[@]}"; do
-    [[ " ${PROGRAMS[*]} ${SPECIAL[*]} " == *" $t "* ]] || { echo "run_e2e: unknown test $t (see --list)" >&2; exit 2; }
+    [[ " ${PROGRAMS[*]} ${STATIC[*]/#/static_} ${SPECIAL[*]} " == *" $t "* ]] ||
+      { echo "run_e2e: unknown test $t (see --list)" >&2; exit 2; }
   done
 else
-  tests=("${PROGRAMS[@]}" "${SPECIAL[@]}")
+  tests=("${PROGRAMS[@]}" "${STATIC[@]/#/static_}" "${SPECIAL[@]}")
 fi
 
 # ---- what we need -------------------------------------------------------------
@@ -98,6 +102,16 @@ for p in "${PROGRAMS[@]}" "${HELPERS[@]}"; do
     [ -n "$nvcc" ] || skip "nvcc not found (set RG_NVCC or put it on PATH): the test programs cannot be built"
     echo "nvcc: $p"
     "$here/nvcc-build.sh" --nvcc "$nvcc" -o "$bin/$p" "$src" || { echo "FAIL: cannot build $p"; echo "0 passed, 1 failed"; exit 1; }
+  fi
+done
+for p in "${STATIC[@]}"; do
+  src=$here/$p.cu
+  [[ " ${tests[*]} " == *" static_$p "* ]] || continue
+  if [ ! -x "$bin/static/$p" ] || [ "$src" -nt "$bin/static/$p" ] || [ "$here/rgtest.h" -nt "$bin/static/$p" ]; then
+    [ -n "$nvcc" ] || skip "nvcc not found (set RG_NVCC or put it on PATH): the test programs cannot be built"
+    echo "nvcc --static: $p"
+    "$here/nvcc-build.sh" --nvcc "$nvcc" --static -o "$bin/static/$p" "$src" ||
+      { echo "FAIL: cannot build $p with the static runtime"; echo "0 passed, 1 failed"; exit 1; }
   fi
 done
 
@@ -160,8 +174,11 @@ start_server() {
 server_alive() { [ -n "$srv_pid" ] && kill -0 "$srv_pid" 2>/dev/null; }
 
 # client PROG ARGS...: a program through the remote (stdout/stderr as the caller redirects)
+# (the driver folder: programs with the static runtime, or linked with -lcuda,
+# find libremote.so as libcuda.so.1)
 client() {
-  REMOTE_GPU=127.0.0.1:$srv_port LD_PRELOAD=$lib RGTEST_FAKE=$fake_mode timeout "$timeout_s" "$@"
+  REMOTE_GPU=127.0.0.1:$srv_port LD_PRELOAD=$lib LD_LIBRARY_PATH=$build/frontend/driver${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
+    RGTEST_FAKE=$fake_mode timeout "$timeout_s" "$@"
 }
 
 probe_free() { client "$bin/probe" 2>>"$work/probe.err" | sed -n 's/^free=\([0-9]*\) .*/\1/p'; }
@@ -254,15 +271,17 @@ show_files() { # DIR: diff and stderr of a failed program
   return 0
 }
 
-# run_program NAME DIR [ARGS...]: runs it, checks status, stdout and launches;
+# run_program NAME DIR [ARGS...]: runs it (static_NAME: NAME built with the
+# static runtime), checks status, stdout and launches;
 # appends problems to the array "problems".
 run_program() {
-  local p=$1 dir=$2
+  local p=$1 dir=$2 exe=$bin/$1
   shift 2
+  if [[ $p == static_* ]]; then p=${p#static_}; exe=$bin/static/$p; fi
   mkdir -p "$dir"
   local off
   off=$(stat -c %s "$launch_log" 2>/dev/null || echo 0)
-  client "$bin/$p" "$@" >"$dir/out" 2>"$dir/err"
+  client "$exe" "$@" >"$dir/out" 2>"$dir/err"
   local rc=$?
   [ $rc -eq 0 ] || problems+=("exit status $rc$([ $rc -eq 124 ] && echo ' (timed out)')")
   if [ -f "$here/expected/$p.out" ]; then

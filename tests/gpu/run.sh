@@ -24,7 +24,9 @@
 #    under bench/results/ next to the report.
 #
 # Environment: OUT (report folder), RG_BUILD_DIR (default <repo>/build-gpu),
-# RG_COMMIT (commit to name when the tree has no .git), RG_GPUD and
+# RG_COMMIT (commit to name when the tree has no .git), RG_LIBS=0 (skip the
+# library checks and the ResNet-50 benchmark, torch_libs.sh), RG_BENCH=0 (skip
+# bench/run-gpu.sh), RG_GPUD and
 # RG_LIBREMOTE (use these binaries, skip the CMake build), RG_GPU_BUDGET_S
 # (whole run including the benchmarks, default 470 s), RG_MEM_SLACK (bytes of
 # free-memory difference tolerated after a client, default 0).
@@ -53,6 +55,11 @@ EXAMPLES=(vector_add matmul reduction unified_add texture_blur)
 # sticky error may leave the whole server process unusable (see fault_isolation).
 FAULTING=(sticky fault)
 HELPERS=(probe copyloop holder)
+# The programs again, built with nvcc's default static runtime (static_NAME): it
+# reaches only the driver API, which libremote.so answers as libcuda.so.1. And
+# the driver API test programs (tests/e2e/drv_*.cu), built the same way.
+STATIC_PROGRAMS=(copies memsets streams graphs graph_build mempools args devquery funcattrs pointers threads fork nvrtc managed textures "${EXAMPLES[@]}")
+DRV_PROGRAMS=($(cd "$e2e" && ls drv_*.cu 2>/dev/null | sed 's/\.cu$//'))
 
 note() { echo "$*" | tee -a "$log"; }
 elapsed() { echo $(($(date +%s) - t0)); }
@@ -121,6 +128,15 @@ srcs+=("$e2e/sticky.cu" "$root/examples/cuda/fault.cu")
 for p in "${EXAMPLES[@]}"; do srcs+=("$root/examples/cuda/$p.cu"); done
 printf '%s\n' "${srcs[@]}" | xargs -P "$(nproc)" -I{} sh -c \
   'n=$(basename {} .cu); "$0" --nvcc "$1" -o "$2/$n" {} >"$2/$n.build.log" 2>&1 || echo "$n" >>"$2/build-failed"' \
+  "$e2e/nvcc-build.sh" "$nvcc" "$bin"
+srcs=()
+for p in "${STATIC_PROGRAMS[@]}"; do
+  if [ -f "$e2e/$p.cu" ]; then srcs+=("$e2e/$p.cu"); else srcs+=("$root/examples/cuda/$p.cu"); fi
+done
+for p in "${DRV_PROGRAMS[@]}"; do srcs+=("$e2e/$p.cu"); done
+printf '%s\n' "${srcs[@]}" | xargs -P "$(nproc)" -I{} sh -c \
+  'n=$(basename {} .cu); case $n in drv_*) o=$n ;; *) o=static_$n ;; esac
+   "$0" --nvcc "$1" --static -o "$2/$o" {} >"$2/$o.build.log" 2>&1 || echo "$o" >>"$2/build-failed"' \
   "$e2e/nvcc-build.sh" "$nvcc" "$bin"
 [ -s "$bin/build-failed" ] && note "nvcc failed for: $(paste -sd' ' "$bin/build-failed")"
 
@@ -223,9 +239,11 @@ healthy_server() {
   fresh_server
 }
 
+# (the driver folder: programs with the static runtime or -lcuda find
+# libremote.so as libcuda.so.1)
 remote() { # PROG ARGS...: through libremote.so in the GPU-less namespace
   timeout "$prog_timeout" unshare -m --propagation private bash "$work/gpuless.sh" \
-    env REMOTE_GPU=127.0.0.1:$srv_port LD_PRELOAD="$lib" "$@"
+    env REMOTE_GPU=127.0.0.1:$srv_port LD_PRELOAD="$lib" LD_LIBRARY_PATH="$(dirname "$lib")/driver" "$@"
 }
 local_run() { timeout "$prog_timeout" "$@"; }
 
@@ -391,6 +409,8 @@ run_pair() { # NAME [nomem]: local then remote; fills a table row
 }
 
 for p in "${E2E_PROGRAMS[@]}" "${EXAMPLES[@]}"; do run_pair "$p"; done
+for p in "${STATIC_PROGRAMS[@]}"; do run_pair "static_$p"; done
+for p in "${DRV_PROGRAMS[@]}"; do run_pair "$p"; done
 
 # ---- server tests ------------------------------------------------------------------------
 srows=()
@@ -619,8 +639,17 @@ if [ -n "${RG_EXAMPLES:-}" ] && [ "$(left)" -gt 120 ]; then
     >"$work/examples.log" 2>&1 || note "torch_examples.sh: exit $?"
 fi
 
+# ---- the libraries torch reaches through the driver API, and ResNet-50 ---------------
+if [ "${RG_LIBS:-1}" = 1 ] && python3 -c 'import torch, torchvision' 2>/dev/null && [ "$(left)" -gt 120 ]; then
+  healthy_server
+  OUT=$report_dir RG_PROBE=$bin/probe RG_LIB=$lib RG_BENCH_STEPS=${RG_RESNET_STEPS:-20} \
+    timeout $(( $(left) - 30 )) bash "$here/torch_libs.sh" "unshare -m --propagation private bash $work/gpuless.sh" \
+    "$srv_port" >"$work/libs.log" 2>&1 || note "torch_libs.sh: exit $?"
+  note "libraries: $(tail -n 1 "$work/libs.log")"
+fi
+
 # ---- benchmarks -----------------------------------------------------------------------
-if [ -f "$root/bench/run-gpu.sh" ]; then
+if [ "${RG_BENCH:-1}" = 1 ] && [ -f "$root/bench/run-gpu.sh" ]; then
   cleanup
   srv_pid=
   bl=$(($(left) - 10))
