@@ -167,9 +167,22 @@ def generate(inc):
          " * the driver's symbol too. Per-thread default stream variants of implemented\n"
          " * functions jump to them (per-thread default streams are the legacy one).\n */\n",
          "#include <stddef.h>\n\n#include \"drv.h\"\n\n",
-         "#define STUB(sym) \\\n\tCUresult fe_drv_stub_##sym(void); \\\n"
-         "\t__attribute__((used)) CUresult fe_drv_stub_##sym(void) { return fe_drv_unsupported(#sym); } \\\n"
-         "\t__asm__(\".globl \" #sym \"\\n.set \" #sym \", fe_drv_stub_\" #sym);\n",
+         "/* The table names the deprecated functions too: programs still ask for them. */\n"
+         "#pragma GCC diagnostic ignored \"-Wdeprecated-declarations\"\n\n",
+         "/* In assembly, as the jumps: a C alias would need a prototype that cuda.h's\n"
+         " * declaration of the same name contradicts, and link-time optimisation drops\n"
+         " * symbols set to functions it sees no C reference to. */\n",
+         "#if defined(__x86_64__)\n#define STUB(sym) \\\n\tvoid fe_drv_stub_##sym(void); \\\n"
+         "\t__asm__(\".text\\n.globl fe_drv_stub_\" #sym \"\\n.hidden fe_drv_stub_\" #sym \"\\n.globl \" #sym \\\n"
+         "\t\t\"\\n.type \" #sym \", @function\\nfe_drv_stub_\" #sym \":\\n\" #sym \":\\n\" \\\n"
+         "\t\t\"\\tleaq .Lname_\" #sym \"(%rip), %rdi\\n\\tjmp fe_drv_unsupported\\n.size \" #sym \", .-\" #sym \\\n"
+         "\t\t\"\\n.section .rodata\\n.Lname_\" #sym \": .asciz \\\"\" #sym \"\\\"\\n.text\\n\");\n"
+         "#elif defined(__aarch64__)\n#define STUB(sym) \\\n\tvoid fe_drv_stub_##sym(void); \\\n"
+         "\t__asm__(\".text\\n.globl fe_drv_stub_\" #sym \"\\n.hidden fe_drv_stub_\" #sym \"\\n.globl \" #sym \\\n"
+         "\t\t\"\\n.type \" #sym \", %function\\nfe_drv_stub_\" #sym \":\\n\" #sym \":\\n\" \\\n"
+         "\t\t\"\\tadrp x0, .Lname_\" #sym \"\\n\\tadd x0, x0, :lo12:.Lname_\" #sym \"\\n\\tb fe_drv_unsupported\\n\" \\\n"
+         "\t\t\".size \" #sym \", .-\" #sym \"\\n.section .rodata\\n.Lname_\" #sym \": .asciz \\\"\" #sym \"\\\"\\n.text\\n\");\n"
+         "#else\n#error \"drv_entries.c: no stub for this architecture\"\n#endif\n",
          "#if defined(__x86_64__)\n#define JUMP(sym, to) \\\n\tvoid fe_drv_jump_##sym(void); \\\n"
          "\t__asm__(\".text\\n.globl fe_drv_jump_\" #sym \"\\n.globl \" #sym \"\\n.type \" #sym \", @function\\n\" \\\n"
          "\t\t\"fe_drv_jump_\" #sym \":\\n\" #sym \":\\n\\tjmp \" #to \"@PLT\\n.size \" #sym \", .-\" #sym \"\\n\");\n"

@@ -10,7 +10,8 @@ file <lib>.api:
                                   kinds with their destroy functions
 
 A line names a function and says how it travels; its C prototype comes from the
-toolkit header that @lib names, so the line only has to say what each pointer
+toolkit header that @lib names (or, for a function the headers do not declare,
+from an @proto line), so the line only has to say what each pointer
 parameter carries (the generator refuses a pointer it has no kind for: a host
 address must never reach the server as if it were a device one). Non-pointer
 parameters are classified by their C type: integers and enums travel as msgpack
@@ -157,6 +158,8 @@ class LibDesc:
         self.status = {}
         self.status_type = None
         self.libs, self.kinds, self.fns = [], [], []
+        self.local = []   # functions written by hand on the client: nothing travels
+        self.private = {} # @proto: name -> (lib name, return type, parameters, where)
         lines = []
         with open(path) as f:
             for i, line in enumerate(f, 1):
@@ -172,10 +175,18 @@ class LibDesc:
         if self.base is None:
             fail(path, "@base is missing")
         self.protos, self.enums = read_headers([l.header for l in self.libs])
+        for name, (lib, ret, params, where) in self.private.items():
+            if name in self.protos:
+                fail(where, f"{name} is declared in {self.protos[name][0]}: @proto is for what no header declares")
+            l = next((x for x in self.libs if x.name == lib), None)
+            if not l:
+                fail(where, f"@proto {name}: no @lib {lib}")
+            self.protos[name] = (l.header, ret, params)
         for i, line in lines:
             if not line.startswith("@"):
-                self.fns.append(self.function(line, f"{self.stem}.api:{i}"))
-        names = [f.name for f in self.fns]
+                f = self.function(line, f"{self.stem}.api:{i}")
+                (self.local if f.local else self.fns).append(f)
+        names = [f.name for f in self.fns + self.local]
         if len(set(names)) != len(names):
             fail(path, "duplicate function")
         for k in self.kinds:
@@ -201,6 +212,13 @@ class LibDesc:
             self.libs.append(LibSo(*words[1:], len(self.libs)))
         elif d == "@handle" and len(words) >= 4:
             self.kinds.append(Kind(words[1], words[2], words[3], words[4:], len(self.kinds)))
+        elif d == "@proto" and len(words) >= 3:
+            m = re.match(r"^@proto\s+(\w+)\s+(\w+)\s+(\w+)\s*\(([^()]*)\)\s*;?$", line)
+            if not m:
+                fail(where, "expected @proto LIB RETURN-TYPE NAME(PARAMETERS)")
+            if m.group(3) in self.private:
+                fail(where, f"@proto {m.group(3)} twice")
+            self.private[m.group(3)] = (m.group(1), m.group(2), " ".join(m.group(4).split()), where)
         else:
             fail(where, f"bad directive '{line}'")
 
@@ -216,15 +234,22 @@ class LibDesc:
             fail(where, "expected 3 or 4 columns: name | mode | pointer parameters [| custom record]")
         f = Fn()
         f.name, f.where = cols[0], where
-        if cols[1] not in ("sync", "async"):
-            fail(where, "mode must be sync or async")
-        f.sync = cols[1] == "sync"
+        if cols[1] not in ("sync", "async", "local"):
+            fail(where, "mode must be sync, async or local")
+        f.sync, f.local = cols[1] == "sync", cols[1] == "local"
         flags = cols[3].split() if len(cols) == 4 else []
         if any(x not in ("custom", "record") for x in flags):
             fail(where, "the last column takes `custom` and `record`")
         f.custom, f.record = "custom" in flags, "record" in flags
         if f.name not in self.protos:
-            fail(where, f"{f.name}: no prototype in {', '.join(l.header for l in self.libs)}")
+            fail(where, f"{f.name}: no prototype in {', '.join(l.header for l in self.libs)} (nor an @proto)")
+        if f.local:
+            # answered by hand-written code on the client: no op, no handler, and
+            # no pointer kinds (no pointer travels)
+            if flags or cols[2]:
+                fail(where, f"{f.name}: a local function takes no pointer kinds and no flags")
+            return f
+        f.private = f.name in self.private
         hdr, f.ret, params = self.protos[f.name]
         f.lib = next((l for l in self.libs if l.header == hdr), None)
         if not f.lib:
@@ -358,6 +383,11 @@ def gen_client_h(d):
                    f" * object id travels as a device address (its pointer mode), else 0. */\n")
         for t in modes:
             out.append(f"int fe_{d.stem}_mode_{t}(uint64_t id, int which);\n")
+    priv = [f for f in d.fns if f.private]
+    if priv:
+        out.append("\n/* Exported by the library but declared by no header (api: @proto). */\n")
+        for f in priv:
+            out.append(c_proto(f, f.name) + ";\n")
     out.append("\n/* The forwarding functions behind the entry points written by hand. */\n")
     for f in d.fns:
         if f.custom:
@@ -480,7 +510,14 @@ def gen_server_h(d):
     out = [header(d), f"#ifndef BE_GEN_LIB_{g}_H\n#define BE_GEN_LIB_{g}_H\n\n"]
     for l in d.libs:
         out.append(f"#include <{l.header}>\n")
-    out.append('\n#include "lib.h"\n\n/* The libraries, in load order. */\nenum {\n')
+    out.append('\n#include "lib.h"\n\n')
+    priv = [f for f in d.fns if f.private]
+    if priv:
+        out.append("/* Exported by the library but declared by no header (api: @proto). */\n")
+        for f in priv:
+            out.append(c_proto(f, f.name) + ";\n")
+        out.append("\n")
+    out.append('/* The libraries, in load order. */\nenum {\n')
     for l in d.libs:
         out.append(f"\tBE_{d.L(l)} = {l.index},\n")
     out.append("};\n\n/* Handle kinds: per-session tables (lib.c). */\nenum {\n")

@@ -1464,6 +1464,2397 @@ int be_gen_cublasLtMatmul(be_session *s_, be_req *rq_)
 	return be_lib_done(&d_);
 }
 
+int be_gen_cublasSetEnvironmentMode(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasSetEnvironmentMode);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t mode = be_lib_i32(&d_, 1);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasSetEnvironmentMode((cublasHandle_t)handle, (int)mode);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasSetAtomicsMode(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasSetAtomicsMode);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t mode = be_lib_i32(&d_, 1);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasSetAtomicsMode((cublasHandle_t)handle, (cublasAtomicsMode_t)mode);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasSetEmulationStrategy(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasSetEmulationStrategy);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t emulationStrategy = be_lib_i32(&d_, 1);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasSetEmulationStrategy((cublasHandle_t)handle, (cublasEmulationStrategy_t)emulationStrategy);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasSnrm2_v2(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasSnrm2_v2);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t n = be_lib_i32(&d_, 1);
+	uint64_t x = be_lib_u64(&d_, 2);
+	int32_t incx = be_lib_i32(&d_, 3);
+	be_lib_scalar result_s;
+	void *result = be_lib_result(&d_, 4, &result_s, be_cublas_mode_blas, handle, 0);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasSnrm2_v2((cublasHandle_t)handle, (int)n, (const float*)(uintptr_t)x, (int)incx, (float*)result);
+	if (!called_ || !be_lib_wants_reply(&d_))
+		return be_lib_done(&d_);
+	proto_msg *m_ = be_lib_reply_begin(&d_, 1);
+	be_lib_put_result(m_, &result_s, result);
+	return be_lib_reply_end(&d_, m_);
+}
+
+int be_gen_cublasDnrm2_v2(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasDnrm2_v2);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t n = be_lib_i32(&d_, 1);
+	uint64_t x = be_lib_u64(&d_, 2);
+	int32_t incx = be_lib_i32(&d_, 3);
+	be_lib_scalar result_s;
+	void *result = be_lib_result(&d_, 4, &result_s, be_cublas_mode_blas, handle, 0);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasDnrm2_v2((cublasHandle_t)handle, (int)n, (const double*)(uintptr_t)x, (int)incx, (double*)result);
+	if (!called_ || !be_lib_wants_reply(&d_))
+		return be_lib_done(&d_);
+	proto_msg *m_ = be_lib_reply_begin(&d_, 1);
+	be_lib_put_result(m_, &result_s, result);
+	return be_lib_reply_end(&d_, m_);
+}
+
+int be_gen_cublasScnrm2_v2(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasScnrm2_v2);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t n = be_lib_i32(&d_, 1);
+	uint64_t x = be_lib_u64(&d_, 2);
+	int32_t incx = be_lib_i32(&d_, 3);
+	be_lib_scalar result_s;
+	void *result = be_lib_result(&d_, 4, &result_s, be_cublas_mode_blas, handle, 0);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasScnrm2_v2((cublasHandle_t)handle, (int)n, (const cuComplex*)(uintptr_t)x, (int)incx, (float*)result);
+	if (!called_ || !be_lib_wants_reply(&d_))
+		return be_lib_done(&d_);
+	proto_msg *m_ = be_lib_reply_begin(&d_, 1);
+	be_lib_put_result(m_, &result_s, result);
+	return be_lib_reply_end(&d_, m_);
+}
+
+int be_gen_cublasDznrm2_v2(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasDznrm2_v2);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t n = be_lib_i32(&d_, 1);
+	uint64_t x = be_lib_u64(&d_, 2);
+	int32_t incx = be_lib_i32(&d_, 3);
+	be_lib_scalar result_s;
+	void *result = be_lib_result(&d_, 4, &result_s, be_cublas_mode_blas, handle, 0);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasDznrm2_v2((cublasHandle_t)handle, (int)n, (const cuDoubleComplex*)(uintptr_t)x, (int)incx, (double*)result);
+	if (!called_ || !be_lib_wants_reply(&d_))
+		return be_lib_done(&d_);
+	proto_msg *m_ = be_lib_reply_begin(&d_, 1);
+	be_lib_put_result(m_, &result_s, result);
+	return be_lib_reply_end(&d_, m_);
+}
+
+int be_gen_cublasIsamax_v2(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasIsamax_v2);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t n = be_lib_i32(&d_, 1);
+	uint64_t x = be_lib_u64(&d_, 2);
+	int32_t incx = be_lib_i32(&d_, 3);
+	be_lib_scalar result_s;
+	void *result = be_lib_result(&d_, 4, &result_s, be_cublas_mode_blas, handle, 0);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasIsamax_v2((cublasHandle_t)handle, (int)n, (const float*)(uintptr_t)x, (int)incx, (int*)result);
+	if (!called_ || !be_lib_wants_reply(&d_))
+		return be_lib_done(&d_);
+	proto_msg *m_ = be_lib_reply_begin(&d_, 1);
+	be_lib_put_result(m_, &result_s, result);
+	return be_lib_reply_end(&d_, m_);
+}
+
+int be_gen_cublasIdamax_v2(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasIdamax_v2);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t n = be_lib_i32(&d_, 1);
+	uint64_t x = be_lib_u64(&d_, 2);
+	int32_t incx = be_lib_i32(&d_, 3);
+	be_lib_scalar result_s;
+	void *result = be_lib_result(&d_, 4, &result_s, be_cublas_mode_blas, handle, 0);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasIdamax_v2((cublasHandle_t)handle, (int)n, (const double*)(uintptr_t)x, (int)incx, (int*)result);
+	if (!called_ || !be_lib_wants_reply(&d_))
+		return be_lib_done(&d_);
+	proto_msg *m_ = be_lib_reply_begin(&d_, 1);
+	be_lib_put_result(m_, &result_s, result);
+	return be_lib_reply_end(&d_, m_);
+}
+
+int be_gen_cublasIcamax_v2(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasIcamax_v2);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t n = be_lib_i32(&d_, 1);
+	uint64_t x = be_lib_u64(&d_, 2);
+	int32_t incx = be_lib_i32(&d_, 3);
+	be_lib_scalar result_s;
+	void *result = be_lib_result(&d_, 4, &result_s, be_cublas_mode_blas, handle, 0);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasIcamax_v2((cublasHandle_t)handle, (int)n, (const cuComplex*)(uintptr_t)x, (int)incx, (int*)result);
+	if (!called_ || !be_lib_wants_reply(&d_))
+		return be_lib_done(&d_);
+	proto_msg *m_ = be_lib_reply_begin(&d_, 1);
+	be_lib_put_result(m_, &result_s, result);
+	return be_lib_reply_end(&d_, m_);
+}
+
+int be_gen_cublasIzamax_v2(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasIzamax_v2);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t n = be_lib_i32(&d_, 1);
+	uint64_t x = be_lib_u64(&d_, 2);
+	int32_t incx = be_lib_i32(&d_, 3);
+	be_lib_scalar result_s;
+	void *result = be_lib_result(&d_, 4, &result_s, be_cublas_mode_blas, handle, 0);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasIzamax_v2((cublasHandle_t)handle, (int)n, (const cuDoubleComplex*)(uintptr_t)x, (int)incx, (int*)result);
+	if (!called_ || !be_lib_wants_reply(&d_))
+		return be_lib_done(&d_);
+	proto_msg *m_ = be_lib_reply_begin(&d_, 1);
+	be_lib_put_result(m_, &result_s, result);
+	return be_lib_reply_end(&d_, m_);
+}
+
+int be_gen_cublasSaxpy_v2(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasSaxpy_v2);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t n = be_lib_i32(&d_, 1);
+	uint64_t x = be_lib_u64(&d_, 3);
+	int32_t incx = be_lib_i32(&d_, 4);
+	uint64_t y = be_lib_u64(&d_, 5);
+	int32_t incy = be_lib_i32(&d_, 6);
+	be_lib_scalar alpha_s;
+	const void *alpha = be_lib_scalar_in(&d_, 2, &alpha_s, be_cublas_mode_blas, handle, 0);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasSaxpy_v2((cublasHandle_t)handle, (int)n, (const float*)alpha, (const float*)(uintptr_t)x, (int)incx, (float*)(uintptr_t)y, (int)incy);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasDaxpy_v2(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasDaxpy_v2);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t n = be_lib_i32(&d_, 1);
+	uint64_t x = be_lib_u64(&d_, 3);
+	int32_t incx = be_lib_i32(&d_, 4);
+	uint64_t y = be_lib_u64(&d_, 5);
+	int32_t incy = be_lib_i32(&d_, 6);
+	be_lib_scalar alpha_s;
+	const void *alpha = be_lib_scalar_in(&d_, 2, &alpha_s, be_cublas_mode_blas, handle, 0);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasDaxpy_v2((cublasHandle_t)handle, (int)n, (const double*)alpha, (const double*)(uintptr_t)x, (int)incx, (double*)(uintptr_t)y, (int)incy);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasCaxpy_v2(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasCaxpy_v2);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t n = be_lib_i32(&d_, 1);
+	uint64_t x = be_lib_u64(&d_, 3);
+	int32_t incx = be_lib_i32(&d_, 4);
+	uint64_t y = be_lib_u64(&d_, 5);
+	int32_t incy = be_lib_i32(&d_, 6);
+	be_lib_scalar alpha_s;
+	const void *alpha = be_lib_scalar_in(&d_, 2, &alpha_s, be_cublas_mode_blas, handle, 0);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasCaxpy_v2((cublasHandle_t)handle, (int)n, (const cuComplex*)alpha, (const cuComplex*)(uintptr_t)x, (int)incx, (cuComplex*)(uintptr_t)y, (int)incy);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasZaxpy_v2(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasZaxpy_v2);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t n = be_lib_i32(&d_, 1);
+	uint64_t x = be_lib_u64(&d_, 3);
+	int32_t incx = be_lib_i32(&d_, 4);
+	uint64_t y = be_lib_u64(&d_, 5);
+	int32_t incy = be_lib_i32(&d_, 6);
+	be_lib_scalar alpha_s;
+	const void *alpha = be_lib_scalar_in(&d_, 2, &alpha_s, be_cublas_mode_blas, handle, 0);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasZaxpy_v2((cublasHandle_t)handle, (int)n, (const cuDoubleComplex*)alpha, (const cuDoubleComplex*)(uintptr_t)x, (int)incx, (cuDoubleComplex*)(uintptr_t)y, (int)incy);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasSscal_v2(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasSscal_v2);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t n = be_lib_i32(&d_, 1);
+	uint64_t x = be_lib_u64(&d_, 3);
+	int32_t incx = be_lib_i32(&d_, 4);
+	be_lib_scalar alpha_s;
+	const void *alpha = be_lib_scalar_in(&d_, 2, &alpha_s, be_cublas_mode_blas, handle, 0);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasSscal_v2((cublasHandle_t)handle, (int)n, (const float*)alpha, (float*)(uintptr_t)x, (int)incx);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasDscal_v2(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasDscal_v2);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t n = be_lib_i32(&d_, 1);
+	uint64_t x = be_lib_u64(&d_, 3);
+	int32_t incx = be_lib_i32(&d_, 4);
+	be_lib_scalar alpha_s;
+	const void *alpha = be_lib_scalar_in(&d_, 2, &alpha_s, be_cublas_mode_blas, handle, 0);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasDscal_v2((cublasHandle_t)handle, (int)n, (const double*)alpha, (double*)(uintptr_t)x, (int)incx);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasSscal_v2_64(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasSscal_v2_64);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int64_t n = be_lib_i64(&d_, 1);
+	uint64_t x = be_lib_u64(&d_, 3);
+	int64_t incx = be_lib_i64(&d_, 4);
+	be_lib_scalar alpha_s;
+	const void *alpha = be_lib_scalar_in(&d_, 2, &alpha_s, be_cublas_mode_blas, handle, 0);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasSscal_v2_64((cublasHandle_t)handle, (int64_t)n, (const float*)alpha, (float*)(uintptr_t)x, (int64_t)incx);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasDscal_v2_64(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasDscal_v2_64);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int64_t n = be_lib_i64(&d_, 1);
+	uint64_t x = be_lib_u64(&d_, 3);
+	int64_t incx = be_lib_i64(&d_, 4);
+	be_lib_scalar alpha_s;
+	const void *alpha = be_lib_scalar_in(&d_, 2, &alpha_s, be_cublas_mode_blas, handle, 0);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasDscal_v2_64((cublasHandle_t)handle, (int64_t)n, (const double*)alpha, (double*)(uintptr_t)x, (int64_t)incx);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasCscal_v2_64(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasCscal_v2_64);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int64_t n = be_lib_i64(&d_, 1);
+	uint64_t x = be_lib_u64(&d_, 3);
+	int64_t incx = be_lib_i64(&d_, 4);
+	be_lib_scalar alpha_s;
+	const void *alpha = be_lib_scalar_in(&d_, 2, &alpha_s, be_cublas_mode_blas, handle, 0);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasCscal_v2_64((cublasHandle_t)handle, (int64_t)n, (const cuComplex*)alpha, (cuComplex*)(uintptr_t)x, (int64_t)incx);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasZscal_v2_64(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasZscal_v2_64);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int64_t n = be_lib_i64(&d_, 1);
+	uint64_t x = be_lib_u64(&d_, 3);
+	int64_t incx = be_lib_i64(&d_, 4);
+	be_lib_scalar alpha_s;
+	const void *alpha = be_lib_scalar_in(&d_, 2, &alpha_s, be_cublas_mode_blas, handle, 0);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasZscal_v2_64((cublasHandle_t)handle, (int64_t)n, (const cuDoubleComplex*)alpha, (cuDoubleComplex*)(uintptr_t)x, (int64_t)incx);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasCsscal_v2_64(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasCsscal_v2_64);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int64_t n = be_lib_i64(&d_, 1);
+	uint64_t x = be_lib_u64(&d_, 3);
+	int64_t incx = be_lib_i64(&d_, 4);
+	be_lib_scalar alpha_s;
+	const void *alpha = be_lib_scalar_in(&d_, 2, &alpha_s, be_cublas_mode_blas, handle, 0);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasCsscal_v2_64((cublasHandle_t)handle, (int64_t)n, (const float*)alpha, (cuComplex*)(uintptr_t)x, (int64_t)incx);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasZdscal_v2_64(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasZdscal_v2_64);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int64_t n = be_lib_i64(&d_, 1);
+	uint64_t x = be_lib_u64(&d_, 3);
+	int64_t incx = be_lib_i64(&d_, 4);
+	be_lib_scalar alpha_s;
+	const void *alpha = be_lib_scalar_in(&d_, 2, &alpha_s, be_cublas_mode_blas, handle, 0);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasZdscal_v2_64((cublasHandle_t)handle, (int64_t)n, (const double*)alpha, (cuDoubleComplex*)(uintptr_t)x, (int64_t)incx);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasScopy_v2_64(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasScopy_v2_64);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int64_t n = be_lib_i64(&d_, 1);
+	uint64_t x = be_lib_u64(&d_, 2);
+	int64_t incx = be_lib_i64(&d_, 3);
+	uint64_t y = be_lib_u64(&d_, 4);
+	int64_t incy = be_lib_i64(&d_, 5);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasScopy_v2_64((cublasHandle_t)handle, (int64_t)n, (const float*)(uintptr_t)x, (int64_t)incx, (float*)(uintptr_t)y, (int64_t)incy);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasDcopy_v2_64(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasDcopy_v2_64);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int64_t n = be_lib_i64(&d_, 1);
+	uint64_t x = be_lib_u64(&d_, 2);
+	int64_t incx = be_lib_i64(&d_, 3);
+	uint64_t y = be_lib_u64(&d_, 4);
+	int64_t incy = be_lib_i64(&d_, 5);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasDcopy_v2_64((cublasHandle_t)handle, (int64_t)n, (const double*)(uintptr_t)x, (int64_t)incx, (double*)(uintptr_t)y, (int64_t)incy);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasCcopy_v2_64(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasCcopy_v2_64);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int64_t n = be_lib_i64(&d_, 1);
+	uint64_t x = be_lib_u64(&d_, 2);
+	int64_t incx = be_lib_i64(&d_, 3);
+	uint64_t y = be_lib_u64(&d_, 4);
+	int64_t incy = be_lib_i64(&d_, 5);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasCcopy_v2_64((cublasHandle_t)handle, (int64_t)n, (const cuComplex*)(uintptr_t)x, (int64_t)incx, (cuComplex*)(uintptr_t)y, (int64_t)incy);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasZcopy_v2_64(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasZcopy_v2_64);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int64_t n = be_lib_i64(&d_, 1);
+	uint64_t x = be_lib_u64(&d_, 2);
+	int64_t incx = be_lib_i64(&d_, 3);
+	uint64_t y = be_lib_u64(&d_, 4);
+	int64_t incy = be_lib_i64(&d_, 5);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasZcopy_v2_64((cublasHandle_t)handle, (int64_t)n, (const cuDoubleComplex*)(uintptr_t)x, (int64_t)incx, (cuDoubleComplex*)(uintptr_t)y, (int64_t)incy);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasSswap_v2_64(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasSswap_v2_64);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int64_t n = be_lib_i64(&d_, 1);
+	uint64_t x = be_lib_u64(&d_, 2);
+	int64_t incx = be_lib_i64(&d_, 3);
+	uint64_t y = be_lib_u64(&d_, 4);
+	int64_t incy = be_lib_i64(&d_, 5);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasSswap_v2_64((cublasHandle_t)handle, (int64_t)n, (float*)(uintptr_t)x, (int64_t)incx, (float*)(uintptr_t)y, (int64_t)incy);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasDswap_v2_64(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasDswap_v2_64);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int64_t n = be_lib_i64(&d_, 1);
+	uint64_t x = be_lib_u64(&d_, 2);
+	int64_t incx = be_lib_i64(&d_, 3);
+	uint64_t y = be_lib_u64(&d_, 4);
+	int64_t incy = be_lib_i64(&d_, 5);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasDswap_v2_64((cublasHandle_t)handle, (int64_t)n, (double*)(uintptr_t)x, (int64_t)incx, (double*)(uintptr_t)y, (int64_t)incy);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasCswap_v2_64(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasCswap_v2_64);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int64_t n = be_lib_i64(&d_, 1);
+	uint64_t x = be_lib_u64(&d_, 2);
+	int64_t incx = be_lib_i64(&d_, 3);
+	uint64_t y = be_lib_u64(&d_, 4);
+	int64_t incy = be_lib_i64(&d_, 5);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasCswap_v2_64((cublasHandle_t)handle, (int64_t)n, (cuComplex*)(uintptr_t)x, (int64_t)incx, (cuComplex*)(uintptr_t)y, (int64_t)incy);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasZswap_v2_64(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasZswap_v2_64);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int64_t n = be_lib_i64(&d_, 1);
+	uint64_t x = be_lib_u64(&d_, 2);
+	int64_t incx = be_lib_i64(&d_, 3);
+	uint64_t y = be_lib_u64(&d_, 4);
+	int64_t incy = be_lib_i64(&d_, 5);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasZswap_v2_64((cublasHandle_t)handle, (int64_t)n, (cuDoubleComplex*)(uintptr_t)x, (int64_t)incx, (cuDoubleComplex*)(uintptr_t)y, (int64_t)incy);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasSrot_v2_64(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasSrot_v2_64);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int64_t n = be_lib_i64(&d_, 1);
+	uint64_t x = be_lib_u64(&d_, 2);
+	int64_t incx = be_lib_i64(&d_, 3);
+	uint64_t y = be_lib_u64(&d_, 4);
+	int64_t incy = be_lib_i64(&d_, 5);
+	be_lib_scalar c_s;
+	const void *c = be_lib_scalar_in(&d_, 6, &c_s, be_cublas_mode_blas, handle, 0);
+	be_lib_scalar s_s;
+	const void *s = be_lib_scalar_in(&d_, 7, &s_s, be_cublas_mode_blas, handle, 1);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasSrot_v2_64((cublasHandle_t)handle, (int64_t)n, (float*)(uintptr_t)x, (int64_t)incx, (float*)(uintptr_t)y, (int64_t)incy, (const float*)c, (const float*)s);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasDrot_v2_64(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasDrot_v2_64);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int64_t n = be_lib_i64(&d_, 1);
+	uint64_t x = be_lib_u64(&d_, 2);
+	int64_t incx = be_lib_i64(&d_, 3);
+	uint64_t y = be_lib_u64(&d_, 4);
+	int64_t incy = be_lib_i64(&d_, 5);
+	be_lib_scalar c_s;
+	const void *c = be_lib_scalar_in(&d_, 6, &c_s, be_cublas_mode_blas, handle, 0);
+	be_lib_scalar s_s;
+	const void *s = be_lib_scalar_in(&d_, 7, &s_s, be_cublas_mode_blas, handle, 1);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasDrot_v2_64((cublasHandle_t)handle, (int64_t)n, (double*)(uintptr_t)x, (int64_t)incx, (double*)(uintptr_t)y, (int64_t)incy, (const double*)c, (const double*)s);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasCsrot_v2_64(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasCsrot_v2_64);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int64_t n = be_lib_i64(&d_, 1);
+	uint64_t x = be_lib_u64(&d_, 2);
+	int64_t incx = be_lib_i64(&d_, 3);
+	uint64_t y = be_lib_u64(&d_, 4);
+	int64_t incy = be_lib_i64(&d_, 5);
+	be_lib_scalar c_s;
+	const void *c = be_lib_scalar_in(&d_, 6, &c_s, be_cublas_mode_blas, handle, 0);
+	be_lib_scalar s_s;
+	const void *s = be_lib_scalar_in(&d_, 7, &s_s, be_cublas_mode_blas, handle, 1);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasCsrot_v2_64((cublasHandle_t)handle, (int64_t)n, (cuComplex*)(uintptr_t)x, (int64_t)incx, (cuComplex*)(uintptr_t)y, (int64_t)incy, (const float*)c, (const float*)s);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasZdrot_v2_64(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasZdrot_v2_64);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int64_t n = be_lib_i64(&d_, 1);
+	uint64_t x = be_lib_u64(&d_, 2);
+	int64_t incx = be_lib_i64(&d_, 3);
+	uint64_t y = be_lib_u64(&d_, 4);
+	int64_t incy = be_lib_i64(&d_, 5);
+	be_lib_scalar c_s;
+	const void *c = be_lib_scalar_in(&d_, 6, &c_s, be_cublas_mode_blas, handle, 0);
+	be_lib_scalar s_s;
+	const void *s = be_lib_scalar_in(&d_, 7, &s_s, be_cublas_mode_blas, handle, 1);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasZdrot_v2_64((cublasHandle_t)handle, (int64_t)n, (cuDoubleComplex*)(uintptr_t)x, (int64_t)incx, (cuDoubleComplex*)(uintptr_t)y, (int64_t)incy, (const double*)c, (const double*)s);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasSgemv_v2_64(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasSgemv_v2_64);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t trans = be_lib_i32(&d_, 1);
+	int64_t m = be_lib_i64(&d_, 2);
+	int64_t n = be_lib_i64(&d_, 3);
+	uint64_t A = be_lib_u64(&d_, 5);
+	int64_t lda = be_lib_i64(&d_, 6);
+	uint64_t x = be_lib_u64(&d_, 7);
+	int64_t incx = be_lib_i64(&d_, 8);
+	uint64_t y = be_lib_u64(&d_, 10);
+	int64_t incy = be_lib_i64(&d_, 11);
+	be_lib_scalar alpha_s;
+	const void *alpha = be_lib_scalar_in(&d_, 4, &alpha_s, be_cublas_mode_blas, handle, 0);
+	be_lib_scalar beta_s;
+	const void *beta = be_lib_scalar_in(&d_, 9, &beta_s, be_cublas_mode_blas, handle, 1);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasSgemv_v2_64((cublasHandle_t)handle, (cublasOperation_t)trans, (int64_t)m, (int64_t)n, (const float*)alpha, (const float*)(uintptr_t)A, (int64_t)lda, (const float*)(uintptr_t)x, (int64_t)incx, (const float*)beta, (float*)(uintptr_t)y, (int64_t)incy);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasDgemv_v2_64(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasDgemv_v2_64);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t trans = be_lib_i32(&d_, 1);
+	int64_t m = be_lib_i64(&d_, 2);
+	int64_t n = be_lib_i64(&d_, 3);
+	uint64_t A = be_lib_u64(&d_, 5);
+	int64_t lda = be_lib_i64(&d_, 6);
+	uint64_t x = be_lib_u64(&d_, 7);
+	int64_t incx = be_lib_i64(&d_, 8);
+	uint64_t y = be_lib_u64(&d_, 10);
+	int64_t incy = be_lib_i64(&d_, 11);
+	be_lib_scalar alpha_s;
+	const void *alpha = be_lib_scalar_in(&d_, 4, &alpha_s, be_cublas_mode_blas, handle, 0);
+	be_lib_scalar beta_s;
+	const void *beta = be_lib_scalar_in(&d_, 9, &beta_s, be_cublas_mode_blas, handle, 1);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasDgemv_v2_64((cublasHandle_t)handle, (cublasOperation_t)trans, (int64_t)m, (int64_t)n, (const double*)alpha, (const double*)(uintptr_t)A, (int64_t)lda, (const double*)(uintptr_t)x, (int64_t)incx, (const double*)beta, (double*)(uintptr_t)y, (int64_t)incy);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasCgemv_v2_64(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasCgemv_v2_64);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t trans = be_lib_i32(&d_, 1);
+	int64_t m = be_lib_i64(&d_, 2);
+	int64_t n = be_lib_i64(&d_, 3);
+	uint64_t A = be_lib_u64(&d_, 5);
+	int64_t lda = be_lib_i64(&d_, 6);
+	uint64_t x = be_lib_u64(&d_, 7);
+	int64_t incx = be_lib_i64(&d_, 8);
+	uint64_t y = be_lib_u64(&d_, 10);
+	int64_t incy = be_lib_i64(&d_, 11);
+	be_lib_scalar alpha_s;
+	const void *alpha = be_lib_scalar_in(&d_, 4, &alpha_s, be_cublas_mode_blas, handle, 0);
+	be_lib_scalar beta_s;
+	const void *beta = be_lib_scalar_in(&d_, 9, &beta_s, be_cublas_mode_blas, handle, 1);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasCgemv_v2_64((cublasHandle_t)handle, (cublasOperation_t)trans, (int64_t)m, (int64_t)n, (const cuComplex*)alpha, (const cuComplex*)(uintptr_t)A, (int64_t)lda, (const cuComplex*)(uintptr_t)x, (int64_t)incx, (const cuComplex*)beta, (cuComplex*)(uintptr_t)y, (int64_t)incy);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasZgemv_v2_64(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasZgemv_v2_64);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t trans = be_lib_i32(&d_, 1);
+	int64_t m = be_lib_i64(&d_, 2);
+	int64_t n = be_lib_i64(&d_, 3);
+	uint64_t A = be_lib_u64(&d_, 5);
+	int64_t lda = be_lib_i64(&d_, 6);
+	uint64_t x = be_lib_u64(&d_, 7);
+	int64_t incx = be_lib_i64(&d_, 8);
+	uint64_t y = be_lib_u64(&d_, 10);
+	int64_t incy = be_lib_i64(&d_, 11);
+	be_lib_scalar alpha_s;
+	const void *alpha = be_lib_scalar_in(&d_, 4, &alpha_s, be_cublas_mode_blas, handle, 0);
+	be_lib_scalar beta_s;
+	const void *beta = be_lib_scalar_in(&d_, 9, &beta_s, be_cublas_mode_blas, handle, 1);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasZgemv_v2_64((cublasHandle_t)handle, (cublasOperation_t)trans, (int64_t)m, (int64_t)n, (const cuDoubleComplex*)alpha, (const cuDoubleComplex*)(uintptr_t)A, (int64_t)lda, (const cuDoubleComplex*)(uintptr_t)x, (int64_t)incx, (const cuDoubleComplex*)beta, (cuDoubleComplex*)(uintptr_t)y, (int64_t)incy);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasSgemvStridedBatched_64(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasSgemvStridedBatched_64);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t trans = be_lib_i32(&d_, 1);
+	int64_t m = be_lib_i64(&d_, 2);
+	int64_t n = be_lib_i64(&d_, 3);
+	uint64_t A = be_lib_u64(&d_, 5);
+	int64_t lda = be_lib_i64(&d_, 6);
+	int64_t strideA = be_lib_i64(&d_, 7);
+	uint64_t x = be_lib_u64(&d_, 8);
+	int64_t incx = be_lib_i64(&d_, 9);
+	int64_t stridex = be_lib_i64(&d_, 10);
+	uint64_t y = be_lib_u64(&d_, 12);
+	int64_t incy = be_lib_i64(&d_, 13);
+	int64_t stridey = be_lib_i64(&d_, 14);
+	int64_t batchCount = be_lib_i64(&d_, 15);
+	be_lib_scalar alpha_s;
+	const void *alpha = be_lib_scalar_in(&d_, 4, &alpha_s, be_cublas_mode_blas, handle, 0);
+	be_lib_scalar beta_s;
+	const void *beta = be_lib_scalar_in(&d_, 11, &beta_s, be_cublas_mode_blas, handle, 1);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasSgemvStridedBatched_64((cublasHandle_t)handle, (cublasOperation_t)trans, (int64_t)m, (int64_t)n, (const float*)alpha, (const float*)(uintptr_t)A, (int64_t)lda, (long long int)strideA, (const float*)(uintptr_t)x, (int64_t)incx, (long long int)stridex, (const float*)beta, (float*)(uintptr_t)y, (int64_t)incy, (long long int)stridey, (int64_t)batchCount);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasDgemvStridedBatched_64(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasDgemvStridedBatched_64);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t trans = be_lib_i32(&d_, 1);
+	int64_t m = be_lib_i64(&d_, 2);
+	int64_t n = be_lib_i64(&d_, 3);
+	uint64_t A = be_lib_u64(&d_, 5);
+	int64_t lda = be_lib_i64(&d_, 6);
+	int64_t strideA = be_lib_i64(&d_, 7);
+	uint64_t x = be_lib_u64(&d_, 8);
+	int64_t incx = be_lib_i64(&d_, 9);
+	int64_t stridex = be_lib_i64(&d_, 10);
+	uint64_t y = be_lib_u64(&d_, 12);
+	int64_t incy = be_lib_i64(&d_, 13);
+	int64_t stridey = be_lib_i64(&d_, 14);
+	int64_t batchCount = be_lib_i64(&d_, 15);
+	be_lib_scalar alpha_s;
+	const void *alpha = be_lib_scalar_in(&d_, 4, &alpha_s, be_cublas_mode_blas, handle, 0);
+	be_lib_scalar beta_s;
+	const void *beta = be_lib_scalar_in(&d_, 11, &beta_s, be_cublas_mode_blas, handle, 1);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasDgemvStridedBatched_64((cublasHandle_t)handle, (cublasOperation_t)trans, (int64_t)m, (int64_t)n, (const double*)alpha, (const double*)(uintptr_t)A, (int64_t)lda, (long long int)strideA, (const double*)(uintptr_t)x, (int64_t)incx, (long long int)stridex, (const double*)beta, (double*)(uintptr_t)y, (int64_t)incy, (long long int)stridey, (int64_t)batchCount);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasCgemvStridedBatched_64(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasCgemvStridedBatched_64);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t trans = be_lib_i32(&d_, 1);
+	int64_t m = be_lib_i64(&d_, 2);
+	int64_t n = be_lib_i64(&d_, 3);
+	uint64_t A = be_lib_u64(&d_, 5);
+	int64_t lda = be_lib_i64(&d_, 6);
+	int64_t strideA = be_lib_i64(&d_, 7);
+	uint64_t x = be_lib_u64(&d_, 8);
+	int64_t incx = be_lib_i64(&d_, 9);
+	int64_t stridex = be_lib_i64(&d_, 10);
+	uint64_t y = be_lib_u64(&d_, 12);
+	int64_t incy = be_lib_i64(&d_, 13);
+	int64_t stridey = be_lib_i64(&d_, 14);
+	int64_t batchCount = be_lib_i64(&d_, 15);
+	be_lib_scalar alpha_s;
+	const void *alpha = be_lib_scalar_in(&d_, 4, &alpha_s, be_cublas_mode_blas, handle, 0);
+	be_lib_scalar beta_s;
+	const void *beta = be_lib_scalar_in(&d_, 11, &beta_s, be_cublas_mode_blas, handle, 1);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasCgemvStridedBatched_64((cublasHandle_t)handle, (cublasOperation_t)trans, (int64_t)m, (int64_t)n, (const cuComplex*)alpha, (const cuComplex*)(uintptr_t)A, (int64_t)lda, (long long int)strideA, (const cuComplex*)(uintptr_t)x, (int64_t)incx, (long long int)stridex, (const cuComplex*)beta, (cuComplex*)(uintptr_t)y, (int64_t)incy, (long long int)stridey, (int64_t)batchCount);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasZgemvStridedBatched_64(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasZgemvStridedBatched_64);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t trans = be_lib_i32(&d_, 1);
+	int64_t m = be_lib_i64(&d_, 2);
+	int64_t n = be_lib_i64(&d_, 3);
+	uint64_t A = be_lib_u64(&d_, 5);
+	int64_t lda = be_lib_i64(&d_, 6);
+	int64_t strideA = be_lib_i64(&d_, 7);
+	uint64_t x = be_lib_u64(&d_, 8);
+	int64_t incx = be_lib_i64(&d_, 9);
+	int64_t stridex = be_lib_i64(&d_, 10);
+	uint64_t y = be_lib_u64(&d_, 12);
+	int64_t incy = be_lib_i64(&d_, 13);
+	int64_t stridey = be_lib_i64(&d_, 14);
+	int64_t batchCount = be_lib_i64(&d_, 15);
+	be_lib_scalar alpha_s;
+	const void *alpha = be_lib_scalar_in(&d_, 4, &alpha_s, be_cublas_mode_blas, handle, 0);
+	be_lib_scalar beta_s;
+	const void *beta = be_lib_scalar_in(&d_, 11, &beta_s, be_cublas_mode_blas, handle, 1);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasZgemvStridedBatched_64((cublasHandle_t)handle, (cublasOperation_t)trans, (int64_t)m, (int64_t)n, (const cuDoubleComplex*)alpha, (const cuDoubleComplex*)(uintptr_t)A, (int64_t)lda, (long long int)strideA, (const cuDoubleComplex*)(uintptr_t)x, (int64_t)incx, (long long int)stridex, (const cuDoubleComplex*)beta, (cuDoubleComplex*)(uintptr_t)y, (int64_t)incy, (long long int)stridey, (int64_t)batchCount);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasSsymv_v2_64(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasSsymv_v2_64);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t uplo = be_lib_i32(&d_, 1);
+	int64_t n = be_lib_i64(&d_, 2);
+	uint64_t A = be_lib_u64(&d_, 4);
+	int64_t lda = be_lib_i64(&d_, 5);
+	uint64_t x = be_lib_u64(&d_, 6);
+	int64_t incx = be_lib_i64(&d_, 7);
+	uint64_t y = be_lib_u64(&d_, 9);
+	int64_t incy = be_lib_i64(&d_, 10);
+	be_lib_scalar alpha_s;
+	const void *alpha = be_lib_scalar_in(&d_, 3, &alpha_s, be_cublas_mode_blas, handle, 0);
+	be_lib_scalar beta_s;
+	const void *beta = be_lib_scalar_in(&d_, 8, &beta_s, be_cublas_mode_blas, handle, 1);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasSsymv_v2_64((cublasHandle_t)handle, (cublasFillMode_t)uplo, (int64_t)n, (const float*)alpha, (const float*)(uintptr_t)A, (int64_t)lda, (const float*)(uintptr_t)x, (int64_t)incx, (const float*)beta, (float*)(uintptr_t)y, (int64_t)incy);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasDsymv_v2_64(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasDsymv_v2_64);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t uplo = be_lib_i32(&d_, 1);
+	int64_t n = be_lib_i64(&d_, 2);
+	uint64_t A = be_lib_u64(&d_, 4);
+	int64_t lda = be_lib_i64(&d_, 5);
+	uint64_t x = be_lib_u64(&d_, 6);
+	int64_t incx = be_lib_i64(&d_, 7);
+	uint64_t y = be_lib_u64(&d_, 9);
+	int64_t incy = be_lib_i64(&d_, 10);
+	be_lib_scalar alpha_s;
+	const void *alpha = be_lib_scalar_in(&d_, 3, &alpha_s, be_cublas_mode_blas, handle, 0);
+	be_lib_scalar beta_s;
+	const void *beta = be_lib_scalar_in(&d_, 8, &beta_s, be_cublas_mode_blas, handle, 1);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasDsymv_v2_64((cublasHandle_t)handle, (cublasFillMode_t)uplo, (int64_t)n, (const double*)alpha, (const double*)(uintptr_t)A, (int64_t)lda, (const double*)(uintptr_t)x, (int64_t)incx, (const double*)beta, (double*)(uintptr_t)y, (int64_t)incy);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasChemv_v2_64(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasChemv_v2_64);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t uplo = be_lib_i32(&d_, 1);
+	int64_t n = be_lib_i64(&d_, 2);
+	uint64_t A = be_lib_u64(&d_, 4);
+	int64_t lda = be_lib_i64(&d_, 5);
+	uint64_t x = be_lib_u64(&d_, 6);
+	int64_t incx = be_lib_i64(&d_, 7);
+	uint64_t y = be_lib_u64(&d_, 9);
+	int64_t incy = be_lib_i64(&d_, 10);
+	be_lib_scalar alpha_s;
+	const void *alpha = be_lib_scalar_in(&d_, 3, &alpha_s, be_cublas_mode_blas, handle, 0);
+	be_lib_scalar beta_s;
+	const void *beta = be_lib_scalar_in(&d_, 8, &beta_s, be_cublas_mode_blas, handle, 1);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasChemv_v2_64((cublasHandle_t)handle, (cublasFillMode_t)uplo, (int64_t)n, (const cuComplex*)alpha, (const cuComplex*)(uintptr_t)A, (int64_t)lda, (const cuComplex*)(uintptr_t)x, (int64_t)incx, (const cuComplex*)beta, (cuComplex*)(uintptr_t)y, (int64_t)incy);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasZhemv_v2_64(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasZhemv_v2_64);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t uplo = be_lib_i32(&d_, 1);
+	int64_t n = be_lib_i64(&d_, 2);
+	uint64_t A = be_lib_u64(&d_, 4);
+	int64_t lda = be_lib_i64(&d_, 5);
+	uint64_t x = be_lib_u64(&d_, 6);
+	int64_t incx = be_lib_i64(&d_, 7);
+	uint64_t y = be_lib_u64(&d_, 9);
+	int64_t incy = be_lib_i64(&d_, 10);
+	be_lib_scalar alpha_s;
+	const void *alpha = be_lib_scalar_in(&d_, 3, &alpha_s, be_cublas_mode_blas, handle, 0);
+	be_lib_scalar beta_s;
+	const void *beta = be_lib_scalar_in(&d_, 8, &beta_s, be_cublas_mode_blas, handle, 1);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasZhemv_v2_64((cublasHandle_t)handle, (cublasFillMode_t)uplo, (int64_t)n, (const cuDoubleComplex*)alpha, (const cuDoubleComplex*)(uintptr_t)A, (int64_t)lda, (const cuDoubleComplex*)(uintptr_t)x, (int64_t)incx, (const cuDoubleComplex*)beta, (cuDoubleComplex*)(uintptr_t)y, (int64_t)incy);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasDger_v2(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasDger_v2);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t m = be_lib_i32(&d_, 1);
+	int32_t n = be_lib_i32(&d_, 2);
+	uint64_t x = be_lib_u64(&d_, 4);
+	int32_t incx = be_lib_i32(&d_, 5);
+	uint64_t y = be_lib_u64(&d_, 6);
+	int32_t incy = be_lib_i32(&d_, 7);
+	uint64_t A = be_lib_u64(&d_, 8);
+	int32_t lda = be_lib_i32(&d_, 9);
+	be_lib_scalar alpha_s;
+	const void *alpha = be_lib_scalar_in(&d_, 3, &alpha_s, be_cublas_mode_blas, handle, 0);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasDger_v2((cublasHandle_t)handle, (int)m, (int)n, (const double*)alpha, (const double*)(uintptr_t)x, (int)incx, (const double*)(uintptr_t)y, (int)incy, (double*)(uintptr_t)A, (int)lda);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasSger_v2_64(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasSger_v2_64);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int64_t m = be_lib_i64(&d_, 1);
+	int64_t n = be_lib_i64(&d_, 2);
+	uint64_t x = be_lib_u64(&d_, 4);
+	int64_t incx = be_lib_i64(&d_, 5);
+	uint64_t y = be_lib_u64(&d_, 6);
+	int64_t incy = be_lib_i64(&d_, 7);
+	uint64_t A = be_lib_u64(&d_, 8);
+	int64_t lda = be_lib_i64(&d_, 9);
+	be_lib_scalar alpha_s;
+	const void *alpha = be_lib_scalar_in(&d_, 3, &alpha_s, be_cublas_mode_blas, handle, 0);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasSger_v2_64((cublasHandle_t)handle, (int64_t)m, (int64_t)n, (const float*)alpha, (const float*)(uintptr_t)x, (int64_t)incx, (const float*)(uintptr_t)y, (int64_t)incy, (float*)(uintptr_t)A, (int64_t)lda);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasDger_v2_64(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasDger_v2_64);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int64_t m = be_lib_i64(&d_, 1);
+	int64_t n = be_lib_i64(&d_, 2);
+	uint64_t x = be_lib_u64(&d_, 4);
+	int64_t incx = be_lib_i64(&d_, 5);
+	uint64_t y = be_lib_u64(&d_, 6);
+	int64_t incy = be_lib_i64(&d_, 7);
+	uint64_t A = be_lib_u64(&d_, 8);
+	int64_t lda = be_lib_i64(&d_, 9);
+	be_lib_scalar alpha_s;
+	const void *alpha = be_lib_scalar_in(&d_, 3, &alpha_s, be_cublas_mode_blas, handle, 0);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasDger_v2_64((cublasHandle_t)handle, (int64_t)m, (int64_t)n, (const double*)alpha, (const double*)(uintptr_t)x, (int64_t)incx, (const double*)(uintptr_t)y, (int64_t)incy, (double*)(uintptr_t)A, (int64_t)lda);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasCgeru_v2_64(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasCgeru_v2_64);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int64_t m = be_lib_i64(&d_, 1);
+	int64_t n = be_lib_i64(&d_, 2);
+	uint64_t x = be_lib_u64(&d_, 4);
+	int64_t incx = be_lib_i64(&d_, 5);
+	uint64_t y = be_lib_u64(&d_, 6);
+	int64_t incy = be_lib_i64(&d_, 7);
+	uint64_t A = be_lib_u64(&d_, 8);
+	int64_t lda = be_lib_i64(&d_, 9);
+	be_lib_scalar alpha_s;
+	const void *alpha = be_lib_scalar_in(&d_, 3, &alpha_s, be_cublas_mode_blas, handle, 0);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasCgeru_v2_64((cublasHandle_t)handle, (int64_t)m, (int64_t)n, (const cuComplex*)alpha, (const cuComplex*)(uintptr_t)x, (int64_t)incx, (const cuComplex*)(uintptr_t)y, (int64_t)incy, (cuComplex*)(uintptr_t)A, (int64_t)lda);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasCgerc_v2_64(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasCgerc_v2_64);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int64_t m = be_lib_i64(&d_, 1);
+	int64_t n = be_lib_i64(&d_, 2);
+	uint64_t x = be_lib_u64(&d_, 4);
+	int64_t incx = be_lib_i64(&d_, 5);
+	uint64_t y = be_lib_u64(&d_, 6);
+	int64_t incy = be_lib_i64(&d_, 7);
+	uint64_t A = be_lib_u64(&d_, 8);
+	int64_t lda = be_lib_i64(&d_, 9);
+	be_lib_scalar alpha_s;
+	const void *alpha = be_lib_scalar_in(&d_, 3, &alpha_s, be_cublas_mode_blas, handle, 0);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasCgerc_v2_64((cublasHandle_t)handle, (int64_t)m, (int64_t)n, (const cuComplex*)alpha, (const cuComplex*)(uintptr_t)x, (int64_t)incx, (const cuComplex*)(uintptr_t)y, (int64_t)incy, (cuComplex*)(uintptr_t)A, (int64_t)lda);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasZgeru_v2_64(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasZgeru_v2_64);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int64_t m = be_lib_i64(&d_, 1);
+	int64_t n = be_lib_i64(&d_, 2);
+	uint64_t x = be_lib_u64(&d_, 4);
+	int64_t incx = be_lib_i64(&d_, 5);
+	uint64_t y = be_lib_u64(&d_, 6);
+	int64_t incy = be_lib_i64(&d_, 7);
+	uint64_t A = be_lib_u64(&d_, 8);
+	int64_t lda = be_lib_i64(&d_, 9);
+	be_lib_scalar alpha_s;
+	const void *alpha = be_lib_scalar_in(&d_, 3, &alpha_s, be_cublas_mode_blas, handle, 0);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasZgeru_v2_64((cublasHandle_t)handle, (int64_t)m, (int64_t)n, (const cuDoubleComplex*)alpha, (const cuDoubleComplex*)(uintptr_t)x, (int64_t)incx, (const cuDoubleComplex*)(uintptr_t)y, (int64_t)incy, (cuDoubleComplex*)(uintptr_t)A, (int64_t)lda);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasZgerc_v2_64(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasZgerc_v2_64);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int64_t m = be_lib_i64(&d_, 1);
+	int64_t n = be_lib_i64(&d_, 2);
+	uint64_t x = be_lib_u64(&d_, 4);
+	int64_t incx = be_lib_i64(&d_, 5);
+	uint64_t y = be_lib_u64(&d_, 6);
+	int64_t incy = be_lib_i64(&d_, 7);
+	uint64_t A = be_lib_u64(&d_, 8);
+	int64_t lda = be_lib_i64(&d_, 9);
+	be_lib_scalar alpha_s;
+	const void *alpha = be_lib_scalar_in(&d_, 3, &alpha_s, be_cublas_mode_blas, handle, 0);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasZgerc_v2_64((cublasHandle_t)handle, (int64_t)m, (int64_t)n, (const cuDoubleComplex*)alpha, (const cuDoubleComplex*)(uintptr_t)x, (int64_t)incx, (const cuDoubleComplex*)(uintptr_t)y, (int64_t)incy, (cuDoubleComplex*)(uintptr_t)A, (int64_t)lda);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasStrmv_v2_64(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasStrmv_v2_64);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t uplo = be_lib_i32(&d_, 1);
+	int32_t trans = be_lib_i32(&d_, 2);
+	int32_t diag = be_lib_i32(&d_, 3);
+	int64_t n = be_lib_i64(&d_, 4);
+	uint64_t A = be_lib_u64(&d_, 5);
+	int64_t lda = be_lib_i64(&d_, 6);
+	uint64_t x = be_lib_u64(&d_, 7);
+	int64_t incx = be_lib_i64(&d_, 8);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasStrmv_v2_64((cublasHandle_t)handle, (cublasFillMode_t)uplo, (cublasOperation_t)trans, (cublasDiagType_t)diag, (int64_t)n, (const float*)(uintptr_t)A, (int64_t)lda, (float*)(uintptr_t)x, (int64_t)incx);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasDtrmv_v2_64(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasDtrmv_v2_64);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t uplo = be_lib_i32(&d_, 1);
+	int32_t trans = be_lib_i32(&d_, 2);
+	int32_t diag = be_lib_i32(&d_, 3);
+	int64_t n = be_lib_i64(&d_, 4);
+	uint64_t A = be_lib_u64(&d_, 5);
+	int64_t lda = be_lib_i64(&d_, 6);
+	uint64_t x = be_lib_u64(&d_, 7);
+	int64_t incx = be_lib_i64(&d_, 8);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasDtrmv_v2_64((cublasHandle_t)handle, (cublasFillMode_t)uplo, (cublasOperation_t)trans, (cublasDiagType_t)diag, (int64_t)n, (const double*)(uintptr_t)A, (int64_t)lda, (double*)(uintptr_t)x, (int64_t)incx);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasCtrmv_v2_64(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasCtrmv_v2_64);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t uplo = be_lib_i32(&d_, 1);
+	int32_t trans = be_lib_i32(&d_, 2);
+	int32_t diag = be_lib_i32(&d_, 3);
+	int64_t n = be_lib_i64(&d_, 4);
+	uint64_t A = be_lib_u64(&d_, 5);
+	int64_t lda = be_lib_i64(&d_, 6);
+	uint64_t x = be_lib_u64(&d_, 7);
+	int64_t incx = be_lib_i64(&d_, 8);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasCtrmv_v2_64((cublasHandle_t)handle, (cublasFillMode_t)uplo, (cublasOperation_t)trans, (cublasDiagType_t)diag, (int64_t)n, (const cuComplex*)(uintptr_t)A, (int64_t)lda, (cuComplex*)(uintptr_t)x, (int64_t)incx);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasZtrmv_v2_64(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasZtrmv_v2_64);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t uplo = be_lib_i32(&d_, 1);
+	int32_t trans = be_lib_i32(&d_, 2);
+	int32_t diag = be_lib_i32(&d_, 3);
+	int64_t n = be_lib_i64(&d_, 4);
+	uint64_t A = be_lib_u64(&d_, 5);
+	int64_t lda = be_lib_i64(&d_, 6);
+	uint64_t x = be_lib_u64(&d_, 7);
+	int64_t incx = be_lib_i64(&d_, 8);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasZtrmv_v2_64((cublasHandle_t)handle, (cublasFillMode_t)uplo, (cublasOperation_t)trans, (cublasDiagType_t)diag, (int64_t)n, (const cuDoubleComplex*)(uintptr_t)A, (int64_t)lda, (cuDoubleComplex*)(uintptr_t)x, (int64_t)incx);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasStrsv_v2(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasStrsv_v2);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t uplo = be_lib_i32(&d_, 1);
+	int32_t trans = be_lib_i32(&d_, 2);
+	int32_t diag = be_lib_i32(&d_, 3);
+	int32_t n = be_lib_i32(&d_, 4);
+	uint64_t A = be_lib_u64(&d_, 5);
+	int32_t lda = be_lib_i32(&d_, 6);
+	uint64_t x = be_lib_u64(&d_, 7);
+	int32_t incx = be_lib_i32(&d_, 8);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasStrsv_v2((cublasHandle_t)handle, (cublasFillMode_t)uplo, (cublasOperation_t)trans, (cublasDiagType_t)diag, (int)n, (const float*)(uintptr_t)A, (int)lda, (float*)(uintptr_t)x, (int)incx);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasDtrsv_v2(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasDtrsv_v2);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t uplo = be_lib_i32(&d_, 1);
+	int32_t trans = be_lib_i32(&d_, 2);
+	int32_t diag = be_lib_i32(&d_, 3);
+	int32_t n = be_lib_i32(&d_, 4);
+	uint64_t A = be_lib_u64(&d_, 5);
+	int32_t lda = be_lib_i32(&d_, 6);
+	uint64_t x = be_lib_u64(&d_, 7);
+	int32_t incx = be_lib_i32(&d_, 8);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasDtrsv_v2((cublasHandle_t)handle, (cublasFillMode_t)uplo, (cublasOperation_t)trans, (cublasDiagType_t)diag, (int)n, (const double*)(uintptr_t)A, (int)lda, (double*)(uintptr_t)x, (int)incx);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasCtrsv_v2(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasCtrsv_v2);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t uplo = be_lib_i32(&d_, 1);
+	int32_t trans = be_lib_i32(&d_, 2);
+	int32_t diag = be_lib_i32(&d_, 3);
+	int32_t n = be_lib_i32(&d_, 4);
+	uint64_t A = be_lib_u64(&d_, 5);
+	int32_t lda = be_lib_i32(&d_, 6);
+	uint64_t x = be_lib_u64(&d_, 7);
+	int32_t incx = be_lib_i32(&d_, 8);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasCtrsv_v2((cublasHandle_t)handle, (cublasFillMode_t)uplo, (cublasOperation_t)trans, (cublasDiagType_t)diag, (int)n, (const cuComplex*)(uintptr_t)A, (int)lda, (cuComplex*)(uintptr_t)x, (int)incx);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasZtrsv_v2(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasZtrsv_v2);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t uplo = be_lib_i32(&d_, 1);
+	int32_t trans = be_lib_i32(&d_, 2);
+	int32_t diag = be_lib_i32(&d_, 3);
+	int32_t n = be_lib_i32(&d_, 4);
+	uint64_t A = be_lib_u64(&d_, 5);
+	int32_t lda = be_lib_i32(&d_, 6);
+	uint64_t x = be_lib_u64(&d_, 7);
+	int32_t incx = be_lib_i32(&d_, 8);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasZtrsv_v2((cublasHandle_t)handle, (cublasFillMode_t)uplo, (cublasOperation_t)trans, (cublasDiagType_t)diag, (int)n, (const cuDoubleComplex*)(uintptr_t)A, (int)lda, (cuDoubleComplex*)(uintptr_t)x, (int)incx);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasSgemm_v2_64(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasSgemm_v2_64);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t transa = be_lib_i32(&d_, 1);
+	int32_t transb = be_lib_i32(&d_, 2);
+	int64_t m = be_lib_i64(&d_, 3);
+	int64_t n = be_lib_i64(&d_, 4);
+	int64_t k = be_lib_i64(&d_, 5);
+	uint64_t A = be_lib_u64(&d_, 7);
+	int64_t lda = be_lib_i64(&d_, 8);
+	uint64_t B = be_lib_u64(&d_, 9);
+	int64_t ldb = be_lib_i64(&d_, 10);
+	uint64_t C = be_lib_u64(&d_, 12);
+	int64_t ldc = be_lib_i64(&d_, 13);
+	be_lib_scalar alpha_s;
+	const void *alpha = be_lib_scalar_in(&d_, 6, &alpha_s, be_cublas_mode_blas, handle, 0);
+	be_lib_scalar beta_s;
+	const void *beta = be_lib_scalar_in(&d_, 11, &beta_s, be_cublas_mode_blas, handle, 1);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasSgemm_v2_64((cublasHandle_t)handle, (cublasOperation_t)transa, (cublasOperation_t)transb, (int64_t)m, (int64_t)n, (int64_t)k, (const float*)alpha, (const float*)(uintptr_t)A, (int64_t)lda, (const float*)(uintptr_t)B, (int64_t)ldb, (const float*)beta, (float*)(uintptr_t)C, (int64_t)ldc);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasDgemm_v2_64(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasDgemm_v2_64);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t transa = be_lib_i32(&d_, 1);
+	int32_t transb = be_lib_i32(&d_, 2);
+	int64_t m = be_lib_i64(&d_, 3);
+	int64_t n = be_lib_i64(&d_, 4);
+	int64_t k = be_lib_i64(&d_, 5);
+	uint64_t A = be_lib_u64(&d_, 7);
+	int64_t lda = be_lib_i64(&d_, 8);
+	uint64_t B = be_lib_u64(&d_, 9);
+	int64_t ldb = be_lib_i64(&d_, 10);
+	uint64_t C = be_lib_u64(&d_, 12);
+	int64_t ldc = be_lib_i64(&d_, 13);
+	be_lib_scalar alpha_s;
+	const void *alpha = be_lib_scalar_in(&d_, 6, &alpha_s, be_cublas_mode_blas, handle, 0);
+	be_lib_scalar beta_s;
+	const void *beta = be_lib_scalar_in(&d_, 11, &beta_s, be_cublas_mode_blas, handle, 1);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasDgemm_v2_64((cublasHandle_t)handle, (cublasOperation_t)transa, (cublasOperation_t)transb, (int64_t)m, (int64_t)n, (int64_t)k, (const double*)alpha, (const double*)(uintptr_t)A, (int64_t)lda, (const double*)(uintptr_t)B, (int64_t)ldb, (const double*)beta, (double*)(uintptr_t)C, (int64_t)ldc);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasCgemm_v2_64(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasCgemm_v2_64);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t transa = be_lib_i32(&d_, 1);
+	int32_t transb = be_lib_i32(&d_, 2);
+	int64_t m = be_lib_i64(&d_, 3);
+	int64_t n = be_lib_i64(&d_, 4);
+	int64_t k = be_lib_i64(&d_, 5);
+	uint64_t A = be_lib_u64(&d_, 7);
+	int64_t lda = be_lib_i64(&d_, 8);
+	uint64_t B = be_lib_u64(&d_, 9);
+	int64_t ldb = be_lib_i64(&d_, 10);
+	uint64_t C = be_lib_u64(&d_, 12);
+	int64_t ldc = be_lib_i64(&d_, 13);
+	be_lib_scalar alpha_s;
+	const void *alpha = be_lib_scalar_in(&d_, 6, &alpha_s, be_cublas_mode_blas, handle, 0);
+	be_lib_scalar beta_s;
+	const void *beta = be_lib_scalar_in(&d_, 11, &beta_s, be_cublas_mode_blas, handle, 1);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasCgemm_v2_64((cublasHandle_t)handle, (cublasOperation_t)transa, (cublasOperation_t)transb, (int64_t)m, (int64_t)n, (int64_t)k, (const cuComplex*)alpha, (const cuComplex*)(uintptr_t)A, (int64_t)lda, (const cuComplex*)(uintptr_t)B, (int64_t)ldb, (const cuComplex*)beta, (cuComplex*)(uintptr_t)C, (int64_t)ldc);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasZgemm_v2_64(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasZgemm_v2_64);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t transa = be_lib_i32(&d_, 1);
+	int32_t transb = be_lib_i32(&d_, 2);
+	int64_t m = be_lib_i64(&d_, 3);
+	int64_t n = be_lib_i64(&d_, 4);
+	int64_t k = be_lib_i64(&d_, 5);
+	uint64_t A = be_lib_u64(&d_, 7);
+	int64_t lda = be_lib_i64(&d_, 8);
+	uint64_t B = be_lib_u64(&d_, 9);
+	int64_t ldb = be_lib_i64(&d_, 10);
+	uint64_t C = be_lib_u64(&d_, 12);
+	int64_t ldc = be_lib_i64(&d_, 13);
+	be_lib_scalar alpha_s;
+	const void *alpha = be_lib_scalar_in(&d_, 6, &alpha_s, be_cublas_mode_blas, handle, 0);
+	be_lib_scalar beta_s;
+	const void *beta = be_lib_scalar_in(&d_, 11, &beta_s, be_cublas_mode_blas, handle, 1);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasZgemm_v2_64((cublasHandle_t)handle, (cublasOperation_t)transa, (cublasOperation_t)transb, (int64_t)m, (int64_t)n, (int64_t)k, (const cuDoubleComplex*)alpha, (const cuDoubleComplex*)(uintptr_t)A, (int64_t)lda, (const cuDoubleComplex*)(uintptr_t)B, (int64_t)ldb, (const cuDoubleComplex*)beta, (cuDoubleComplex*)(uintptr_t)C, (int64_t)ldc);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasSgemmStridedBatched_64(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasSgemmStridedBatched_64);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t transa = be_lib_i32(&d_, 1);
+	int32_t transb = be_lib_i32(&d_, 2);
+	int64_t m = be_lib_i64(&d_, 3);
+	int64_t n = be_lib_i64(&d_, 4);
+	int64_t k = be_lib_i64(&d_, 5);
+	uint64_t A = be_lib_u64(&d_, 7);
+	int64_t lda = be_lib_i64(&d_, 8);
+	int64_t strideA = be_lib_i64(&d_, 9);
+	uint64_t B = be_lib_u64(&d_, 10);
+	int64_t ldb = be_lib_i64(&d_, 11);
+	int64_t strideB = be_lib_i64(&d_, 12);
+	uint64_t C = be_lib_u64(&d_, 14);
+	int64_t ldc = be_lib_i64(&d_, 15);
+	int64_t strideC = be_lib_i64(&d_, 16);
+	int64_t batchCount = be_lib_i64(&d_, 17);
+	be_lib_scalar alpha_s;
+	const void *alpha = be_lib_scalar_in(&d_, 6, &alpha_s, be_cublas_mode_blas, handle, 0);
+	be_lib_scalar beta_s;
+	const void *beta = be_lib_scalar_in(&d_, 13, &beta_s, be_cublas_mode_blas, handle, 1);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasSgemmStridedBatched_64((cublasHandle_t)handle, (cublasOperation_t)transa, (cublasOperation_t)transb, (int64_t)m, (int64_t)n, (int64_t)k, (const float*)alpha, (const float*)(uintptr_t)A, (int64_t)lda, (long long int)strideA, (const float*)(uintptr_t)B, (int64_t)ldb, (long long int)strideB, (const float*)beta, (float*)(uintptr_t)C, (int64_t)ldc, (long long int)strideC, (int64_t)batchCount);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasDgemmStridedBatched_64(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasDgemmStridedBatched_64);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t transa = be_lib_i32(&d_, 1);
+	int32_t transb = be_lib_i32(&d_, 2);
+	int64_t m = be_lib_i64(&d_, 3);
+	int64_t n = be_lib_i64(&d_, 4);
+	int64_t k = be_lib_i64(&d_, 5);
+	uint64_t A = be_lib_u64(&d_, 7);
+	int64_t lda = be_lib_i64(&d_, 8);
+	int64_t strideA = be_lib_i64(&d_, 9);
+	uint64_t B = be_lib_u64(&d_, 10);
+	int64_t ldb = be_lib_i64(&d_, 11);
+	int64_t strideB = be_lib_i64(&d_, 12);
+	uint64_t C = be_lib_u64(&d_, 14);
+	int64_t ldc = be_lib_i64(&d_, 15);
+	int64_t strideC = be_lib_i64(&d_, 16);
+	int64_t batchCount = be_lib_i64(&d_, 17);
+	be_lib_scalar alpha_s;
+	const void *alpha = be_lib_scalar_in(&d_, 6, &alpha_s, be_cublas_mode_blas, handle, 0);
+	be_lib_scalar beta_s;
+	const void *beta = be_lib_scalar_in(&d_, 13, &beta_s, be_cublas_mode_blas, handle, 1);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasDgemmStridedBatched_64((cublasHandle_t)handle, (cublasOperation_t)transa, (cublasOperation_t)transb, (int64_t)m, (int64_t)n, (int64_t)k, (const double*)alpha, (const double*)(uintptr_t)A, (int64_t)lda, (long long int)strideA, (const double*)(uintptr_t)B, (int64_t)ldb, (long long int)strideB, (const double*)beta, (double*)(uintptr_t)C, (int64_t)ldc, (long long int)strideC, (int64_t)batchCount);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasCgemmStridedBatched_64(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasCgemmStridedBatched_64);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t transa = be_lib_i32(&d_, 1);
+	int32_t transb = be_lib_i32(&d_, 2);
+	int64_t m = be_lib_i64(&d_, 3);
+	int64_t n = be_lib_i64(&d_, 4);
+	int64_t k = be_lib_i64(&d_, 5);
+	uint64_t A = be_lib_u64(&d_, 7);
+	int64_t lda = be_lib_i64(&d_, 8);
+	int64_t strideA = be_lib_i64(&d_, 9);
+	uint64_t B = be_lib_u64(&d_, 10);
+	int64_t ldb = be_lib_i64(&d_, 11);
+	int64_t strideB = be_lib_i64(&d_, 12);
+	uint64_t C = be_lib_u64(&d_, 14);
+	int64_t ldc = be_lib_i64(&d_, 15);
+	int64_t strideC = be_lib_i64(&d_, 16);
+	int64_t batchCount = be_lib_i64(&d_, 17);
+	be_lib_scalar alpha_s;
+	const void *alpha = be_lib_scalar_in(&d_, 6, &alpha_s, be_cublas_mode_blas, handle, 0);
+	be_lib_scalar beta_s;
+	const void *beta = be_lib_scalar_in(&d_, 13, &beta_s, be_cublas_mode_blas, handle, 1);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasCgemmStridedBatched_64((cublasHandle_t)handle, (cublasOperation_t)transa, (cublasOperation_t)transb, (int64_t)m, (int64_t)n, (int64_t)k, (const cuComplex*)alpha, (const cuComplex*)(uintptr_t)A, (int64_t)lda, (long long int)strideA, (const cuComplex*)(uintptr_t)B, (int64_t)ldb, (long long int)strideB, (const cuComplex*)beta, (cuComplex*)(uintptr_t)C, (int64_t)ldc, (long long int)strideC, (int64_t)batchCount);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasZgemmStridedBatched_64(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasZgemmStridedBatched_64);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t transa = be_lib_i32(&d_, 1);
+	int32_t transb = be_lib_i32(&d_, 2);
+	int64_t m = be_lib_i64(&d_, 3);
+	int64_t n = be_lib_i64(&d_, 4);
+	int64_t k = be_lib_i64(&d_, 5);
+	uint64_t A = be_lib_u64(&d_, 7);
+	int64_t lda = be_lib_i64(&d_, 8);
+	int64_t strideA = be_lib_i64(&d_, 9);
+	uint64_t B = be_lib_u64(&d_, 10);
+	int64_t ldb = be_lib_i64(&d_, 11);
+	int64_t strideB = be_lib_i64(&d_, 12);
+	uint64_t C = be_lib_u64(&d_, 14);
+	int64_t ldc = be_lib_i64(&d_, 15);
+	int64_t strideC = be_lib_i64(&d_, 16);
+	int64_t batchCount = be_lib_i64(&d_, 17);
+	be_lib_scalar alpha_s;
+	const void *alpha = be_lib_scalar_in(&d_, 6, &alpha_s, be_cublas_mode_blas, handle, 0);
+	be_lib_scalar beta_s;
+	const void *beta = be_lib_scalar_in(&d_, 13, &beta_s, be_cublas_mode_blas, handle, 1);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasZgemmStridedBatched_64((cublasHandle_t)handle, (cublasOperation_t)transa, (cublasOperation_t)transb, (int64_t)m, (int64_t)n, (int64_t)k, (const cuDoubleComplex*)alpha, (const cuDoubleComplex*)(uintptr_t)A, (int64_t)lda, (long long int)strideA, (const cuDoubleComplex*)(uintptr_t)B, (int64_t)ldb, (long long int)strideB, (const cuDoubleComplex*)beta, (cuDoubleComplex*)(uintptr_t)C, (int64_t)ldc, (long long int)strideC, (int64_t)batchCount);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasSsymm_v2_64(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasSsymm_v2_64);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t side = be_lib_i32(&d_, 1);
+	int32_t uplo = be_lib_i32(&d_, 2);
+	int64_t m = be_lib_i64(&d_, 3);
+	int64_t n = be_lib_i64(&d_, 4);
+	uint64_t A = be_lib_u64(&d_, 6);
+	int64_t lda = be_lib_i64(&d_, 7);
+	uint64_t B = be_lib_u64(&d_, 8);
+	int64_t ldb = be_lib_i64(&d_, 9);
+	uint64_t C = be_lib_u64(&d_, 11);
+	int64_t ldc = be_lib_i64(&d_, 12);
+	be_lib_scalar alpha_s;
+	const void *alpha = be_lib_scalar_in(&d_, 5, &alpha_s, be_cublas_mode_blas, handle, 0);
+	be_lib_scalar beta_s;
+	const void *beta = be_lib_scalar_in(&d_, 10, &beta_s, be_cublas_mode_blas, handle, 1);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasSsymm_v2_64((cublasHandle_t)handle, (cublasSideMode_t)side, (cublasFillMode_t)uplo, (int64_t)m, (int64_t)n, (const float*)alpha, (const float*)(uintptr_t)A, (int64_t)lda, (const float*)(uintptr_t)B, (int64_t)ldb, (const float*)beta, (float*)(uintptr_t)C, (int64_t)ldc);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasDsymm_v2_64(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasDsymm_v2_64);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t side = be_lib_i32(&d_, 1);
+	int32_t uplo = be_lib_i32(&d_, 2);
+	int64_t m = be_lib_i64(&d_, 3);
+	int64_t n = be_lib_i64(&d_, 4);
+	uint64_t A = be_lib_u64(&d_, 6);
+	int64_t lda = be_lib_i64(&d_, 7);
+	uint64_t B = be_lib_u64(&d_, 8);
+	int64_t ldb = be_lib_i64(&d_, 9);
+	uint64_t C = be_lib_u64(&d_, 11);
+	int64_t ldc = be_lib_i64(&d_, 12);
+	be_lib_scalar alpha_s;
+	const void *alpha = be_lib_scalar_in(&d_, 5, &alpha_s, be_cublas_mode_blas, handle, 0);
+	be_lib_scalar beta_s;
+	const void *beta = be_lib_scalar_in(&d_, 10, &beta_s, be_cublas_mode_blas, handle, 1);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasDsymm_v2_64((cublasHandle_t)handle, (cublasSideMode_t)side, (cublasFillMode_t)uplo, (int64_t)m, (int64_t)n, (const double*)alpha, (const double*)(uintptr_t)A, (int64_t)lda, (const double*)(uintptr_t)B, (int64_t)ldb, (const double*)beta, (double*)(uintptr_t)C, (int64_t)ldc);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasChemm_v2_64(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasChemm_v2_64);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t side = be_lib_i32(&d_, 1);
+	int32_t uplo = be_lib_i32(&d_, 2);
+	int64_t m = be_lib_i64(&d_, 3);
+	int64_t n = be_lib_i64(&d_, 4);
+	uint64_t A = be_lib_u64(&d_, 6);
+	int64_t lda = be_lib_i64(&d_, 7);
+	uint64_t B = be_lib_u64(&d_, 8);
+	int64_t ldb = be_lib_i64(&d_, 9);
+	uint64_t C = be_lib_u64(&d_, 11);
+	int64_t ldc = be_lib_i64(&d_, 12);
+	be_lib_scalar alpha_s;
+	const void *alpha = be_lib_scalar_in(&d_, 5, &alpha_s, be_cublas_mode_blas, handle, 0);
+	be_lib_scalar beta_s;
+	const void *beta = be_lib_scalar_in(&d_, 10, &beta_s, be_cublas_mode_blas, handle, 1);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasChemm_v2_64((cublasHandle_t)handle, (cublasSideMode_t)side, (cublasFillMode_t)uplo, (int64_t)m, (int64_t)n, (const cuComplex*)alpha, (const cuComplex*)(uintptr_t)A, (int64_t)lda, (const cuComplex*)(uintptr_t)B, (int64_t)ldb, (const cuComplex*)beta, (cuComplex*)(uintptr_t)C, (int64_t)ldc);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasZhemm_v2_64(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasZhemm_v2_64);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t side = be_lib_i32(&d_, 1);
+	int32_t uplo = be_lib_i32(&d_, 2);
+	int64_t m = be_lib_i64(&d_, 3);
+	int64_t n = be_lib_i64(&d_, 4);
+	uint64_t A = be_lib_u64(&d_, 6);
+	int64_t lda = be_lib_i64(&d_, 7);
+	uint64_t B = be_lib_u64(&d_, 8);
+	int64_t ldb = be_lib_i64(&d_, 9);
+	uint64_t C = be_lib_u64(&d_, 11);
+	int64_t ldc = be_lib_i64(&d_, 12);
+	be_lib_scalar alpha_s;
+	const void *alpha = be_lib_scalar_in(&d_, 5, &alpha_s, be_cublas_mode_blas, handle, 0);
+	be_lib_scalar beta_s;
+	const void *beta = be_lib_scalar_in(&d_, 10, &beta_s, be_cublas_mode_blas, handle, 1);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasZhemm_v2_64((cublasHandle_t)handle, (cublasSideMode_t)side, (cublasFillMode_t)uplo, (int64_t)m, (int64_t)n, (const cuDoubleComplex*)alpha, (const cuDoubleComplex*)(uintptr_t)A, (int64_t)lda, (const cuDoubleComplex*)(uintptr_t)B, (int64_t)ldb, (const cuDoubleComplex*)beta, (cuDoubleComplex*)(uintptr_t)C, (int64_t)ldc);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasSsyrk_v2(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasSsyrk_v2);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t uplo = be_lib_i32(&d_, 1);
+	int32_t trans = be_lib_i32(&d_, 2);
+	int32_t n = be_lib_i32(&d_, 3);
+	int32_t k = be_lib_i32(&d_, 4);
+	uint64_t A = be_lib_u64(&d_, 6);
+	int32_t lda = be_lib_i32(&d_, 7);
+	uint64_t C = be_lib_u64(&d_, 9);
+	int32_t ldc = be_lib_i32(&d_, 10);
+	be_lib_scalar alpha_s;
+	const void *alpha = be_lib_scalar_in(&d_, 5, &alpha_s, be_cublas_mode_blas, handle, 0);
+	be_lib_scalar beta_s;
+	const void *beta = be_lib_scalar_in(&d_, 8, &beta_s, be_cublas_mode_blas, handle, 1);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasSsyrk_v2((cublasHandle_t)handle, (cublasFillMode_t)uplo, (cublasOperation_t)trans, (int)n, (int)k, (const float*)alpha, (const float*)(uintptr_t)A, (int)lda, (const float*)beta, (float*)(uintptr_t)C, (int)ldc);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasDsyrk_v2(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasDsyrk_v2);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t uplo = be_lib_i32(&d_, 1);
+	int32_t trans = be_lib_i32(&d_, 2);
+	int32_t n = be_lib_i32(&d_, 3);
+	int32_t k = be_lib_i32(&d_, 4);
+	uint64_t A = be_lib_u64(&d_, 6);
+	int32_t lda = be_lib_i32(&d_, 7);
+	uint64_t C = be_lib_u64(&d_, 9);
+	int32_t ldc = be_lib_i32(&d_, 10);
+	be_lib_scalar alpha_s;
+	const void *alpha = be_lib_scalar_in(&d_, 5, &alpha_s, be_cublas_mode_blas, handle, 0);
+	be_lib_scalar beta_s;
+	const void *beta = be_lib_scalar_in(&d_, 8, &beta_s, be_cublas_mode_blas, handle, 1);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasDsyrk_v2((cublasHandle_t)handle, (cublasFillMode_t)uplo, (cublasOperation_t)trans, (int)n, (int)k, (const double*)alpha, (const double*)(uintptr_t)A, (int)lda, (const double*)beta, (double*)(uintptr_t)C, (int)ldc);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasCherk_v2(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasCherk_v2);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t uplo = be_lib_i32(&d_, 1);
+	int32_t trans = be_lib_i32(&d_, 2);
+	int32_t n = be_lib_i32(&d_, 3);
+	int32_t k = be_lib_i32(&d_, 4);
+	uint64_t A = be_lib_u64(&d_, 6);
+	int32_t lda = be_lib_i32(&d_, 7);
+	uint64_t C = be_lib_u64(&d_, 9);
+	int32_t ldc = be_lib_i32(&d_, 10);
+	be_lib_scalar alpha_s;
+	const void *alpha = be_lib_scalar_in(&d_, 5, &alpha_s, be_cublas_mode_blas, handle, 0);
+	be_lib_scalar beta_s;
+	const void *beta = be_lib_scalar_in(&d_, 8, &beta_s, be_cublas_mode_blas, handle, 1);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasCherk_v2((cublasHandle_t)handle, (cublasFillMode_t)uplo, (cublasOperation_t)trans, (int)n, (int)k, (const float*)alpha, (const cuComplex*)(uintptr_t)A, (int)lda, (const float*)beta, (cuComplex*)(uintptr_t)C, (int)ldc);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasZherk_v2(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasZherk_v2);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t uplo = be_lib_i32(&d_, 1);
+	int32_t trans = be_lib_i32(&d_, 2);
+	int32_t n = be_lib_i32(&d_, 3);
+	int32_t k = be_lib_i32(&d_, 4);
+	uint64_t A = be_lib_u64(&d_, 6);
+	int32_t lda = be_lib_i32(&d_, 7);
+	uint64_t C = be_lib_u64(&d_, 9);
+	int32_t ldc = be_lib_i32(&d_, 10);
+	be_lib_scalar alpha_s;
+	const void *alpha = be_lib_scalar_in(&d_, 5, &alpha_s, be_cublas_mode_blas, handle, 0);
+	be_lib_scalar beta_s;
+	const void *beta = be_lib_scalar_in(&d_, 8, &beta_s, be_cublas_mode_blas, handle, 1);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasZherk_v2((cublasHandle_t)handle, (cublasFillMode_t)uplo, (cublasOperation_t)trans, (int)n, (int)k, (const double*)alpha, (const cuDoubleComplex*)(uintptr_t)A, (int)lda, (const double*)beta, (cuDoubleComplex*)(uintptr_t)C, (int)ldc);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasSsyr2k_v2(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasSsyr2k_v2);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t uplo = be_lib_i32(&d_, 1);
+	int32_t trans = be_lib_i32(&d_, 2);
+	int32_t n = be_lib_i32(&d_, 3);
+	int32_t k = be_lib_i32(&d_, 4);
+	uint64_t A = be_lib_u64(&d_, 6);
+	int32_t lda = be_lib_i32(&d_, 7);
+	uint64_t B = be_lib_u64(&d_, 8);
+	int32_t ldb = be_lib_i32(&d_, 9);
+	uint64_t C = be_lib_u64(&d_, 11);
+	int32_t ldc = be_lib_i32(&d_, 12);
+	be_lib_scalar alpha_s;
+	const void *alpha = be_lib_scalar_in(&d_, 5, &alpha_s, be_cublas_mode_blas, handle, 0);
+	be_lib_scalar beta_s;
+	const void *beta = be_lib_scalar_in(&d_, 10, &beta_s, be_cublas_mode_blas, handle, 1);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasSsyr2k_v2((cublasHandle_t)handle, (cublasFillMode_t)uplo, (cublasOperation_t)trans, (int)n, (int)k, (const float*)alpha, (const float*)(uintptr_t)A, (int)lda, (const float*)(uintptr_t)B, (int)ldb, (const float*)beta, (float*)(uintptr_t)C, (int)ldc);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasDsyr2k_v2(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasDsyr2k_v2);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t uplo = be_lib_i32(&d_, 1);
+	int32_t trans = be_lib_i32(&d_, 2);
+	int32_t n = be_lib_i32(&d_, 3);
+	int32_t k = be_lib_i32(&d_, 4);
+	uint64_t A = be_lib_u64(&d_, 6);
+	int32_t lda = be_lib_i32(&d_, 7);
+	uint64_t B = be_lib_u64(&d_, 8);
+	int32_t ldb = be_lib_i32(&d_, 9);
+	uint64_t C = be_lib_u64(&d_, 11);
+	int32_t ldc = be_lib_i32(&d_, 12);
+	be_lib_scalar alpha_s;
+	const void *alpha = be_lib_scalar_in(&d_, 5, &alpha_s, be_cublas_mode_blas, handle, 0);
+	be_lib_scalar beta_s;
+	const void *beta = be_lib_scalar_in(&d_, 10, &beta_s, be_cublas_mode_blas, handle, 1);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasDsyr2k_v2((cublasHandle_t)handle, (cublasFillMode_t)uplo, (cublasOperation_t)trans, (int)n, (int)k, (const double*)alpha, (const double*)(uintptr_t)A, (int)lda, (const double*)(uintptr_t)B, (int)ldb, (const double*)beta, (double*)(uintptr_t)C, (int)ldc);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasSsyr2k_v2_64(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasSsyr2k_v2_64);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t uplo = be_lib_i32(&d_, 1);
+	int32_t trans = be_lib_i32(&d_, 2);
+	int64_t n = be_lib_i64(&d_, 3);
+	int64_t k = be_lib_i64(&d_, 4);
+	uint64_t A = be_lib_u64(&d_, 6);
+	int64_t lda = be_lib_i64(&d_, 7);
+	uint64_t B = be_lib_u64(&d_, 8);
+	int64_t ldb = be_lib_i64(&d_, 9);
+	uint64_t C = be_lib_u64(&d_, 11);
+	int64_t ldc = be_lib_i64(&d_, 12);
+	be_lib_scalar alpha_s;
+	const void *alpha = be_lib_scalar_in(&d_, 5, &alpha_s, be_cublas_mode_blas, handle, 0);
+	be_lib_scalar beta_s;
+	const void *beta = be_lib_scalar_in(&d_, 10, &beta_s, be_cublas_mode_blas, handle, 1);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasSsyr2k_v2_64((cublasHandle_t)handle, (cublasFillMode_t)uplo, (cublasOperation_t)trans, (int64_t)n, (int64_t)k, (const float*)alpha, (const float*)(uintptr_t)A, (int64_t)lda, (const float*)(uintptr_t)B, (int64_t)ldb, (const float*)beta, (float*)(uintptr_t)C, (int64_t)ldc);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasDsyr2k_v2_64(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasDsyr2k_v2_64);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t uplo = be_lib_i32(&d_, 1);
+	int32_t trans = be_lib_i32(&d_, 2);
+	int64_t n = be_lib_i64(&d_, 3);
+	int64_t k = be_lib_i64(&d_, 4);
+	uint64_t A = be_lib_u64(&d_, 6);
+	int64_t lda = be_lib_i64(&d_, 7);
+	uint64_t B = be_lib_u64(&d_, 8);
+	int64_t ldb = be_lib_i64(&d_, 9);
+	uint64_t C = be_lib_u64(&d_, 11);
+	int64_t ldc = be_lib_i64(&d_, 12);
+	be_lib_scalar alpha_s;
+	const void *alpha = be_lib_scalar_in(&d_, 5, &alpha_s, be_cublas_mode_blas, handle, 0);
+	be_lib_scalar beta_s;
+	const void *beta = be_lib_scalar_in(&d_, 10, &beta_s, be_cublas_mode_blas, handle, 1);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasDsyr2k_v2_64((cublasHandle_t)handle, (cublasFillMode_t)uplo, (cublasOperation_t)trans, (int64_t)n, (int64_t)k, (const double*)alpha, (const double*)(uintptr_t)A, (int64_t)lda, (const double*)(uintptr_t)B, (int64_t)ldb, (const double*)beta, (double*)(uintptr_t)C, (int64_t)ldc);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasCher2k_v2(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasCher2k_v2);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t uplo = be_lib_i32(&d_, 1);
+	int32_t trans = be_lib_i32(&d_, 2);
+	int32_t n = be_lib_i32(&d_, 3);
+	int32_t k = be_lib_i32(&d_, 4);
+	uint64_t A = be_lib_u64(&d_, 6);
+	int32_t lda = be_lib_i32(&d_, 7);
+	uint64_t B = be_lib_u64(&d_, 8);
+	int32_t ldb = be_lib_i32(&d_, 9);
+	uint64_t C = be_lib_u64(&d_, 11);
+	int32_t ldc = be_lib_i32(&d_, 12);
+	be_lib_scalar alpha_s;
+	const void *alpha = be_lib_scalar_in(&d_, 5, &alpha_s, be_cublas_mode_blas, handle, 0);
+	be_lib_scalar beta_s;
+	const void *beta = be_lib_scalar_in(&d_, 10, &beta_s, be_cublas_mode_blas, handle, 1);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasCher2k_v2((cublasHandle_t)handle, (cublasFillMode_t)uplo, (cublasOperation_t)trans, (int)n, (int)k, (const cuComplex*)alpha, (const cuComplex*)(uintptr_t)A, (int)lda, (const cuComplex*)(uintptr_t)B, (int)ldb, (const float*)beta, (cuComplex*)(uintptr_t)C, (int)ldc);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasZher2k_v2(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasZher2k_v2);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t uplo = be_lib_i32(&d_, 1);
+	int32_t trans = be_lib_i32(&d_, 2);
+	int32_t n = be_lib_i32(&d_, 3);
+	int32_t k = be_lib_i32(&d_, 4);
+	uint64_t A = be_lib_u64(&d_, 6);
+	int32_t lda = be_lib_i32(&d_, 7);
+	uint64_t B = be_lib_u64(&d_, 8);
+	int32_t ldb = be_lib_i32(&d_, 9);
+	uint64_t C = be_lib_u64(&d_, 11);
+	int32_t ldc = be_lib_i32(&d_, 12);
+	be_lib_scalar alpha_s;
+	const void *alpha = be_lib_scalar_in(&d_, 5, &alpha_s, be_cublas_mode_blas, handle, 0);
+	be_lib_scalar beta_s;
+	const void *beta = be_lib_scalar_in(&d_, 10, &beta_s, be_cublas_mode_blas, handle, 1);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasZher2k_v2((cublasHandle_t)handle, (cublasFillMode_t)uplo, (cublasOperation_t)trans, (int)n, (int)k, (const cuDoubleComplex*)alpha, (const cuDoubleComplex*)(uintptr_t)A, (int)lda, (const cuDoubleComplex*)(uintptr_t)B, (int)ldb, (const double*)beta, (cuDoubleComplex*)(uintptr_t)C, (int)ldc);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasCher2k_v2_64(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasCher2k_v2_64);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t uplo = be_lib_i32(&d_, 1);
+	int32_t trans = be_lib_i32(&d_, 2);
+	int64_t n = be_lib_i64(&d_, 3);
+	int64_t k = be_lib_i64(&d_, 4);
+	uint64_t A = be_lib_u64(&d_, 6);
+	int64_t lda = be_lib_i64(&d_, 7);
+	uint64_t B = be_lib_u64(&d_, 8);
+	int64_t ldb = be_lib_i64(&d_, 9);
+	uint64_t C = be_lib_u64(&d_, 11);
+	int64_t ldc = be_lib_i64(&d_, 12);
+	be_lib_scalar alpha_s;
+	const void *alpha = be_lib_scalar_in(&d_, 5, &alpha_s, be_cublas_mode_blas, handle, 0);
+	be_lib_scalar beta_s;
+	const void *beta = be_lib_scalar_in(&d_, 10, &beta_s, be_cublas_mode_blas, handle, 1);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasCher2k_v2_64((cublasHandle_t)handle, (cublasFillMode_t)uplo, (cublasOperation_t)trans, (int64_t)n, (int64_t)k, (const cuComplex*)alpha, (const cuComplex*)(uintptr_t)A, (int64_t)lda, (const cuComplex*)(uintptr_t)B, (int64_t)ldb, (const float*)beta, (cuComplex*)(uintptr_t)C, (int64_t)ldc);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasZher2k_v2_64(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasZher2k_v2_64);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t uplo = be_lib_i32(&d_, 1);
+	int32_t trans = be_lib_i32(&d_, 2);
+	int64_t n = be_lib_i64(&d_, 3);
+	int64_t k = be_lib_i64(&d_, 4);
+	uint64_t A = be_lib_u64(&d_, 6);
+	int64_t lda = be_lib_i64(&d_, 7);
+	uint64_t B = be_lib_u64(&d_, 8);
+	int64_t ldb = be_lib_i64(&d_, 9);
+	uint64_t C = be_lib_u64(&d_, 11);
+	int64_t ldc = be_lib_i64(&d_, 12);
+	be_lib_scalar alpha_s;
+	const void *alpha = be_lib_scalar_in(&d_, 5, &alpha_s, be_cublas_mode_blas, handle, 0);
+	be_lib_scalar beta_s;
+	const void *beta = be_lib_scalar_in(&d_, 10, &beta_s, be_cublas_mode_blas, handle, 1);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasZher2k_v2_64((cublasHandle_t)handle, (cublasFillMode_t)uplo, (cublasOperation_t)trans, (int64_t)n, (int64_t)k, (const cuDoubleComplex*)alpha, (const cuDoubleComplex*)(uintptr_t)A, (int64_t)lda, (const cuDoubleComplex*)(uintptr_t)B, (int64_t)ldb, (const double*)beta, (cuDoubleComplex*)(uintptr_t)C, (int64_t)ldc);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasSsyrkx(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasSsyrkx);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t uplo = be_lib_i32(&d_, 1);
+	int32_t trans = be_lib_i32(&d_, 2);
+	int32_t n = be_lib_i32(&d_, 3);
+	int32_t k = be_lib_i32(&d_, 4);
+	uint64_t A = be_lib_u64(&d_, 6);
+	int32_t lda = be_lib_i32(&d_, 7);
+	uint64_t B = be_lib_u64(&d_, 8);
+	int32_t ldb = be_lib_i32(&d_, 9);
+	uint64_t C = be_lib_u64(&d_, 11);
+	int32_t ldc = be_lib_i32(&d_, 12);
+	be_lib_scalar alpha_s;
+	const void *alpha = be_lib_scalar_in(&d_, 5, &alpha_s, be_cublas_mode_blas, handle, 0);
+	be_lib_scalar beta_s;
+	const void *beta = be_lib_scalar_in(&d_, 10, &beta_s, be_cublas_mode_blas, handle, 1);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasSsyrkx((cublasHandle_t)handle, (cublasFillMode_t)uplo, (cublasOperation_t)trans, (int)n, (int)k, (const float*)alpha, (const float*)(uintptr_t)A, (int)lda, (const float*)(uintptr_t)B, (int)ldb, (const float*)beta, (float*)(uintptr_t)C, (int)ldc);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasDsyrkx(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasDsyrkx);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t uplo = be_lib_i32(&d_, 1);
+	int32_t trans = be_lib_i32(&d_, 2);
+	int32_t n = be_lib_i32(&d_, 3);
+	int32_t k = be_lib_i32(&d_, 4);
+	uint64_t A = be_lib_u64(&d_, 6);
+	int32_t lda = be_lib_i32(&d_, 7);
+	uint64_t B = be_lib_u64(&d_, 8);
+	int32_t ldb = be_lib_i32(&d_, 9);
+	uint64_t C = be_lib_u64(&d_, 11);
+	int32_t ldc = be_lib_i32(&d_, 12);
+	be_lib_scalar alpha_s;
+	const void *alpha = be_lib_scalar_in(&d_, 5, &alpha_s, be_cublas_mode_blas, handle, 0);
+	be_lib_scalar beta_s;
+	const void *beta = be_lib_scalar_in(&d_, 10, &beta_s, be_cublas_mode_blas, handle, 1);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasDsyrkx((cublasHandle_t)handle, (cublasFillMode_t)uplo, (cublasOperation_t)trans, (int)n, (int)k, (const double*)alpha, (const double*)(uintptr_t)A, (int)lda, (const double*)(uintptr_t)B, (int)ldb, (const double*)beta, (double*)(uintptr_t)C, (int)ldc);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasCsyrkx(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasCsyrkx);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t uplo = be_lib_i32(&d_, 1);
+	int32_t trans = be_lib_i32(&d_, 2);
+	int32_t n = be_lib_i32(&d_, 3);
+	int32_t k = be_lib_i32(&d_, 4);
+	uint64_t A = be_lib_u64(&d_, 6);
+	int32_t lda = be_lib_i32(&d_, 7);
+	uint64_t B = be_lib_u64(&d_, 8);
+	int32_t ldb = be_lib_i32(&d_, 9);
+	uint64_t C = be_lib_u64(&d_, 11);
+	int32_t ldc = be_lib_i32(&d_, 12);
+	be_lib_scalar alpha_s;
+	const void *alpha = be_lib_scalar_in(&d_, 5, &alpha_s, be_cublas_mode_blas, handle, 0);
+	be_lib_scalar beta_s;
+	const void *beta = be_lib_scalar_in(&d_, 10, &beta_s, be_cublas_mode_blas, handle, 1);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasCsyrkx((cublasHandle_t)handle, (cublasFillMode_t)uplo, (cublasOperation_t)trans, (int)n, (int)k, (const cuComplex*)alpha, (const cuComplex*)(uintptr_t)A, (int)lda, (const cuComplex*)(uintptr_t)B, (int)ldb, (const cuComplex*)beta, (cuComplex*)(uintptr_t)C, (int)ldc);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasZsyrkx(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasZsyrkx);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t uplo = be_lib_i32(&d_, 1);
+	int32_t trans = be_lib_i32(&d_, 2);
+	int32_t n = be_lib_i32(&d_, 3);
+	int32_t k = be_lib_i32(&d_, 4);
+	uint64_t A = be_lib_u64(&d_, 6);
+	int32_t lda = be_lib_i32(&d_, 7);
+	uint64_t B = be_lib_u64(&d_, 8);
+	int32_t ldb = be_lib_i32(&d_, 9);
+	uint64_t C = be_lib_u64(&d_, 11);
+	int32_t ldc = be_lib_i32(&d_, 12);
+	be_lib_scalar alpha_s;
+	const void *alpha = be_lib_scalar_in(&d_, 5, &alpha_s, be_cublas_mode_blas, handle, 0);
+	be_lib_scalar beta_s;
+	const void *beta = be_lib_scalar_in(&d_, 10, &beta_s, be_cublas_mode_blas, handle, 1);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasZsyrkx((cublasHandle_t)handle, (cublasFillMode_t)uplo, (cublasOperation_t)trans, (int)n, (int)k, (const cuDoubleComplex*)alpha, (const cuDoubleComplex*)(uintptr_t)A, (int)lda, (const cuDoubleComplex*)(uintptr_t)B, (int)ldb, (const cuDoubleComplex*)beta, (cuDoubleComplex*)(uintptr_t)C, (int)ldc);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasStrmm_v2_64(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasStrmm_v2_64);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t side = be_lib_i32(&d_, 1);
+	int32_t uplo = be_lib_i32(&d_, 2);
+	int32_t trans = be_lib_i32(&d_, 3);
+	int32_t diag = be_lib_i32(&d_, 4);
+	int64_t m = be_lib_i64(&d_, 5);
+	int64_t n = be_lib_i64(&d_, 6);
+	uint64_t A = be_lib_u64(&d_, 8);
+	int64_t lda = be_lib_i64(&d_, 9);
+	uint64_t B = be_lib_u64(&d_, 10);
+	int64_t ldb = be_lib_i64(&d_, 11);
+	uint64_t C = be_lib_u64(&d_, 12);
+	int64_t ldc = be_lib_i64(&d_, 13);
+	be_lib_scalar alpha_s;
+	const void *alpha = be_lib_scalar_in(&d_, 7, &alpha_s, be_cublas_mode_blas, handle, 0);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasStrmm_v2_64((cublasHandle_t)handle, (cublasSideMode_t)side, (cublasFillMode_t)uplo, (cublasOperation_t)trans, (cublasDiagType_t)diag, (int64_t)m, (int64_t)n, (const float*)alpha, (const float*)(uintptr_t)A, (int64_t)lda, (const float*)(uintptr_t)B, (int64_t)ldb, (float*)(uintptr_t)C, (int64_t)ldc);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasDtrmm_v2_64(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasDtrmm_v2_64);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t side = be_lib_i32(&d_, 1);
+	int32_t uplo = be_lib_i32(&d_, 2);
+	int32_t trans = be_lib_i32(&d_, 3);
+	int32_t diag = be_lib_i32(&d_, 4);
+	int64_t m = be_lib_i64(&d_, 5);
+	int64_t n = be_lib_i64(&d_, 6);
+	uint64_t A = be_lib_u64(&d_, 8);
+	int64_t lda = be_lib_i64(&d_, 9);
+	uint64_t B = be_lib_u64(&d_, 10);
+	int64_t ldb = be_lib_i64(&d_, 11);
+	uint64_t C = be_lib_u64(&d_, 12);
+	int64_t ldc = be_lib_i64(&d_, 13);
+	be_lib_scalar alpha_s;
+	const void *alpha = be_lib_scalar_in(&d_, 7, &alpha_s, be_cublas_mode_blas, handle, 0);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasDtrmm_v2_64((cublasHandle_t)handle, (cublasSideMode_t)side, (cublasFillMode_t)uplo, (cublasOperation_t)trans, (cublasDiagType_t)diag, (int64_t)m, (int64_t)n, (const double*)alpha, (const double*)(uintptr_t)A, (int64_t)lda, (const double*)(uintptr_t)B, (int64_t)ldb, (double*)(uintptr_t)C, (int64_t)ldc);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasCtrmm_v2_64(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasCtrmm_v2_64);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t side = be_lib_i32(&d_, 1);
+	int32_t uplo = be_lib_i32(&d_, 2);
+	int32_t trans = be_lib_i32(&d_, 3);
+	int32_t diag = be_lib_i32(&d_, 4);
+	int64_t m = be_lib_i64(&d_, 5);
+	int64_t n = be_lib_i64(&d_, 6);
+	uint64_t A = be_lib_u64(&d_, 8);
+	int64_t lda = be_lib_i64(&d_, 9);
+	uint64_t B = be_lib_u64(&d_, 10);
+	int64_t ldb = be_lib_i64(&d_, 11);
+	uint64_t C = be_lib_u64(&d_, 12);
+	int64_t ldc = be_lib_i64(&d_, 13);
+	be_lib_scalar alpha_s;
+	const void *alpha = be_lib_scalar_in(&d_, 7, &alpha_s, be_cublas_mode_blas, handle, 0);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasCtrmm_v2_64((cublasHandle_t)handle, (cublasSideMode_t)side, (cublasFillMode_t)uplo, (cublasOperation_t)trans, (cublasDiagType_t)diag, (int64_t)m, (int64_t)n, (const cuComplex*)alpha, (const cuComplex*)(uintptr_t)A, (int64_t)lda, (const cuComplex*)(uintptr_t)B, (int64_t)ldb, (cuComplex*)(uintptr_t)C, (int64_t)ldc);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasZtrmm_v2_64(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasZtrmm_v2_64);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t side = be_lib_i32(&d_, 1);
+	int32_t uplo = be_lib_i32(&d_, 2);
+	int32_t trans = be_lib_i32(&d_, 3);
+	int32_t diag = be_lib_i32(&d_, 4);
+	int64_t m = be_lib_i64(&d_, 5);
+	int64_t n = be_lib_i64(&d_, 6);
+	uint64_t A = be_lib_u64(&d_, 8);
+	int64_t lda = be_lib_i64(&d_, 9);
+	uint64_t B = be_lib_u64(&d_, 10);
+	int64_t ldb = be_lib_i64(&d_, 11);
+	uint64_t C = be_lib_u64(&d_, 12);
+	int64_t ldc = be_lib_i64(&d_, 13);
+	be_lib_scalar alpha_s;
+	const void *alpha = be_lib_scalar_in(&d_, 7, &alpha_s, be_cublas_mode_blas, handle, 0);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasZtrmm_v2_64((cublasHandle_t)handle, (cublasSideMode_t)side, (cublasFillMode_t)uplo, (cublasOperation_t)trans, (cublasDiagType_t)diag, (int64_t)m, (int64_t)n, (const cuDoubleComplex*)alpha, (const cuDoubleComplex*)(uintptr_t)A, (int64_t)lda, (const cuDoubleComplex*)(uintptr_t)B, (int64_t)ldb, (cuDoubleComplex*)(uintptr_t)C, (int64_t)ldc);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasStrsm_v2_64(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasStrsm_v2_64);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t side = be_lib_i32(&d_, 1);
+	int32_t uplo = be_lib_i32(&d_, 2);
+	int32_t trans = be_lib_i32(&d_, 3);
+	int32_t diag = be_lib_i32(&d_, 4);
+	int64_t m = be_lib_i64(&d_, 5);
+	int64_t n = be_lib_i64(&d_, 6);
+	uint64_t A = be_lib_u64(&d_, 8);
+	int64_t lda = be_lib_i64(&d_, 9);
+	uint64_t B = be_lib_u64(&d_, 10);
+	int64_t ldb = be_lib_i64(&d_, 11);
+	be_lib_scalar alpha_s;
+	const void *alpha = be_lib_scalar_in(&d_, 7, &alpha_s, be_cublas_mode_blas, handle, 0);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasStrsm_v2_64((cublasHandle_t)handle, (cublasSideMode_t)side, (cublasFillMode_t)uplo, (cublasOperation_t)trans, (cublasDiagType_t)diag, (int64_t)m, (int64_t)n, (const float*)alpha, (const float*)(uintptr_t)A, (int64_t)lda, (float*)(uintptr_t)B, (int64_t)ldb);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasDtrsm_v2_64(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasDtrsm_v2_64);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t side = be_lib_i32(&d_, 1);
+	int32_t uplo = be_lib_i32(&d_, 2);
+	int32_t trans = be_lib_i32(&d_, 3);
+	int32_t diag = be_lib_i32(&d_, 4);
+	int64_t m = be_lib_i64(&d_, 5);
+	int64_t n = be_lib_i64(&d_, 6);
+	uint64_t A = be_lib_u64(&d_, 8);
+	int64_t lda = be_lib_i64(&d_, 9);
+	uint64_t B = be_lib_u64(&d_, 10);
+	int64_t ldb = be_lib_i64(&d_, 11);
+	be_lib_scalar alpha_s;
+	const void *alpha = be_lib_scalar_in(&d_, 7, &alpha_s, be_cublas_mode_blas, handle, 0);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasDtrsm_v2_64((cublasHandle_t)handle, (cublasSideMode_t)side, (cublasFillMode_t)uplo, (cublasOperation_t)trans, (cublasDiagType_t)diag, (int64_t)m, (int64_t)n, (const double*)alpha, (const double*)(uintptr_t)A, (int64_t)lda, (double*)(uintptr_t)B, (int64_t)ldb);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasCtrsm_v2_64(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasCtrsm_v2_64);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t side = be_lib_i32(&d_, 1);
+	int32_t uplo = be_lib_i32(&d_, 2);
+	int32_t trans = be_lib_i32(&d_, 3);
+	int32_t diag = be_lib_i32(&d_, 4);
+	int64_t m = be_lib_i64(&d_, 5);
+	int64_t n = be_lib_i64(&d_, 6);
+	uint64_t A = be_lib_u64(&d_, 8);
+	int64_t lda = be_lib_i64(&d_, 9);
+	uint64_t B = be_lib_u64(&d_, 10);
+	int64_t ldb = be_lib_i64(&d_, 11);
+	be_lib_scalar alpha_s;
+	const void *alpha = be_lib_scalar_in(&d_, 7, &alpha_s, be_cublas_mode_blas, handle, 0);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasCtrsm_v2_64((cublasHandle_t)handle, (cublasSideMode_t)side, (cublasFillMode_t)uplo, (cublasOperation_t)trans, (cublasDiagType_t)diag, (int64_t)m, (int64_t)n, (const cuComplex*)alpha, (const cuComplex*)(uintptr_t)A, (int64_t)lda, (cuComplex*)(uintptr_t)B, (int64_t)ldb);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasZtrsm_v2_64(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasZtrsm_v2_64);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t side = be_lib_i32(&d_, 1);
+	int32_t uplo = be_lib_i32(&d_, 2);
+	int32_t trans = be_lib_i32(&d_, 3);
+	int32_t diag = be_lib_i32(&d_, 4);
+	int64_t m = be_lib_i64(&d_, 5);
+	int64_t n = be_lib_i64(&d_, 6);
+	uint64_t A = be_lib_u64(&d_, 8);
+	int64_t lda = be_lib_i64(&d_, 9);
+	uint64_t B = be_lib_u64(&d_, 10);
+	int64_t ldb = be_lib_i64(&d_, 11);
+	be_lib_scalar alpha_s;
+	const void *alpha = be_lib_scalar_in(&d_, 7, &alpha_s, be_cublas_mode_blas, handle, 0);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasZtrsm_v2_64((cublasHandle_t)handle, (cublasSideMode_t)side, (cublasFillMode_t)uplo, (cublasOperation_t)trans, (cublasDiagType_t)diag, (int64_t)m, (int64_t)n, (const cuDoubleComplex*)alpha, (const cuDoubleComplex*)(uintptr_t)A, (int64_t)lda, (cuDoubleComplex*)(uintptr_t)B, (int64_t)ldb);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasSgeam(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasSgeam);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t transa = be_lib_i32(&d_, 1);
+	int32_t transb = be_lib_i32(&d_, 2);
+	int32_t m = be_lib_i32(&d_, 3);
+	int32_t n = be_lib_i32(&d_, 4);
+	uint64_t A = be_lib_u64(&d_, 6);
+	int32_t lda = be_lib_i32(&d_, 7);
+	uint64_t B = be_lib_u64(&d_, 9);
+	int32_t ldb = be_lib_i32(&d_, 10);
+	uint64_t C = be_lib_u64(&d_, 11);
+	int32_t ldc = be_lib_i32(&d_, 12);
+	be_lib_scalar alpha_s;
+	const void *alpha = be_lib_scalar_in(&d_, 5, &alpha_s, be_cublas_mode_blas, handle, 0);
+	be_lib_scalar beta_s;
+	const void *beta = be_lib_scalar_in(&d_, 8, &beta_s, be_cublas_mode_blas, handle, 1);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasSgeam((cublasHandle_t)handle, (cublasOperation_t)transa, (cublasOperation_t)transb, (int)m, (int)n, (const float*)alpha, (const float*)(uintptr_t)A, (int)lda, (const float*)beta, (const float*)(uintptr_t)B, (int)ldb, (float*)(uintptr_t)C, (int)ldc);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasDgeam(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasDgeam);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t transa = be_lib_i32(&d_, 1);
+	int32_t transb = be_lib_i32(&d_, 2);
+	int32_t m = be_lib_i32(&d_, 3);
+	int32_t n = be_lib_i32(&d_, 4);
+	uint64_t A = be_lib_u64(&d_, 6);
+	int32_t lda = be_lib_i32(&d_, 7);
+	uint64_t B = be_lib_u64(&d_, 9);
+	int32_t ldb = be_lib_i32(&d_, 10);
+	uint64_t C = be_lib_u64(&d_, 11);
+	int32_t ldc = be_lib_i32(&d_, 12);
+	be_lib_scalar alpha_s;
+	const void *alpha = be_lib_scalar_in(&d_, 5, &alpha_s, be_cublas_mode_blas, handle, 0);
+	be_lib_scalar beta_s;
+	const void *beta = be_lib_scalar_in(&d_, 8, &beta_s, be_cublas_mode_blas, handle, 1);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasDgeam((cublasHandle_t)handle, (cublasOperation_t)transa, (cublasOperation_t)transb, (int)m, (int)n, (const double*)alpha, (const double*)(uintptr_t)A, (int)lda, (const double*)beta, (const double*)(uintptr_t)B, (int)ldb, (double*)(uintptr_t)C, (int)ldc);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasCgeam(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasCgeam);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t transa = be_lib_i32(&d_, 1);
+	int32_t transb = be_lib_i32(&d_, 2);
+	int32_t m = be_lib_i32(&d_, 3);
+	int32_t n = be_lib_i32(&d_, 4);
+	uint64_t A = be_lib_u64(&d_, 6);
+	int32_t lda = be_lib_i32(&d_, 7);
+	uint64_t B = be_lib_u64(&d_, 9);
+	int32_t ldb = be_lib_i32(&d_, 10);
+	uint64_t C = be_lib_u64(&d_, 11);
+	int32_t ldc = be_lib_i32(&d_, 12);
+	be_lib_scalar alpha_s;
+	const void *alpha = be_lib_scalar_in(&d_, 5, &alpha_s, be_cublas_mode_blas, handle, 0);
+	be_lib_scalar beta_s;
+	const void *beta = be_lib_scalar_in(&d_, 8, &beta_s, be_cublas_mode_blas, handle, 1);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasCgeam((cublasHandle_t)handle, (cublasOperation_t)transa, (cublasOperation_t)transb, (int)m, (int)n, (const cuComplex*)alpha, (const cuComplex*)(uintptr_t)A, (int)lda, (const cuComplex*)beta, (const cuComplex*)(uintptr_t)B, (int)ldb, (cuComplex*)(uintptr_t)C, (int)ldc);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasZgeam(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasZgeam);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t transa = be_lib_i32(&d_, 1);
+	int32_t transb = be_lib_i32(&d_, 2);
+	int32_t m = be_lib_i32(&d_, 3);
+	int32_t n = be_lib_i32(&d_, 4);
+	uint64_t A = be_lib_u64(&d_, 6);
+	int32_t lda = be_lib_i32(&d_, 7);
+	uint64_t B = be_lib_u64(&d_, 9);
+	int32_t ldb = be_lib_i32(&d_, 10);
+	uint64_t C = be_lib_u64(&d_, 11);
+	int32_t ldc = be_lib_i32(&d_, 12);
+	be_lib_scalar alpha_s;
+	const void *alpha = be_lib_scalar_in(&d_, 5, &alpha_s, be_cublas_mode_blas, handle, 0);
+	be_lib_scalar beta_s;
+	const void *beta = be_lib_scalar_in(&d_, 8, &beta_s, be_cublas_mode_blas, handle, 1);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasZgeam((cublasHandle_t)handle, (cublasOperation_t)transa, (cublasOperation_t)transb, (int)m, (int)n, (const cuDoubleComplex*)alpha, (const cuDoubleComplex*)(uintptr_t)A, (int)lda, (const cuDoubleComplex*)beta, (const cuDoubleComplex*)(uintptr_t)B, (int)ldb, (cuDoubleComplex*)(uintptr_t)C, (int)ldc);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasSgeam_64(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasSgeam_64);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t transa = be_lib_i32(&d_, 1);
+	int32_t transb = be_lib_i32(&d_, 2);
+	int64_t m = be_lib_i64(&d_, 3);
+	int64_t n = be_lib_i64(&d_, 4);
+	uint64_t A = be_lib_u64(&d_, 6);
+	int64_t lda = be_lib_i64(&d_, 7);
+	uint64_t B = be_lib_u64(&d_, 9);
+	int64_t ldb = be_lib_i64(&d_, 10);
+	uint64_t C = be_lib_u64(&d_, 11);
+	int64_t ldc = be_lib_i64(&d_, 12);
+	be_lib_scalar alpha_s;
+	const void *alpha = be_lib_scalar_in(&d_, 5, &alpha_s, be_cublas_mode_blas, handle, 0);
+	be_lib_scalar beta_s;
+	const void *beta = be_lib_scalar_in(&d_, 8, &beta_s, be_cublas_mode_blas, handle, 1);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasSgeam_64((cublasHandle_t)handle, (cublasOperation_t)transa, (cublasOperation_t)transb, (int64_t)m, (int64_t)n, (const float*)alpha, (const float*)(uintptr_t)A, (int64_t)lda, (const float*)beta, (const float*)(uintptr_t)B, (int64_t)ldb, (float*)(uintptr_t)C, (int64_t)ldc);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasDgeam_64(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasDgeam_64);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t transa = be_lib_i32(&d_, 1);
+	int32_t transb = be_lib_i32(&d_, 2);
+	int64_t m = be_lib_i64(&d_, 3);
+	int64_t n = be_lib_i64(&d_, 4);
+	uint64_t A = be_lib_u64(&d_, 6);
+	int64_t lda = be_lib_i64(&d_, 7);
+	uint64_t B = be_lib_u64(&d_, 9);
+	int64_t ldb = be_lib_i64(&d_, 10);
+	uint64_t C = be_lib_u64(&d_, 11);
+	int64_t ldc = be_lib_i64(&d_, 12);
+	be_lib_scalar alpha_s;
+	const void *alpha = be_lib_scalar_in(&d_, 5, &alpha_s, be_cublas_mode_blas, handle, 0);
+	be_lib_scalar beta_s;
+	const void *beta = be_lib_scalar_in(&d_, 8, &beta_s, be_cublas_mode_blas, handle, 1);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasDgeam_64((cublasHandle_t)handle, (cublasOperation_t)transa, (cublasOperation_t)transb, (int64_t)m, (int64_t)n, (const double*)alpha, (const double*)(uintptr_t)A, (int64_t)lda, (const double*)beta, (const double*)(uintptr_t)B, (int64_t)ldb, (double*)(uintptr_t)C, (int64_t)ldc);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasCgeam_64(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasCgeam_64);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t transa = be_lib_i32(&d_, 1);
+	int32_t transb = be_lib_i32(&d_, 2);
+	int64_t m = be_lib_i64(&d_, 3);
+	int64_t n = be_lib_i64(&d_, 4);
+	uint64_t A = be_lib_u64(&d_, 6);
+	int64_t lda = be_lib_i64(&d_, 7);
+	uint64_t B = be_lib_u64(&d_, 9);
+	int64_t ldb = be_lib_i64(&d_, 10);
+	uint64_t C = be_lib_u64(&d_, 11);
+	int64_t ldc = be_lib_i64(&d_, 12);
+	be_lib_scalar alpha_s;
+	const void *alpha = be_lib_scalar_in(&d_, 5, &alpha_s, be_cublas_mode_blas, handle, 0);
+	be_lib_scalar beta_s;
+	const void *beta = be_lib_scalar_in(&d_, 8, &beta_s, be_cublas_mode_blas, handle, 1);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasCgeam_64((cublasHandle_t)handle, (cublasOperation_t)transa, (cublasOperation_t)transb, (int64_t)m, (int64_t)n, (const cuComplex*)alpha, (const cuComplex*)(uintptr_t)A, (int64_t)lda, (const cuComplex*)beta, (const cuComplex*)(uintptr_t)B, (int64_t)ldb, (cuComplex*)(uintptr_t)C, (int64_t)ldc);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasZgeam_64(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasZgeam_64);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t transa = be_lib_i32(&d_, 1);
+	int32_t transb = be_lib_i32(&d_, 2);
+	int64_t m = be_lib_i64(&d_, 3);
+	int64_t n = be_lib_i64(&d_, 4);
+	uint64_t A = be_lib_u64(&d_, 6);
+	int64_t lda = be_lib_i64(&d_, 7);
+	uint64_t B = be_lib_u64(&d_, 9);
+	int64_t ldb = be_lib_i64(&d_, 10);
+	uint64_t C = be_lib_u64(&d_, 11);
+	int64_t ldc = be_lib_i64(&d_, 12);
+	be_lib_scalar alpha_s;
+	const void *alpha = be_lib_scalar_in(&d_, 5, &alpha_s, be_cublas_mode_blas, handle, 0);
+	be_lib_scalar beta_s;
+	const void *beta = be_lib_scalar_in(&d_, 8, &beta_s, be_cublas_mode_blas, handle, 1);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasZgeam_64((cublasHandle_t)handle, (cublasOperation_t)transa, (cublasOperation_t)transb, (int64_t)m, (int64_t)n, (const cuDoubleComplex*)alpha, (const cuDoubleComplex*)(uintptr_t)A, (int64_t)lda, (const cuDoubleComplex*)beta, (const cuDoubleComplex*)(uintptr_t)B, (int64_t)ldb, (cuDoubleComplex*)(uintptr_t)C, (int64_t)ldc);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasSdgmm(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasSdgmm);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t mode = be_lib_i32(&d_, 1);
+	int32_t m = be_lib_i32(&d_, 2);
+	int32_t n = be_lib_i32(&d_, 3);
+	uint64_t A = be_lib_u64(&d_, 4);
+	int32_t lda = be_lib_i32(&d_, 5);
+	uint64_t x = be_lib_u64(&d_, 6);
+	int32_t incx = be_lib_i32(&d_, 7);
+	uint64_t C = be_lib_u64(&d_, 8);
+	int32_t ldc = be_lib_i32(&d_, 9);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasSdgmm((cublasHandle_t)handle, (cublasSideMode_t)mode, (int)m, (int)n, (const float*)(uintptr_t)A, (int)lda, (const float*)(uintptr_t)x, (int)incx, (float*)(uintptr_t)C, (int)ldc);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasDdgmm(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasDdgmm);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t mode = be_lib_i32(&d_, 1);
+	int32_t m = be_lib_i32(&d_, 2);
+	int32_t n = be_lib_i32(&d_, 3);
+	uint64_t A = be_lib_u64(&d_, 4);
+	int32_t lda = be_lib_i32(&d_, 5);
+	uint64_t x = be_lib_u64(&d_, 6);
+	int32_t incx = be_lib_i32(&d_, 7);
+	uint64_t C = be_lib_u64(&d_, 8);
+	int32_t ldc = be_lib_i32(&d_, 9);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasDdgmm((cublasHandle_t)handle, (cublasSideMode_t)mode, (int)m, (int)n, (const double*)(uintptr_t)A, (int)lda, (const double*)(uintptr_t)x, (int)incx, (double*)(uintptr_t)C, (int)ldc);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasCdgmm(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasCdgmm);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t mode = be_lib_i32(&d_, 1);
+	int32_t m = be_lib_i32(&d_, 2);
+	int32_t n = be_lib_i32(&d_, 3);
+	uint64_t A = be_lib_u64(&d_, 4);
+	int32_t lda = be_lib_i32(&d_, 5);
+	uint64_t x = be_lib_u64(&d_, 6);
+	int32_t incx = be_lib_i32(&d_, 7);
+	uint64_t C = be_lib_u64(&d_, 8);
+	int32_t ldc = be_lib_i32(&d_, 9);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasCdgmm((cublasHandle_t)handle, (cublasSideMode_t)mode, (int)m, (int)n, (const cuComplex*)(uintptr_t)A, (int)lda, (const cuComplex*)(uintptr_t)x, (int)incx, (cuComplex*)(uintptr_t)C, (int)ldc);
+	return be_lib_done(&d_);
+}
+
+int be_gen_cublasZdgmm(be_session *s_, be_req *rq_)
+{
+	be_lib_dec d_;
+	be_lib_dec_init(&d_, s_, rq_, &be_cublas_lib, BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasZdgmm);
+	void *handle = be_lib_obj(&d_, 0, BE_CUBLAS_K_BLAS);
+	int32_t mode = be_lib_i32(&d_, 1);
+	int32_t m = be_lib_i32(&d_, 2);
+	int32_t n = be_lib_i32(&d_, 3);
+	uint64_t A = be_lib_u64(&d_, 4);
+	int32_t lda = be_lib_i32(&d_, 5);
+	uint64_t x = be_lib_u64(&d_, 6);
+	int32_t incx = be_lib_i32(&d_, 7);
+	uint64_t C = be_lib_u64(&d_, 8);
+	int32_t ldc = be_lib_i32(&d_, 9);
+	int called_ = d_.st == 0;
+	if (called_)
+		d_.st = be_cublas.cublasZdgmm((cublasHandle_t)handle, (cublasSideMode_t)mode, (int)m, (int)n, (const cuDoubleComplex*)(uintptr_t)A, (int)lda, (const cuDoubleComplex*)(uintptr_t)x, (int)incx, (cuDoubleComplex*)(uintptr_t)C, (int)ldc);
+	return be_lib_done(&d_);
+}
+
 /* Destroy functions of the handle kinds, for the session teardown. */
 static int destroy_blas(void *o)
 {
@@ -1572,6 +3963,116 @@ static const be_lib_sym syms[] = {
 	{"cublasLtMatmulPreferenceSetAttribute", BE_CUBLAS_LIB_CUBLASLT, (void **)&be_cublas.cublasLtMatmulPreferenceSetAttribute},
 	{"cublasLtMatmulAlgoGetHeuristic", BE_CUBLAS_LIB_CUBLASLT, (void **)&be_cublas.cublasLtMatmulAlgoGetHeuristic},
 	{"cublasLtMatmul", BE_CUBLAS_LIB_CUBLASLT, (void **)&be_cublas.cublasLtMatmul},
+	{"cublasSetEnvironmentMode", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasSetEnvironmentMode},
+	{"cublasSetAtomicsMode", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasSetAtomicsMode},
+	{"cublasSetEmulationStrategy", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasSetEmulationStrategy},
+	{"cublasSnrm2_v2", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasSnrm2_v2},
+	{"cublasDnrm2_v2", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasDnrm2_v2},
+	{"cublasScnrm2_v2", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasScnrm2_v2},
+	{"cublasDznrm2_v2", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasDznrm2_v2},
+	{"cublasIsamax_v2", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasIsamax_v2},
+	{"cublasIdamax_v2", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasIdamax_v2},
+	{"cublasIcamax_v2", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasIcamax_v2},
+	{"cublasIzamax_v2", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasIzamax_v2},
+	{"cublasSaxpy_v2", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasSaxpy_v2},
+	{"cublasDaxpy_v2", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasDaxpy_v2},
+	{"cublasCaxpy_v2", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasCaxpy_v2},
+	{"cublasZaxpy_v2", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasZaxpy_v2},
+	{"cublasSscal_v2", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasSscal_v2},
+	{"cublasDscal_v2", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasDscal_v2},
+	{"cublasSscal_v2_64", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasSscal_v2_64},
+	{"cublasDscal_v2_64", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasDscal_v2_64},
+	{"cublasCscal_v2_64", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasCscal_v2_64},
+	{"cublasZscal_v2_64", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasZscal_v2_64},
+	{"cublasCsscal_v2_64", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasCsscal_v2_64},
+	{"cublasZdscal_v2_64", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasZdscal_v2_64},
+	{"cublasScopy_v2_64", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasScopy_v2_64},
+	{"cublasDcopy_v2_64", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasDcopy_v2_64},
+	{"cublasCcopy_v2_64", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasCcopy_v2_64},
+	{"cublasZcopy_v2_64", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasZcopy_v2_64},
+	{"cublasSswap_v2_64", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasSswap_v2_64},
+	{"cublasDswap_v2_64", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasDswap_v2_64},
+	{"cublasCswap_v2_64", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasCswap_v2_64},
+	{"cublasZswap_v2_64", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasZswap_v2_64},
+	{"cublasSrot_v2_64", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasSrot_v2_64},
+	{"cublasDrot_v2_64", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasDrot_v2_64},
+	{"cublasCsrot_v2_64", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasCsrot_v2_64},
+	{"cublasZdrot_v2_64", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasZdrot_v2_64},
+	{"cublasSgemv_v2_64", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasSgemv_v2_64},
+	{"cublasDgemv_v2_64", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasDgemv_v2_64},
+	{"cublasCgemv_v2_64", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasCgemv_v2_64},
+	{"cublasZgemv_v2_64", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasZgemv_v2_64},
+	{"cublasSgemvStridedBatched_64", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasSgemvStridedBatched_64},
+	{"cublasDgemvStridedBatched_64", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasDgemvStridedBatched_64},
+	{"cublasCgemvStridedBatched_64", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasCgemvStridedBatched_64},
+	{"cublasZgemvStridedBatched_64", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasZgemvStridedBatched_64},
+	{"cublasSsymv_v2_64", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasSsymv_v2_64},
+	{"cublasDsymv_v2_64", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasDsymv_v2_64},
+	{"cublasChemv_v2_64", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasChemv_v2_64},
+	{"cublasZhemv_v2_64", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasZhemv_v2_64},
+	{"cublasDger_v2", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasDger_v2},
+	{"cublasSger_v2_64", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasSger_v2_64},
+	{"cublasDger_v2_64", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasDger_v2_64},
+	{"cublasCgeru_v2_64", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasCgeru_v2_64},
+	{"cublasCgerc_v2_64", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasCgerc_v2_64},
+	{"cublasZgeru_v2_64", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasZgeru_v2_64},
+	{"cublasZgerc_v2_64", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasZgerc_v2_64},
+	{"cublasStrmv_v2_64", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasStrmv_v2_64},
+	{"cublasDtrmv_v2_64", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasDtrmv_v2_64},
+	{"cublasCtrmv_v2_64", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasCtrmv_v2_64},
+	{"cublasZtrmv_v2_64", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasZtrmv_v2_64},
+	{"cublasStrsv_v2", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasStrsv_v2},
+	{"cublasDtrsv_v2", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasDtrsv_v2},
+	{"cublasCtrsv_v2", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasCtrsv_v2},
+	{"cublasZtrsv_v2", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasZtrsv_v2},
+	{"cublasSgemm_v2_64", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasSgemm_v2_64},
+	{"cublasDgemm_v2_64", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasDgemm_v2_64},
+	{"cublasCgemm_v2_64", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasCgemm_v2_64},
+	{"cublasZgemm_v2_64", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasZgemm_v2_64},
+	{"cublasSgemmStridedBatched_64", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasSgemmStridedBatched_64},
+	{"cublasDgemmStridedBatched_64", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasDgemmStridedBatched_64},
+	{"cublasCgemmStridedBatched_64", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasCgemmStridedBatched_64},
+	{"cublasZgemmStridedBatched_64", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasZgemmStridedBatched_64},
+	{"cublasSsymm_v2_64", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasSsymm_v2_64},
+	{"cublasDsymm_v2_64", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasDsymm_v2_64},
+	{"cublasChemm_v2_64", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasChemm_v2_64},
+	{"cublasZhemm_v2_64", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasZhemm_v2_64},
+	{"cublasSsyrk_v2", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasSsyrk_v2},
+	{"cublasDsyrk_v2", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasDsyrk_v2},
+	{"cublasCherk_v2", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasCherk_v2},
+	{"cublasZherk_v2", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasZherk_v2},
+	{"cublasSsyr2k_v2", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasSsyr2k_v2},
+	{"cublasDsyr2k_v2", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasDsyr2k_v2},
+	{"cublasSsyr2k_v2_64", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasSsyr2k_v2_64},
+	{"cublasDsyr2k_v2_64", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasDsyr2k_v2_64},
+	{"cublasCher2k_v2", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasCher2k_v2},
+	{"cublasZher2k_v2", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasZher2k_v2},
+	{"cublasCher2k_v2_64", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasCher2k_v2_64},
+	{"cublasZher2k_v2_64", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasZher2k_v2_64},
+	{"cublasSsyrkx", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasSsyrkx},
+	{"cublasDsyrkx", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasDsyrkx},
+	{"cublasCsyrkx", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasCsyrkx},
+	{"cublasZsyrkx", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasZsyrkx},
+	{"cublasStrmm_v2_64", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasStrmm_v2_64},
+	{"cublasDtrmm_v2_64", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasDtrmm_v2_64},
+	{"cublasCtrmm_v2_64", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasCtrmm_v2_64},
+	{"cublasZtrmm_v2_64", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasZtrmm_v2_64},
+	{"cublasStrsm_v2_64", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasStrsm_v2_64},
+	{"cublasDtrsm_v2_64", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasDtrsm_v2_64},
+	{"cublasCtrsm_v2_64", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasCtrsm_v2_64},
+	{"cublasZtrsm_v2_64", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasZtrsm_v2_64},
+	{"cublasSgeam", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasSgeam},
+	{"cublasDgeam", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasDgeam},
+	{"cublasCgeam", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasCgeam},
+	{"cublasZgeam", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasZgeam},
+	{"cublasSgeam_64", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasSgeam_64},
+	{"cublasDgeam_64", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasDgeam_64},
+	{"cublasCgeam_64", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasCgeam_64},
+	{"cublasZgeam_64", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasZgeam_64},
+	{"cublasSdgmm", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasSdgmm},
+	{"cublasDdgmm", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasDdgmm},
+	{"cublasCdgmm", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasCdgmm},
+	{"cublasZdgmm", BE_CUBLAS_LIB_CUBLAS, (void **)&be_cublas.cublasZdgmm},
 };
 
 be_lib_def be_cublas_lib = {
@@ -1579,7 +4080,7 @@ be_lib_def be_cublas_lib = {
 	.libs = libs,
 	.nlibs = 2,
 	.syms = syms,
-	.nsyms = 68,
+	.nsyms = 178,
 	.kinds = kinds,
 	.nkinds = 5,
 	.st_success = CUBLAS_STATUS_SUCCESS,

@@ -71,5 +71,6 @@ int be_op_mem_alloc_pool(be_session *s, be_req *rq, uint64_t size, uint64_t pool
 int be_op_mempool_set_current(be_session *s, be_req *rq, uint64_t pool);
 int be_op_mempool_get_current(be_session *s, be_req *rq);
 int be_op_mempool_get_access(be_session *s, be_req *rq, uint64_t pool);
+int be_op_module_resolve(be_session *s, be_req *rq, uint64_t m, const char *names, size_t names_len);
 
 #endif

@@ -10,13 +10,18 @@
  * names: entries separated by '\n' (empty ones are skipped):
  *   f:<func id>:<kernel name>   resolve a kernel, register it under func id
  *   v:<var name>                resolve a global variable
+ *   n:                          list the names of the module's kernels
  * The reply has one array, one element per entry, in order:
  *   f: [status, bin layout]         layout: (u32 offset, u32 size) pairs,
  *                                   little-endian, from cuFuncGetParamInfo
  *   v: [status, u64 dptr, u64 size] [dptr, dptr + size) becomes a range copies
  *                                   may touch (never freeable)
+ *   n: [status, str names]          separated by '\n' (registers nothing)
  * A kernel's parameter size (end of its last parameter) is kept with its handle:
  * launches must bring exactly that many bytes.
+ *
+ * module_resolve: the same names list and reply for a module loaded before
+ * (the driver API names kernels and variables one at a time).
  */
 #include "backend.h"
 
@@ -30,7 +35,7 @@
 #define MAX_PARAMS 32768 /* a parameter buffer holds at most 32764 bytes */
 
 typedef struct entry {
-	char kind; /* 'f' or 'v' */
+	char kind; /* 'f', 'v' or 'n' */
 	uint64_t func_id;
 	const char *name;
 } entry;
@@ -38,6 +43,7 @@ typedef struct entry {
 static int parse_names(char *buf, entry **out, uint32_t *n);
 static void resolve_func(be_session *s, proto_msg *m, CUmodule mod, const entry *e);
 static void resolve_var(be_session *s, proto_msg *m, CUmodule mod, const entry *e);
+static void list_names(be_session *s, proto_msg *m, CUmodule mod);
 
 static int is_hex_hash(const void *p, size_t n)
 {
@@ -75,6 +81,8 @@ static int parse_names(char *buf, entry **out, uint32_t *n)
 			e = (entry){'f', id, p + 1};
 		} else if (line[0] == 'v' && line[1] == ':' && line[2]) {
 			e = (entry){'v', 0, line + 2};
+		} else if (line[0] == 'n' && line[1] == ':' && !line[2]) {
+			e = (entry){'n', 0, NULL};
 		} else {
 			goto bad;
 		}
@@ -176,6 +184,49 @@ static void resolve_var(be_session *s, proto_msg *m, CUmodule mod, const entry *
 	proto_msg_u64(m, (uint64_t)bytes);
 }
 
+/* The names of the module's kernels, as cuModuleEnumerateFunctions finds them
+ * (the driver may not have it: CUDA_ERROR_NOT_SUPPORTED). */
+static void list_names(be_session *s, proto_msg *m, CUmodule mod)
+{
+	unsigned n = 0;
+	CUfunction *fns = NULL;
+	char *text = NULL;
+	size_t len = 0;
+	CUresult st = CUDA_ERROR_NOT_SUPPORTED;
+
+	if (be_drv.cuModuleGetFunctionCount && be_drv.cuModuleEnumerateFunctions && be_drv.cuFuncGetName)
+		st = be_drv.cuModuleGetFunctionCount(&n, mod);
+	if (st == CUDA_SUCCESS && n && !(fns = calloc(n, sizeof(*fns))))
+		st = CUDA_ERROR_OUT_OF_MEMORY;
+	if (st == CUDA_SUCCESS && n)
+		st = be_drv.cuModuleEnumerateFunctions(fns, n, mod);
+	for (unsigned i = 0; st == CUDA_SUCCESS && i < n; i++) {
+		const char *name = NULL;
+		if ((st = be_drv.cuFuncGetName(&name, fns[i])) != CUDA_SUCCESS || !name)
+			break;
+		size_t k = strlen(name);
+		char *t = realloc(text, len + k + 2);
+		if (!t) {
+			st = CUDA_ERROR_OUT_OF_MEMORY;
+			break;
+		}
+		text = t;
+		memcpy(text + len, name, k);
+		len += k;
+		text[len++] = '\n';
+		text[len] = 0;
+	}
+	if (st != CUDA_SUCCESS) {
+		LOG_INFO(BE_LOG, "session %" PRIu64 ": module kernel names: %s", s->id, be_errname(st));
+		len = 0;
+	}
+	msgpack_pack_array(proto_msg_packer(m), 2);
+	proto_msg_i64(m, st);
+	proto_msg_str(m, len ? text : "");
+	free(fns);
+	free(text);
+}
+
 int be_op_module_load(be_session *s, be_req *rq, uint64_t m_id, const void *hash, size_t hash_len, uint64_t size,
 		      const char *names, size_t names_len)
 {
@@ -260,8 +311,10 @@ int be_op_module_load(be_session *s, be_req *rq, uint64_t m_id, const void *hash
 	for (uint32_t i = 0; i < n; i++) {
 		if (ents[i].kind == 'f')
 			resolve_func(s, m, mod, &ents[i]);
-		else
+		else if (ents[i].kind == 'v')
 			resolve_var(s, m, mod, &ents[i]);
+		else
+			list_names(s, m, mod);
 	}
 	free(ents);
 	free(buf);
@@ -270,4 +323,43 @@ out:
 	free(ents);
 	free(buf);
 	return r;
+}
+
+int be_op_module_resolve(be_session *s, be_req *rq, uint64_t m_id, const char *names, size_t names_len)
+{
+	void *o;
+	entry *ents = NULL;
+	uint32_t n = 0;
+
+	if (be_htab_get(&s->modules, m_id, &o, NULL) != BE_H_OK) {
+		LOG_INFO(BE_LOG, "session %" PRIu64 ": module_resolve: no module %" PRIu64, s->id, m_id);
+		return CUDA_ERROR_INVALID_HANDLE;
+	}
+	char *buf = malloc(names_len + 1);
+	if (!buf)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	if (names_len)
+		memcpy(buf, names, names_len);
+	buf[names_len] = 0;
+	int pr = memchr(buf, 0, names_len) ? -1 : parse_names(buf, &ents, &n);
+	if (pr) {
+		free(buf);
+		if (pr == -2)
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		LOG_INFO(BE_LOG, "session %" PRIu64 ": module_resolve: malformed names list", s->id);
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+	proto_msg *m = be_reply_begin(s, rq, 1);
+	msgpack_pack_array(proto_msg_packer(m), n);
+	for (uint32_t i = 0; i < n; i++) {
+		if (ents[i].kind == 'f')
+			resolve_func(s, m, (CUmodule)o, &ents[i]);
+		else if (ents[i].kind == 'v')
+			resolve_var(s, m, (CUmodule)o, &ents[i]);
+		else
+			list_names(s, m, (CUmodule)o);
+	}
+	free(ents);
+	free(buf);
+	return be_reply_end(s, rq, m, NULL, 0);
 }

@@ -10,10 +10,29 @@
 
 #include "drv.h"
 
+/* The table names the deprecated functions too: programs still ask for them. */
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+
+/* In assembly, as the jumps: a C alias would need a prototype that cuda.h's
+ * declaration of the same name contradicts, and link-time optimisation drops
+ * symbols set to functions it sees no C reference to. */
+#if defined(__x86_64__)
 #define STUB(sym) \
-	CUresult fe_drv_stub_##sym(void); \
-	__attribute__((used)) CUresult fe_drv_stub_##sym(void) { return fe_drv_unsupported(#sym); } \
-	__asm__(".globl " #sym "\n.set " #sym ", fe_drv_stub_" #sym);
+	void fe_drv_stub_##sym(void); \
+	__asm__(".text\n.globl fe_drv_stub_" #sym "\n.hidden fe_drv_stub_" #sym "\n.globl " #sym \
+		"\n.type " #sym ", @function\nfe_drv_stub_" #sym ":\n" #sym ":\n" \
+		"\tleaq .Lname_" #sym "(%rip), %rdi\n\tjmp fe_drv_unsupported\n.size " #sym ", .-" #sym \
+		"\n.section .rodata\n.Lname_" #sym ": .asciz \"" #sym "\"\n.text\n");
+#elif defined(__aarch64__)
+#define STUB(sym) \
+	void fe_drv_stub_##sym(void); \
+	__asm__(".text\n.globl fe_drv_stub_" #sym "\n.hidden fe_drv_stub_" #sym "\n.globl " #sym \
+		"\n.type " #sym ", %function\nfe_drv_stub_" #sym ":\n" #sym ":\n" \
+		"\tadrp x0, .Lname_" #sym "\n\tadd x0, x0, :lo12:.Lname_" #sym "\n\tb fe_drv_unsupported\n" \
+		".size " #sym ", .-" #sym "\n.section .rodata\n.Lname_" #sym ": .asciz \"" #sym "\"\n.text\n");
+#else
+#error "drv_entries.c: no stub for this architecture"
+#endif
 #if defined(__x86_64__)
 #define JUMP(sym, to) \
 	void fe_drv_jump_##sym(void); \
@@ -29,14 +48,9 @@
 #endif
 
 STUB(cuArray3DCreate)
-STUB(cuArray3DCreate_v2)
 STUB(cuArray3DGetDescriptor)
-STUB(cuArray3DGetDescriptor_v2)
 STUB(cuArrayCreate)
-STUB(cuArrayCreate_v2)
-STUB(cuArrayDestroy)
 STUB(cuArrayGetDescriptor)
-STUB(cuArrayGetDescriptor_v2)
 STUB(cuArrayGetMemoryRequirements)
 STUB(cuArrayGetPlane)
 STUB(cuArrayGetSparseProperties)
@@ -51,65 +65,24 @@ STUB(cuCoredumpGetAttributeGlobal)
 STUB(cuCoredumpSetAttribute)
 STUB(cuCoredumpSetAttributeGlobal)
 STUB(cuCtxAttach)
-STUB(cuCtxCreate)
-STUB(cuCtxCreate_v2)
-STUB(cuCtxCreate_v3)
-STUB(cuCtxCreate_v4)
-STUB(cuCtxDestroy)
-STUB(cuCtxDestroy_v2)
 STUB(cuCtxDetach)
 STUB(cuCtxDisablePeerAccess)
 STUB(cuCtxEnablePeerAccess)
 STUB(cuCtxFromGreenCtx)
-STUB(cuCtxGetApiVersion)
-STUB(cuCtxGetCacheConfig)
 STUB(cuCtxGetDevResource)
-STUB(cuCtxGetDevice_v2)
 STUB(cuCtxGetExecAffinity)
-STUB(cuCtxGetFlags)
-STUB(cuCtxGetId)
-STUB(cuCtxGetLimit)
-STUB(cuCtxGetSharedMemConfig)
-STUB(cuCtxGetStreamPriorityRange)
-STUB(cuCtxPopCurrent)
-STUB(cuCtxPopCurrent_v2)
-STUB(cuCtxPushCurrent)
-STUB(cuCtxPushCurrent_v2)
 STUB(cuCtxRecordEvent)
 STUB(cuCtxResetPersistingL2Cache)
-STUB(cuCtxSetCacheConfig)
-STUB(cuCtxSetFlags)
-STUB(cuCtxSetLimit)
-STUB(cuCtxSetSharedMemConfig)
-STUB(cuCtxSynchronize_v2)
 STUB(cuCtxWaitEvent)
 STUB(cuDestroyExternalMemory)
 STUB(cuDestroyExternalSemaphore)
 STUB(cuDevResourceGenerateDesc)
 STUB(cuDevSmResourceSplitByCount)
-STUB(cuDeviceCanAccessPeer)
-STUB(cuDeviceComputeCapability)
-STUB(cuDeviceGetByPCIBusId)
-STUB(cuDeviceGetDefaultMemPool)
 STUB(cuDeviceGetDevResource)
-STUB(cuDeviceGetExecAffinitySupport)
 STUB(cuDeviceGetGraphMemAttribute)
-STUB(cuDeviceGetHostAtomicCapabilities)
-STUB(cuDeviceGetLuid)
-STUB(cuDeviceGetMemPool)
-STUB(cuDeviceGetNvSciSyncAttributes)
-STUB(cuDeviceGetP2PAtomicCapabilities)
-STUB(cuDeviceGetP2PAttribute)
-STUB(cuDeviceGetProperties)
-STUB(cuDeviceGetTexture1DLinearMaxWidth)
 STUB(cuDeviceGraphMemTrim)
-STUB(cuDevicePrimaryCtxReset)
-STUB(cuDevicePrimaryCtxReset_v2)
-STUB(cuDevicePrimaryCtxSetFlags)
-STUB(cuDevicePrimaryCtxSetFlags_v2)
 STUB(cuDeviceRegisterAsyncNotification)
 STUB(cuDeviceSetGraphMemAttribute)
-STUB(cuDeviceSetMemPool)
 STUB(cuDeviceTotalMem)
 STUB(cuDeviceUnregisterAsyncNotification)
 STUB(cuEGLStreamConsumerAcquireFrame)
@@ -121,31 +94,10 @@ STUB(cuEGLStreamProducerConnect)
 STUB(cuEGLStreamProducerDisconnect)
 STUB(cuEGLStreamProducerPresentFrame)
 STUB(cuEGLStreamProducerReturnFrame)
-STUB(cuEventCreate)
 STUB(cuEventCreateFromEGLSync)
-STUB(cuEventDestroy)
-STUB(cuEventDestroy_v2)
-STUB(cuEventElapsedTime)
-STUB(cuEventElapsedTime_v2)
-STUB(cuEventQuery)
-STUB(cuEventRecord)
-STUB(cuEventRecordWithFlags)
-STUB(cuEventRecordWithFlags_ptsz)
-STUB(cuEventRecord_ptsz)
-STUB(cuEventSynchronize)
 STUB(cuExternalMemoryGetMappedBuffer)
 STUB(cuExternalMemoryGetMappedMipmappedArray)
-STUB(cuFlushGPUDirectRDMAWrites)
-STUB(cuFuncGetAttribute)
-STUB(cuFuncGetModule)
-STUB(cuFuncGetName)
-STUB(cuFuncGetParamInfo)
-STUB(cuFuncIsLoaded)
-STUB(cuFuncLoad)
-STUB(cuFuncSetAttribute)
 STUB(cuFuncSetBlockShape)
-STUB(cuFuncSetCacheConfig)
-STUB(cuFuncSetSharedMemConfig)
 STUB(cuFuncSetSharedSize)
 STUB(cuGLCtxCreate)
 STUB(cuGLCtxCreate_v2)
@@ -164,76 +116,42 @@ STUB(cuGLUnmapBufferObject)
 STUB(cuGLUnmapBufferObjectAsync)
 STUB(cuGLUnregisterBufferObject)
 STUB(cuGraphAddBatchMemOpNode)
-STUB(cuGraphAddChildGraphNode)
-STUB(cuGraphAddDependencies)
-STUB(cuGraphAddDependencies_v2)
-STUB(cuGraphAddEmptyNode)
-STUB(cuGraphAddEventRecordNode)
-STUB(cuGraphAddEventWaitNode)
 STUB(cuGraphAddExternalSemaphoresSignalNode)
 STUB(cuGraphAddExternalSemaphoresWaitNode)
 STUB(cuGraphAddHostNode)
-STUB(cuGraphAddKernelNode)
-STUB(cuGraphAddKernelNode_v2)
 STUB(cuGraphAddMemAllocNode)
 STUB(cuGraphAddMemFreeNode)
-STUB(cuGraphAddMemcpyNode)
-STUB(cuGraphAddMemsetNode)
 STUB(cuGraphAddNode)
 STUB(cuGraphAddNode_v2)
 STUB(cuGraphBatchMemOpNodeGetParams)
 STUB(cuGraphBatchMemOpNodeSetParams)
 STUB(cuGraphChildGraphNodeGetGraph)
-STUB(cuGraphClone)
 STUB(cuGraphConditionalHandleCreate)
-STUB(cuGraphCreate)
 STUB(cuGraphDebugDotPrint)
-STUB(cuGraphDestroy)
-STUB(cuGraphDestroyNode)
 STUB(cuGraphEventRecordNodeGetEvent)
 STUB(cuGraphEventRecordNodeSetEvent)
 STUB(cuGraphEventWaitNodeGetEvent)
 STUB(cuGraphEventWaitNodeSetEvent)
 STUB(cuGraphExecBatchMemOpNodeSetParams)
 STUB(cuGraphExecChildGraphNodeSetParams)
-STUB(cuGraphExecDestroy)
 STUB(cuGraphExecEventRecordNodeSetEvent)
 STUB(cuGraphExecEventWaitNodeSetEvent)
 STUB(cuGraphExecExternalSemaphoresSignalNodeSetParams)
 STUB(cuGraphExecExternalSemaphoresWaitNodeSetParams)
 STUB(cuGraphExecGetFlags)
 STUB(cuGraphExecHostNodeSetParams)
-STUB(cuGraphExecKernelNodeSetParams)
-STUB(cuGraphExecKernelNodeSetParams_v2)
 STUB(cuGraphExecMemcpyNodeSetParams)
 STUB(cuGraphExecMemsetNodeSetParams)
 STUB(cuGraphExecNodeSetParams)
-STUB(cuGraphExecUpdate)
-STUB(cuGraphExecUpdate_v2)
 STUB(cuGraphExternalSemaphoresSignalNodeGetParams)
 STUB(cuGraphExternalSemaphoresSignalNodeSetParams)
 STUB(cuGraphExternalSemaphoresWaitNodeGetParams)
 STUB(cuGraphExternalSemaphoresWaitNodeSetParams)
-STUB(cuGraphGetEdges)
-STUB(cuGraphGetEdges_v2)
-STUB(cuGraphGetNodes)
-STUB(cuGraphGetRootNodes)
 STUB(cuGraphHostNodeGetParams)
 STUB(cuGraphHostNodeSetParams)
-STUB(cuGraphInstantiate)
-STUB(cuGraphInstantiateWithFlags)
-STUB(cuGraphInstantiateWithParams)
-STUB(cuGraphInstantiateWithParams_ptsz)
-STUB(cuGraphInstantiate_v2)
 STUB(cuGraphKernelNodeCopyAttributes)
 STUB(cuGraphKernelNodeGetAttribute)
-STUB(cuGraphKernelNodeGetParams)
-STUB(cuGraphKernelNodeGetParams_v2)
 STUB(cuGraphKernelNodeSetAttribute)
-STUB(cuGraphKernelNodeSetParams)
-STUB(cuGraphKernelNodeSetParams_v2)
-STUB(cuGraphLaunch)
-STUB(cuGraphLaunch_ptsz)
 STUB(cuGraphMemAllocNodeGetParams)
 STUB(cuGraphMemFreeNodeGetParams)
 STUB(cuGraphMemcpyNodeGetParams)
@@ -246,12 +164,9 @@ STUB(cuGraphNodeGetDependencies_v2)
 STUB(cuGraphNodeGetDependentNodes)
 STUB(cuGraphNodeGetDependentNodes_v2)
 STUB(cuGraphNodeGetEnabled)
-STUB(cuGraphNodeGetType)
 STUB(cuGraphNodeSetEnabled)
 STUB(cuGraphNodeSetParams)
 STUB(cuGraphReleaseUserObject)
-STUB(cuGraphRemoveDependencies)
-STUB(cuGraphRemoveDependencies_v2)
 STUB(cuGraphRetainUserObject)
 STUB(cuGraphUpload)
 STUB(cuGraphUpload_ptsz)
@@ -287,33 +202,12 @@ STUB(cuIpcGetMemHandle)
 STUB(cuIpcOpenEventHandle)
 STUB(cuIpcOpenMemHandle)
 STUB(cuIpcOpenMemHandle_v2)
-STUB(cuKernelGetAttribute)
-STUB(cuKernelGetFunction)
-STUB(cuKernelGetLibrary)
-STUB(cuKernelGetName)
-STUB(cuKernelGetParamInfo)
-STUB(cuKernelSetAttribute)
-STUB(cuKernelSetCacheConfig)
 STUB(cuLaunch)
-STUB(cuLaunchCooperativeKernel)
 STUB(cuLaunchCooperativeKernelMultiDevice)
-STUB(cuLaunchCooperativeKernel_ptsz)
 STUB(cuLaunchGrid)
 STUB(cuLaunchGridAsync)
-STUB(cuLaunchHostFunc)
-STUB(cuLaunchHostFunc_ptsz)
-STUB(cuLaunchKernelEx)
-STUB(cuLaunchKernelEx_ptsz)
-STUB(cuLibraryEnumerateKernels)
-STUB(cuLibraryGetGlobal)
-STUB(cuLibraryGetKernel)
-STUB(cuLibraryGetKernelCount)
 STUB(cuLibraryGetManaged)
-STUB(cuLibraryGetModule)
 STUB(cuLibraryGetUnifiedFunction)
-STUB(cuLibraryLoadData)
-STUB(cuLibraryLoadFromFile)
-STUB(cuLibraryUnload)
 STUB(cuLinkAddData)
 STUB(cuLinkAddData_v2)
 STUB(cuLinkAddFile)
@@ -330,18 +224,9 @@ STUB(cuLogsUnregisterCallback)
 STUB(cuMemAddressFree)
 STUB(cuMemAddressReserve)
 STUB(cuMemAdvise)
-STUB(cuMemAdvise_v2)
 STUB(cuMemAlloc)
-STUB(cuMemAllocAsync)
-STUB(cuMemAllocAsync_ptsz)
-STUB(cuMemAllocFromPoolAsync)
-STUB(cuMemAllocFromPoolAsync_ptsz)
 STUB(cuMemAllocHost)
-STUB(cuMemAllocHost_v2)
-STUB(cuMemAllocManaged)
 STUB(cuMemAllocPitch)
-STUB(cuMemAllocPitch_v2)
-STUB(cuMemAlloc_v2)
 STUB(cuMemBatchDecompressAsync)
 STUB(cuMemBatchDecompressAsync_ptsz)
 STUB(cuMemCreate)
@@ -351,46 +236,25 @@ STUB(cuMemDiscardBatchAsync)
 STUB(cuMemDiscardBatchAsync_ptsz)
 STUB(cuMemExportToShareableHandle)
 STUB(cuMemFree)
-STUB(cuMemFreeAsync)
-STUB(cuMemFreeAsync_ptsz)
-STUB(cuMemFreeHost)
-STUB(cuMemFree_v2)
 STUB(cuMemGetAccess)
 STUB(cuMemGetAddressRange)
-STUB(cuMemGetAddressRange_v2)
 STUB(cuMemGetAllocationGranularity)
 STUB(cuMemGetAllocationPropertiesFromHandle)
 STUB(cuMemGetDefaultMemPool)
 STUB(cuMemGetHandleForAddressRange)
 STUB(cuMemGetInfo)
-STUB(cuMemGetInfo_v2)
 STUB(cuMemGetMemPool)
-STUB(cuMemHostAlloc)
 STUB(cuMemHostGetDevicePointer)
-STUB(cuMemHostGetDevicePointer_v2)
-STUB(cuMemHostGetFlags)
-STUB(cuMemHostRegister)
-STUB(cuMemHostRegister_v2)
-STUB(cuMemHostUnregister)
 STUB(cuMemImportFromShareableHandle)
 STUB(cuMemMap)
 STUB(cuMemMapArrayAsync)
 STUB(cuMemMapArrayAsync_ptsz)
-STUB(cuMemPoolCreate)
-STUB(cuMemPoolDestroy)
 STUB(cuMemPoolExportPointer)
 STUB(cuMemPoolExportToShareableHandle)
-STUB(cuMemPoolGetAccess)
-STUB(cuMemPoolGetAttribute)
 STUB(cuMemPoolImportFromShareableHandle)
 STUB(cuMemPoolImportPointer)
-STUB(cuMemPoolSetAccess)
-STUB(cuMemPoolSetAttribute)
-STUB(cuMemPoolTrimTo)
 STUB(cuMemPrefetchAsync)
 STUB(cuMemPrefetchAsync_ptsz)
-STUB(cuMemPrefetchAsync_v2)
-STUB(cuMemPrefetchAsync_v2_ptsz)
 STUB(cuMemPrefetchBatchAsync)
 STUB(cuMemPrefetchBatchAsync_ptsz)
 STUB(cuMemRangeGetAttribute)
@@ -400,20 +264,11 @@ STUB(cuMemRetainAllocationHandle)
 STUB(cuMemSetAccess)
 STUB(cuMemSetMemPool)
 STUB(cuMemUnmap)
-STUB(cuMemcpy)
 STUB(cuMemcpy2D)
 STUB(cuMemcpy2DAsync)
-STUB(cuMemcpy2DAsync_v2)
-STUB(cuMemcpy2DAsync_v2_ptsz)
 STUB(cuMemcpy2DUnaligned)
-STUB(cuMemcpy2DUnaligned_v2)
-STUB(cuMemcpy2DUnaligned_v2_ptds)
-STUB(cuMemcpy2D_v2)
-STUB(cuMemcpy2D_v2_ptds)
 STUB(cuMemcpy3D)
 STUB(cuMemcpy3DAsync)
-STUB(cuMemcpy3DAsync_v2)
-STUB(cuMemcpy3DAsync_v2_ptsz)
 STUB(cuMemcpy3DBatchAsync)
 STUB(cuMemcpy3DBatchAsync_ptsz)
 STUB(cuMemcpy3DBatchAsync_v2)
@@ -422,185 +277,74 @@ STUB(cuMemcpy3DPeer)
 STUB(cuMemcpy3DPeerAsync)
 STUB(cuMemcpy3DPeerAsync_ptsz)
 STUB(cuMemcpy3DPeer_ptds)
-STUB(cuMemcpy3D_v2)
-STUB(cuMemcpy3D_v2_ptds)
-STUB(cuMemcpyAsync)
-STUB(cuMemcpyAsync_ptsz)
 STUB(cuMemcpyAtoA)
-STUB(cuMemcpyAtoA_v2)
-STUB(cuMemcpyAtoA_v2_ptds)
 STUB(cuMemcpyAtoD)
-STUB(cuMemcpyAtoD_v2)
-STUB(cuMemcpyAtoD_v2_ptds)
 STUB(cuMemcpyAtoH)
 STUB(cuMemcpyAtoHAsync)
-STUB(cuMemcpyAtoHAsync_v2)
-STUB(cuMemcpyAtoHAsync_v2_ptsz)
-STUB(cuMemcpyAtoH_v2)
-STUB(cuMemcpyAtoH_v2_ptds)
 STUB(cuMemcpyBatchAsync)
 STUB(cuMemcpyBatchAsync_ptsz)
 STUB(cuMemcpyBatchAsync_v2)
 STUB(cuMemcpyBatchAsync_v2_ptsz)
 STUB(cuMemcpyDtoA)
-STUB(cuMemcpyDtoA_v2)
-STUB(cuMemcpyDtoA_v2_ptds)
 STUB(cuMemcpyDtoD)
 STUB(cuMemcpyDtoDAsync)
-STUB(cuMemcpyDtoDAsync_v2)
-STUB(cuMemcpyDtoDAsync_v2_ptsz)
-STUB(cuMemcpyDtoD_v2)
-STUB(cuMemcpyDtoD_v2_ptds)
 STUB(cuMemcpyDtoH)
 STUB(cuMemcpyDtoHAsync)
-STUB(cuMemcpyDtoHAsync_v2)
-STUB(cuMemcpyDtoHAsync_v2_ptsz)
-STUB(cuMemcpyDtoH_v2)
-STUB(cuMemcpyDtoH_v2_ptds)
 STUB(cuMemcpyHtoA)
 STUB(cuMemcpyHtoAAsync)
-STUB(cuMemcpyHtoAAsync_v2)
-STUB(cuMemcpyHtoAAsync_v2_ptsz)
-STUB(cuMemcpyHtoA_v2)
-STUB(cuMemcpyHtoA_v2_ptds)
 STUB(cuMemcpyHtoD)
 STUB(cuMemcpyHtoDAsync)
-STUB(cuMemcpyHtoDAsync_v2)
-STUB(cuMemcpyHtoDAsync_v2_ptsz)
-STUB(cuMemcpyHtoD_v2)
-STUB(cuMemcpyHtoD_v2_ptds)
-STUB(cuMemcpyPeer)
-STUB(cuMemcpyPeerAsync)
-STUB(cuMemcpyPeerAsync_ptsz)
-STUB(cuMemcpyPeer_ptds)
-STUB(cuMemcpy_ptds)
 STUB(cuMemsetD16)
-STUB(cuMemsetD16Async)
-STUB(cuMemsetD16Async_ptsz)
-STUB(cuMemsetD16_v2)
-STUB(cuMemsetD16_v2_ptds)
 STUB(cuMemsetD2D16)
-STUB(cuMemsetD2D16Async)
-STUB(cuMemsetD2D16Async_ptsz)
-STUB(cuMemsetD2D16_v2)
-STUB(cuMemsetD2D16_v2_ptds)
 STUB(cuMemsetD2D32)
-STUB(cuMemsetD2D32Async)
-STUB(cuMemsetD2D32Async_ptsz)
-STUB(cuMemsetD2D32_v2)
-STUB(cuMemsetD2D32_v2_ptds)
 STUB(cuMemsetD2D8)
-STUB(cuMemsetD2D8Async)
-STUB(cuMemsetD2D8Async_ptsz)
-STUB(cuMemsetD2D8_v2)
-STUB(cuMemsetD2D8_v2_ptds)
 STUB(cuMemsetD32)
-STUB(cuMemsetD32Async)
-STUB(cuMemsetD32Async_ptsz)
-STUB(cuMemsetD32_v2)
-STUB(cuMemsetD32_v2_ptds)
 STUB(cuMemsetD8)
-STUB(cuMemsetD8Async)
-STUB(cuMemsetD8Async_ptsz)
-STUB(cuMemsetD8_v2)
-STUB(cuMemsetD8_v2_ptds)
 STUB(cuMipmappedArrayCreate)
 STUB(cuMipmappedArrayDestroy)
 STUB(cuMipmappedArrayGetLevel)
 STUB(cuMipmappedArrayGetMemoryRequirements)
 STUB(cuMipmappedArrayGetSparseProperties)
-STUB(cuModuleEnumerateFunctions)
-STUB(cuModuleGetFunctionCount)
 STUB(cuModuleGetGlobal)
-STUB(cuModuleGetGlobal_v2)
-STUB(cuModuleGetLoadingMode)
 STUB(cuModuleGetSurfRef)
 STUB(cuModuleGetTexRef)
-STUB(cuModuleLoad)
-STUB(cuModuleLoadFatBinary)
 STUB(cuMulticastAddDevice)
 STUB(cuMulticastBindAddr)
 STUB(cuMulticastBindMem)
 STUB(cuMulticastCreate)
 STUB(cuMulticastGetGranularity)
 STUB(cuMulticastUnbind)
-STUB(cuOccupancyAvailableDynamicSMemPerBlock)
-STUB(cuOccupancyMaxActiveBlocksPerMultiprocessor)
-STUB(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags)
 STUB(cuOccupancyMaxActiveClusters)
-STUB(cuOccupancyMaxPotentialBlockSize)
-STUB(cuOccupancyMaxPotentialBlockSizeWithFlags)
 STUB(cuOccupancyMaxPotentialClusterSize)
 STUB(cuParamSetSize)
 STUB(cuParamSetTexRef)
 STUB(cuParamSetf)
 STUB(cuParamSeti)
 STUB(cuParamSetv)
-STUB(cuPointerGetAttribute)
-STUB(cuPointerGetAttributes)
-STUB(cuPointerSetAttribute)
 STUB(cuProfilerInitialize)
 STUB(cuProfilerStart)
 STUB(cuProfilerStop)
 STUB(cuSignalExternalSemaphoresAsync)
 STUB(cuSignalExternalSemaphoresAsync_ptsz)
-STUB(cuStreamAddCallback)
-STUB(cuStreamAddCallback_ptsz)
 STUB(cuStreamAttachMemAsync)
 STUB(cuStreamAttachMemAsync_ptsz)
 STUB(cuStreamBatchMemOp)
 STUB(cuStreamBatchMemOp_ptsz)
 STUB(cuStreamBatchMemOp_v2)
 STUB(cuStreamBatchMemOp_v2_ptsz)
-STUB(cuStreamBeginCapture)
 STUB(cuStreamBeginCaptureToGraph)
 STUB(cuStreamBeginCaptureToGraph_ptsz)
-STUB(cuStreamBeginCapture_ptsz)
-STUB(cuStreamBeginCapture_v2)
-STUB(cuStreamBeginCapture_v2_ptsz)
 STUB(cuStreamCopyAttributes)
 STUB(cuStreamCopyAttributes_ptsz)
-STUB(cuStreamCreate)
-STUB(cuStreamCreateWithPriority)
-STUB(cuStreamDestroy)
-STUB(cuStreamDestroy_v2)
-STUB(cuStreamEndCapture)
-STUB(cuStreamEndCapture_ptsz)
 STUB(cuStreamGetAttribute)
 STUB(cuStreamGetAttribute_ptsz)
-STUB(cuStreamGetCaptureInfo)
-STUB(cuStreamGetCaptureInfo_ptsz)
-STUB(cuStreamGetCaptureInfo_v2)
-STUB(cuStreamGetCaptureInfo_v2_ptsz)
-STUB(cuStreamGetCaptureInfo_v3)
-STUB(cuStreamGetCaptureInfo_v3_ptsz)
-STUB(cuStreamGetCtx)
-STUB(cuStreamGetCtx_ptsz)
-STUB(cuStreamGetCtx_v2)
-STUB(cuStreamGetCtx_v2_ptsz)
-STUB(cuStreamGetDevice)
-STUB(cuStreamGetDevice_ptsz)
-STUB(cuStreamGetFlags)
-STUB(cuStreamGetFlags_ptsz)
 STUB(cuStreamGetGreenCtx)
-STUB(cuStreamGetId)
-STUB(cuStreamGetId_ptsz)
-STUB(cuStreamGetPriority)
-STUB(cuStreamGetPriority_ptsz)
-STUB(cuStreamIsCapturing)
-STUB(cuStreamIsCapturing_ptsz)
-STUB(cuStreamQuery)
-STUB(cuStreamQuery_ptsz)
 STUB(cuStreamSetAttribute)
 STUB(cuStreamSetAttribute_ptsz)
-STUB(cuStreamSynchronize)
-STUB(cuStreamSynchronize_ptsz)
 STUB(cuStreamUpdateCaptureDependencies)
 STUB(cuStreamUpdateCaptureDependencies_ptsz)
 STUB(cuStreamUpdateCaptureDependencies_v2)
 STUB(cuStreamUpdateCaptureDependencies_v2_ptsz)
-STUB(cuStreamWaitEvent)
-STUB(cuStreamWaitEvent_ptsz)
 STUB(cuStreamWaitValue32)
 STUB(cuStreamWaitValue32_ptsz)
 STUB(cuStreamWaitValue32_v2)
@@ -617,20 +361,12 @@ STUB(cuStreamWriteValue64)
 STUB(cuStreamWriteValue64_ptsz)
 STUB(cuStreamWriteValue64_v2)
 STUB(cuStreamWriteValue64_v2_ptsz)
-STUB(cuSurfObjectCreate)
-STUB(cuSurfObjectDestroy)
-STUB(cuSurfObjectGetResourceDesc)
 STUB(cuSurfRefGetArray)
 STUB(cuSurfRefSetArray)
 STUB(cuTensorMapEncodeIm2col)
 STUB(cuTensorMapEncodeIm2colWide)
 STUB(cuTensorMapEncodeTiled)
 STUB(cuTensorMapReplaceAddress)
-STUB(cuTexObjectCreate)
-STUB(cuTexObjectDestroy)
-STUB(cuTexObjectGetResourceDesc)
-STUB(cuTexObjectGetResourceViewDesc)
-STUB(cuTexObjectGetTextureDesc)
 STUB(cuTexRefCreate)
 STUB(cuTexRefDestroy)
 STUB(cuTexRefGetAddress)
@@ -662,7 +398,6 @@ STUB(cuTexRefSetMipmapFilterMode)
 STUB(cuTexRefSetMipmapLevelBias)
 STUB(cuTexRefSetMipmapLevelClamp)
 STUB(cuTexRefSetMipmappedArray)
-STUB(cuThreadExchangeStreamCaptureMode)
 STUB(cuUserObjectCreate)
 STUB(cuUserObjectRelease)
 STUB(cuUserObjectRetain)
@@ -673,19 +408,81 @@ STUB(cuWGLGetDevice)
 STUB(cuWaitExternalSemaphoresAsync)
 STUB(cuWaitExternalSemaphoresAsync_ptsz)
 
+JUMP(cuEventRecordWithFlags_ptsz, cuEventRecordWithFlags)
+JUMP(cuEventRecord_ptsz, cuEventRecord)
+JUMP(cuGraphInstantiateWithParams_ptsz, cuGraphInstantiateWithParams)
+JUMP(cuGraphLaunch_ptsz, cuGraphLaunch)
+JUMP(cuLaunchCooperativeKernel_ptsz, cuLaunchCooperativeKernel)
+JUMP(cuLaunchHostFunc_ptsz, cuLaunchHostFunc)
+JUMP(cuLaunchKernelEx_ptsz, cuLaunchKernelEx)
 JUMP(cuLaunchKernel_ptsz, cuLaunchKernel)
+JUMP(cuMemAllocAsync_ptsz, cuMemAllocAsync)
+JUMP(cuMemAllocFromPoolAsync_ptsz, cuMemAllocFromPoolAsync)
+JUMP(cuMemFreeAsync_ptsz, cuMemFreeAsync)
+JUMP(cuMemPrefetchAsync_v2_ptsz, cuMemPrefetchAsync_v2)
+JUMP(cuMemcpy2DAsync_v2_ptsz, cuMemcpy2DAsync_v2)
+JUMP(cuMemcpy2DUnaligned_v2_ptds, cuMemcpy2DUnaligned_v2)
+JUMP(cuMemcpy2D_v2_ptds, cuMemcpy2D_v2)
+JUMP(cuMemcpy3DAsync_v2_ptsz, cuMemcpy3DAsync_v2)
+JUMP(cuMemcpy3D_v2_ptds, cuMemcpy3D_v2)
+JUMP(cuMemcpyAsync_ptsz, cuMemcpyAsync)
+JUMP(cuMemcpyAtoA_v2_ptds, cuMemcpyAtoA_v2)
+JUMP(cuMemcpyAtoD_v2_ptds, cuMemcpyAtoD_v2)
+JUMP(cuMemcpyAtoHAsync_v2_ptsz, cuMemcpyAtoHAsync_v2)
+JUMP(cuMemcpyAtoH_v2_ptds, cuMemcpyAtoH_v2)
+JUMP(cuMemcpyDtoA_v2_ptds, cuMemcpyDtoA_v2)
+JUMP(cuMemcpyDtoDAsync_v2_ptsz, cuMemcpyDtoDAsync_v2)
+JUMP(cuMemcpyDtoD_v2_ptds, cuMemcpyDtoD_v2)
+JUMP(cuMemcpyDtoHAsync_v2_ptsz, cuMemcpyDtoHAsync_v2)
+JUMP(cuMemcpyDtoH_v2_ptds, cuMemcpyDtoH_v2)
+JUMP(cuMemcpyHtoAAsync_v2_ptsz, cuMemcpyHtoAAsync_v2)
+JUMP(cuMemcpyHtoA_v2_ptds, cuMemcpyHtoA_v2)
+JUMP(cuMemcpyHtoDAsync_v2_ptsz, cuMemcpyHtoDAsync_v2)
+JUMP(cuMemcpyHtoD_v2_ptds, cuMemcpyHtoD_v2)
+JUMP(cuMemcpyPeerAsync_ptsz, cuMemcpyPeerAsync)
+JUMP(cuMemcpyPeer_ptds, cuMemcpyPeer)
+JUMP(cuMemcpy_ptds, cuMemcpy)
+JUMP(cuMemsetD16Async_ptsz, cuMemsetD16Async)
+JUMP(cuMemsetD16_v2_ptds, cuMemsetD16_v2)
+JUMP(cuMemsetD2D16Async_ptsz, cuMemsetD2D16Async)
+JUMP(cuMemsetD2D16_v2_ptds, cuMemsetD2D16_v2)
+JUMP(cuMemsetD2D32Async_ptsz, cuMemsetD2D32Async)
+JUMP(cuMemsetD2D32_v2_ptds, cuMemsetD2D32_v2)
+JUMP(cuMemsetD2D8Async_ptsz, cuMemsetD2D8Async)
+JUMP(cuMemsetD2D8_v2_ptds, cuMemsetD2D8_v2)
+JUMP(cuMemsetD32Async_ptsz, cuMemsetD32Async)
+JUMP(cuMemsetD32_v2_ptds, cuMemsetD32_v2)
+JUMP(cuMemsetD8Async_ptsz, cuMemsetD8Async)
+JUMP(cuMemsetD8_v2_ptds, cuMemsetD8_v2)
+JUMP(cuStreamAddCallback_ptsz, cuStreamAddCallback)
+JUMP(cuStreamBeginCapture_ptsz, cuStreamBeginCapture)
+JUMP(cuStreamBeginCapture_v2_ptsz, cuStreamBeginCapture_v2)
+JUMP(cuStreamEndCapture_ptsz, cuStreamEndCapture)
+JUMP(cuStreamGetCaptureInfo_ptsz, cuStreamGetCaptureInfo)
+JUMP(cuStreamGetCaptureInfo_v2_ptsz, cuStreamGetCaptureInfo_v2)
+JUMP(cuStreamGetCaptureInfo_v3_ptsz, cuStreamGetCaptureInfo_v3)
+JUMP(cuStreamGetCtx_ptsz, cuStreamGetCtx)
+JUMP(cuStreamGetCtx_v2_ptsz, cuStreamGetCtx_v2)
+JUMP(cuStreamGetDevice_ptsz, cuStreamGetDevice)
+JUMP(cuStreamGetFlags_ptsz, cuStreamGetFlags)
+JUMP(cuStreamGetId_ptsz, cuStreamGetId)
+JUMP(cuStreamGetPriority_ptsz, cuStreamGetPriority)
+JUMP(cuStreamIsCapturing_ptsz, cuStreamIsCapturing)
+JUMP(cuStreamQuery_ptsz, cuStreamQuery)
+JUMP(cuStreamSynchronize_ptsz, cuStreamSynchronize)
+JUMP(cuStreamWaitEvent_ptsz, cuStreamWaitEvent)
 
 /* Sorted by name, then version. */
 const fe_drv_entry fe_drv_entries[] = {
 	{"cuArray3DCreate", 2000, 0, "cuArray3DCreate", (void *)fe_drv_stub_cuArray3DCreate},
-	{"cuArray3DCreate", 3020, 0, "cuArray3DCreate_v2", (void *)fe_drv_stub_cuArray3DCreate_v2},
+	{"cuArray3DCreate", 3020, 0, "cuArray3DCreate_v2", (void *)cuArray3DCreate},
 	{"cuArray3DGetDescriptor", 2000, 0, "cuArray3DGetDescriptor", (void *)fe_drv_stub_cuArray3DGetDescriptor},
-	{"cuArray3DGetDescriptor", 3020, 0, "cuArray3DGetDescriptor_v2", (void *)fe_drv_stub_cuArray3DGetDescriptor_v2},
+	{"cuArray3DGetDescriptor", 3020, 0, "cuArray3DGetDescriptor_v2", (void *)cuArray3DGetDescriptor},
 	{"cuArrayCreate", 2000, 0, "cuArrayCreate", (void *)fe_drv_stub_cuArrayCreate},
-	{"cuArrayCreate", 3020, 0, "cuArrayCreate_v2", (void *)fe_drv_stub_cuArrayCreate_v2},
-	{"cuArrayDestroy", 2000, 0, "cuArrayDestroy", (void *)fe_drv_stub_cuArrayDestroy},
+	{"cuArrayCreate", 3020, 0, "cuArrayCreate_v2", (void *)cuArrayCreate},
+	{"cuArrayDestroy", 2000, 0, "cuArrayDestroy", (void *)cuArrayDestroy},
 	{"cuArrayGetDescriptor", 2000, 0, "cuArrayGetDescriptor", (void *)fe_drv_stub_cuArrayGetDescriptor},
-	{"cuArrayGetDescriptor", 3020, 0, "cuArrayGetDescriptor_v2", (void *)fe_drv_stub_cuArrayGetDescriptor_v2},
+	{"cuArrayGetDescriptor", 3020, 0, "cuArrayGetDescriptor_v2", (void *)cuArrayGetDescriptor},
 	{"cuArrayGetMemoryRequirements", 11060, 0, "cuArrayGetMemoryRequirements", (void *)fe_drv_stub_cuArrayGetMemoryRequirements},
 	{"cuArrayGetPlane", 11020, 0, "cuArrayGetPlane", (void *)fe_drv_stub_cuArrayGetPlane},
 	{"cuArrayGetSparseProperties", 11010, 0, "cuArrayGetSparseProperties", (void *)fe_drv_stub_cuArrayGetSparseProperties},
@@ -700,80 +497,80 @@ const fe_drv_entry fe_drv_entries[] = {
 	{"cuCoredumpSetAttribute", 12010, 0, "cuCoredumpSetAttribute", (void *)fe_drv_stub_cuCoredumpSetAttribute},
 	{"cuCoredumpSetAttributeGlobal", 12010, 0, "cuCoredumpSetAttributeGlobal", (void *)fe_drv_stub_cuCoredumpSetAttributeGlobal},
 	{"cuCtxAttach", 2000, 0, "cuCtxAttach", (void *)fe_drv_stub_cuCtxAttach},
-	{"cuCtxCreate", 2000, 0, "cuCtxCreate", (void *)fe_drv_stub_cuCtxCreate},
-	{"cuCtxCreate", 3020, 0, "cuCtxCreate_v2", (void *)fe_drv_stub_cuCtxCreate_v2},
-	{"cuCtxCreate", 11040, 0, "cuCtxCreate_v3", (void *)fe_drv_stub_cuCtxCreate_v3},
-	{"cuCtxCreate", 12050, 0, "cuCtxCreate_v4", (void *)fe_drv_stub_cuCtxCreate_v4},
-	{"cuCtxDestroy", 2000, 0, "cuCtxDestroy", (void *)fe_drv_stub_cuCtxDestroy},
-	{"cuCtxDestroy", 4000, 0, "cuCtxDestroy_v2", (void *)fe_drv_stub_cuCtxDestroy_v2},
+	{"cuCtxCreate", 2000, 0, "cuCtxCreate", (void *)fe_drv_ctx_create_v1},
+	{"cuCtxCreate", 3020, 0, "cuCtxCreate_v2", (void *)fe_drv_ctx_create_v2},
+	{"cuCtxCreate", 11040, 0, "cuCtxCreate_v3", (void *)fe_drv_ctx_create_v3},
+	{"cuCtxCreate", 12050, 0, "cuCtxCreate_v4", (void *)cuCtxCreate},
+	{"cuCtxDestroy", 2000, 0, "cuCtxDestroy", (void *)cuCtxDestroy},
+	{"cuCtxDestroy", 4000, 0, "cuCtxDestroy_v2", (void *)cuCtxDestroy},
 	{"cuCtxDetach", 2000, 0, "cuCtxDetach", (void *)fe_drv_stub_cuCtxDetach},
 	{"cuCtxDisablePeerAccess", 4000, 0, "cuCtxDisablePeerAccess", (void *)fe_drv_stub_cuCtxDisablePeerAccess},
 	{"cuCtxEnablePeerAccess", 4000, 0, "cuCtxEnablePeerAccess", (void *)fe_drv_stub_cuCtxEnablePeerAccess},
 	{"cuCtxFromGreenCtx", 12040, 0, "cuCtxFromGreenCtx", (void *)fe_drv_stub_cuCtxFromGreenCtx},
-	{"cuCtxGetApiVersion", 3020, 0, "cuCtxGetApiVersion", (void *)fe_drv_stub_cuCtxGetApiVersion},
-	{"cuCtxGetCacheConfig", 3020, 0, "cuCtxGetCacheConfig", (void *)fe_drv_stub_cuCtxGetCacheConfig},
+	{"cuCtxGetApiVersion", 3020, 0, "cuCtxGetApiVersion", (void *)cuCtxGetApiVersion},
+	{"cuCtxGetCacheConfig", 3020, 0, "cuCtxGetCacheConfig", (void *)cuCtxGetCacheConfig},
 	{"cuCtxGetCurrent", 4000, 0, "cuCtxGetCurrent", (void *)cuCtxGetCurrent},
 	{"cuCtxGetDevResource", 12040, 0, "cuCtxGetDevResource", (void *)fe_drv_stub_cuCtxGetDevResource},
 	{"cuCtxGetDevice", 2000, 0, "cuCtxGetDevice", (void *)cuCtxGetDevice},
-	{"cuCtxGetDevice", 13000, 0, "cuCtxGetDevice_v2", (void *)fe_drv_stub_cuCtxGetDevice_v2},
+	{"cuCtxGetDevice", 13000, 0, "cuCtxGetDevice_v2", (void *)cuCtxGetDevice_v2},
 	{"cuCtxGetExecAffinity", 11040, 0, "cuCtxGetExecAffinity", (void *)fe_drv_stub_cuCtxGetExecAffinity},
-	{"cuCtxGetFlags", 7000, 0, "cuCtxGetFlags", (void *)fe_drv_stub_cuCtxGetFlags},
-	{"cuCtxGetId", 12000, 0, "cuCtxGetId", (void *)fe_drv_stub_cuCtxGetId},
-	{"cuCtxGetLimit", 3010, 0, "cuCtxGetLimit", (void *)fe_drv_stub_cuCtxGetLimit},
-	{"cuCtxGetSharedMemConfig", 4020, 0, "cuCtxGetSharedMemConfig", (void *)fe_drv_stub_cuCtxGetSharedMemConfig},
-	{"cuCtxGetStreamPriorityRange", 5050, 0, "cuCtxGetStreamPriorityRange", (void *)fe_drv_stub_cuCtxGetStreamPriorityRange},
-	{"cuCtxPopCurrent", 2000, 0, "cuCtxPopCurrent", (void *)fe_drv_stub_cuCtxPopCurrent},
-	{"cuCtxPopCurrent", 4000, 0, "cuCtxPopCurrent_v2", (void *)fe_drv_stub_cuCtxPopCurrent_v2},
-	{"cuCtxPushCurrent", 2000, 0, "cuCtxPushCurrent", (void *)fe_drv_stub_cuCtxPushCurrent},
-	{"cuCtxPushCurrent", 4000, 0, "cuCtxPushCurrent_v2", (void *)fe_drv_stub_cuCtxPushCurrent_v2},
+	{"cuCtxGetFlags", 7000, 0, "cuCtxGetFlags", (void *)cuCtxGetFlags},
+	{"cuCtxGetId", 12000, 0, "cuCtxGetId", (void *)cuCtxGetId},
+	{"cuCtxGetLimit", 3010, 0, "cuCtxGetLimit", (void *)cuCtxGetLimit},
+	{"cuCtxGetSharedMemConfig", 4020, 0, "cuCtxGetSharedMemConfig", (void *)cuCtxGetSharedMemConfig},
+	{"cuCtxGetStreamPriorityRange", 5050, 0, "cuCtxGetStreamPriorityRange", (void *)cuCtxGetStreamPriorityRange},
+	{"cuCtxPopCurrent", 2000, 0, "cuCtxPopCurrent", (void *)cuCtxPopCurrent},
+	{"cuCtxPopCurrent", 4000, 0, "cuCtxPopCurrent_v2", (void *)cuCtxPopCurrent},
+	{"cuCtxPushCurrent", 2000, 0, "cuCtxPushCurrent", (void *)cuCtxPushCurrent},
+	{"cuCtxPushCurrent", 4000, 0, "cuCtxPushCurrent_v2", (void *)cuCtxPushCurrent},
 	{"cuCtxRecordEvent", 12050, 0, "cuCtxRecordEvent", (void *)fe_drv_stub_cuCtxRecordEvent},
 	{"cuCtxResetPersistingL2Cache", 11000, 0, "cuCtxResetPersistingL2Cache", (void *)fe_drv_stub_cuCtxResetPersistingL2Cache},
-	{"cuCtxSetCacheConfig", 3020, 0, "cuCtxSetCacheConfig", (void *)fe_drv_stub_cuCtxSetCacheConfig},
+	{"cuCtxSetCacheConfig", 3020, 0, "cuCtxSetCacheConfig", (void *)cuCtxSetCacheConfig},
 	{"cuCtxSetCurrent", 4000, 0, "cuCtxSetCurrent", (void *)cuCtxSetCurrent},
-	{"cuCtxSetFlags", 12010, 0, "cuCtxSetFlags", (void *)fe_drv_stub_cuCtxSetFlags},
-	{"cuCtxSetLimit", 3010, 0, "cuCtxSetLimit", (void *)fe_drv_stub_cuCtxSetLimit},
-	{"cuCtxSetSharedMemConfig", 4020, 0, "cuCtxSetSharedMemConfig", (void *)fe_drv_stub_cuCtxSetSharedMemConfig},
+	{"cuCtxSetFlags", 12010, 0, "cuCtxSetFlags", (void *)cuCtxSetFlags},
+	{"cuCtxSetLimit", 3010, 0, "cuCtxSetLimit", (void *)cuCtxSetLimit},
+	{"cuCtxSetSharedMemConfig", 4020, 0, "cuCtxSetSharedMemConfig", (void *)cuCtxSetSharedMemConfig},
 	{"cuCtxSynchronize", 2000, 0, "cuCtxSynchronize", (void *)cuCtxSynchronize},
-	{"cuCtxSynchronize", 13000, 0, "cuCtxSynchronize_v2", (void *)fe_drv_stub_cuCtxSynchronize_v2},
+	{"cuCtxSynchronize", 13000, 0, "cuCtxSynchronize_v2", (void *)cuCtxSynchronize_v2},
 	{"cuCtxWaitEvent", 12050, 0, "cuCtxWaitEvent", (void *)fe_drv_stub_cuCtxWaitEvent},
 	{"cuDestroyExternalMemory", 10000, 0, "cuDestroyExternalMemory", (void *)fe_drv_stub_cuDestroyExternalMemory},
 	{"cuDestroyExternalSemaphore", 10000, 0, "cuDestroyExternalSemaphore", (void *)fe_drv_stub_cuDestroyExternalSemaphore},
 	{"cuDevResourceGenerateDesc", 12040, 0, "cuDevResourceGenerateDesc", (void *)fe_drv_stub_cuDevResourceGenerateDesc},
 	{"cuDevSmResourceSplitByCount", 12040, 0, "cuDevSmResourceSplitByCount", (void *)fe_drv_stub_cuDevSmResourceSplitByCount},
-	{"cuDeviceCanAccessPeer", 4000, 0, "cuDeviceCanAccessPeer", (void *)fe_drv_stub_cuDeviceCanAccessPeer},
-	{"cuDeviceComputeCapability", 2000, 0, "cuDeviceComputeCapability", (void *)fe_drv_stub_cuDeviceComputeCapability},
+	{"cuDeviceCanAccessPeer", 4000, 0, "cuDeviceCanAccessPeer", (void *)cuDeviceCanAccessPeer},
+	{"cuDeviceComputeCapability", 2000, 0, "cuDeviceComputeCapability", (void *)cuDeviceComputeCapability},
 	{"cuDeviceGet", 2000, 0, "cuDeviceGet", (void *)cuDeviceGet},
 	{"cuDeviceGetAttribute", 2000, 0, "cuDeviceGetAttribute", (void *)cuDeviceGetAttribute},
-	{"cuDeviceGetByPCIBusId", 4010, 0, "cuDeviceGetByPCIBusId", (void *)fe_drv_stub_cuDeviceGetByPCIBusId},
+	{"cuDeviceGetByPCIBusId", 4010, 0, "cuDeviceGetByPCIBusId", (void *)cuDeviceGetByPCIBusId},
 	{"cuDeviceGetCount", 2000, 0, "cuDeviceGetCount", (void *)cuDeviceGetCount},
-	{"cuDeviceGetDefaultMemPool", 11020, 0, "cuDeviceGetDefaultMemPool", (void *)fe_drv_stub_cuDeviceGetDefaultMemPool},
+	{"cuDeviceGetDefaultMemPool", 11020, 0, "cuDeviceGetDefaultMemPool", (void *)cuDeviceGetDefaultMemPool},
 	{"cuDeviceGetDevResource", 12040, 0, "cuDeviceGetDevResource", (void *)fe_drv_stub_cuDeviceGetDevResource},
-	{"cuDeviceGetExecAffinitySupport", 11040, 0, "cuDeviceGetExecAffinitySupport", (void *)fe_drv_stub_cuDeviceGetExecAffinitySupport},
+	{"cuDeviceGetExecAffinitySupport", 11040, 0, "cuDeviceGetExecAffinitySupport", (void *)cuDeviceGetExecAffinitySupport},
 	{"cuDeviceGetGraphMemAttribute", 11040, 0, "cuDeviceGetGraphMemAttribute", (void *)fe_drv_stub_cuDeviceGetGraphMemAttribute},
-	{"cuDeviceGetHostAtomicCapabilities", 13000, 0, "cuDeviceGetHostAtomicCapabilities", (void *)fe_drv_stub_cuDeviceGetHostAtomicCapabilities},
-	{"cuDeviceGetLuid", 10000, 0, "cuDeviceGetLuid", (void *)fe_drv_stub_cuDeviceGetLuid},
-	{"cuDeviceGetMemPool", 11020, 0, "cuDeviceGetMemPool", (void *)fe_drv_stub_cuDeviceGetMemPool},
+	{"cuDeviceGetHostAtomicCapabilities", 13000, 0, "cuDeviceGetHostAtomicCapabilities", (void *)cuDeviceGetHostAtomicCapabilities},
+	{"cuDeviceGetLuid", 10000, 0, "cuDeviceGetLuid", (void *)cuDeviceGetLuid},
+	{"cuDeviceGetMemPool", 11020, 0, "cuDeviceGetMemPool", (void *)cuDeviceGetMemPool},
 	{"cuDeviceGetName", 2000, 0, "cuDeviceGetName", (void *)cuDeviceGetName},
-	{"cuDeviceGetNvSciSyncAttributes", 10020, 0, "cuDeviceGetNvSciSyncAttributes", (void *)fe_drv_stub_cuDeviceGetNvSciSyncAttributes},
-	{"cuDeviceGetP2PAtomicCapabilities", 13000, 0, "cuDeviceGetP2PAtomicCapabilities", (void *)fe_drv_stub_cuDeviceGetP2PAtomicCapabilities},
-	{"cuDeviceGetP2PAttribute", 8000, 0, "cuDeviceGetP2PAttribute", (void *)fe_drv_stub_cuDeviceGetP2PAttribute},
+	{"cuDeviceGetNvSciSyncAttributes", 10020, 0, "cuDeviceGetNvSciSyncAttributes", (void *)cuDeviceGetNvSciSyncAttributes},
+	{"cuDeviceGetP2PAtomicCapabilities", 13000, 0, "cuDeviceGetP2PAtomicCapabilities", (void *)cuDeviceGetP2PAtomicCapabilities},
+	{"cuDeviceGetP2PAttribute", 8000, 0, "cuDeviceGetP2PAttribute", (void *)cuDeviceGetP2PAttribute},
 	{"cuDeviceGetPCIBusId", 4010, 0, "cuDeviceGetPCIBusId", (void *)cuDeviceGetPCIBusId},
-	{"cuDeviceGetProperties", 2000, 0, "cuDeviceGetProperties", (void *)fe_drv_stub_cuDeviceGetProperties},
-	{"cuDeviceGetTexture1DLinearMaxWidth", 11010, 0, "cuDeviceGetTexture1DLinearMaxWidth", (void *)fe_drv_stub_cuDeviceGetTexture1DLinearMaxWidth},
+	{"cuDeviceGetProperties", 2000, 0, "cuDeviceGetProperties", (void *)cuDeviceGetProperties},
+	{"cuDeviceGetTexture1DLinearMaxWidth", 11010, 0, "cuDeviceGetTexture1DLinearMaxWidth", (void *)cuDeviceGetTexture1DLinearMaxWidth},
 	{"cuDeviceGetUuid", 9020, 0, "cuDeviceGetUuid", (void *)cuDeviceGetUuid},
 	{"cuDeviceGetUuid", 11040, 0, "cuDeviceGetUuid_v2", (void *)cuDeviceGetUuid},
 	{"cuDeviceGraphMemTrim", 11040, 0, "cuDeviceGraphMemTrim", (void *)fe_drv_stub_cuDeviceGraphMemTrim},
 	{"cuDevicePrimaryCtxGetState", 7000, 0, "cuDevicePrimaryCtxGetState", (void *)cuDevicePrimaryCtxGetState},
 	{"cuDevicePrimaryCtxRelease", 7000, 0, "cuDevicePrimaryCtxRelease", (void *)cuDevicePrimaryCtxRelease},
 	{"cuDevicePrimaryCtxRelease", 11000, 0, "cuDevicePrimaryCtxRelease_v2", (void *)cuDevicePrimaryCtxRelease},
-	{"cuDevicePrimaryCtxReset", 7000, 0, "cuDevicePrimaryCtxReset", (void *)fe_drv_stub_cuDevicePrimaryCtxReset},
-	{"cuDevicePrimaryCtxReset", 11000, 0, "cuDevicePrimaryCtxReset_v2", (void *)fe_drv_stub_cuDevicePrimaryCtxReset_v2},
+	{"cuDevicePrimaryCtxReset", 7000, 0, "cuDevicePrimaryCtxReset", (void *)cuDevicePrimaryCtxReset},
+	{"cuDevicePrimaryCtxReset", 11000, 0, "cuDevicePrimaryCtxReset_v2", (void *)cuDevicePrimaryCtxReset},
 	{"cuDevicePrimaryCtxRetain", 7000, 0, "cuDevicePrimaryCtxRetain", (void *)cuDevicePrimaryCtxRetain},
-	{"cuDevicePrimaryCtxSetFlags", 7000, 0, "cuDevicePrimaryCtxSetFlags", (void *)fe_drv_stub_cuDevicePrimaryCtxSetFlags},
-	{"cuDevicePrimaryCtxSetFlags", 11000, 0, "cuDevicePrimaryCtxSetFlags_v2", (void *)fe_drv_stub_cuDevicePrimaryCtxSetFlags_v2},
+	{"cuDevicePrimaryCtxSetFlags", 7000, 0, "cuDevicePrimaryCtxSetFlags", (void *)cuDevicePrimaryCtxSetFlags},
+	{"cuDevicePrimaryCtxSetFlags", 11000, 0, "cuDevicePrimaryCtxSetFlags_v2", (void *)cuDevicePrimaryCtxSetFlags},
 	{"cuDeviceRegisterAsyncNotification", 12040, 0, "cuDeviceRegisterAsyncNotification", (void *)fe_drv_stub_cuDeviceRegisterAsyncNotification},
 	{"cuDeviceSetGraphMemAttribute", 11040, 0, "cuDeviceSetGraphMemAttribute", (void *)fe_drv_stub_cuDeviceSetGraphMemAttribute},
-	{"cuDeviceSetMemPool", 11020, 0, "cuDeviceSetMemPool", (void *)fe_drv_stub_cuDeviceSetMemPool},
+	{"cuDeviceSetMemPool", 11020, 0, "cuDeviceSetMemPool", (void *)cuDeviceSetMemPool},
 	{"cuDeviceTotalMem", 2000, 0, "cuDeviceTotalMem", (void *)fe_drv_stub_cuDeviceTotalMem},
 	{"cuDeviceTotalMem", 3020, 0, "cuDeviceTotalMem_v2", (void *)cuDeviceTotalMem},
 	{"cuDeviceUnregisterAsyncNotification", 12040, 0, "cuDeviceUnregisterAsyncNotification", (void *)fe_drv_stub_cuDeviceUnregisterAsyncNotification},
@@ -787,31 +584,31 @@ const fe_drv_entry fe_drv_entries[] = {
 	{"cuEGLStreamProducerDisconnect", 7000, 0, "cuEGLStreamProducerDisconnect", (void *)fe_drv_stub_cuEGLStreamProducerDisconnect},
 	{"cuEGLStreamProducerPresentFrame", 7000, 0, "cuEGLStreamProducerPresentFrame", (void *)fe_drv_stub_cuEGLStreamProducerPresentFrame},
 	{"cuEGLStreamProducerReturnFrame", 7000, 0, "cuEGLStreamProducerReturnFrame", (void *)fe_drv_stub_cuEGLStreamProducerReturnFrame},
-	{"cuEventCreate", 2000, 0, "cuEventCreate", (void *)fe_drv_stub_cuEventCreate},
+	{"cuEventCreate", 2000, 0, "cuEventCreate", (void *)cuEventCreate},
 	{"cuEventCreateFromEGLSync", 9000, 0, "cuEventCreateFromEGLSync", (void *)fe_drv_stub_cuEventCreateFromEGLSync},
-	{"cuEventDestroy", 2000, 0, "cuEventDestroy", (void *)fe_drv_stub_cuEventDestroy},
-	{"cuEventDestroy", 4000, 0, "cuEventDestroy_v2", (void *)fe_drv_stub_cuEventDestroy_v2},
-	{"cuEventElapsedTime", 2000, 0, "cuEventElapsedTime", (void *)fe_drv_stub_cuEventElapsedTime},
-	{"cuEventElapsedTime", 12080, 0, "cuEventElapsedTime_v2", (void *)fe_drv_stub_cuEventElapsedTime_v2},
-	{"cuEventQuery", 2000, 0, "cuEventQuery", (void *)fe_drv_stub_cuEventQuery},
-	{"cuEventRecord", 2000, 0, "cuEventRecord", (void *)fe_drv_stub_cuEventRecord},
-	{"cuEventRecord", 7000, FE_DRV_PTSZ, "cuEventRecord_ptsz", (void *)fe_drv_stub_cuEventRecord_ptsz},
-	{"cuEventRecordWithFlags", 11010, 0, "cuEventRecordWithFlags", (void *)fe_drv_stub_cuEventRecordWithFlags},
-	{"cuEventRecordWithFlags", 11010, FE_DRV_PTSZ, "cuEventRecordWithFlags_ptsz", (void *)fe_drv_stub_cuEventRecordWithFlags_ptsz},
-	{"cuEventSynchronize", 2000, 0, "cuEventSynchronize", (void *)fe_drv_stub_cuEventSynchronize},
+	{"cuEventDestroy", 2000, 0, "cuEventDestroy", (void *)cuEventDestroy},
+	{"cuEventDestroy", 4000, 0, "cuEventDestroy_v2", (void *)cuEventDestroy},
+	{"cuEventElapsedTime", 2000, 0, "cuEventElapsedTime", (void *)cuEventElapsedTime},
+	{"cuEventElapsedTime", 12080, 0, "cuEventElapsedTime_v2", (void *)cuEventElapsedTime},
+	{"cuEventQuery", 2000, 0, "cuEventQuery", (void *)cuEventQuery},
+	{"cuEventRecord", 2000, 0, "cuEventRecord", (void *)cuEventRecord},
+	{"cuEventRecord", 7000, FE_DRV_PTSZ, "cuEventRecord_ptsz", (void *)fe_drv_jump_cuEventRecord_ptsz},
+	{"cuEventRecordWithFlags", 11010, 0, "cuEventRecordWithFlags", (void *)cuEventRecordWithFlags},
+	{"cuEventRecordWithFlags", 11010, FE_DRV_PTSZ, "cuEventRecordWithFlags_ptsz", (void *)fe_drv_jump_cuEventRecordWithFlags_ptsz},
+	{"cuEventSynchronize", 2000, 0, "cuEventSynchronize", (void *)cuEventSynchronize},
 	{"cuExternalMemoryGetMappedBuffer", 10000, 0, "cuExternalMemoryGetMappedBuffer", (void *)fe_drv_stub_cuExternalMemoryGetMappedBuffer},
 	{"cuExternalMemoryGetMappedMipmappedArray", 10000, 0, "cuExternalMemoryGetMappedMipmappedArray", (void *)fe_drv_stub_cuExternalMemoryGetMappedMipmappedArray},
-	{"cuFlushGPUDirectRDMAWrites", 11030, 0, "cuFlushGPUDirectRDMAWrites", (void *)fe_drv_stub_cuFlushGPUDirectRDMAWrites},
-	{"cuFuncGetAttribute", 2020, 0, "cuFuncGetAttribute", (void *)fe_drv_stub_cuFuncGetAttribute},
-	{"cuFuncGetModule", 11000, 0, "cuFuncGetModule", (void *)fe_drv_stub_cuFuncGetModule},
-	{"cuFuncGetName", 12030, 0, "cuFuncGetName", (void *)fe_drv_stub_cuFuncGetName},
-	{"cuFuncGetParamInfo", 12040, 0, "cuFuncGetParamInfo", (void *)fe_drv_stub_cuFuncGetParamInfo},
-	{"cuFuncIsLoaded", 12040, 0, "cuFuncIsLoaded", (void *)fe_drv_stub_cuFuncIsLoaded},
-	{"cuFuncLoad", 12040, 0, "cuFuncLoad", (void *)fe_drv_stub_cuFuncLoad},
-	{"cuFuncSetAttribute", 9000, 0, "cuFuncSetAttribute", (void *)fe_drv_stub_cuFuncSetAttribute},
+	{"cuFlushGPUDirectRDMAWrites", 11030, 0, "cuFlushGPUDirectRDMAWrites", (void *)cuFlushGPUDirectRDMAWrites},
+	{"cuFuncGetAttribute", 2020, 0, "cuFuncGetAttribute", (void *)cuFuncGetAttribute},
+	{"cuFuncGetModule", 11000, 0, "cuFuncGetModule", (void *)cuFuncGetModule},
+	{"cuFuncGetName", 12030, 0, "cuFuncGetName", (void *)cuFuncGetName},
+	{"cuFuncGetParamInfo", 12040, 0, "cuFuncGetParamInfo", (void *)cuFuncGetParamInfo},
+	{"cuFuncIsLoaded", 12040, 0, "cuFuncIsLoaded", (void *)cuFuncIsLoaded},
+	{"cuFuncLoad", 12040, 0, "cuFuncLoad", (void *)cuFuncLoad},
+	{"cuFuncSetAttribute", 9000, 0, "cuFuncSetAttribute", (void *)cuFuncSetAttribute},
 	{"cuFuncSetBlockShape", 2000, 0, "cuFuncSetBlockShape", (void *)fe_drv_stub_cuFuncSetBlockShape},
-	{"cuFuncSetCacheConfig", 3000, 0, "cuFuncSetCacheConfig", (void *)fe_drv_stub_cuFuncSetCacheConfig},
-	{"cuFuncSetSharedMemConfig", 4020, 0, "cuFuncSetSharedMemConfig", (void *)fe_drv_stub_cuFuncSetSharedMemConfig},
+	{"cuFuncSetCacheConfig", 3000, 0, "cuFuncSetCacheConfig", (void *)cuFuncSetCacheConfig},
+	{"cuFuncSetSharedMemConfig", 4020, 0, "cuFuncSetSharedMemConfig", (void *)cuFuncSetSharedMemConfig},
 	{"cuFuncSetSharedSize", 2000, 0, "cuFuncSetSharedSize", (void *)fe_drv_stub_cuFuncSetSharedSize},
 	{"cuGLCtxCreate", 2000, 0, "cuGLCtxCreate", (void *)fe_drv_stub_cuGLCtxCreate},
 	{"cuGLCtxCreate", 3020, 0, "cuGLCtxCreate_v2", (void *)fe_drv_stub_cuGLCtxCreate_v2},
@@ -835,77 +632,77 @@ const fe_drv_entry fe_drv_entries[] = {
 	{"cuGetProcAddress", 11030, 0, "cuGetProcAddress", (void *)fe_drv_get_proc_address_v1},
 	{"cuGetProcAddress", 12000, 0, "cuGetProcAddress_v2", (void *)cuGetProcAddress},
 	{"cuGraphAddBatchMemOpNode", 11070, 0, "cuGraphAddBatchMemOpNode", (void *)fe_drv_stub_cuGraphAddBatchMemOpNode},
-	{"cuGraphAddChildGraphNode", 10000, 0, "cuGraphAddChildGraphNode", (void *)fe_drv_stub_cuGraphAddChildGraphNode},
-	{"cuGraphAddDependencies", 10000, 0, "cuGraphAddDependencies", (void *)fe_drv_stub_cuGraphAddDependencies},
-	{"cuGraphAddDependencies", 12030, 0, "cuGraphAddDependencies_v2", (void *)fe_drv_stub_cuGraphAddDependencies_v2},
-	{"cuGraphAddEmptyNode", 10000, 0, "cuGraphAddEmptyNode", (void *)fe_drv_stub_cuGraphAddEmptyNode},
-	{"cuGraphAddEventRecordNode", 11010, 0, "cuGraphAddEventRecordNode", (void *)fe_drv_stub_cuGraphAddEventRecordNode},
-	{"cuGraphAddEventWaitNode", 11010, 0, "cuGraphAddEventWaitNode", (void *)fe_drv_stub_cuGraphAddEventWaitNode},
+	{"cuGraphAddChildGraphNode", 10000, 0, "cuGraphAddChildGraphNode", (void *)cuGraphAddChildGraphNode},
+	{"cuGraphAddDependencies", 10000, 0, "cuGraphAddDependencies", (void *)fe_drv_graph_add_dependencies_v1},
+	{"cuGraphAddDependencies", 12030, 0, "cuGraphAddDependencies_v2", (void *)cuGraphAddDependencies},
+	{"cuGraphAddEmptyNode", 10000, 0, "cuGraphAddEmptyNode", (void *)cuGraphAddEmptyNode},
+	{"cuGraphAddEventRecordNode", 11010, 0, "cuGraphAddEventRecordNode", (void *)cuGraphAddEventRecordNode},
+	{"cuGraphAddEventWaitNode", 11010, 0, "cuGraphAddEventWaitNode", (void *)cuGraphAddEventWaitNode},
 	{"cuGraphAddExternalSemaphoresSignalNode", 11020, 0, "cuGraphAddExternalSemaphoresSignalNode", (void *)fe_drv_stub_cuGraphAddExternalSemaphoresSignalNode},
 	{"cuGraphAddExternalSemaphoresWaitNode", 11020, 0, "cuGraphAddExternalSemaphoresWaitNode", (void *)fe_drv_stub_cuGraphAddExternalSemaphoresWaitNode},
 	{"cuGraphAddHostNode", 10000, 0, "cuGraphAddHostNode", (void *)fe_drv_stub_cuGraphAddHostNode},
-	{"cuGraphAddKernelNode", 10000, 0, "cuGraphAddKernelNode", (void *)fe_drv_stub_cuGraphAddKernelNode},
-	{"cuGraphAddKernelNode", 12000, 0, "cuGraphAddKernelNode_v2", (void *)fe_drv_stub_cuGraphAddKernelNode_v2},
+	{"cuGraphAddKernelNode", 10000, 0, "cuGraphAddKernelNode", (void *)fe_drv_graph_add_kernel_node_v1},
+	{"cuGraphAddKernelNode", 12000, 0, "cuGraphAddKernelNode_v2", (void *)cuGraphAddKernelNode},
 	{"cuGraphAddMemAllocNode", 11040, 0, "cuGraphAddMemAllocNode", (void *)fe_drv_stub_cuGraphAddMemAllocNode},
 	{"cuGraphAddMemFreeNode", 11040, 0, "cuGraphAddMemFreeNode", (void *)fe_drv_stub_cuGraphAddMemFreeNode},
-	{"cuGraphAddMemcpyNode", 10000, 0, "cuGraphAddMemcpyNode", (void *)fe_drv_stub_cuGraphAddMemcpyNode},
-	{"cuGraphAddMemsetNode", 10000, 0, "cuGraphAddMemsetNode", (void *)fe_drv_stub_cuGraphAddMemsetNode},
+	{"cuGraphAddMemcpyNode", 10000, 0, "cuGraphAddMemcpyNode", (void *)cuGraphAddMemcpyNode},
+	{"cuGraphAddMemsetNode", 10000, 0, "cuGraphAddMemsetNode", (void *)cuGraphAddMemsetNode},
 	{"cuGraphAddNode", 12020, 0, "cuGraphAddNode", (void *)fe_drv_stub_cuGraphAddNode},
 	{"cuGraphAddNode", 12030, 0, "cuGraphAddNode_v2", (void *)fe_drv_stub_cuGraphAddNode_v2},
 	{"cuGraphBatchMemOpNodeGetParams", 11070, 0, "cuGraphBatchMemOpNodeGetParams", (void *)fe_drv_stub_cuGraphBatchMemOpNodeGetParams},
 	{"cuGraphBatchMemOpNodeSetParams", 11070, 0, "cuGraphBatchMemOpNodeSetParams", (void *)fe_drv_stub_cuGraphBatchMemOpNodeSetParams},
 	{"cuGraphChildGraphNodeGetGraph", 10000, 0, "cuGraphChildGraphNodeGetGraph", (void *)fe_drv_stub_cuGraphChildGraphNodeGetGraph},
-	{"cuGraphClone", 10000, 0, "cuGraphClone", (void *)fe_drv_stub_cuGraphClone},
+	{"cuGraphClone", 10000, 0, "cuGraphClone", (void *)cuGraphClone},
 	{"cuGraphConditionalHandleCreate", 12030, 0, "cuGraphConditionalHandleCreate", (void *)fe_drv_stub_cuGraphConditionalHandleCreate},
-	{"cuGraphCreate", 10000, 0, "cuGraphCreate", (void *)fe_drv_stub_cuGraphCreate},
+	{"cuGraphCreate", 10000, 0, "cuGraphCreate", (void *)cuGraphCreate},
 	{"cuGraphDebugDotPrint", 11030, 0, "cuGraphDebugDotPrint", (void *)fe_drv_stub_cuGraphDebugDotPrint},
-	{"cuGraphDestroy", 10000, 0, "cuGraphDestroy", (void *)fe_drv_stub_cuGraphDestroy},
-	{"cuGraphDestroyNode", 10000, 0, "cuGraphDestroyNode", (void *)fe_drv_stub_cuGraphDestroyNode},
+	{"cuGraphDestroy", 10000, 0, "cuGraphDestroy", (void *)cuGraphDestroy},
+	{"cuGraphDestroyNode", 10000, 0, "cuGraphDestroyNode", (void *)cuGraphDestroyNode},
 	{"cuGraphEventRecordNodeGetEvent", 11010, 0, "cuGraphEventRecordNodeGetEvent", (void *)fe_drv_stub_cuGraphEventRecordNodeGetEvent},
 	{"cuGraphEventRecordNodeSetEvent", 11010, 0, "cuGraphEventRecordNodeSetEvent", (void *)fe_drv_stub_cuGraphEventRecordNodeSetEvent},
 	{"cuGraphEventWaitNodeGetEvent", 11010, 0, "cuGraphEventWaitNodeGetEvent", (void *)fe_drv_stub_cuGraphEventWaitNodeGetEvent},
 	{"cuGraphEventWaitNodeSetEvent", 11010, 0, "cuGraphEventWaitNodeSetEvent", (void *)fe_drv_stub_cuGraphEventWaitNodeSetEvent},
 	{"cuGraphExecBatchMemOpNodeSetParams", 11070, 0, "cuGraphExecBatchMemOpNodeSetParams", (void *)fe_drv_stub_cuGraphExecBatchMemOpNodeSetParams},
 	{"cuGraphExecChildGraphNodeSetParams", 11010, 0, "cuGraphExecChildGraphNodeSetParams", (void *)fe_drv_stub_cuGraphExecChildGraphNodeSetParams},
-	{"cuGraphExecDestroy", 10000, 0, "cuGraphExecDestroy", (void *)fe_drv_stub_cuGraphExecDestroy},
+	{"cuGraphExecDestroy", 10000, 0, "cuGraphExecDestroy", (void *)cuGraphExecDestroy},
 	{"cuGraphExecEventRecordNodeSetEvent", 11010, 0, "cuGraphExecEventRecordNodeSetEvent", (void *)fe_drv_stub_cuGraphExecEventRecordNodeSetEvent},
 	{"cuGraphExecEventWaitNodeSetEvent", 11010, 0, "cuGraphExecEventWaitNodeSetEvent", (void *)fe_drv_stub_cuGraphExecEventWaitNodeSetEvent},
 	{"cuGraphExecExternalSemaphoresSignalNodeSetParams", 11020, 0, "cuGraphExecExternalSemaphoresSignalNodeSetParams", (void *)fe_drv_stub_cuGraphExecExternalSemaphoresSignalNodeSetParams},
 	{"cuGraphExecExternalSemaphoresWaitNodeSetParams", 11020, 0, "cuGraphExecExternalSemaphoresWaitNodeSetParams", (void *)fe_drv_stub_cuGraphExecExternalSemaphoresWaitNodeSetParams},
 	{"cuGraphExecGetFlags", 12000, 0, "cuGraphExecGetFlags", (void *)fe_drv_stub_cuGraphExecGetFlags},
 	{"cuGraphExecHostNodeSetParams", 10020, 0, "cuGraphExecHostNodeSetParams", (void *)fe_drv_stub_cuGraphExecHostNodeSetParams},
-	{"cuGraphExecKernelNodeSetParams", 10010, 0, "cuGraphExecKernelNodeSetParams", (void *)fe_drv_stub_cuGraphExecKernelNodeSetParams},
-	{"cuGraphExecKernelNodeSetParams", 12000, 0, "cuGraphExecKernelNodeSetParams_v2", (void *)fe_drv_stub_cuGraphExecKernelNodeSetParams_v2},
+	{"cuGraphExecKernelNodeSetParams", 10010, 0, "cuGraphExecKernelNodeSetParams", (void *)fe_drv_graph_exec_kernel_node_set_params_v1},
+	{"cuGraphExecKernelNodeSetParams", 12000, 0, "cuGraphExecKernelNodeSetParams_v2", (void *)cuGraphExecKernelNodeSetParams},
 	{"cuGraphExecMemcpyNodeSetParams", 10020, 0, "cuGraphExecMemcpyNodeSetParams", (void *)fe_drv_stub_cuGraphExecMemcpyNodeSetParams},
 	{"cuGraphExecMemsetNodeSetParams", 10020, 0, "cuGraphExecMemsetNodeSetParams", (void *)fe_drv_stub_cuGraphExecMemsetNodeSetParams},
 	{"cuGraphExecNodeSetParams", 12020, 0, "cuGraphExecNodeSetParams", (void *)fe_drv_stub_cuGraphExecNodeSetParams},
-	{"cuGraphExecUpdate", 10020, 0, "cuGraphExecUpdate", (void *)fe_drv_stub_cuGraphExecUpdate},
-	{"cuGraphExecUpdate", 12000, 0, "cuGraphExecUpdate_v2", (void *)fe_drv_stub_cuGraphExecUpdate_v2},
+	{"cuGraphExecUpdate", 10020, 0, "cuGraphExecUpdate", (void *)fe_drv_graph_exec_update_v1},
+	{"cuGraphExecUpdate", 12000, 0, "cuGraphExecUpdate_v2", (void *)cuGraphExecUpdate},
 	{"cuGraphExternalSemaphoresSignalNodeGetParams", 11020, 0, "cuGraphExternalSemaphoresSignalNodeGetParams", (void *)fe_drv_stub_cuGraphExternalSemaphoresSignalNodeGetParams},
 	{"cuGraphExternalSemaphoresSignalNodeSetParams", 11020, 0, "cuGraphExternalSemaphoresSignalNodeSetParams", (void *)fe_drv_stub_cuGraphExternalSemaphoresSignalNodeSetParams},
 	{"cuGraphExternalSemaphoresWaitNodeGetParams", 11020, 0, "cuGraphExternalSemaphoresWaitNodeGetParams", (void *)fe_drv_stub_cuGraphExternalSemaphoresWaitNodeGetParams},
 	{"cuGraphExternalSemaphoresWaitNodeSetParams", 11020, 0, "cuGraphExternalSemaphoresWaitNodeSetParams", (void *)fe_drv_stub_cuGraphExternalSemaphoresWaitNodeSetParams},
-	{"cuGraphGetEdges", 10000, 0, "cuGraphGetEdges", (void *)fe_drv_stub_cuGraphGetEdges},
-	{"cuGraphGetEdges", 12030, 0, "cuGraphGetEdges_v2", (void *)fe_drv_stub_cuGraphGetEdges_v2},
-	{"cuGraphGetNodes", 10000, 0, "cuGraphGetNodes", (void *)fe_drv_stub_cuGraphGetNodes},
-	{"cuGraphGetRootNodes", 10000, 0, "cuGraphGetRootNodes", (void *)fe_drv_stub_cuGraphGetRootNodes},
+	{"cuGraphGetEdges", 10000, 0, "cuGraphGetEdges", (void *)fe_drv_graph_get_edges_v1},
+	{"cuGraphGetEdges", 12030, 0, "cuGraphGetEdges_v2", (void *)cuGraphGetEdges},
+	{"cuGraphGetNodes", 10000, 0, "cuGraphGetNodes", (void *)cuGraphGetNodes},
+	{"cuGraphGetRootNodes", 10000, 0, "cuGraphGetRootNodes", (void *)cuGraphGetRootNodes},
 	{"cuGraphHostNodeGetParams", 10000, 0, "cuGraphHostNodeGetParams", (void *)fe_drv_stub_cuGraphHostNodeGetParams},
 	{"cuGraphHostNodeSetParams", 10000, 0, "cuGraphHostNodeSetParams", (void *)fe_drv_stub_cuGraphHostNodeSetParams},
-	{"cuGraphInstantiate", 10000, 0, "cuGraphInstantiate", (void *)fe_drv_stub_cuGraphInstantiate},
-	{"cuGraphInstantiate", 11000, 0, "cuGraphInstantiate_v2", (void *)fe_drv_stub_cuGraphInstantiate_v2},
-	{"cuGraphInstantiate", 12000, 0, "cuGraphInstantiateWithFlags", (void *)fe_drv_stub_cuGraphInstantiateWithFlags},
-	{"cuGraphInstantiateWithFlags", 11040, 0, "cuGraphInstantiateWithFlags", (void *)fe_drv_stub_cuGraphInstantiateWithFlags},
-	{"cuGraphInstantiateWithParams", 12000, 0, "cuGraphInstantiateWithParams", (void *)fe_drv_stub_cuGraphInstantiateWithParams},
-	{"cuGraphInstantiateWithParams", 12000, FE_DRV_PTSZ, "cuGraphInstantiateWithParams_ptsz", (void *)fe_drv_stub_cuGraphInstantiateWithParams_ptsz},
+	{"cuGraphInstantiate", 10000, 0, "cuGraphInstantiate", (void *)fe_drv_graph_instantiate_v1},
+	{"cuGraphInstantiate", 11000, 0, "cuGraphInstantiate_v2", (void *)fe_drv_graph_instantiate_v1},
+	{"cuGraphInstantiate", 12000, 0, "cuGraphInstantiateWithFlags", (void *)cuGraphInstantiateWithFlags},
+	{"cuGraphInstantiateWithFlags", 11040, 0, "cuGraphInstantiateWithFlags", (void *)cuGraphInstantiateWithFlags},
+	{"cuGraphInstantiateWithParams", 12000, 0, "cuGraphInstantiateWithParams", (void *)cuGraphInstantiateWithParams},
+	{"cuGraphInstantiateWithParams", 12000, FE_DRV_PTSZ, "cuGraphInstantiateWithParams_ptsz", (void *)fe_drv_jump_cuGraphInstantiateWithParams_ptsz},
 	{"cuGraphKernelNodeCopyAttributes", 11000, 0, "cuGraphKernelNodeCopyAttributes", (void *)fe_drv_stub_cuGraphKernelNodeCopyAttributes},
 	{"cuGraphKernelNodeGetAttribute", 11000, 0, "cuGraphKernelNodeGetAttribute", (void *)fe_drv_stub_cuGraphKernelNodeGetAttribute},
-	{"cuGraphKernelNodeGetParams", 10000, 0, "cuGraphKernelNodeGetParams", (void *)fe_drv_stub_cuGraphKernelNodeGetParams},
-	{"cuGraphKernelNodeGetParams", 12000, 0, "cuGraphKernelNodeGetParams_v2", (void *)fe_drv_stub_cuGraphKernelNodeGetParams_v2},
+	{"cuGraphKernelNodeGetParams", 10000, 0, "cuGraphKernelNodeGetParams", (void *)fe_drv_graph_kernel_node_get_params_v1},
+	{"cuGraphKernelNodeGetParams", 12000, 0, "cuGraphKernelNodeGetParams_v2", (void *)cuGraphKernelNodeGetParams},
 	{"cuGraphKernelNodeSetAttribute", 11000, 0, "cuGraphKernelNodeSetAttribute", (void *)fe_drv_stub_cuGraphKernelNodeSetAttribute},
-	{"cuGraphKernelNodeSetParams", 10000, 0, "cuGraphKernelNodeSetParams", (void *)fe_drv_stub_cuGraphKernelNodeSetParams},
-	{"cuGraphKernelNodeSetParams", 12000, 0, "cuGraphKernelNodeSetParams_v2", (void *)fe_drv_stub_cuGraphKernelNodeSetParams_v2},
-	{"cuGraphLaunch", 10000, 0, "cuGraphLaunch", (void *)fe_drv_stub_cuGraphLaunch},
-	{"cuGraphLaunch", 10000, FE_DRV_PTSZ, "cuGraphLaunch_ptsz", (void *)fe_drv_stub_cuGraphLaunch_ptsz},
+	{"cuGraphKernelNodeSetParams", 10000, 0, "cuGraphKernelNodeSetParams", (void *)fe_drv_graph_kernel_node_set_params_v1},
+	{"cuGraphKernelNodeSetParams", 12000, 0, "cuGraphKernelNodeSetParams_v2", (void *)cuGraphKernelNodeSetParams},
+	{"cuGraphLaunch", 10000, 0, "cuGraphLaunch", (void *)cuGraphLaunch},
+	{"cuGraphLaunch", 10000, FE_DRV_PTSZ, "cuGraphLaunch_ptsz", (void *)fe_drv_jump_cuGraphLaunch_ptsz},
 	{"cuGraphMemAllocNodeGetParams", 11040, 0, "cuGraphMemAllocNodeGetParams", (void *)fe_drv_stub_cuGraphMemAllocNodeGetParams},
 	{"cuGraphMemFreeNodeGetParams", 11040, 0, "cuGraphMemFreeNodeGetParams", (void *)fe_drv_stub_cuGraphMemFreeNodeGetParams},
 	{"cuGraphMemcpyNodeGetParams", 10000, 0, "cuGraphMemcpyNodeGetParams", (void *)fe_drv_stub_cuGraphMemcpyNodeGetParams},
@@ -918,12 +715,12 @@ const fe_drv_entry fe_drv_entries[] = {
 	{"cuGraphNodeGetDependentNodes", 10000, 0, "cuGraphNodeGetDependentNodes", (void *)fe_drv_stub_cuGraphNodeGetDependentNodes},
 	{"cuGraphNodeGetDependentNodes", 12030, 0, "cuGraphNodeGetDependentNodes_v2", (void *)fe_drv_stub_cuGraphNodeGetDependentNodes_v2},
 	{"cuGraphNodeGetEnabled", 11060, 0, "cuGraphNodeGetEnabled", (void *)fe_drv_stub_cuGraphNodeGetEnabled},
-	{"cuGraphNodeGetType", 10000, 0, "cuGraphNodeGetType", (void *)fe_drv_stub_cuGraphNodeGetType},
+	{"cuGraphNodeGetType", 10000, 0, "cuGraphNodeGetType", (void *)cuGraphNodeGetType},
 	{"cuGraphNodeSetEnabled", 11060, 0, "cuGraphNodeSetEnabled", (void *)fe_drv_stub_cuGraphNodeSetEnabled},
 	{"cuGraphNodeSetParams", 12020, 0, "cuGraphNodeSetParams", (void *)fe_drv_stub_cuGraphNodeSetParams},
 	{"cuGraphReleaseUserObject", 11030, 0, "cuGraphReleaseUserObject", (void *)fe_drv_stub_cuGraphReleaseUserObject},
-	{"cuGraphRemoveDependencies", 10000, 0, "cuGraphRemoveDependencies", (void *)fe_drv_stub_cuGraphRemoveDependencies},
-	{"cuGraphRemoveDependencies", 12030, 0, "cuGraphRemoveDependencies_v2", (void *)fe_drv_stub_cuGraphRemoveDependencies_v2},
+	{"cuGraphRemoveDependencies", 10000, 0, "cuGraphRemoveDependencies", (void *)fe_drv_graph_remove_dependencies_v1},
+	{"cuGraphRemoveDependencies", 12030, 0, "cuGraphRemoveDependencies_v2", (void *)cuGraphRemoveDependencies},
 	{"cuGraphRetainUserObject", 11030, 0, "cuGraphRetainUserObject", (void *)fe_drv_stub_cuGraphRetainUserObject},
 	{"cuGraphUpload", 11010, 0, "cuGraphUpload", (void *)fe_drv_stub_cuGraphUpload},
 	{"cuGraphUpload", 11010, FE_DRV_PTSZ, "cuGraphUpload_ptsz", (void *)fe_drv_stub_cuGraphUpload_ptsz},
@@ -960,35 +757,35 @@ const fe_drv_entry fe_drv_entries[] = {
 	{"cuIpcOpenEventHandle", 4010, 0, "cuIpcOpenEventHandle", (void *)fe_drv_stub_cuIpcOpenEventHandle},
 	{"cuIpcOpenMemHandle", 4010, 0, "cuIpcOpenMemHandle", (void *)fe_drv_stub_cuIpcOpenMemHandle},
 	{"cuIpcOpenMemHandle", 11000, 0, "cuIpcOpenMemHandle_v2", (void *)fe_drv_stub_cuIpcOpenMemHandle_v2},
-	{"cuKernelGetAttribute", 12000, 0, "cuKernelGetAttribute", (void *)fe_drv_stub_cuKernelGetAttribute},
-	{"cuKernelGetFunction", 12000, 0, "cuKernelGetFunction", (void *)fe_drv_stub_cuKernelGetFunction},
-	{"cuKernelGetLibrary", 12050, 0, "cuKernelGetLibrary", (void *)fe_drv_stub_cuKernelGetLibrary},
-	{"cuKernelGetName", 12030, 0, "cuKernelGetName", (void *)fe_drv_stub_cuKernelGetName},
-	{"cuKernelGetParamInfo", 12040, 0, "cuKernelGetParamInfo", (void *)fe_drv_stub_cuKernelGetParamInfo},
-	{"cuKernelSetAttribute", 12000, 0, "cuKernelSetAttribute", (void *)fe_drv_stub_cuKernelSetAttribute},
-	{"cuKernelSetCacheConfig", 12000, 0, "cuKernelSetCacheConfig", (void *)fe_drv_stub_cuKernelSetCacheConfig},
+	{"cuKernelGetAttribute", 12000, 0, "cuKernelGetAttribute", (void *)cuKernelGetAttribute},
+	{"cuKernelGetFunction", 12000, 0, "cuKernelGetFunction", (void *)cuKernelGetFunction},
+	{"cuKernelGetLibrary", 12050, 0, "cuKernelGetLibrary", (void *)cuKernelGetLibrary},
+	{"cuKernelGetName", 12030, 0, "cuKernelGetName", (void *)cuKernelGetName},
+	{"cuKernelGetParamInfo", 12040, 0, "cuKernelGetParamInfo", (void *)cuKernelGetParamInfo},
+	{"cuKernelSetAttribute", 12000, 0, "cuKernelSetAttribute", (void *)cuKernelSetAttribute},
+	{"cuKernelSetCacheConfig", 12000, 0, "cuKernelSetCacheConfig", (void *)cuKernelSetCacheConfig},
 	{"cuLaunch", 2000, 0, "cuLaunch", (void *)fe_drv_stub_cuLaunch},
-	{"cuLaunchCooperativeKernel", 9000, 0, "cuLaunchCooperativeKernel", (void *)fe_drv_stub_cuLaunchCooperativeKernel},
-	{"cuLaunchCooperativeKernel", 9000, FE_DRV_PTSZ, "cuLaunchCooperativeKernel_ptsz", (void *)fe_drv_stub_cuLaunchCooperativeKernel_ptsz},
+	{"cuLaunchCooperativeKernel", 9000, 0, "cuLaunchCooperativeKernel", (void *)cuLaunchCooperativeKernel},
+	{"cuLaunchCooperativeKernel", 9000, FE_DRV_PTSZ, "cuLaunchCooperativeKernel_ptsz", (void *)fe_drv_jump_cuLaunchCooperativeKernel_ptsz},
 	{"cuLaunchCooperativeKernelMultiDevice", 9000, 0, "cuLaunchCooperativeKernelMultiDevice", (void *)fe_drv_stub_cuLaunchCooperativeKernelMultiDevice},
 	{"cuLaunchGrid", 2000, 0, "cuLaunchGrid", (void *)fe_drv_stub_cuLaunchGrid},
 	{"cuLaunchGridAsync", 2000, 0, "cuLaunchGridAsync", (void *)fe_drv_stub_cuLaunchGridAsync},
-	{"cuLaunchHostFunc", 10000, 0, "cuLaunchHostFunc", (void *)fe_drv_stub_cuLaunchHostFunc},
-	{"cuLaunchHostFunc", 10000, FE_DRV_PTSZ, "cuLaunchHostFunc_ptsz", (void *)fe_drv_stub_cuLaunchHostFunc_ptsz},
+	{"cuLaunchHostFunc", 10000, 0, "cuLaunchHostFunc", (void *)cuLaunchHostFunc},
+	{"cuLaunchHostFunc", 10000, FE_DRV_PTSZ, "cuLaunchHostFunc_ptsz", (void *)fe_drv_jump_cuLaunchHostFunc_ptsz},
 	{"cuLaunchKernel", 4000, 0, "cuLaunchKernel", (void *)cuLaunchKernel},
 	{"cuLaunchKernel", 7000, FE_DRV_PTSZ, "cuLaunchKernel_ptsz", (void *)fe_drv_jump_cuLaunchKernel_ptsz},
-	{"cuLaunchKernelEx", 11060, 0, "cuLaunchKernelEx", (void *)fe_drv_stub_cuLaunchKernelEx},
-	{"cuLaunchKernelEx", 11060, FE_DRV_PTSZ, "cuLaunchKernelEx_ptsz", (void *)fe_drv_stub_cuLaunchKernelEx_ptsz},
-	{"cuLibraryEnumerateKernels", 12040, 0, "cuLibraryEnumerateKernels", (void *)fe_drv_stub_cuLibraryEnumerateKernels},
-	{"cuLibraryGetGlobal", 12000, 0, "cuLibraryGetGlobal", (void *)fe_drv_stub_cuLibraryGetGlobal},
-	{"cuLibraryGetKernel", 12000, 0, "cuLibraryGetKernel", (void *)fe_drv_stub_cuLibraryGetKernel},
-	{"cuLibraryGetKernelCount", 12040, 0, "cuLibraryGetKernelCount", (void *)fe_drv_stub_cuLibraryGetKernelCount},
+	{"cuLaunchKernelEx", 11060, 0, "cuLaunchKernelEx", (void *)cuLaunchKernelEx},
+	{"cuLaunchKernelEx", 11060, FE_DRV_PTSZ, "cuLaunchKernelEx_ptsz", (void *)fe_drv_jump_cuLaunchKernelEx_ptsz},
+	{"cuLibraryEnumerateKernels", 12040, 0, "cuLibraryEnumerateKernels", (void *)cuLibraryEnumerateKernels},
+	{"cuLibraryGetGlobal", 12000, 0, "cuLibraryGetGlobal", (void *)cuLibraryGetGlobal},
+	{"cuLibraryGetKernel", 12000, 0, "cuLibraryGetKernel", (void *)cuLibraryGetKernel},
+	{"cuLibraryGetKernelCount", 12040, 0, "cuLibraryGetKernelCount", (void *)cuLibraryGetKernelCount},
 	{"cuLibraryGetManaged", 12000, 0, "cuLibraryGetManaged", (void *)fe_drv_stub_cuLibraryGetManaged},
-	{"cuLibraryGetModule", 12000, 0, "cuLibraryGetModule", (void *)fe_drv_stub_cuLibraryGetModule},
+	{"cuLibraryGetModule", 12000, 0, "cuLibraryGetModule", (void *)cuLibraryGetModule},
 	{"cuLibraryGetUnifiedFunction", 12000, 0, "cuLibraryGetUnifiedFunction", (void *)fe_drv_stub_cuLibraryGetUnifiedFunction},
-	{"cuLibraryLoadData", 12000, 0, "cuLibraryLoadData", (void *)fe_drv_stub_cuLibraryLoadData},
-	{"cuLibraryLoadFromFile", 12000, 0, "cuLibraryLoadFromFile", (void *)fe_drv_stub_cuLibraryLoadFromFile},
-	{"cuLibraryUnload", 12000, 0, "cuLibraryUnload", (void *)fe_drv_stub_cuLibraryUnload},
+	{"cuLibraryLoadData", 12000, 0, "cuLibraryLoadData", (void *)cuLibraryLoadData},
+	{"cuLibraryLoadFromFile", 12000, 0, "cuLibraryLoadFromFile", (void *)cuLibraryLoadFromFile},
+	{"cuLibraryUnload", 12000, 0, "cuLibraryUnload", (void *)cuLibraryUnload},
 	{"cuLinkAddData", 5050, 0, "cuLinkAddData", (void *)fe_drv_stub_cuLinkAddData},
 	{"cuLinkAddData", 6050, 0, "cuLinkAddData_v2", (void *)fe_drv_stub_cuLinkAddData_v2},
 	{"cuLinkAddFile", 5050, 0, "cuLinkAddFile", (void *)fe_drv_stub_cuLinkAddFile},
@@ -1005,18 +802,18 @@ const fe_drv_entry fe_drv_entries[] = {
 	{"cuMemAddressFree", 10020, 0, "cuMemAddressFree", (void *)fe_drv_stub_cuMemAddressFree},
 	{"cuMemAddressReserve", 10020, 0, "cuMemAddressReserve", (void *)fe_drv_stub_cuMemAddressReserve},
 	{"cuMemAdvise", 8000, 0, "cuMemAdvise", (void *)fe_drv_stub_cuMemAdvise},
-	{"cuMemAdvise", 12020, 0, "cuMemAdvise_v2", (void *)fe_drv_stub_cuMemAdvise_v2},
+	{"cuMemAdvise", 12020, 0, "cuMemAdvise_v2", (void *)cuMemAdvise},
 	{"cuMemAlloc", 2000, 0, "cuMemAlloc", (void *)fe_drv_stub_cuMemAlloc},
-	{"cuMemAlloc", 3020, 0, "cuMemAlloc_v2", (void *)fe_drv_stub_cuMemAlloc_v2},
-	{"cuMemAllocAsync", 11020, 0, "cuMemAllocAsync", (void *)fe_drv_stub_cuMemAllocAsync},
-	{"cuMemAllocAsync", 11020, FE_DRV_PTSZ, "cuMemAllocAsync_ptsz", (void *)fe_drv_stub_cuMemAllocAsync_ptsz},
-	{"cuMemAllocFromPoolAsync", 11020, 0, "cuMemAllocFromPoolAsync", (void *)fe_drv_stub_cuMemAllocFromPoolAsync},
-	{"cuMemAllocFromPoolAsync", 11020, FE_DRV_PTSZ, "cuMemAllocFromPoolAsync_ptsz", (void *)fe_drv_stub_cuMemAllocFromPoolAsync_ptsz},
+	{"cuMemAlloc", 3020, 0, "cuMemAlloc_v2", (void *)cuMemAlloc},
+	{"cuMemAllocAsync", 11020, 0, "cuMemAllocAsync", (void *)cuMemAllocAsync},
+	{"cuMemAllocAsync", 11020, FE_DRV_PTSZ, "cuMemAllocAsync_ptsz", (void *)fe_drv_jump_cuMemAllocAsync_ptsz},
+	{"cuMemAllocFromPoolAsync", 11020, 0, "cuMemAllocFromPoolAsync", (void *)cuMemAllocFromPoolAsync},
+	{"cuMemAllocFromPoolAsync", 11020, FE_DRV_PTSZ, "cuMemAllocFromPoolAsync_ptsz", (void *)fe_drv_jump_cuMemAllocFromPoolAsync_ptsz},
 	{"cuMemAllocHost", 2000, 0, "cuMemAllocHost", (void *)fe_drv_stub_cuMemAllocHost},
-	{"cuMemAllocHost", 3020, 0, "cuMemAllocHost_v2", (void *)fe_drv_stub_cuMemAllocHost_v2},
-	{"cuMemAllocManaged", 6000, 0, "cuMemAllocManaged", (void *)fe_drv_stub_cuMemAllocManaged},
+	{"cuMemAllocHost", 3020, 0, "cuMemAllocHost_v2", (void *)cuMemAllocHost},
+	{"cuMemAllocManaged", 6000, 0, "cuMemAllocManaged", (void *)cuMemAllocManaged},
 	{"cuMemAllocPitch", 2000, 0, "cuMemAllocPitch", (void *)fe_drv_stub_cuMemAllocPitch},
-	{"cuMemAllocPitch", 3020, 0, "cuMemAllocPitch_v2", (void *)fe_drv_stub_cuMemAllocPitch_v2},
+	{"cuMemAllocPitch", 3020, 0, "cuMemAllocPitch_v2", (void *)cuMemAllocPitch},
 	{"cuMemBatchDecompressAsync", 12060, 0, "cuMemBatchDecompressAsync", (void *)fe_drv_stub_cuMemBatchDecompressAsync},
 	{"cuMemBatchDecompressAsync", 12060, FE_DRV_PTSZ, "cuMemBatchDecompressAsync_ptsz", (void *)fe_drv_stub_cuMemBatchDecompressAsync_ptsz},
 	{"cuMemCreate", 10020, 0, "cuMemCreate", (void *)fe_drv_stub_cuMemCreate},
@@ -1026,46 +823,46 @@ const fe_drv_entry fe_drv_entries[] = {
 	{"cuMemDiscardBatchAsync", 13000, FE_DRV_PTSZ, "cuMemDiscardBatchAsync_ptsz", (void *)fe_drv_stub_cuMemDiscardBatchAsync_ptsz},
 	{"cuMemExportToShareableHandle", 10020, 0, "cuMemExportToShareableHandle", (void *)fe_drv_stub_cuMemExportToShareableHandle},
 	{"cuMemFree", 2000, 0, "cuMemFree", (void *)fe_drv_stub_cuMemFree},
-	{"cuMemFree", 3020, 0, "cuMemFree_v2", (void *)fe_drv_stub_cuMemFree_v2},
-	{"cuMemFreeAsync", 11020, 0, "cuMemFreeAsync", (void *)fe_drv_stub_cuMemFreeAsync},
-	{"cuMemFreeAsync", 11020, FE_DRV_PTSZ, "cuMemFreeAsync_ptsz", (void *)fe_drv_stub_cuMemFreeAsync_ptsz},
-	{"cuMemFreeHost", 2000, 0, "cuMemFreeHost", (void *)fe_drv_stub_cuMemFreeHost},
+	{"cuMemFree", 3020, 0, "cuMemFree_v2", (void *)cuMemFree},
+	{"cuMemFreeAsync", 11020, 0, "cuMemFreeAsync", (void *)cuMemFreeAsync},
+	{"cuMemFreeAsync", 11020, FE_DRV_PTSZ, "cuMemFreeAsync_ptsz", (void *)fe_drv_jump_cuMemFreeAsync_ptsz},
+	{"cuMemFreeHost", 2000, 0, "cuMemFreeHost", (void *)cuMemFreeHost},
 	{"cuMemGetAccess", 10020, 0, "cuMemGetAccess", (void *)fe_drv_stub_cuMemGetAccess},
 	{"cuMemGetAddressRange", 2000, 0, "cuMemGetAddressRange", (void *)fe_drv_stub_cuMemGetAddressRange},
-	{"cuMemGetAddressRange", 3020, 0, "cuMemGetAddressRange_v2", (void *)fe_drv_stub_cuMemGetAddressRange_v2},
+	{"cuMemGetAddressRange", 3020, 0, "cuMemGetAddressRange_v2", (void *)cuMemGetAddressRange},
 	{"cuMemGetAllocationGranularity", 10020, 0, "cuMemGetAllocationGranularity", (void *)fe_drv_stub_cuMemGetAllocationGranularity},
 	{"cuMemGetAllocationPropertiesFromHandle", 10020, 0, "cuMemGetAllocationPropertiesFromHandle", (void *)fe_drv_stub_cuMemGetAllocationPropertiesFromHandle},
 	{"cuMemGetDefaultMemPool", 13000, 0, "cuMemGetDefaultMemPool", (void *)fe_drv_stub_cuMemGetDefaultMemPool},
 	{"cuMemGetHandleForAddressRange", 11070, 0, "cuMemGetHandleForAddressRange", (void *)fe_drv_stub_cuMemGetHandleForAddressRange},
 	{"cuMemGetInfo", 2000, 0, "cuMemGetInfo", (void *)fe_drv_stub_cuMemGetInfo},
-	{"cuMemGetInfo", 3020, 0, "cuMemGetInfo_v2", (void *)fe_drv_stub_cuMemGetInfo_v2},
+	{"cuMemGetInfo", 3020, 0, "cuMemGetInfo_v2", (void *)cuMemGetInfo},
 	{"cuMemGetMemPool", 13000, 0, "cuMemGetMemPool", (void *)fe_drv_stub_cuMemGetMemPool},
-	{"cuMemHostAlloc", 2020, 0, "cuMemHostAlloc", (void *)fe_drv_stub_cuMemHostAlloc},
+	{"cuMemHostAlloc", 2020, 0, "cuMemHostAlloc", (void *)cuMemHostAlloc},
 	{"cuMemHostGetDevicePointer", 2020, 0, "cuMemHostGetDevicePointer", (void *)fe_drv_stub_cuMemHostGetDevicePointer},
-	{"cuMemHostGetDevicePointer", 3020, 0, "cuMemHostGetDevicePointer_v2", (void *)fe_drv_stub_cuMemHostGetDevicePointer_v2},
-	{"cuMemHostGetFlags", 2030, 0, "cuMemHostGetFlags", (void *)fe_drv_stub_cuMemHostGetFlags},
-	{"cuMemHostRegister", 4000, 0, "cuMemHostRegister", (void *)fe_drv_stub_cuMemHostRegister},
-	{"cuMemHostRegister", 6050, 0, "cuMemHostRegister_v2", (void *)fe_drv_stub_cuMemHostRegister_v2},
-	{"cuMemHostUnregister", 4000, 0, "cuMemHostUnregister", (void *)fe_drv_stub_cuMemHostUnregister},
+	{"cuMemHostGetDevicePointer", 3020, 0, "cuMemHostGetDevicePointer_v2", (void *)cuMemHostGetDevicePointer},
+	{"cuMemHostGetFlags", 2030, 0, "cuMemHostGetFlags", (void *)cuMemHostGetFlags},
+	{"cuMemHostRegister", 4000, 0, "cuMemHostRegister", (void *)cuMemHostRegister},
+	{"cuMemHostRegister", 6050, 0, "cuMemHostRegister_v2", (void *)cuMemHostRegister},
+	{"cuMemHostUnregister", 4000, 0, "cuMemHostUnregister", (void *)cuMemHostUnregister},
 	{"cuMemImportFromShareableHandle", 10020, 0, "cuMemImportFromShareableHandle", (void *)fe_drv_stub_cuMemImportFromShareableHandle},
 	{"cuMemMap", 10020, 0, "cuMemMap", (void *)fe_drv_stub_cuMemMap},
 	{"cuMemMapArrayAsync", 11010, 0, "cuMemMapArrayAsync", (void *)fe_drv_stub_cuMemMapArrayAsync},
 	{"cuMemMapArrayAsync", 11010, FE_DRV_PTSZ, "cuMemMapArrayAsync_ptsz", (void *)fe_drv_stub_cuMemMapArrayAsync_ptsz},
-	{"cuMemPoolCreate", 11020, 0, "cuMemPoolCreate", (void *)fe_drv_stub_cuMemPoolCreate},
-	{"cuMemPoolDestroy", 11020, 0, "cuMemPoolDestroy", (void *)fe_drv_stub_cuMemPoolDestroy},
+	{"cuMemPoolCreate", 11020, 0, "cuMemPoolCreate", (void *)cuMemPoolCreate},
+	{"cuMemPoolDestroy", 11020, 0, "cuMemPoolDestroy", (void *)cuMemPoolDestroy},
 	{"cuMemPoolExportPointer", 11020, 0, "cuMemPoolExportPointer", (void *)fe_drv_stub_cuMemPoolExportPointer},
 	{"cuMemPoolExportToShareableHandle", 11020, 0, "cuMemPoolExportToShareableHandle", (void *)fe_drv_stub_cuMemPoolExportToShareableHandle},
-	{"cuMemPoolGetAccess", 11020, 0, "cuMemPoolGetAccess", (void *)fe_drv_stub_cuMemPoolGetAccess},
-	{"cuMemPoolGetAttribute", 11020, 0, "cuMemPoolGetAttribute", (void *)fe_drv_stub_cuMemPoolGetAttribute},
+	{"cuMemPoolGetAccess", 11020, 0, "cuMemPoolGetAccess", (void *)cuMemPoolGetAccess},
+	{"cuMemPoolGetAttribute", 11020, 0, "cuMemPoolGetAttribute", (void *)cuMemPoolGetAttribute},
 	{"cuMemPoolImportFromShareableHandle", 11020, 0, "cuMemPoolImportFromShareableHandle", (void *)fe_drv_stub_cuMemPoolImportFromShareableHandle},
 	{"cuMemPoolImportPointer", 11020, 0, "cuMemPoolImportPointer", (void *)fe_drv_stub_cuMemPoolImportPointer},
-	{"cuMemPoolSetAccess", 11020, 0, "cuMemPoolSetAccess", (void *)fe_drv_stub_cuMemPoolSetAccess},
-	{"cuMemPoolSetAttribute", 11020, 0, "cuMemPoolSetAttribute", (void *)fe_drv_stub_cuMemPoolSetAttribute},
-	{"cuMemPoolTrimTo", 11020, 0, "cuMemPoolTrimTo", (void *)fe_drv_stub_cuMemPoolTrimTo},
+	{"cuMemPoolSetAccess", 11020, 0, "cuMemPoolSetAccess", (void *)cuMemPoolSetAccess},
+	{"cuMemPoolSetAttribute", 11020, 0, "cuMemPoolSetAttribute", (void *)cuMemPoolSetAttribute},
+	{"cuMemPoolTrimTo", 11020, 0, "cuMemPoolTrimTo", (void *)cuMemPoolTrimTo},
 	{"cuMemPrefetchAsync", 8000, 0, "cuMemPrefetchAsync", (void *)fe_drv_stub_cuMemPrefetchAsync},
-	{"cuMemPrefetchAsync", 12020, 0, "cuMemPrefetchAsync_v2", (void *)fe_drv_stub_cuMemPrefetchAsync_v2},
+	{"cuMemPrefetchAsync", 12020, 0, "cuMemPrefetchAsync_v2", (void *)cuMemPrefetchAsync},
 	{"cuMemPrefetchAsync", 8000, FE_DRV_PTSZ, "cuMemPrefetchAsync_ptsz", (void *)fe_drv_stub_cuMemPrefetchAsync_ptsz},
-	{"cuMemPrefetchAsync", 12020, FE_DRV_PTSZ, "cuMemPrefetchAsync_v2_ptsz", (void *)fe_drv_stub_cuMemPrefetchAsync_v2_ptsz},
+	{"cuMemPrefetchAsync", 12020, FE_DRV_PTSZ, "cuMemPrefetchAsync_v2_ptsz", (void *)fe_drv_jump_cuMemPrefetchAsync_v2_ptsz},
 	{"cuMemPrefetchBatchAsync", 13000, 0, "cuMemPrefetchBatchAsync", (void *)fe_drv_stub_cuMemPrefetchBatchAsync},
 	{"cuMemPrefetchBatchAsync", 13000, FE_DRV_PTSZ, "cuMemPrefetchBatchAsync_ptsz", (void *)fe_drv_stub_cuMemPrefetchBatchAsync_ptsz},
 	{"cuMemRangeGetAttribute", 8000, 0, "cuMemRangeGetAttribute", (void *)fe_drv_stub_cuMemRangeGetAttribute},
@@ -1075,23 +872,23 @@ const fe_drv_entry fe_drv_entries[] = {
 	{"cuMemSetAccess", 10020, 0, "cuMemSetAccess", (void *)fe_drv_stub_cuMemSetAccess},
 	{"cuMemSetMemPool", 13000, 0, "cuMemSetMemPool", (void *)fe_drv_stub_cuMemSetMemPool},
 	{"cuMemUnmap", 10020, 0, "cuMemUnmap", (void *)fe_drv_stub_cuMemUnmap},
-	{"cuMemcpy", 4000, 0, "cuMemcpy", (void *)fe_drv_stub_cuMemcpy},
-	{"cuMemcpy", 7000, FE_DRV_PTDS, "cuMemcpy_ptds", (void *)fe_drv_stub_cuMemcpy_ptds},
+	{"cuMemcpy", 4000, 0, "cuMemcpy", (void *)cuMemcpy},
+	{"cuMemcpy", 7000, FE_DRV_PTDS, "cuMemcpy_ptds", (void *)fe_drv_jump_cuMemcpy_ptds},
 	{"cuMemcpy2D", 2000, 0, "cuMemcpy2D", (void *)fe_drv_stub_cuMemcpy2D},
-	{"cuMemcpy2D", 3020, 0, "cuMemcpy2D_v2", (void *)fe_drv_stub_cuMemcpy2D_v2},
-	{"cuMemcpy2D", 7000, FE_DRV_PTDS, "cuMemcpy2D_v2_ptds", (void *)fe_drv_stub_cuMemcpy2D_v2_ptds},
+	{"cuMemcpy2D", 3020, 0, "cuMemcpy2D_v2", (void *)cuMemcpy2D},
+	{"cuMemcpy2D", 7000, FE_DRV_PTDS, "cuMemcpy2D_v2_ptds", (void *)fe_drv_jump_cuMemcpy2D_v2_ptds},
 	{"cuMemcpy2DAsync", 2000, 0, "cuMemcpy2DAsync", (void *)fe_drv_stub_cuMemcpy2DAsync},
-	{"cuMemcpy2DAsync", 3020, 0, "cuMemcpy2DAsync_v2", (void *)fe_drv_stub_cuMemcpy2DAsync_v2},
-	{"cuMemcpy2DAsync", 7000, FE_DRV_PTSZ, "cuMemcpy2DAsync_v2_ptsz", (void *)fe_drv_stub_cuMemcpy2DAsync_v2_ptsz},
+	{"cuMemcpy2DAsync", 3020, 0, "cuMemcpy2DAsync_v2", (void *)cuMemcpy2DAsync},
+	{"cuMemcpy2DAsync", 7000, FE_DRV_PTSZ, "cuMemcpy2DAsync_v2_ptsz", (void *)fe_drv_jump_cuMemcpy2DAsync_v2_ptsz},
 	{"cuMemcpy2DUnaligned", 2000, 0, "cuMemcpy2DUnaligned", (void *)fe_drv_stub_cuMemcpy2DUnaligned},
-	{"cuMemcpy2DUnaligned", 3020, 0, "cuMemcpy2DUnaligned_v2", (void *)fe_drv_stub_cuMemcpy2DUnaligned_v2},
-	{"cuMemcpy2DUnaligned", 7000, FE_DRV_PTDS, "cuMemcpy2DUnaligned_v2_ptds", (void *)fe_drv_stub_cuMemcpy2DUnaligned_v2_ptds},
+	{"cuMemcpy2DUnaligned", 3020, 0, "cuMemcpy2DUnaligned_v2", (void *)cuMemcpy2DUnaligned},
+	{"cuMemcpy2DUnaligned", 7000, FE_DRV_PTDS, "cuMemcpy2DUnaligned_v2_ptds", (void *)fe_drv_jump_cuMemcpy2DUnaligned_v2_ptds},
 	{"cuMemcpy3D", 2000, 0, "cuMemcpy3D", (void *)fe_drv_stub_cuMemcpy3D},
-	{"cuMemcpy3D", 3020, 0, "cuMemcpy3D_v2", (void *)fe_drv_stub_cuMemcpy3D_v2},
-	{"cuMemcpy3D", 7000, FE_DRV_PTDS, "cuMemcpy3D_v2_ptds", (void *)fe_drv_stub_cuMemcpy3D_v2_ptds},
+	{"cuMemcpy3D", 3020, 0, "cuMemcpy3D_v2", (void *)cuMemcpy3D},
+	{"cuMemcpy3D", 7000, FE_DRV_PTDS, "cuMemcpy3D_v2_ptds", (void *)fe_drv_jump_cuMemcpy3D_v2_ptds},
 	{"cuMemcpy3DAsync", 2000, 0, "cuMemcpy3DAsync", (void *)fe_drv_stub_cuMemcpy3DAsync},
-	{"cuMemcpy3DAsync", 3020, 0, "cuMemcpy3DAsync_v2", (void *)fe_drv_stub_cuMemcpy3DAsync_v2},
-	{"cuMemcpy3DAsync", 7000, FE_DRV_PTSZ, "cuMemcpy3DAsync_v2_ptsz", (void *)fe_drv_stub_cuMemcpy3DAsync_v2_ptsz},
+	{"cuMemcpy3DAsync", 3020, 0, "cuMemcpy3DAsync_v2", (void *)cuMemcpy3DAsync},
+	{"cuMemcpy3DAsync", 7000, FE_DRV_PTSZ, "cuMemcpy3DAsync_v2_ptsz", (void *)fe_drv_jump_cuMemcpy3DAsync_v2_ptsz},
 	{"cuMemcpy3DBatchAsync", 12080, 0, "cuMemcpy3DBatchAsync", (void *)fe_drv_stub_cuMemcpy3DBatchAsync},
 	{"cuMemcpy3DBatchAsync", 13000, 0, "cuMemcpy3DBatchAsync_v2", (void *)fe_drv_stub_cuMemcpy3DBatchAsync_v2},
 	{"cuMemcpy3DBatchAsync", 12080, FE_DRV_PTSZ, "cuMemcpy3DBatchAsync_ptsz", (void *)fe_drv_stub_cuMemcpy3DBatchAsync_ptsz},
@@ -1100,102 +897,102 @@ const fe_drv_entry fe_drv_entries[] = {
 	{"cuMemcpy3DPeer", 7000, FE_DRV_PTDS, "cuMemcpy3DPeer_ptds", (void *)fe_drv_stub_cuMemcpy3DPeer_ptds},
 	{"cuMemcpy3DPeerAsync", 4000, 0, "cuMemcpy3DPeerAsync", (void *)fe_drv_stub_cuMemcpy3DPeerAsync},
 	{"cuMemcpy3DPeerAsync", 7000, FE_DRV_PTSZ, "cuMemcpy3DPeerAsync_ptsz", (void *)fe_drv_stub_cuMemcpy3DPeerAsync_ptsz},
-	{"cuMemcpyAsync", 4000, 0, "cuMemcpyAsync", (void *)fe_drv_stub_cuMemcpyAsync},
-	{"cuMemcpyAsync", 7000, FE_DRV_PTSZ, "cuMemcpyAsync_ptsz", (void *)fe_drv_stub_cuMemcpyAsync_ptsz},
+	{"cuMemcpyAsync", 4000, 0, "cuMemcpyAsync", (void *)cuMemcpyAsync},
+	{"cuMemcpyAsync", 7000, FE_DRV_PTSZ, "cuMemcpyAsync_ptsz", (void *)fe_drv_jump_cuMemcpyAsync_ptsz},
 	{"cuMemcpyAtoA", 2000, 0, "cuMemcpyAtoA", (void *)fe_drv_stub_cuMemcpyAtoA},
-	{"cuMemcpyAtoA", 3020, 0, "cuMemcpyAtoA_v2", (void *)fe_drv_stub_cuMemcpyAtoA_v2},
-	{"cuMemcpyAtoA", 7000, FE_DRV_PTDS, "cuMemcpyAtoA_v2_ptds", (void *)fe_drv_stub_cuMemcpyAtoA_v2_ptds},
+	{"cuMemcpyAtoA", 3020, 0, "cuMemcpyAtoA_v2", (void *)cuMemcpyAtoA},
+	{"cuMemcpyAtoA", 7000, FE_DRV_PTDS, "cuMemcpyAtoA_v2_ptds", (void *)fe_drv_jump_cuMemcpyAtoA_v2_ptds},
 	{"cuMemcpyAtoD", 2000, 0, "cuMemcpyAtoD", (void *)fe_drv_stub_cuMemcpyAtoD},
-	{"cuMemcpyAtoD", 3020, 0, "cuMemcpyAtoD_v2", (void *)fe_drv_stub_cuMemcpyAtoD_v2},
-	{"cuMemcpyAtoD", 7000, FE_DRV_PTDS, "cuMemcpyAtoD_v2_ptds", (void *)fe_drv_stub_cuMemcpyAtoD_v2_ptds},
+	{"cuMemcpyAtoD", 3020, 0, "cuMemcpyAtoD_v2", (void *)cuMemcpyAtoD},
+	{"cuMemcpyAtoD", 7000, FE_DRV_PTDS, "cuMemcpyAtoD_v2_ptds", (void *)fe_drv_jump_cuMemcpyAtoD_v2_ptds},
 	{"cuMemcpyAtoH", 2000, 0, "cuMemcpyAtoH", (void *)fe_drv_stub_cuMemcpyAtoH},
-	{"cuMemcpyAtoH", 3020, 0, "cuMemcpyAtoH_v2", (void *)fe_drv_stub_cuMemcpyAtoH_v2},
-	{"cuMemcpyAtoH", 7000, FE_DRV_PTDS, "cuMemcpyAtoH_v2_ptds", (void *)fe_drv_stub_cuMemcpyAtoH_v2_ptds},
+	{"cuMemcpyAtoH", 3020, 0, "cuMemcpyAtoH_v2", (void *)cuMemcpyAtoH},
+	{"cuMemcpyAtoH", 7000, FE_DRV_PTDS, "cuMemcpyAtoH_v2_ptds", (void *)fe_drv_jump_cuMemcpyAtoH_v2_ptds},
 	{"cuMemcpyAtoHAsync", 2000, 0, "cuMemcpyAtoHAsync", (void *)fe_drv_stub_cuMemcpyAtoHAsync},
-	{"cuMemcpyAtoHAsync", 3020, 0, "cuMemcpyAtoHAsync_v2", (void *)fe_drv_stub_cuMemcpyAtoHAsync_v2},
-	{"cuMemcpyAtoHAsync", 7000, FE_DRV_PTSZ, "cuMemcpyAtoHAsync_v2_ptsz", (void *)fe_drv_stub_cuMemcpyAtoHAsync_v2_ptsz},
+	{"cuMemcpyAtoHAsync", 3020, 0, "cuMemcpyAtoHAsync_v2", (void *)cuMemcpyAtoHAsync},
+	{"cuMemcpyAtoHAsync", 7000, FE_DRV_PTSZ, "cuMemcpyAtoHAsync_v2_ptsz", (void *)fe_drv_jump_cuMemcpyAtoHAsync_v2_ptsz},
 	{"cuMemcpyBatchAsync", 12080, 0, "cuMemcpyBatchAsync", (void *)fe_drv_stub_cuMemcpyBatchAsync},
 	{"cuMemcpyBatchAsync", 13000, 0, "cuMemcpyBatchAsync_v2", (void *)fe_drv_stub_cuMemcpyBatchAsync_v2},
 	{"cuMemcpyBatchAsync", 12080, FE_DRV_PTSZ, "cuMemcpyBatchAsync_ptsz", (void *)fe_drv_stub_cuMemcpyBatchAsync_ptsz},
 	{"cuMemcpyBatchAsync", 13000, FE_DRV_PTSZ, "cuMemcpyBatchAsync_v2_ptsz", (void *)fe_drv_stub_cuMemcpyBatchAsync_v2_ptsz},
 	{"cuMemcpyDtoA", 2000, 0, "cuMemcpyDtoA", (void *)fe_drv_stub_cuMemcpyDtoA},
-	{"cuMemcpyDtoA", 3020, 0, "cuMemcpyDtoA_v2", (void *)fe_drv_stub_cuMemcpyDtoA_v2},
-	{"cuMemcpyDtoA", 7000, FE_DRV_PTDS, "cuMemcpyDtoA_v2_ptds", (void *)fe_drv_stub_cuMemcpyDtoA_v2_ptds},
+	{"cuMemcpyDtoA", 3020, 0, "cuMemcpyDtoA_v2", (void *)cuMemcpyDtoA},
+	{"cuMemcpyDtoA", 7000, FE_DRV_PTDS, "cuMemcpyDtoA_v2_ptds", (void *)fe_drv_jump_cuMemcpyDtoA_v2_ptds},
 	{"cuMemcpyDtoD", 2000, 0, "cuMemcpyDtoD", (void *)fe_drv_stub_cuMemcpyDtoD},
-	{"cuMemcpyDtoD", 3020, 0, "cuMemcpyDtoD_v2", (void *)fe_drv_stub_cuMemcpyDtoD_v2},
-	{"cuMemcpyDtoD", 7000, FE_DRV_PTDS, "cuMemcpyDtoD_v2_ptds", (void *)fe_drv_stub_cuMemcpyDtoD_v2_ptds},
+	{"cuMemcpyDtoD", 3020, 0, "cuMemcpyDtoD_v2", (void *)cuMemcpyDtoD},
+	{"cuMemcpyDtoD", 7000, FE_DRV_PTDS, "cuMemcpyDtoD_v2_ptds", (void *)fe_drv_jump_cuMemcpyDtoD_v2_ptds},
 	{"cuMemcpyDtoDAsync", 3000, 0, "cuMemcpyDtoDAsync", (void *)fe_drv_stub_cuMemcpyDtoDAsync},
-	{"cuMemcpyDtoDAsync", 3020, 0, "cuMemcpyDtoDAsync_v2", (void *)fe_drv_stub_cuMemcpyDtoDAsync_v2},
-	{"cuMemcpyDtoDAsync", 7000, FE_DRV_PTSZ, "cuMemcpyDtoDAsync_v2_ptsz", (void *)fe_drv_stub_cuMemcpyDtoDAsync_v2_ptsz},
+	{"cuMemcpyDtoDAsync", 3020, 0, "cuMemcpyDtoDAsync_v2", (void *)cuMemcpyDtoDAsync},
+	{"cuMemcpyDtoDAsync", 7000, FE_DRV_PTSZ, "cuMemcpyDtoDAsync_v2_ptsz", (void *)fe_drv_jump_cuMemcpyDtoDAsync_v2_ptsz},
 	{"cuMemcpyDtoH", 2000, 0, "cuMemcpyDtoH", (void *)fe_drv_stub_cuMemcpyDtoH},
-	{"cuMemcpyDtoH", 3020, 0, "cuMemcpyDtoH_v2", (void *)fe_drv_stub_cuMemcpyDtoH_v2},
-	{"cuMemcpyDtoH", 7000, FE_DRV_PTDS, "cuMemcpyDtoH_v2_ptds", (void *)fe_drv_stub_cuMemcpyDtoH_v2_ptds},
+	{"cuMemcpyDtoH", 3020, 0, "cuMemcpyDtoH_v2", (void *)cuMemcpyDtoH},
+	{"cuMemcpyDtoH", 7000, FE_DRV_PTDS, "cuMemcpyDtoH_v2_ptds", (void *)fe_drv_jump_cuMemcpyDtoH_v2_ptds},
 	{"cuMemcpyDtoHAsync", 2000, 0, "cuMemcpyDtoHAsync", (void *)fe_drv_stub_cuMemcpyDtoHAsync},
-	{"cuMemcpyDtoHAsync", 3020, 0, "cuMemcpyDtoHAsync_v2", (void *)fe_drv_stub_cuMemcpyDtoHAsync_v2},
-	{"cuMemcpyDtoHAsync", 7000, FE_DRV_PTSZ, "cuMemcpyDtoHAsync_v2_ptsz", (void *)fe_drv_stub_cuMemcpyDtoHAsync_v2_ptsz},
+	{"cuMemcpyDtoHAsync", 3020, 0, "cuMemcpyDtoHAsync_v2", (void *)cuMemcpyDtoHAsync},
+	{"cuMemcpyDtoHAsync", 7000, FE_DRV_PTSZ, "cuMemcpyDtoHAsync_v2_ptsz", (void *)fe_drv_jump_cuMemcpyDtoHAsync_v2_ptsz},
 	{"cuMemcpyHtoA", 2000, 0, "cuMemcpyHtoA", (void *)fe_drv_stub_cuMemcpyHtoA},
-	{"cuMemcpyHtoA", 3020, 0, "cuMemcpyHtoA_v2", (void *)fe_drv_stub_cuMemcpyHtoA_v2},
-	{"cuMemcpyHtoA", 7000, FE_DRV_PTDS, "cuMemcpyHtoA_v2_ptds", (void *)fe_drv_stub_cuMemcpyHtoA_v2_ptds},
+	{"cuMemcpyHtoA", 3020, 0, "cuMemcpyHtoA_v2", (void *)cuMemcpyHtoA},
+	{"cuMemcpyHtoA", 7000, FE_DRV_PTDS, "cuMemcpyHtoA_v2_ptds", (void *)fe_drv_jump_cuMemcpyHtoA_v2_ptds},
 	{"cuMemcpyHtoAAsync", 2000, 0, "cuMemcpyHtoAAsync", (void *)fe_drv_stub_cuMemcpyHtoAAsync},
-	{"cuMemcpyHtoAAsync", 3020, 0, "cuMemcpyHtoAAsync_v2", (void *)fe_drv_stub_cuMemcpyHtoAAsync_v2},
-	{"cuMemcpyHtoAAsync", 7000, FE_DRV_PTSZ, "cuMemcpyHtoAAsync_v2_ptsz", (void *)fe_drv_stub_cuMemcpyHtoAAsync_v2_ptsz},
+	{"cuMemcpyHtoAAsync", 3020, 0, "cuMemcpyHtoAAsync_v2", (void *)cuMemcpyHtoAAsync},
+	{"cuMemcpyHtoAAsync", 7000, FE_DRV_PTSZ, "cuMemcpyHtoAAsync_v2_ptsz", (void *)fe_drv_jump_cuMemcpyHtoAAsync_v2_ptsz},
 	{"cuMemcpyHtoD", 2000, 0, "cuMemcpyHtoD", (void *)fe_drv_stub_cuMemcpyHtoD},
-	{"cuMemcpyHtoD", 3020, 0, "cuMemcpyHtoD_v2", (void *)fe_drv_stub_cuMemcpyHtoD_v2},
-	{"cuMemcpyHtoD", 7000, FE_DRV_PTDS, "cuMemcpyHtoD_v2_ptds", (void *)fe_drv_stub_cuMemcpyHtoD_v2_ptds},
+	{"cuMemcpyHtoD", 3020, 0, "cuMemcpyHtoD_v2", (void *)cuMemcpyHtoD},
+	{"cuMemcpyHtoD", 7000, FE_DRV_PTDS, "cuMemcpyHtoD_v2_ptds", (void *)fe_drv_jump_cuMemcpyHtoD_v2_ptds},
 	{"cuMemcpyHtoDAsync", 2000, 0, "cuMemcpyHtoDAsync", (void *)fe_drv_stub_cuMemcpyHtoDAsync},
-	{"cuMemcpyHtoDAsync", 3020, 0, "cuMemcpyHtoDAsync_v2", (void *)fe_drv_stub_cuMemcpyHtoDAsync_v2},
-	{"cuMemcpyHtoDAsync", 7000, FE_DRV_PTSZ, "cuMemcpyHtoDAsync_v2_ptsz", (void *)fe_drv_stub_cuMemcpyHtoDAsync_v2_ptsz},
-	{"cuMemcpyPeer", 4000, 0, "cuMemcpyPeer", (void *)fe_drv_stub_cuMemcpyPeer},
-	{"cuMemcpyPeer", 7000, FE_DRV_PTDS, "cuMemcpyPeer_ptds", (void *)fe_drv_stub_cuMemcpyPeer_ptds},
-	{"cuMemcpyPeerAsync", 4000, 0, "cuMemcpyPeerAsync", (void *)fe_drv_stub_cuMemcpyPeerAsync},
-	{"cuMemcpyPeerAsync", 7000, FE_DRV_PTSZ, "cuMemcpyPeerAsync_ptsz", (void *)fe_drv_stub_cuMemcpyPeerAsync_ptsz},
+	{"cuMemcpyHtoDAsync", 3020, 0, "cuMemcpyHtoDAsync_v2", (void *)cuMemcpyHtoDAsync},
+	{"cuMemcpyHtoDAsync", 7000, FE_DRV_PTSZ, "cuMemcpyHtoDAsync_v2_ptsz", (void *)fe_drv_jump_cuMemcpyHtoDAsync_v2_ptsz},
+	{"cuMemcpyPeer", 4000, 0, "cuMemcpyPeer", (void *)cuMemcpyPeer},
+	{"cuMemcpyPeer", 7000, FE_DRV_PTDS, "cuMemcpyPeer_ptds", (void *)fe_drv_jump_cuMemcpyPeer_ptds},
+	{"cuMemcpyPeerAsync", 4000, 0, "cuMemcpyPeerAsync", (void *)cuMemcpyPeerAsync},
+	{"cuMemcpyPeerAsync", 7000, FE_DRV_PTSZ, "cuMemcpyPeerAsync_ptsz", (void *)fe_drv_jump_cuMemcpyPeerAsync_ptsz},
 	{"cuMemsetD16", 2000, 0, "cuMemsetD16", (void *)fe_drv_stub_cuMemsetD16},
-	{"cuMemsetD16", 3020, 0, "cuMemsetD16_v2", (void *)fe_drv_stub_cuMemsetD16_v2},
-	{"cuMemsetD16", 7000, FE_DRV_PTDS, "cuMemsetD16_v2_ptds", (void *)fe_drv_stub_cuMemsetD16_v2_ptds},
-	{"cuMemsetD16Async", 3020, 0, "cuMemsetD16Async", (void *)fe_drv_stub_cuMemsetD16Async},
-	{"cuMemsetD16Async", 7000, FE_DRV_PTSZ, "cuMemsetD16Async_ptsz", (void *)fe_drv_stub_cuMemsetD16Async_ptsz},
+	{"cuMemsetD16", 3020, 0, "cuMemsetD16_v2", (void *)cuMemsetD16},
+	{"cuMemsetD16", 7000, FE_DRV_PTDS, "cuMemsetD16_v2_ptds", (void *)fe_drv_jump_cuMemsetD16_v2_ptds},
+	{"cuMemsetD16Async", 3020, 0, "cuMemsetD16Async", (void *)cuMemsetD16Async},
+	{"cuMemsetD16Async", 7000, FE_DRV_PTSZ, "cuMemsetD16Async_ptsz", (void *)fe_drv_jump_cuMemsetD16Async_ptsz},
 	{"cuMemsetD2D16", 2000, 0, "cuMemsetD2D16", (void *)fe_drv_stub_cuMemsetD2D16},
-	{"cuMemsetD2D16", 3020, 0, "cuMemsetD2D16_v2", (void *)fe_drv_stub_cuMemsetD2D16_v2},
-	{"cuMemsetD2D16", 7000, FE_DRV_PTDS, "cuMemsetD2D16_v2_ptds", (void *)fe_drv_stub_cuMemsetD2D16_v2_ptds},
-	{"cuMemsetD2D16Async", 3020, 0, "cuMemsetD2D16Async", (void *)fe_drv_stub_cuMemsetD2D16Async},
-	{"cuMemsetD2D16Async", 7000, FE_DRV_PTSZ, "cuMemsetD2D16Async_ptsz", (void *)fe_drv_stub_cuMemsetD2D16Async_ptsz},
+	{"cuMemsetD2D16", 3020, 0, "cuMemsetD2D16_v2", (void *)cuMemsetD2D16},
+	{"cuMemsetD2D16", 7000, FE_DRV_PTDS, "cuMemsetD2D16_v2_ptds", (void *)fe_drv_jump_cuMemsetD2D16_v2_ptds},
+	{"cuMemsetD2D16Async", 3020, 0, "cuMemsetD2D16Async", (void *)cuMemsetD2D16Async},
+	{"cuMemsetD2D16Async", 7000, FE_DRV_PTSZ, "cuMemsetD2D16Async_ptsz", (void *)fe_drv_jump_cuMemsetD2D16Async_ptsz},
 	{"cuMemsetD2D32", 2000, 0, "cuMemsetD2D32", (void *)fe_drv_stub_cuMemsetD2D32},
-	{"cuMemsetD2D32", 3020, 0, "cuMemsetD2D32_v2", (void *)fe_drv_stub_cuMemsetD2D32_v2},
-	{"cuMemsetD2D32", 7000, FE_DRV_PTDS, "cuMemsetD2D32_v2_ptds", (void *)fe_drv_stub_cuMemsetD2D32_v2_ptds},
-	{"cuMemsetD2D32Async", 3020, 0, "cuMemsetD2D32Async", (void *)fe_drv_stub_cuMemsetD2D32Async},
-	{"cuMemsetD2D32Async", 7000, FE_DRV_PTSZ, "cuMemsetD2D32Async_ptsz", (void *)fe_drv_stub_cuMemsetD2D32Async_ptsz},
+	{"cuMemsetD2D32", 3020, 0, "cuMemsetD2D32_v2", (void *)cuMemsetD2D32},
+	{"cuMemsetD2D32", 7000, FE_DRV_PTDS, "cuMemsetD2D32_v2_ptds", (void *)fe_drv_jump_cuMemsetD2D32_v2_ptds},
+	{"cuMemsetD2D32Async", 3020, 0, "cuMemsetD2D32Async", (void *)cuMemsetD2D32Async},
+	{"cuMemsetD2D32Async", 7000, FE_DRV_PTSZ, "cuMemsetD2D32Async_ptsz", (void *)fe_drv_jump_cuMemsetD2D32Async_ptsz},
 	{"cuMemsetD2D8", 2000, 0, "cuMemsetD2D8", (void *)fe_drv_stub_cuMemsetD2D8},
-	{"cuMemsetD2D8", 3020, 0, "cuMemsetD2D8_v2", (void *)fe_drv_stub_cuMemsetD2D8_v2},
-	{"cuMemsetD2D8", 7000, FE_DRV_PTDS, "cuMemsetD2D8_v2_ptds", (void *)fe_drv_stub_cuMemsetD2D8_v2_ptds},
-	{"cuMemsetD2D8Async", 3020, 0, "cuMemsetD2D8Async", (void *)fe_drv_stub_cuMemsetD2D8Async},
-	{"cuMemsetD2D8Async", 7000, FE_DRV_PTSZ, "cuMemsetD2D8Async_ptsz", (void *)fe_drv_stub_cuMemsetD2D8Async_ptsz},
+	{"cuMemsetD2D8", 3020, 0, "cuMemsetD2D8_v2", (void *)cuMemsetD2D8},
+	{"cuMemsetD2D8", 7000, FE_DRV_PTDS, "cuMemsetD2D8_v2_ptds", (void *)fe_drv_jump_cuMemsetD2D8_v2_ptds},
+	{"cuMemsetD2D8Async", 3020, 0, "cuMemsetD2D8Async", (void *)cuMemsetD2D8Async},
+	{"cuMemsetD2D8Async", 7000, FE_DRV_PTSZ, "cuMemsetD2D8Async_ptsz", (void *)fe_drv_jump_cuMemsetD2D8Async_ptsz},
 	{"cuMemsetD32", 2000, 0, "cuMemsetD32", (void *)fe_drv_stub_cuMemsetD32},
-	{"cuMemsetD32", 3020, 0, "cuMemsetD32_v2", (void *)fe_drv_stub_cuMemsetD32_v2},
-	{"cuMemsetD32", 7000, FE_DRV_PTDS, "cuMemsetD32_v2_ptds", (void *)fe_drv_stub_cuMemsetD32_v2_ptds},
-	{"cuMemsetD32Async", 3020, 0, "cuMemsetD32Async", (void *)fe_drv_stub_cuMemsetD32Async},
-	{"cuMemsetD32Async", 7000, FE_DRV_PTSZ, "cuMemsetD32Async_ptsz", (void *)fe_drv_stub_cuMemsetD32Async_ptsz},
+	{"cuMemsetD32", 3020, 0, "cuMemsetD32_v2", (void *)cuMemsetD32},
+	{"cuMemsetD32", 7000, FE_DRV_PTDS, "cuMemsetD32_v2_ptds", (void *)fe_drv_jump_cuMemsetD32_v2_ptds},
+	{"cuMemsetD32Async", 3020, 0, "cuMemsetD32Async", (void *)cuMemsetD32Async},
+	{"cuMemsetD32Async", 7000, FE_DRV_PTSZ, "cuMemsetD32Async_ptsz", (void *)fe_drv_jump_cuMemsetD32Async_ptsz},
 	{"cuMemsetD8", 2000, 0, "cuMemsetD8", (void *)fe_drv_stub_cuMemsetD8},
-	{"cuMemsetD8", 3020, 0, "cuMemsetD8_v2", (void *)fe_drv_stub_cuMemsetD8_v2},
-	{"cuMemsetD8", 7000, FE_DRV_PTDS, "cuMemsetD8_v2_ptds", (void *)fe_drv_stub_cuMemsetD8_v2_ptds},
-	{"cuMemsetD8Async", 3020, 0, "cuMemsetD8Async", (void *)fe_drv_stub_cuMemsetD8Async},
-	{"cuMemsetD8Async", 7000, FE_DRV_PTSZ, "cuMemsetD8Async_ptsz", (void *)fe_drv_stub_cuMemsetD8Async_ptsz},
+	{"cuMemsetD8", 3020, 0, "cuMemsetD8_v2", (void *)cuMemsetD8},
+	{"cuMemsetD8", 7000, FE_DRV_PTDS, "cuMemsetD8_v2_ptds", (void *)fe_drv_jump_cuMemsetD8_v2_ptds},
+	{"cuMemsetD8Async", 3020, 0, "cuMemsetD8Async", (void *)cuMemsetD8Async},
+	{"cuMemsetD8Async", 7000, FE_DRV_PTSZ, "cuMemsetD8Async_ptsz", (void *)fe_drv_jump_cuMemsetD8Async_ptsz},
 	{"cuMipmappedArrayCreate", 5000, 0, "cuMipmappedArrayCreate", (void *)fe_drv_stub_cuMipmappedArrayCreate},
 	{"cuMipmappedArrayDestroy", 5000, 0, "cuMipmappedArrayDestroy", (void *)fe_drv_stub_cuMipmappedArrayDestroy},
 	{"cuMipmappedArrayGetLevel", 5000, 0, "cuMipmappedArrayGetLevel", (void *)fe_drv_stub_cuMipmappedArrayGetLevel},
 	{"cuMipmappedArrayGetMemoryRequirements", 11060, 0, "cuMipmappedArrayGetMemoryRequirements", (void *)fe_drv_stub_cuMipmappedArrayGetMemoryRequirements},
 	{"cuMipmappedArrayGetSparseProperties", 11010, 0, "cuMipmappedArrayGetSparseProperties", (void *)fe_drv_stub_cuMipmappedArrayGetSparseProperties},
-	{"cuModuleEnumerateFunctions", 12040, 0, "cuModuleEnumerateFunctions", (void *)fe_drv_stub_cuModuleEnumerateFunctions},
+	{"cuModuleEnumerateFunctions", 12040, 0, "cuModuleEnumerateFunctions", (void *)cuModuleEnumerateFunctions},
 	{"cuModuleGetFunction", 2000, 0, "cuModuleGetFunction", (void *)cuModuleGetFunction},
-	{"cuModuleGetFunctionCount", 12040, 0, "cuModuleGetFunctionCount", (void *)fe_drv_stub_cuModuleGetFunctionCount},
+	{"cuModuleGetFunctionCount", 12040, 0, "cuModuleGetFunctionCount", (void *)cuModuleGetFunctionCount},
 	{"cuModuleGetGlobal", 2000, 0, "cuModuleGetGlobal", (void *)fe_drv_stub_cuModuleGetGlobal},
-	{"cuModuleGetGlobal", 3020, 0, "cuModuleGetGlobal_v2", (void *)fe_drv_stub_cuModuleGetGlobal_v2},
-	{"cuModuleGetLoadingMode", 11070, 0, "cuModuleGetLoadingMode", (void *)fe_drv_stub_cuModuleGetLoadingMode},
+	{"cuModuleGetGlobal", 3020, 0, "cuModuleGetGlobal_v2", (void *)cuModuleGetGlobal},
+	{"cuModuleGetLoadingMode", 11070, 0, "cuModuleGetLoadingMode", (void *)cuModuleGetLoadingMode},
 	{"cuModuleGetSurfRef", 3000, 0, "cuModuleGetSurfRef", (void *)fe_drv_stub_cuModuleGetSurfRef},
 	{"cuModuleGetTexRef", 2000, 0, "cuModuleGetTexRef", (void *)fe_drv_stub_cuModuleGetTexRef},
-	{"cuModuleLoad", 2000, 0, "cuModuleLoad", (void *)fe_drv_stub_cuModuleLoad},
+	{"cuModuleLoad", 2000, 0, "cuModuleLoad", (void *)cuModuleLoad},
 	{"cuModuleLoadData", 2000, 0, "cuModuleLoadData", (void *)cuModuleLoadData},
 	{"cuModuleLoadDataEx", 2010, 0, "cuModuleLoadDataEx", (void *)cuModuleLoadDataEx},
-	{"cuModuleLoadFatBinary", 2000, 0, "cuModuleLoadFatBinary", (void *)fe_drv_stub_cuModuleLoadFatBinary},
+	{"cuModuleLoadFatBinary", 2000, 0, "cuModuleLoadFatBinary", (void *)cuModuleLoadFatBinary},
 	{"cuModuleUnload", 2000, 0, "cuModuleUnload", (void *)cuModuleUnload},
 	{"cuMulticastAddDevice", 12010, 0, "cuMulticastAddDevice", (void *)fe_drv_stub_cuMulticastAddDevice},
 	{"cuMulticastBindAddr", 12010, 0, "cuMulticastBindAddr", (void *)fe_drv_stub_cuMulticastBindAddr},
@@ -1203,83 +1000,83 @@ const fe_drv_entry fe_drv_entries[] = {
 	{"cuMulticastCreate", 12010, 0, "cuMulticastCreate", (void *)fe_drv_stub_cuMulticastCreate},
 	{"cuMulticastGetGranularity", 12010, 0, "cuMulticastGetGranularity", (void *)fe_drv_stub_cuMulticastGetGranularity},
 	{"cuMulticastUnbind", 12010, 0, "cuMulticastUnbind", (void *)fe_drv_stub_cuMulticastUnbind},
-	{"cuOccupancyAvailableDynamicSMemPerBlock", 10020, 0, "cuOccupancyAvailableDynamicSMemPerBlock", (void *)fe_drv_stub_cuOccupancyAvailableDynamicSMemPerBlock},
-	{"cuOccupancyMaxActiveBlocksPerMultiprocessor", 6050, 0, "cuOccupancyMaxActiveBlocksPerMultiprocessor", (void *)fe_drv_stub_cuOccupancyMaxActiveBlocksPerMultiprocessor},
-	{"cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", 7000, 0, "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", (void *)fe_drv_stub_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags},
+	{"cuOccupancyAvailableDynamicSMemPerBlock", 10020, 0, "cuOccupancyAvailableDynamicSMemPerBlock", (void *)cuOccupancyAvailableDynamicSMemPerBlock},
+	{"cuOccupancyMaxActiveBlocksPerMultiprocessor", 6050, 0, "cuOccupancyMaxActiveBlocksPerMultiprocessor", (void *)cuOccupancyMaxActiveBlocksPerMultiprocessor},
+	{"cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", 7000, 0, "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", (void *)cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags},
 	{"cuOccupancyMaxActiveClusters", 11070, 0, "cuOccupancyMaxActiveClusters", (void *)fe_drv_stub_cuOccupancyMaxActiveClusters},
-	{"cuOccupancyMaxPotentialBlockSize", 6050, 0, "cuOccupancyMaxPotentialBlockSize", (void *)fe_drv_stub_cuOccupancyMaxPotentialBlockSize},
-	{"cuOccupancyMaxPotentialBlockSizeWithFlags", 7000, 0, "cuOccupancyMaxPotentialBlockSizeWithFlags", (void *)fe_drv_stub_cuOccupancyMaxPotentialBlockSizeWithFlags},
+	{"cuOccupancyMaxPotentialBlockSize", 6050, 0, "cuOccupancyMaxPotentialBlockSize", (void *)cuOccupancyMaxPotentialBlockSize},
+	{"cuOccupancyMaxPotentialBlockSizeWithFlags", 7000, 0, "cuOccupancyMaxPotentialBlockSizeWithFlags", (void *)cuOccupancyMaxPotentialBlockSizeWithFlags},
 	{"cuOccupancyMaxPotentialClusterSize", 11070, 0, "cuOccupancyMaxPotentialClusterSize", (void *)fe_drv_stub_cuOccupancyMaxPotentialClusterSize},
 	{"cuParamSetSize", 2000, 0, "cuParamSetSize", (void *)fe_drv_stub_cuParamSetSize},
 	{"cuParamSetTexRef", 2000, 0, "cuParamSetTexRef", (void *)fe_drv_stub_cuParamSetTexRef},
 	{"cuParamSetf", 2000, 0, "cuParamSetf", (void *)fe_drv_stub_cuParamSetf},
 	{"cuParamSeti", 2000, 0, "cuParamSeti", (void *)fe_drv_stub_cuParamSeti},
 	{"cuParamSetv", 2000, 0, "cuParamSetv", (void *)fe_drv_stub_cuParamSetv},
-	{"cuPointerGetAttribute", 4000, 0, "cuPointerGetAttribute", (void *)fe_drv_stub_cuPointerGetAttribute},
-	{"cuPointerGetAttributes", 7000, 0, "cuPointerGetAttributes", (void *)fe_drv_stub_cuPointerGetAttributes},
-	{"cuPointerSetAttribute", 6000, 0, "cuPointerSetAttribute", (void *)fe_drv_stub_cuPointerSetAttribute},
+	{"cuPointerGetAttribute", 4000, 0, "cuPointerGetAttribute", (void *)cuPointerGetAttribute},
+	{"cuPointerGetAttributes", 7000, 0, "cuPointerGetAttributes", (void *)cuPointerGetAttributes},
+	{"cuPointerSetAttribute", 6000, 0, "cuPointerSetAttribute", (void *)cuPointerSetAttribute},
 	{"cuProfilerInitialize", 4000, 0, "cuProfilerInitialize", (void *)fe_drv_stub_cuProfilerInitialize},
 	{"cuProfilerStart", 4000, 0, "cuProfilerStart", (void *)fe_drv_stub_cuProfilerStart},
 	{"cuProfilerStop", 4000, 0, "cuProfilerStop", (void *)fe_drv_stub_cuProfilerStop},
 	{"cuSignalExternalSemaphoresAsync", 10000, 0, "cuSignalExternalSemaphoresAsync", (void *)fe_drv_stub_cuSignalExternalSemaphoresAsync},
 	{"cuSignalExternalSemaphoresAsync", 10000, FE_DRV_PTSZ, "cuSignalExternalSemaphoresAsync_ptsz", (void *)fe_drv_stub_cuSignalExternalSemaphoresAsync_ptsz},
-	{"cuStreamAddCallback", 5000, 0, "cuStreamAddCallback", (void *)fe_drv_stub_cuStreamAddCallback},
-	{"cuStreamAddCallback", 7000, FE_DRV_PTSZ, "cuStreamAddCallback_ptsz", (void *)fe_drv_stub_cuStreamAddCallback_ptsz},
+	{"cuStreamAddCallback", 5000, 0, "cuStreamAddCallback", (void *)cuStreamAddCallback},
+	{"cuStreamAddCallback", 7000, FE_DRV_PTSZ, "cuStreamAddCallback_ptsz", (void *)fe_drv_jump_cuStreamAddCallback_ptsz},
 	{"cuStreamAttachMemAsync", 6000, 0, "cuStreamAttachMemAsync", (void *)fe_drv_stub_cuStreamAttachMemAsync},
 	{"cuStreamAttachMemAsync", 7000, FE_DRV_PTSZ, "cuStreamAttachMemAsync_ptsz", (void *)fe_drv_stub_cuStreamAttachMemAsync_ptsz},
 	{"cuStreamBatchMemOp", 8000, 0, "cuStreamBatchMemOp", (void *)fe_drv_stub_cuStreamBatchMemOp},
 	{"cuStreamBatchMemOp", 11070, 0, "cuStreamBatchMemOp_v2", (void *)fe_drv_stub_cuStreamBatchMemOp_v2},
 	{"cuStreamBatchMemOp", 8000, FE_DRV_PTSZ, "cuStreamBatchMemOp_ptsz", (void *)fe_drv_stub_cuStreamBatchMemOp_ptsz},
 	{"cuStreamBatchMemOp", 11070, FE_DRV_PTSZ, "cuStreamBatchMemOp_v2_ptsz", (void *)fe_drv_stub_cuStreamBatchMemOp_v2_ptsz},
-	{"cuStreamBeginCapture", 10000, 0, "cuStreamBeginCapture", (void *)fe_drv_stub_cuStreamBeginCapture},
-	{"cuStreamBeginCapture", 10010, 0, "cuStreamBeginCapture_v2", (void *)fe_drv_stub_cuStreamBeginCapture_v2},
-	{"cuStreamBeginCapture", 10000, FE_DRV_PTSZ, "cuStreamBeginCapture_ptsz", (void *)fe_drv_stub_cuStreamBeginCapture_ptsz},
-	{"cuStreamBeginCapture", 10010, FE_DRV_PTSZ, "cuStreamBeginCapture_v2_ptsz", (void *)fe_drv_stub_cuStreamBeginCapture_v2_ptsz},
+	{"cuStreamBeginCapture", 10000, 0, "cuStreamBeginCapture", (void *)fe_drv_stream_begin_capture_v1},
+	{"cuStreamBeginCapture", 10010, 0, "cuStreamBeginCapture_v2", (void *)cuStreamBeginCapture},
+	{"cuStreamBeginCapture", 10000, FE_DRV_PTSZ, "cuStreamBeginCapture_ptsz", (void *)fe_drv_jump_cuStreamBeginCapture_ptsz},
+	{"cuStreamBeginCapture", 10010, FE_DRV_PTSZ, "cuStreamBeginCapture_v2_ptsz", (void *)fe_drv_jump_cuStreamBeginCapture_v2_ptsz},
 	{"cuStreamBeginCaptureToGraph", 12030, 0, "cuStreamBeginCaptureToGraph", (void *)fe_drv_stub_cuStreamBeginCaptureToGraph},
 	{"cuStreamBeginCaptureToGraph", 12030, FE_DRV_PTSZ, "cuStreamBeginCaptureToGraph_ptsz", (void *)fe_drv_stub_cuStreamBeginCaptureToGraph_ptsz},
 	{"cuStreamCopyAttributes", 11000, 0, "cuStreamCopyAttributes", (void *)fe_drv_stub_cuStreamCopyAttributes},
 	{"cuStreamCopyAttributes", 11000, FE_DRV_PTSZ, "cuStreamCopyAttributes_ptsz", (void *)fe_drv_stub_cuStreamCopyAttributes_ptsz},
-	{"cuStreamCreate", 2000, 0, "cuStreamCreate", (void *)fe_drv_stub_cuStreamCreate},
-	{"cuStreamCreateWithPriority", 5050, 0, "cuStreamCreateWithPriority", (void *)fe_drv_stub_cuStreamCreateWithPriority},
-	{"cuStreamDestroy", 2000, 0, "cuStreamDestroy", (void *)fe_drv_stub_cuStreamDestroy},
-	{"cuStreamDestroy", 4000, 0, "cuStreamDestroy_v2", (void *)fe_drv_stub_cuStreamDestroy_v2},
-	{"cuStreamEndCapture", 10000, 0, "cuStreamEndCapture", (void *)fe_drv_stub_cuStreamEndCapture},
-	{"cuStreamEndCapture", 10000, FE_DRV_PTSZ, "cuStreamEndCapture_ptsz", (void *)fe_drv_stub_cuStreamEndCapture_ptsz},
+	{"cuStreamCreate", 2000, 0, "cuStreamCreate", (void *)cuStreamCreate},
+	{"cuStreamCreateWithPriority", 5050, 0, "cuStreamCreateWithPriority", (void *)cuStreamCreateWithPriority},
+	{"cuStreamDestroy", 2000, 0, "cuStreamDestroy", (void *)cuStreamDestroy},
+	{"cuStreamDestroy", 4000, 0, "cuStreamDestroy_v2", (void *)cuStreamDestroy},
+	{"cuStreamEndCapture", 10000, 0, "cuStreamEndCapture", (void *)cuStreamEndCapture},
+	{"cuStreamEndCapture", 10000, FE_DRV_PTSZ, "cuStreamEndCapture_ptsz", (void *)fe_drv_jump_cuStreamEndCapture_ptsz},
 	{"cuStreamGetAttribute", 11000, 0, "cuStreamGetAttribute", (void *)fe_drv_stub_cuStreamGetAttribute},
 	{"cuStreamGetAttribute", 11000, FE_DRV_PTSZ, "cuStreamGetAttribute_ptsz", (void *)fe_drv_stub_cuStreamGetAttribute_ptsz},
-	{"cuStreamGetCaptureInfo", 10010, 0, "cuStreamGetCaptureInfo", (void *)fe_drv_stub_cuStreamGetCaptureInfo},
-	{"cuStreamGetCaptureInfo", 11030, 0, "cuStreamGetCaptureInfo_v2", (void *)fe_drv_stub_cuStreamGetCaptureInfo_v2},
-	{"cuStreamGetCaptureInfo", 12030, 0, "cuStreamGetCaptureInfo_v3", (void *)fe_drv_stub_cuStreamGetCaptureInfo_v3},
-	{"cuStreamGetCaptureInfo", 10010, FE_DRV_PTSZ, "cuStreamGetCaptureInfo_ptsz", (void *)fe_drv_stub_cuStreamGetCaptureInfo_ptsz},
-	{"cuStreamGetCaptureInfo", 11030, FE_DRV_PTSZ, "cuStreamGetCaptureInfo_v2_ptsz", (void *)fe_drv_stub_cuStreamGetCaptureInfo_v2_ptsz},
-	{"cuStreamGetCaptureInfo", 12030, FE_DRV_PTSZ, "cuStreamGetCaptureInfo_v3_ptsz", (void *)fe_drv_stub_cuStreamGetCaptureInfo_v3_ptsz},
-	{"cuStreamGetCtx", 9020, 0, "cuStreamGetCtx", (void *)fe_drv_stub_cuStreamGetCtx},
-	{"cuStreamGetCtx", 12050, 0, "cuStreamGetCtx_v2", (void *)fe_drv_stub_cuStreamGetCtx_v2},
-	{"cuStreamGetCtx", 9020, FE_DRV_PTSZ, "cuStreamGetCtx_ptsz", (void *)fe_drv_stub_cuStreamGetCtx_ptsz},
-	{"cuStreamGetCtx", 12050, FE_DRV_PTSZ, "cuStreamGetCtx_v2_ptsz", (void *)fe_drv_stub_cuStreamGetCtx_v2_ptsz},
-	{"cuStreamGetDevice", 12080, 0, "cuStreamGetDevice", (void *)fe_drv_stub_cuStreamGetDevice},
-	{"cuStreamGetDevice", 12080, FE_DRV_PTSZ, "cuStreamGetDevice_ptsz", (void *)fe_drv_stub_cuStreamGetDevice_ptsz},
-	{"cuStreamGetFlags", 5050, 0, "cuStreamGetFlags", (void *)fe_drv_stub_cuStreamGetFlags},
-	{"cuStreamGetFlags", 7000, FE_DRV_PTSZ, "cuStreamGetFlags_ptsz", (void *)fe_drv_stub_cuStreamGetFlags_ptsz},
+	{"cuStreamGetCaptureInfo", 10010, 0, "cuStreamGetCaptureInfo", (void *)fe_drv_stream_get_capture_info_v1},
+	{"cuStreamGetCaptureInfo", 11030, 0, "cuStreamGetCaptureInfo_v2", (void *)fe_drv_stream_get_capture_info_v2},
+	{"cuStreamGetCaptureInfo", 12030, 0, "cuStreamGetCaptureInfo_v3", (void *)cuStreamGetCaptureInfo},
+	{"cuStreamGetCaptureInfo", 10010, FE_DRV_PTSZ, "cuStreamGetCaptureInfo_ptsz", (void *)fe_drv_jump_cuStreamGetCaptureInfo_ptsz},
+	{"cuStreamGetCaptureInfo", 11030, FE_DRV_PTSZ, "cuStreamGetCaptureInfo_v2_ptsz", (void *)fe_drv_jump_cuStreamGetCaptureInfo_v2_ptsz},
+	{"cuStreamGetCaptureInfo", 12030, FE_DRV_PTSZ, "cuStreamGetCaptureInfo_v3_ptsz", (void *)fe_drv_jump_cuStreamGetCaptureInfo_v3_ptsz},
+	{"cuStreamGetCtx", 9020, 0, "cuStreamGetCtx", (void *)cuStreamGetCtx},
+	{"cuStreamGetCtx", 12050, 0, "cuStreamGetCtx_v2", (void *)cuStreamGetCtx_v2},
+	{"cuStreamGetCtx", 9020, FE_DRV_PTSZ, "cuStreamGetCtx_ptsz", (void *)fe_drv_jump_cuStreamGetCtx_ptsz},
+	{"cuStreamGetCtx", 12050, FE_DRV_PTSZ, "cuStreamGetCtx_v2_ptsz", (void *)fe_drv_jump_cuStreamGetCtx_v2_ptsz},
+	{"cuStreamGetDevice", 12080, 0, "cuStreamGetDevice", (void *)cuStreamGetDevice},
+	{"cuStreamGetDevice", 12080, FE_DRV_PTSZ, "cuStreamGetDevice_ptsz", (void *)fe_drv_jump_cuStreamGetDevice_ptsz},
+	{"cuStreamGetFlags", 5050, 0, "cuStreamGetFlags", (void *)cuStreamGetFlags},
+	{"cuStreamGetFlags", 7000, FE_DRV_PTSZ, "cuStreamGetFlags_ptsz", (void *)fe_drv_jump_cuStreamGetFlags_ptsz},
 	{"cuStreamGetGreenCtx", 12040, 0, "cuStreamGetGreenCtx", (void *)fe_drv_stub_cuStreamGetGreenCtx},
-	{"cuStreamGetId", 12000, 0, "cuStreamGetId", (void *)fe_drv_stub_cuStreamGetId},
-	{"cuStreamGetId", 12000, FE_DRV_PTSZ, "cuStreamGetId_ptsz", (void *)fe_drv_stub_cuStreamGetId_ptsz},
-	{"cuStreamGetPriority", 5050, 0, "cuStreamGetPriority", (void *)fe_drv_stub_cuStreamGetPriority},
-	{"cuStreamGetPriority", 7000, FE_DRV_PTSZ, "cuStreamGetPriority_ptsz", (void *)fe_drv_stub_cuStreamGetPriority_ptsz},
-	{"cuStreamIsCapturing", 10000, 0, "cuStreamIsCapturing", (void *)fe_drv_stub_cuStreamIsCapturing},
-	{"cuStreamIsCapturing", 10000, FE_DRV_PTSZ, "cuStreamIsCapturing_ptsz", (void *)fe_drv_stub_cuStreamIsCapturing_ptsz},
-	{"cuStreamQuery", 2000, 0, "cuStreamQuery", (void *)fe_drv_stub_cuStreamQuery},
-	{"cuStreamQuery", 7000, FE_DRV_PTSZ, "cuStreamQuery_ptsz", (void *)fe_drv_stub_cuStreamQuery_ptsz},
+	{"cuStreamGetId", 12000, 0, "cuStreamGetId", (void *)cuStreamGetId},
+	{"cuStreamGetId", 12000, FE_DRV_PTSZ, "cuStreamGetId_ptsz", (void *)fe_drv_jump_cuStreamGetId_ptsz},
+	{"cuStreamGetPriority", 5050, 0, "cuStreamGetPriority", (void *)cuStreamGetPriority},
+	{"cuStreamGetPriority", 7000, FE_DRV_PTSZ, "cuStreamGetPriority_ptsz", (void *)fe_drv_jump_cuStreamGetPriority_ptsz},
+	{"cuStreamIsCapturing", 10000, 0, "cuStreamIsCapturing", (void *)cuStreamIsCapturing},
+	{"cuStreamIsCapturing", 10000, FE_DRV_PTSZ, "cuStreamIsCapturing_ptsz", (void *)fe_drv_jump_cuStreamIsCapturing_ptsz},
+	{"cuStreamQuery", 2000, 0, "cuStreamQuery", (void *)cuStreamQuery},
+	{"cuStreamQuery", 7000, FE_DRV_PTSZ, "cuStreamQuery_ptsz", (void *)fe_drv_jump_cuStreamQuery_ptsz},
 	{"cuStreamSetAttribute", 11000, 0, "cuStreamSetAttribute", (void *)fe_drv_stub_cuStreamSetAttribute},
 	{"cuStreamSetAttribute", 11000, FE_DRV_PTSZ, "cuStreamSetAttribute_ptsz", (void *)fe_drv_stub_cuStreamSetAttribute_ptsz},
-	{"cuStreamSynchronize", 2000, 0, "cuStreamSynchronize", (void *)fe_drv_stub_cuStreamSynchronize},
-	{"cuStreamSynchronize", 7000, FE_DRV_PTSZ, "cuStreamSynchronize_ptsz", (void *)fe_drv_stub_cuStreamSynchronize_ptsz},
+	{"cuStreamSynchronize", 2000, 0, "cuStreamSynchronize", (void *)cuStreamSynchronize},
+	{"cuStreamSynchronize", 7000, FE_DRV_PTSZ, "cuStreamSynchronize_ptsz", (void *)fe_drv_jump_cuStreamSynchronize_ptsz},
 	{"cuStreamUpdateCaptureDependencies", 11030, 0, "cuStreamUpdateCaptureDependencies", (void *)fe_drv_stub_cuStreamUpdateCaptureDependencies},
 	{"cuStreamUpdateCaptureDependencies", 12030, 0, "cuStreamUpdateCaptureDependencies_v2", (void *)fe_drv_stub_cuStreamUpdateCaptureDependencies_v2},
 	{"cuStreamUpdateCaptureDependencies", 11030, FE_DRV_PTSZ, "cuStreamUpdateCaptureDependencies_ptsz", (void *)fe_drv_stub_cuStreamUpdateCaptureDependencies_ptsz},
 	{"cuStreamUpdateCaptureDependencies", 12030, FE_DRV_PTSZ, "cuStreamUpdateCaptureDependencies_v2_ptsz", (void *)fe_drv_stub_cuStreamUpdateCaptureDependencies_v2_ptsz},
-	{"cuStreamWaitEvent", 3020, 0, "cuStreamWaitEvent", (void *)fe_drv_stub_cuStreamWaitEvent},
-	{"cuStreamWaitEvent", 7000, FE_DRV_PTSZ, "cuStreamWaitEvent_ptsz", (void *)fe_drv_stub_cuStreamWaitEvent_ptsz},
+	{"cuStreamWaitEvent", 3020, 0, "cuStreamWaitEvent", (void *)cuStreamWaitEvent},
+	{"cuStreamWaitEvent", 7000, FE_DRV_PTSZ, "cuStreamWaitEvent_ptsz", (void *)fe_drv_jump_cuStreamWaitEvent_ptsz},
 	{"cuStreamWaitValue32", 8000, 0, "cuStreamWaitValue32", (void *)fe_drv_stub_cuStreamWaitValue32},
 	{"cuStreamWaitValue32", 11070, 0, "cuStreamWaitValue32_v2", (void *)fe_drv_stub_cuStreamWaitValue32_v2},
 	{"cuStreamWaitValue32", 8000, FE_DRV_PTSZ, "cuStreamWaitValue32_ptsz", (void *)fe_drv_stub_cuStreamWaitValue32_ptsz},
@@ -1296,20 +1093,20 @@ const fe_drv_entry fe_drv_entries[] = {
 	{"cuStreamWriteValue64", 11070, 0, "cuStreamWriteValue64_v2", (void *)fe_drv_stub_cuStreamWriteValue64_v2},
 	{"cuStreamWriteValue64", 9000, FE_DRV_PTSZ, "cuStreamWriteValue64_ptsz", (void *)fe_drv_stub_cuStreamWriteValue64_ptsz},
 	{"cuStreamWriteValue64", 11070, FE_DRV_PTSZ, "cuStreamWriteValue64_v2_ptsz", (void *)fe_drv_stub_cuStreamWriteValue64_v2_ptsz},
-	{"cuSurfObjectCreate", 5000, 0, "cuSurfObjectCreate", (void *)fe_drv_stub_cuSurfObjectCreate},
-	{"cuSurfObjectDestroy", 5000, 0, "cuSurfObjectDestroy", (void *)fe_drv_stub_cuSurfObjectDestroy},
-	{"cuSurfObjectGetResourceDesc", 5000, 0, "cuSurfObjectGetResourceDesc", (void *)fe_drv_stub_cuSurfObjectGetResourceDesc},
+	{"cuSurfObjectCreate", 5000, 0, "cuSurfObjectCreate", (void *)cuSurfObjectCreate},
+	{"cuSurfObjectDestroy", 5000, 0, "cuSurfObjectDestroy", (void *)cuSurfObjectDestroy},
+	{"cuSurfObjectGetResourceDesc", 5000, 0, "cuSurfObjectGetResourceDesc", (void *)cuSurfObjectGetResourceDesc},
 	{"cuSurfRefGetArray", 3000, 0, "cuSurfRefGetArray", (void *)fe_drv_stub_cuSurfRefGetArray},
 	{"cuSurfRefSetArray", 3000, 0, "cuSurfRefSetArray", (void *)fe_drv_stub_cuSurfRefSetArray},
 	{"cuTensorMapEncodeIm2col", 12000, 0, "cuTensorMapEncodeIm2col", (void *)fe_drv_stub_cuTensorMapEncodeIm2col},
 	{"cuTensorMapEncodeIm2colWide", 12080, 0, "cuTensorMapEncodeIm2colWide", (void *)fe_drv_stub_cuTensorMapEncodeIm2colWide},
 	{"cuTensorMapEncodeTiled", 12000, 0, "cuTensorMapEncodeTiled", (void *)fe_drv_stub_cuTensorMapEncodeTiled},
 	{"cuTensorMapReplaceAddress", 12000, 0, "cuTensorMapReplaceAddress", (void *)fe_drv_stub_cuTensorMapReplaceAddress},
-	{"cuTexObjectCreate", 5000, 0, "cuTexObjectCreate", (void *)fe_drv_stub_cuTexObjectCreate},
-	{"cuTexObjectDestroy", 5000, 0, "cuTexObjectDestroy", (void *)fe_drv_stub_cuTexObjectDestroy},
-	{"cuTexObjectGetResourceDesc", 5000, 0, "cuTexObjectGetResourceDesc", (void *)fe_drv_stub_cuTexObjectGetResourceDesc},
-	{"cuTexObjectGetResourceViewDesc", 5000, 0, "cuTexObjectGetResourceViewDesc", (void *)fe_drv_stub_cuTexObjectGetResourceViewDesc},
-	{"cuTexObjectGetTextureDesc", 5000, 0, "cuTexObjectGetTextureDesc", (void *)fe_drv_stub_cuTexObjectGetTextureDesc},
+	{"cuTexObjectCreate", 5000, 0, "cuTexObjectCreate", (void *)cuTexObjectCreate},
+	{"cuTexObjectDestroy", 5000, 0, "cuTexObjectDestroy", (void *)cuTexObjectDestroy},
+	{"cuTexObjectGetResourceDesc", 5000, 0, "cuTexObjectGetResourceDesc", (void *)cuTexObjectGetResourceDesc},
+	{"cuTexObjectGetResourceViewDesc", 5000, 0, "cuTexObjectGetResourceViewDesc", (void *)cuTexObjectGetResourceViewDesc},
+	{"cuTexObjectGetTextureDesc", 5000, 0, "cuTexObjectGetTextureDesc", (void *)cuTexObjectGetTextureDesc},
 	{"cuTexRefCreate", 2000, 0, "cuTexRefCreate", (void *)fe_drv_stub_cuTexRefCreate},
 	{"cuTexRefDestroy", 2000, 0, "cuTexRefDestroy", (void *)fe_drv_stub_cuTexRefDestroy},
 	{"cuTexRefGetAddress", 2000, 0, "cuTexRefGetAddress", (void *)fe_drv_stub_cuTexRefGetAddress},
@@ -1341,7 +1138,7 @@ const fe_drv_entry fe_drv_entries[] = {
 	{"cuTexRefSetMipmapLevelBias", 5000, 0, "cuTexRefSetMipmapLevelBias", (void *)fe_drv_stub_cuTexRefSetMipmapLevelBias},
 	{"cuTexRefSetMipmapLevelClamp", 5000, 0, "cuTexRefSetMipmapLevelClamp", (void *)fe_drv_stub_cuTexRefSetMipmapLevelClamp},
 	{"cuTexRefSetMipmappedArray", 5000, 0, "cuTexRefSetMipmappedArray", (void *)fe_drv_stub_cuTexRefSetMipmappedArray},
-	{"cuThreadExchangeStreamCaptureMode", 10010, 0, "cuThreadExchangeStreamCaptureMode", (void *)fe_drv_stub_cuThreadExchangeStreamCaptureMode},
+	{"cuThreadExchangeStreamCaptureMode", 10010, 0, "cuThreadExchangeStreamCaptureMode", (void *)cuThreadExchangeStreamCaptureMode},
 	{"cuUserObjectCreate", 11030, 0, "cuUserObjectCreate", (void *)fe_drv_stub_cuUserObjectCreate},
 	{"cuUserObjectRelease", 11030, 0, "cuUserObjectRelease", (void *)fe_drv_stub_cuUserObjectRelease},
 	{"cuUserObjectRetain", 11030, 0, "cuUserObjectRetain", (void *)fe_drv_stub_cuUserObjectRetain},

@@ -44,7 +44,7 @@ cublasStatus_t cublasDestroy_v2(cublasHandle_t handle)
 	return cublas_status(st_);
 }
 
-cublasStatus_t cublasSetStream_v2(cublasHandle_t handle, cudaStream_t streamId)
+cublasStatus_t fe_lib_cublasSetStream_v2(cublasHandle_t handle, cudaStream_t streamId)
 {
 	fe_lib_msg k_;
 	int st_;
@@ -1540,6 +1540,2306 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
 	proto_msg_u64(&k_.m, fe_lib_id(workspace));
 	proto_msg_u64(&k_.m, (uint64_t)workspaceSizeInBytes);
 	proto_msg_u64(&k_.m, fe_rt_stream(stream));
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasSetEnvironmentMode(cublasHandle_t handle, int mode)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASSETENVIRONMENTMODE, fe_lib_id(handle), 2)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)mode);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasSetAtomicsMode(cublasHandle_t handle, cublasAtomicsMode_t mode)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASSETATOMICSMODE, fe_lib_id(handle), 2)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)mode);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasSetEmulationStrategy(cublasHandle_t handle, cublasEmulationStrategy_t emulationStrategy)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASSETEMULATIONSTRATEGY, fe_lib_id(handle), 2)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)emulationStrategy);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasSnrm2_v2(cublasHandle_t handle, int n, const float* x, int incx, float* result)
+{
+	fe_lib_msg k_;
+	int st_;
+	if (!result)
+		return cublas_status(FE_LIB_EARG);
+	int result_dev = fe_cublas_mode_blas(fe_lib_id(handle), 0);
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASSNRM2_V2, fe_lib_id(handle), 5)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)n);
+	proto_msg_u64(&k_.m, fe_lib_id(x));
+	proto_msg_i64(&k_.m, (int64_t)incx);
+	fe_lib_result(&k_, result, result_dev);
+	if (result_dev)
+		return cublas_status(fe_lib_post(&k_));
+	fe_reply r_;
+	if ((st_ = fe_lib_call(&k_, &r_)) < 0)
+		return cublas_status(st_);
+	if (fe_lib_result_out(&r_, 0, result, (size_t)(sizeof(*result))))
+		st_ = FE_LIB_EPROTO;
+	fe_reply_free(&r_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasDnrm2_v2(cublasHandle_t handle, int n, const double* x, int incx, double* result)
+{
+	fe_lib_msg k_;
+	int st_;
+	if (!result)
+		return cublas_status(FE_LIB_EARG);
+	int result_dev = fe_cublas_mode_blas(fe_lib_id(handle), 0);
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASDNRM2_V2, fe_lib_id(handle), 5)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)n);
+	proto_msg_u64(&k_.m, fe_lib_id(x));
+	proto_msg_i64(&k_.m, (int64_t)incx);
+	fe_lib_result(&k_, result, result_dev);
+	if (result_dev)
+		return cublas_status(fe_lib_post(&k_));
+	fe_reply r_;
+	if ((st_ = fe_lib_call(&k_, &r_)) < 0)
+		return cublas_status(st_);
+	if (fe_lib_result_out(&r_, 0, result, (size_t)(sizeof(*result))))
+		st_ = FE_LIB_EPROTO;
+	fe_reply_free(&r_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasScnrm2_v2(cublasHandle_t handle, int n, const cuComplex* x, int incx, float* result)
+{
+	fe_lib_msg k_;
+	int st_;
+	if (!result)
+		return cublas_status(FE_LIB_EARG);
+	int result_dev = fe_cublas_mode_blas(fe_lib_id(handle), 0);
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASSCNRM2_V2, fe_lib_id(handle), 5)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)n);
+	proto_msg_u64(&k_.m, fe_lib_id(x));
+	proto_msg_i64(&k_.m, (int64_t)incx);
+	fe_lib_result(&k_, result, result_dev);
+	if (result_dev)
+		return cublas_status(fe_lib_post(&k_));
+	fe_reply r_;
+	if ((st_ = fe_lib_call(&k_, &r_)) < 0)
+		return cublas_status(st_);
+	if (fe_lib_result_out(&r_, 0, result, (size_t)(sizeof(*result))))
+		st_ = FE_LIB_EPROTO;
+	fe_reply_free(&r_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasDznrm2_v2(cublasHandle_t handle, int n, const cuDoubleComplex* x, int incx, double* result)
+{
+	fe_lib_msg k_;
+	int st_;
+	if (!result)
+		return cublas_status(FE_LIB_EARG);
+	int result_dev = fe_cublas_mode_blas(fe_lib_id(handle), 0);
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASDZNRM2_V2, fe_lib_id(handle), 5)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)n);
+	proto_msg_u64(&k_.m, fe_lib_id(x));
+	proto_msg_i64(&k_.m, (int64_t)incx);
+	fe_lib_result(&k_, result, result_dev);
+	if (result_dev)
+		return cublas_status(fe_lib_post(&k_));
+	fe_reply r_;
+	if ((st_ = fe_lib_call(&k_, &r_)) < 0)
+		return cublas_status(st_);
+	if (fe_lib_result_out(&r_, 0, result, (size_t)(sizeof(*result))))
+		st_ = FE_LIB_EPROTO;
+	fe_reply_free(&r_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasIsamax_v2(cublasHandle_t handle, int n, const float* x, int incx, int* result)
+{
+	fe_lib_msg k_;
+	int st_;
+	if (!result)
+		return cublas_status(FE_LIB_EARG);
+	int result_dev = fe_cublas_mode_blas(fe_lib_id(handle), 0);
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASISAMAX_V2, fe_lib_id(handle), 5)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)n);
+	proto_msg_u64(&k_.m, fe_lib_id(x));
+	proto_msg_i64(&k_.m, (int64_t)incx);
+	fe_lib_result(&k_, result, result_dev);
+	if (result_dev)
+		return cublas_status(fe_lib_post(&k_));
+	fe_reply r_;
+	if ((st_ = fe_lib_call(&k_, &r_)) < 0)
+		return cublas_status(st_);
+	if (fe_lib_result_out(&r_, 0, result, (size_t)(sizeof(*result))))
+		st_ = FE_LIB_EPROTO;
+	fe_reply_free(&r_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasIdamax_v2(cublasHandle_t handle, int n, const double* x, int incx, int* result)
+{
+	fe_lib_msg k_;
+	int st_;
+	if (!result)
+		return cublas_status(FE_LIB_EARG);
+	int result_dev = fe_cublas_mode_blas(fe_lib_id(handle), 0);
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASIDAMAX_V2, fe_lib_id(handle), 5)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)n);
+	proto_msg_u64(&k_.m, fe_lib_id(x));
+	proto_msg_i64(&k_.m, (int64_t)incx);
+	fe_lib_result(&k_, result, result_dev);
+	if (result_dev)
+		return cublas_status(fe_lib_post(&k_));
+	fe_reply r_;
+	if ((st_ = fe_lib_call(&k_, &r_)) < 0)
+		return cublas_status(st_);
+	if (fe_lib_result_out(&r_, 0, result, (size_t)(sizeof(*result))))
+		st_ = FE_LIB_EPROTO;
+	fe_reply_free(&r_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasIcamax_v2(cublasHandle_t handle, int n, const cuComplex* x, int incx, int* result)
+{
+	fe_lib_msg k_;
+	int st_;
+	if (!result)
+		return cublas_status(FE_LIB_EARG);
+	int result_dev = fe_cublas_mode_blas(fe_lib_id(handle), 0);
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASICAMAX_V2, fe_lib_id(handle), 5)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)n);
+	proto_msg_u64(&k_.m, fe_lib_id(x));
+	proto_msg_i64(&k_.m, (int64_t)incx);
+	fe_lib_result(&k_, result, result_dev);
+	if (result_dev)
+		return cublas_status(fe_lib_post(&k_));
+	fe_reply r_;
+	if ((st_ = fe_lib_call(&k_, &r_)) < 0)
+		return cublas_status(st_);
+	if (fe_lib_result_out(&r_, 0, result, (size_t)(sizeof(*result))))
+		st_ = FE_LIB_EPROTO;
+	fe_reply_free(&r_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasIzamax_v2(cublasHandle_t handle, int n, const cuDoubleComplex* x, int incx, int* result)
+{
+	fe_lib_msg k_;
+	int st_;
+	if (!result)
+		return cublas_status(FE_LIB_EARG);
+	int result_dev = fe_cublas_mode_blas(fe_lib_id(handle), 0);
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASIZAMAX_V2, fe_lib_id(handle), 5)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)n);
+	proto_msg_u64(&k_.m, fe_lib_id(x));
+	proto_msg_i64(&k_.m, (int64_t)incx);
+	fe_lib_result(&k_, result, result_dev);
+	if (result_dev)
+		return cublas_status(fe_lib_post(&k_));
+	fe_reply r_;
+	if ((st_ = fe_lib_call(&k_, &r_)) < 0)
+		return cublas_status(st_);
+	if (fe_lib_result_out(&r_, 0, result, (size_t)(sizeof(*result))))
+		st_ = FE_LIB_EPROTO;
+	fe_reply_free(&r_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasSaxpy_v2(cublasHandle_t handle, int n, const float* alpha, const float* x, int incx, float* y, int incy)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASSAXPY_V2, fe_lib_id(handle), 7)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)n);
+	fe_lib_scalar(&k_, alpha, (size_t)(sizeof(*alpha)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	proto_msg_u64(&k_.m, fe_lib_id(x));
+	proto_msg_i64(&k_.m, (int64_t)incx);
+	proto_msg_u64(&k_.m, fe_lib_id(y));
+	proto_msg_i64(&k_.m, (int64_t)incy);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasDaxpy_v2(cublasHandle_t handle, int n, const double* alpha, const double* x, int incx, double* y, int incy)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASDAXPY_V2, fe_lib_id(handle), 7)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)n);
+	fe_lib_scalar(&k_, alpha, (size_t)(sizeof(*alpha)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	proto_msg_u64(&k_.m, fe_lib_id(x));
+	proto_msg_i64(&k_.m, (int64_t)incx);
+	proto_msg_u64(&k_.m, fe_lib_id(y));
+	proto_msg_i64(&k_.m, (int64_t)incy);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasCaxpy_v2(cublasHandle_t handle, int n, const cuComplex* alpha, const cuComplex* x, int incx, cuComplex* y, int incy)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASCAXPY_V2, fe_lib_id(handle), 7)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)n);
+	fe_lib_scalar(&k_, alpha, (size_t)(sizeof(*alpha)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	proto_msg_u64(&k_.m, fe_lib_id(x));
+	proto_msg_i64(&k_.m, (int64_t)incx);
+	proto_msg_u64(&k_.m, fe_lib_id(y));
+	proto_msg_i64(&k_.m, (int64_t)incy);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasZaxpy_v2(cublasHandle_t handle, int n, const cuDoubleComplex* alpha, const cuDoubleComplex* x, int incx, cuDoubleComplex* y, int incy)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASZAXPY_V2, fe_lib_id(handle), 7)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)n);
+	fe_lib_scalar(&k_, alpha, (size_t)(sizeof(*alpha)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	proto_msg_u64(&k_.m, fe_lib_id(x));
+	proto_msg_i64(&k_.m, (int64_t)incx);
+	proto_msg_u64(&k_.m, fe_lib_id(y));
+	proto_msg_i64(&k_.m, (int64_t)incy);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasSscal_v2(cublasHandle_t handle, int n, const float* alpha, float* x, int incx)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASSSCAL_V2, fe_lib_id(handle), 5)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)n);
+	fe_lib_scalar(&k_, alpha, (size_t)(sizeof(*alpha)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	proto_msg_u64(&k_.m, fe_lib_id(x));
+	proto_msg_i64(&k_.m, (int64_t)incx);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasDscal_v2(cublasHandle_t handle, int n, const double* alpha, double* x, int incx)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASDSCAL_V2, fe_lib_id(handle), 5)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)n);
+	fe_lib_scalar(&k_, alpha, (size_t)(sizeof(*alpha)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	proto_msg_u64(&k_.m, fe_lib_id(x));
+	proto_msg_i64(&k_.m, (int64_t)incx);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasSscal_v2_64(cublasHandle_t handle, int64_t n, const float* alpha, float* x, int64_t incx)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASSSCAL_V2_64, fe_lib_id(handle), 5)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)n);
+	fe_lib_scalar(&k_, alpha, (size_t)(sizeof(*alpha)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	proto_msg_u64(&k_.m, fe_lib_id(x));
+	proto_msg_i64(&k_.m, (int64_t)incx);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasDscal_v2_64(cublasHandle_t handle, int64_t n, const double* alpha, double* x, int64_t incx)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASDSCAL_V2_64, fe_lib_id(handle), 5)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)n);
+	fe_lib_scalar(&k_, alpha, (size_t)(sizeof(*alpha)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	proto_msg_u64(&k_.m, fe_lib_id(x));
+	proto_msg_i64(&k_.m, (int64_t)incx);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasCscal_v2_64(cublasHandle_t handle, int64_t n, const cuComplex* alpha, cuComplex* x, int64_t incx)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASCSCAL_V2_64, fe_lib_id(handle), 5)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)n);
+	fe_lib_scalar(&k_, alpha, (size_t)(sizeof(*alpha)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	proto_msg_u64(&k_.m, fe_lib_id(x));
+	proto_msg_i64(&k_.m, (int64_t)incx);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasZscal_v2_64(cublasHandle_t handle, int64_t n, const cuDoubleComplex* alpha, cuDoubleComplex* x, int64_t incx)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASZSCAL_V2_64, fe_lib_id(handle), 5)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)n);
+	fe_lib_scalar(&k_, alpha, (size_t)(sizeof(*alpha)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	proto_msg_u64(&k_.m, fe_lib_id(x));
+	proto_msg_i64(&k_.m, (int64_t)incx);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasCsscal_v2_64(cublasHandle_t handle, int64_t n, const float* alpha, cuComplex* x, int64_t incx)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASCSSCAL_V2_64, fe_lib_id(handle), 5)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)n);
+	fe_lib_scalar(&k_, alpha, (size_t)(sizeof(*alpha)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	proto_msg_u64(&k_.m, fe_lib_id(x));
+	proto_msg_i64(&k_.m, (int64_t)incx);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasZdscal_v2_64(cublasHandle_t handle, int64_t n, const double* alpha, cuDoubleComplex* x, int64_t incx)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASZDSCAL_V2_64, fe_lib_id(handle), 5)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)n);
+	fe_lib_scalar(&k_, alpha, (size_t)(sizeof(*alpha)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	proto_msg_u64(&k_.m, fe_lib_id(x));
+	proto_msg_i64(&k_.m, (int64_t)incx);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasScopy_v2_64(cublasHandle_t handle, int64_t n, const float* x, int64_t incx, float* y, int64_t incy)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASSCOPY_V2_64, fe_lib_id(handle), 6)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)n);
+	proto_msg_u64(&k_.m, fe_lib_id(x));
+	proto_msg_i64(&k_.m, (int64_t)incx);
+	proto_msg_u64(&k_.m, fe_lib_id(y));
+	proto_msg_i64(&k_.m, (int64_t)incy);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasDcopy_v2_64(cublasHandle_t handle, int64_t n, const double* x, int64_t incx, double* y, int64_t incy)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASDCOPY_V2_64, fe_lib_id(handle), 6)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)n);
+	proto_msg_u64(&k_.m, fe_lib_id(x));
+	proto_msg_i64(&k_.m, (int64_t)incx);
+	proto_msg_u64(&k_.m, fe_lib_id(y));
+	proto_msg_i64(&k_.m, (int64_t)incy);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasCcopy_v2_64(cublasHandle_t handle, int64_t n, const cuComplex* x, int64_t incx, cuComplex* y, int64_t incy)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASCCOPY_V2_64, fe_lib_id(handle), 6)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)n);
+	proto_msg_u64(&k_.m, fe_lib_id(x));
+	proto_msg_i64(&k_.m, (int64_t)incx);
+	proto_msg_u64(&k_.m, fe_lib_id(y));
+	proto_msg_i64(&k_.m, (int64_t)incy);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasZcopy_v2_64(cublasHandle_t handle, int64_t n, const cuDoubleComplex* x, int64_t incx, cuDoubleComplex* y, int64_t incy)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASZCOPY_V2_64, fe_lib_id(handle), 6)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)n);
+	proto_msg_u64(&k_.m, fe_lib_id(x));
+	proto_msg_i64(&k_.m, (int64_t)incx);
+	proto_msg_u64(&k_.m, fe_lib_id(y));
+	proto_msg_i64(&k_.m, (int64_t)incy);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasSswap_v2_64(cublasHandle_t handle, int64_t n, float* x, int64_t incx, float* y, int64_t incy)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASSSWAP_V2_64, fe_lib_id(handle), 6)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)n);
+	proto_msg_u64(&k_.m, fe_lib_id(x));
+	proto_msg_i64(&k_.m, (int64_t)incx);
+	proto_msg_u64(&k_.m, fe_lib_id(y));
+	proto_msg_i64(&k_.m, (int64_t)incy);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasDswap_v2_64(cublasHandle_t handle, int64_t n, double* x, int64_t incx, double* y, int64_t incy)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASDSWAP_V2_64, fe_lib_id(handle), 6)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)n);
+	proto_msg_u64(&k_.m, fe_lib_id(x));
+	proto_msg_i64(&k_.m, (int64_t)incx);
+	proto_msg_u64(&k_.m, fe_lib_id(y));
+	proto_msg_i64(&k_.m, (int64_t)incy);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasCswap_v2_64(cublasHandle_t handle, int64_t n, cuComplex* x, int64_t incx, cuComplex* y, int64_t incy)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASCSWAP_V2_64, fe_lib_id(handle), 6)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)n);
+	proto_msg_u64(&k_.m, fe_lib_id(x));
+	proto_msg_i64(&k_.m, (int64_t)incx);
+	proto_msg_u64(&k_.m, fe_lib_id(y));
+	proto_msg_i64(&k_.m, (int64_t)incy);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasZswap_v2_64(cublasHandle_t handle, int64_t n, cuDoubleComplex* x, int64_t incx, cuDoubleComplex* y, int64_t incy)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASZSWAP_V2_64, fe_lib_id(handle), 6)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)n);
+	proto_msg_u64(&k_.m, fe_lib_id(x));
+	proto_msg_i64(&k_.m, (int64_t)incx);
+	proto_msg_u64(&k_.m, fe_lib_id(y));
+	proto_msg_i64(&k_.m, (int64_t)incy);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasSrot_v2_64(cublasHandle_t handle, int64_t n, float* x, int64_t incx, float* y, int64_t incy, const float* c, const float* s)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASSROT_V2_64, fe_lib_id(handle), 8)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)n);
+	proto_msg_u64(&k_.m, fe_lib_id(x));
+	proto_msg_i64(&k_.m, (int64_t)incx);
+	proto_msg_u64(&k_.m, fe_lib_id(y));
+	proto_msg_i64(&k_.m, (int64_t)incy);
+	fe_lib_scalar(&k_, c, (size_t)(sizeof(*c)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	fe_lib_scalar(&k_, s, (size_t)(sizeof(*s)), fe_cublas_mode_blas(fe_lib_id(handle), 1));
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasDrot_v2_64(cublasHandle_t handle, int64_t n, double* x, int64_t incx, double* y, int64_t incy, const double* c, const double* s)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASDROT_V2_64, fe_lib_id(handle), 8)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)n);
+	proto_msg_u64(&k_.m, fe_lib_id(x));
+	proto_msg_i64(&k_.m, (int64_t)incx);
+	proto_msg_u64(&k_.m, fe_lib_id(y));
+	proto_msg_i64(&k_.m, (int64_t)incy);
+	fe_lib_scalar(&k_, c, (size_t)(sizeof(*c)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	fe_lib_scalar(&k_, s, (size_t)(sizeof(*s)), fe_cublas_mode_blas(fe_lib_id(handle), 1));
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasCsrot_v2_64(cublasHandle_t handle, int64_t n, cuComplex* x, int64_t incx, cuComplex* y, int64_t incy, const float* c, const float* s)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASCSROT_V2_64, fe_lib_id(handle), 8)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)n);
+	proto_msg_u64(&k_.m, fe_lib_id(x));
+	proto_msg_i64(&k_.m, (int64_t)incx);
+	proto_msg_u64(&k_.m, fe_lib_id(y));
+	proto_msg_i64(&k_.m, (int64_t)incy);
+	fe_lib_scalar(&k_, c, (size_t)(sizeof(*c)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	fe_lib_scalar(&k_, s, (size_t)(sizeof(*s)), fe_cublas_mode_blas(fe_lib_id(handle), 1));
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasZdrot_v2_64(cublasHandle_t handle, int64_t n, cuDoubleComplex* x, int64_t incx, cuDoubleComplex* y, int64_t incy, const double* c, const double* s)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASZDROT_V2_64, fe_lib_id(handle), 8)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)n);
+	proto_msg_u64(&k_.m, fe_lib_id(x));
+	proto_msg_i64(&k_.m, (int64_t)incx);
+	proto_msg_u64(&k_.m, fe_lib_id(y));
+	proto_msg_i64(&k_.m, (int64_t)incy);
+	fe_lib_scalar(&k_, c, (size_t)(sizeof(*c)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	fe_lib_scalar(&k_, s, (size_t)(sizeof(*s)), fe_cublas_mode_blas(fe_lib_id(handle), 1));
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasSgemv_v2_64(cublasHandle_t handle, cublasOperation_t trans, int64_t m, int64_t n, const float* alpha, const float* A, int64_t lda, const float* x, int64_t incx, const float* beta, float* y, int64_t incy)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASSGEMV_V2_64, fe_lib_id(handle), 12)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)trans);
+	proto_msg_i64(&k_.m, (int64_t)m);
+	proto_msg_i64(&k_.m, (int64_t)n);
+	fe_lib_scalar(&k_, alpha, (size_t)(sizeof(*alpha)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	proto_msg_u64(&k_.m, fe_lib_id(A));
+	proto_msg_i64(&k_.m, (int64_t)lda);
+	proto_msg_u64(&k_.m, fe_lib_id(x));
+	proto_msg_i64(&k_.m, (int64_t)incx);
+	fe_lib_scalar(&k_, beta, (size_t)(sizeof(*beta)), fe_cublas_mode_blas(fe_lib_id(handle), 1));
+	proto_msg_u64(&k_.m, fe_lib_id(y));
+	proto_msg_i64(&k_.m, (int64_t)incy);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasDgemv_v2_64(cublasHandle_t handle, cublasOperation_t trans, int64_t m, int64_t n, const double* alpha, const double* A, int64_t lda, const double* x, int64_t incx, const double* beta, double* y, int64_t incy)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASDGEMV_V2_64, fe_lib_id(handle), 12)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)trans);
+	proto_msg_i64(&k_.m, (int64_t)m);
+	proto_msg_i64(&k_.m, (int64_t)n);
+	fe_lib_scalar(&k_, alpha, (size_t)(sizeof(*alpha)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	proto_msg_u64(&k_.m, fe_lib_id(A));
+	proto_msg_i64(&k_.m, (int64_t)lda);
+	proto_msg_u64(&k_.m, fe_lib_id(x));
+	proto_msg_i64(&k_.m, (int64_t)incx);
+	fe_lib_scalar(&k_, beta, (size_t)(sizeof(*beta)), fe_cublas_mode_blas(fe_lib_id(handle), 1));
+	proto_msg_u64(&k_.m, fe_lib_id(y));
+	proto_msg_i64(&k_.m, (int64_t)incy);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasCgemv_v2_64(cublasHandle_t handle, cublasOperation_t trans, int64_t m, int64_t n, const cuComplex* alpha, const cuComplex* A, int64_t lda, const cuComplex* x, int64_t incx, const cuComplex* beta, cuComplex* y, int64_t incy)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASCGEMV_V2_64, fe_lib_id(handle), 12)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)trans);
+	proto_msg_i64(&k_.m, (int64_t)m);
+	proto_msg_i64(&k_.m, (int64_t)n);
+	fe_lib_scalar(&k_, alpha, (size_t)(sizeof(*alpha)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	proto_msg_u64(&k_.m, fe_lib_id(A));
+	proto_msg_i64(&k_.m, (int64_t)lda);
+	proto_msg_u64(&k_.m, fe_lib_id(x));
+	proto_msg_i64(&k_.m, (int64_t)incx);
+	fe_lib_scalar(&k_, beta, (size_t)(sizeof(*beta)), fe_cublas_mode_blas(fe_lib_id(handle), 1));
+	proto_msg_u64(&k_.m, fe_lib_id(y));
+	proto_msg_i64(&k_.m, (int64_t)incy);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasZgemv_v2_64(cublasHandle_t handle, cublasOperation_t trans, int64_t m, int64_t n, const cuDoubleComplex* alpha, const cuDoubleComplex* A, int64_t lda, const cuDoubleComplex* x, int64_t incx, const cuDoubleComplex* beta, cuDoubleComplex* y, int64_t incy)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASZGEMV_V2_64, fe_lib_id(handle), 12)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)trans);
+	proto_msg_i64(&k_.m, (int64_t)m);
+	proto_msg_i64(&k_.m, (int64_t)n);
+	fe_lib_scalar(&k_, alpha, (size_t)(sizeof(*alpha)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	proto_msg_u64(&k_.m, fe_lib_id(A));
+	proto_msg_i64(&k_.m, (int64_t)lda);
+	proto_msg_u64(&k_.m, fe_lib_id(x));
+	proto_msg_i64(&k_.m, (int64_t)incx);
+	fe_lib_scalar(&k_, beta, (size_t)(sizeof(*beta)), fe_cublas_mode_blas(fe_lib_id(handle), 1));
+	proto_msg_u64(&k_.m, fe_lib_id(y));
+	proto_msg_i64(&k_.m, (int64_t)incy);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasSgemvStridedBatched_64(cublasHandle_t handle, cublasOperation_t trans, int64_t m, int64_t n, const float* alpha, const float* A, int64_t lda, long long int strideA, const float* x, int64_t incx, long long int stridex, const float* beta, float* y, int64_t incy, long long int stridey, int64_t batchCount)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASSGEMVSTRIDEDBATCHED_64, fe_lib_id(handle), 16)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)trans);
+	proto_msg_i64(&k_.m, (int64_t)m);
+	proto_msg_i64(&k_.m, (int64_t)n);
+	fe_lib_scalar(&k_, alpha, (size_t)(sizeof(*alpha)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	proto_msg_u64(&k_.m, fe_lib_id(A));
+	proto_msg_i64(&k_.m, (int64_t)lda);
+	proto_msg_i64(&k_.m, (int64_t)strideA);
+	proto_msg_u64(&k_.m, fe_lib_id(x));
+	proto_msg_i64(&k_.m, (int64_t)incx);
+	proto_msg_i64(&k_.m, (int64_t)stridex);
+	fe_lib_scalar(&k_, beta, (size_t)(sizeof(*beta)), fe_cublas_mode_blas(fe_lib_id(handle), 1));
+	proto_msg_u64(&k_.m, fe_lib_id(y));
+	proto_msg_i64(&k_.m, (int64_t)incy);
+	proto_msg_i64(&k_.m, (int64_t)stridey);
+	proto_msg_i64(&k_.m, (int64_t)batchCount);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasDgemvStridedBatched_64(cublasHandle_t handle, cublasOperation_t trans, int64_t m, int64_t n, const double* alpha, const double* A, int64_t lda, long long int strideA, const double* x, int64_t incx, long long int stridex, const double* beta, double* y, int64_t incy, long long int stridey, int64_t batchCount)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASDGEMVSTRIDEDBATCHED_64, fe_lib_id(handle), 16)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)trans);
+	proto_msg_i64(&k_.m, (int64_t)m);
+	proto_msg_i64(&k_.m, (int64_t)n);
+	fe_lib_scalar(&k_, alpha, (size_t)(sizeof(*alpha)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	proto_msg_u64(&k_.m, fe_lib_id(A));
+	proto_msg_i64(&k_.m, (int64_t)lda);
+	proto_msg_i64(&k_.m, (int64_t)strideA);
+	proto_msg_u64(&k_.m, fe_lib_id(x));
+	proto_msg_i64(&k_.m, (int64_t)incx);
+	proto_msg_i64(&k_.m, (int64_t)stridex);
+	fe_lib_scalar(&k_, beta, (size_t)(sizeof(*beta)), fe_cublas_mode_blas(fe_lib_id(handle), 1));
+	proto_msg_u64(&k_.m, fe_lib_id(y));
+	proto_msg_i64(&k_.m, (int64_t)incy);
+	proto_msg_i64(&k_.m, (int64_t)stridey);
+	proto_msg_i64(&k_.m, (int64_t)batchCount);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasCgemvStridedBatched_64(cublasHandle_t handle, cublasOperation_t trans, int64_t m, int64_t n, const cuComplex* alpha, const cuComplex* A, int64_t lda, long long int strideA, const cuComplex* x, int64_t incx, long long int stridex, const cuComplex* beta, cuComplex* y, int64_t incy, long long int stridey, int64_t batchCount)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASCGEMVSTRIDEDBATCHED_64, fe_lib_id(handle), 16)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)trans);
+	proto_msg_i64(&k_.m, (int64_t)m);
+	proto_msg_i64(&k_.m, (int64_t)n);
+	fe_lib_scalar(&k_, alpha, (size_t)(sizeof(*alpha)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	proto_msg_u64(&k_.m, fe_lib_id(A));
+	proto_msg_i64(&k_.m, (int64_t)lda);
+	proto_msg_i64(&k_.m, (int64_t)strideA);
+	proto_msg_u64(&k_.m, fe_lib_id(x));
+	proto_msg_i64(&k_.m, (int64_t)incx);
+	proto_msg_i64(&k_.m, (int64_t)stridex);
+	fe_lib_scalar(&k_, beta, (size_t)(sizeof(*beta)), fe_cublas_mode_blas(fe_lib_id(handle), 1));
+	proto_msg_u64(&k_.m, fe_lib_id(y));
+	proto_msg_i64(&k_.m, (int64_t)incy);
+	proto_msg_i64(&k_.m, (int64_t)stridey);
+	proto_msg_i64(&k_.m, (int64_t)batchCount);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasZgemvStridedBatched_64(cublasHandle_t handle, cublasOperation_t trans, int64_t m, int64_t n, const cuDoubleComplex* alpha, const cuDoubleComplex* A, int64_t lda, long long int strideA, const cuDoubleComplex* x, int64_t incx, long long int stridex, const cuDoubleComplex* beta, cuDoubleComplex* y, int64_t incy, long long int stridey, int64_t batchCount)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASZGEMVSTRIDEDBATCHED_64, fe_lib_id(handle), 16)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)trans);
+	proto_msg_i64(&k_.m, (int64_t)m);
+	proto_msg_i64(&k_.m, (int64_t)n);
+	fe_lib_scalar(&k_, alpha, (size_t)(sizeof(*alpha)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	proto_msg_u64(&k_.m, fe_lib_id(A));
+	proto_msg_i64(&k_.m, (int64_t)lda);
+	proto_msg_i64(&k_.m, (int64_t)strideA);
+	proto_msg_u64(&k_.m, fe_lib_id(x));
+	proto_msg_i64(&k_.m, (int64_t)incx);
+	proto_msg_i64(&k_.m, (int64_t)stridex);
+	fe_lib_scalar(&k_, beta, (size_t)(sizeof(*beta)), fe_cublas_mode_blas(fe_lib_id(handle), 1));
+	proto_msg_u64(&k_.m, fe_lib_id(y));
+	proto_msg_i64(&k_.m, (int64_t)incy);
+	proto_msg_i64(&k_.m, (int64_t)stridey);
+	proto_msg_i64(&k_.m, (int64_t)batchCount);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasSsymv_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, int64_t n, const float* alpha, const float* A, int64_t lda, const float* x, int64_t incx, const float* beta, float* y, int64_t incy)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASSSYMV_V2_64, fe_lib_id(handle), 11)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)uplo);
+	proto_msg_i64(&k_.m, (int64_t)n);
+	fe_lib_scalar(&k_, alpha, (size_t)(sizeof(*alpha)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	proto_msg_u64(&k_.m, fe_lib_id(A));
+	proto_msg_i64(&k_.m, (int64_t)lda);
+	proto_msg_u64(&k_.m, fe_lib_id(x));
+	proto_msg_i64(&k_.m, (int64_t)incx);
+	fe_lib_scalar(&k_, beta, (size_t)(sizeof(*beta)), fe_cublas_mode_blas(fe_lib_id(handle), 1));
+	proto_msg_u64(&k_.m, fe_lib_id(y));
+	proto_msg_i64(&k_.m, (int64_t)incy);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasDsymv_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, int64_t n, const double* alpha, const double* A, int64_t lda, const double* x, int64_t incx, const double* beta, double* y, int64_t incy)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASDSYMV_V2_64, fe_lib_id(handle), 11)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)uplo);
+	proto_msg_i64(&k_.m, (int64_t)n);
+	fe_lib_scalar(&k_, alpha, (size_t)(sizeof(*alpha)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	proto_msg_u64(&k_.m, fe_lib_id(A));
+	proto_msg_i64(&k_.m, (int64_t)lda);
+	proto_msg_u64(&k_.m, fe_lib_id(x));
+	proto_msg_i64(&k_.m, (int64_t)incx);
+	fe_lib_scalar(&k_, beta, (size_t)(sizeof(*beta)), fe_cublas_mode_blas(fe_lib_id(handle), 1));
+	proto_msg_u64(&k_.m, fe_lib_id(y));
+	proto_msg_i64(&k_.m, (int64_t)incy);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasChemv_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, int64_t n, const cuComplex* alpha, const cuComplex* A, int64_t lda, const cuComplex* x, int64_t incx, const cuComplex* beta, cuComplex* y, int64_t incy)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASCHEMV_V2_64, fe_lib_id(handle), 11)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)uplo);
+	proto_msg_i64(&k_.m, (int64_t)n);
+	fe_lib_scalar(&k_, alpha, (size_t)(sizeof(*alpha)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	proto_msg_u64(&k_.m, fe_lib_id(A));
+	proto_msg_i64(&k_.m, (int64_t)lda);
+	proto_msg_u64(&k_.m, fe_lib_id(x));
+	proto_msg_i64(&k_.m, (int64_t)incx);
+	fe_lib_scalar(&k_, beta, (size_t)(sizeof(*beta)), fe_cublas_mode_blas(fe_lib_id(handle), 1));
+	proto_msg_u64(&k_.m, fe_lib_id(y));
+	proto_msg_i64(&k_.m, (int64_t)incy);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasZhemv_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, int64_t n, const cuDoubleComplex* alpha, const cuDoubleComplex* A, int64_t lda, const cuDoubleComplex* x, int64_t incx, const cuDoubleComplex* beta, cuDoubleComplex* y, int64_t incy)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASZHEMV_V2_64, fe_lib_id(handle), 11)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)uplo);
+	proto_msg_i64(&k_.m, (int64_t)n);
+	fe_lib_scalar(&k_, alpha, (size_t)(sizeof(*alpha)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	proto_msg_u64(&k_.m, fe_lib_id(A));
+	proto_msg_i64(&k_.m, (int64_t)lda);
+	proto_msg_u64(&k_.m, fe_lib_id(x));
+	proto_msg_i64(&k_.m, (int64_t)incx);
+	fe_lib_scalar(&k_, beta, (size_t)(sizeof(*beta)), fe_cublas_mode_blas(fe_lib_id(handle), 1));
+	proto_msg_u64(&k_.m, fe_lib_id(y));
+	proto_msg_i64(&k_.m, (int64_t)incy);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasDger_v2(cublasHandle_t handle, int m, int n, const double* alpha, const double* x, int incx, const double* y, int incy, double* A, int lda)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASDGER_V2, fe_lib_id(handle), 10)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)m);
+	proto_msg_i64(&k_.m, (int64_t)n);
+	fe_lib_scalar(&k_, alpha, (size_t)(sizeof(*alpha)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	proto_msg_u64(&k_.m, fe_lib_id(x));
+	proto_msg_i64(&k_.m, (int64_t)incx);
+	proto_msg_u64(&k_.m, fe_lib_id(y));
+	proto_msg_i64(&k_.m, (int64_t)incy);
+	proto_msg_u64(&k_.m, fe_lib_id(A));
+	proto_msg_i64(&k_.m, (int64_t)lda);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasSger_v2_64(cublasHandle_t handle, int64_t m, int64_t n, const float* alpha, const float* x, int64_t incx, const float* y, int64_t incy, float* A, int64_t lda)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASSGER_V2_64, fe_lib_id(handle), 10)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)m);
+	proto_msg_i64(&k_.m, (int64_t)n);
+	fe_lib_scalar(&k_, alpha, (size_t)(sizeof(*alpha)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	proto_msg_u64(&k_.m, fe_lib_id(x));
+	proto_msg_i64(&k_.m, (int64_t)incx);
+	proto_msg_u64(&k_.m, fe_lib_id(y));
+	proto_msg_i64(&k_.m, (int64_t)incy);
+	proto_msg_u64(&k_.m, fe_lib_id(A));
+	proto_msg_i64(&k_.m, (int64_t)lda);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasDger_v2_64(cublasHandle_t handle, int64_t m, int64_t n, const double* alpha, const double* x, int64_t incx, const double* y, int64_t incy, double* A, int64_t lda)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASDGER_V2_64, fe_lib_id(handle), 10)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)m);
+	proto_msg_i64(&k_.m, (int64_t)n);
+	fe_lib_scalar(&k_, alpha, (size_t)(sizeof(*alpha)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	proto_msg_u64(&k_.m, fe_lib_id(x));
+	proto_msg_i64(&k_.m, (int64_t)incx);
+	proto_msg_u64(&k_.m, fe_lib_id(y));
+	proto_msg_i64(&k_.m, (int64_t)incy);
+	proto_msg_u64(&k_.m, fe_lib_id(A));
+	proto_msg_i64(&k_.m, (int64_t)lda);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasCgeru_v2_64(cublasHandle_t handle, int64_t m, int64_t n, const cuComplex* alpha, const cuComplex* x, int64_t incx, const cuComplex* y, int64_t incy, cuComplex* A, int64_t lda)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASCGERU_V2_64, fe_lib_id(handle), 10)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)m);
+	proto_msg_i64(&k_.m, (int64_t)n);
+	fe_lib_scalar(&k_, alpha, (size_t)(sizeof(*alpha)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	proto_msg_u64(&k_.m, fe_lib_id(x));
+	proto_msg_i64(&k_.m, (int64_t)incx);
+	proto_msg_u64(&k_.m, fe_lib_id(y));
+	proto_msg_i64(&k_.m, (int64_t)incy);
+	proto_msg_u64(&k_.m, fe_lib_id(A));
+	proto_msg_i64(&k_.m, (int64_t)lda);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasCgerc_v2_64(cublasHandle_t handle, int64_t m, int64_t n, const cuComplex* alpha, const cuComplex* x, int64_t incx, const cuComplex* y, int64_t incy, cuComplex* A, int64_t lda)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASCGERC_V2_64, fe_lib_id(handle), 10)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)m);
+	proto_msg_i64(&k_.m, (int64_t)n);
+	fe_lib_scalar(&k_, alpha, (size_t)(sizeof(*alpha)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	proto_msg_u64(&k_.m, fe_lib_id(x));
+	proto_msg_i64(&k_.m, (int64_t)incx);
+	proto_msg_u64(&k_.m, fe_lib_id(y));
+	proto_msg_i64(&k_.m, (int64_t)incy);
+	proto_msg_u64(&k_.m, fe_lib_id(A));
+	proto_msg_i64(&k_.m, (int64_t)lda);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasZgeru_v2_64(cublasHandle_t handle, int64_t m, int64_t n, const cuDoubleComplex* alpha, const cuDoubleComplex* x, int64_t incx, const cuDoubleComplex* y, int64_t incy, cuDoubleComplex* A, int64_t lda)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASZGERU_V2_64, fe_lib_id(handle), 10)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)m);
+	proto_msg_i64(&k_.m, (int64_t)n);
+	fe_lib_scalar(&k_, alpha, (size_t)(sizeof(*alpha)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	proto_msg_u64(&k_.m, fe_lib_id(x));
+	proto_msg_i64(&k_.m, (int64_t)incx);
+	proto_msg_u64(&k_.m, fe_lib_id(y));
+	proto_msg_i64(&k_.m, (int64_t)incy);
+	proto_msg_u64(&k_.m, fe_lib_id(A));
+	proto_msg_i64(&k_.m, (int64_t)lda);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasZgerc_v2_64(cublasHandle_t handle, int64_t m, int64_t n, const cuDoubleComplex* alpha, const cuDoubleComplex* x, int64_t incx, const cuDoubleComplex* y, int64_t incy, cuDoubleComplex* A, int64_t lda)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASZGERC_V2_64, fe_lib_id(handle), 10)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)m);
+	proto_msg_i64(&k_.m, (int64_t)n);
+	fe_lib_scalar(&k_, alpha, (size_t)(sizeof(*alpha)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	proto_msg_u64(&k_.m, fe_lib_id(x));
+	proto_msg_i64(&k_.m, (int64_t)incx);
+	proto_msg_u64(&k_.m, fe_lib_id(y));
+	proto_msg_i64(&k_.m, (int64_t)incy);
+	proto_msg_u64(&k_.m, fe_lib_id(A));
+	proto_msg_i64(&k_.m, (int64_t)lda);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasStrmv_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int64_t n, const float* A, int64_t lda, float* x, int64_t incx)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASSTRMV_V2_64, fe_lib_id(handle), 9)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)uplo);
+	proto_msg_i64(&k_.m, (int64_t)trans);
+	proto_msg_i64(&k_.m, (int64_t)diag);
+	proto_msg_i64(&k_.m, (int64_t)n);
+	proto_msg_u64(&k_.m, fe_lib_id(A));
+	proto_msg_i64(&k_.m, (int64_t)lda);
+	proto_msg_u64(&k_.m, fe_lib_id(x));
+	proto_msg_i64(&k_.m, (int64_t)incx);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasDtrmv_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int64_t n, const double* A, int64_t lda, double* x, int64_t incx)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASDTRMV_V2_64, fe_lib_id(handle), 9)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)uplo);
+	proto_msg_i64(&k_.m, (int64_t)trans);
+	proto_msg_i64(&k_.m, (int64_t)diag);
+	proto_msg_i64(&k_.m, (int64_t)n);
+	proto_msg_u64(&k_.m, fe_lib_id(A));
+	proto_msg_i64(&k_.m, (int64_t)lda);
+	proto_msg_u64(&k_.m, fe_lib_id(x));
+	proto_msg_i64(&k_.m, (int64_t)incx);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasCtrmv_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int64_t n, const cuComplex* A, int64_t lda, cuComplex* x, int64_t incx)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASCTRMV_V2_64, fe_lib_id(handle), 9)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)uplo);
+	proto_msg_i64(&k_.m, (int64_t)trans);
+	proto_msg_i64(&k_.m, (int64_t)diag);
+	proto_msg_i64(&k_.m, (int64_t)n);
+	proto_msg_u64(&k_.m, fe_lib_id(A));
+	proto_msg_i64(&k_.m, (int64_t)lda);
+	proto_msg_u64(&k_.m, fe_lib_id(x));
+	proto_msg_i64(&k_.m, (int64_t)incx);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasZtrmv_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int64_t n, const cuDoubleComplex* A, int64_t lda, cuDoubleComplex* x, int64_t incx)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASZTRMV_V2_64, fe_lib_id(handle), 9)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)uplo);
+	proto_msg_i64(&k_.m, (int64_t)trans);
+	proto_msg_i64(&k_.m, (int64_t)diag);
+	proto_msg_i64(&k_.m, (int64_t)n);
+	proto_msg_u64(&k_.m, fe_lib_id(A));
+	proto_msg_i64(&k_.m, (int64_t)lda);
+	proto_msg_u64(&k_.m, fe_lib_id(x));
+	proto_msg_i64(&k_.m, (int64_t)incx);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasStrsv_v2(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int n, const float* A, int lda, float* x, int incx)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASSTRSV_V2, fe_lib_id(handle), 9)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)uplo);
+	proto_msg_i64(&k_.m, (int64_t)trans);
+	proto_msg_i64(&k_.m, (int64_t)diag);
+	proto_msg_i64(&k_.m, (int64_t)n);
+	proto_msg_u64(&k_.m, fe_lib_id(A));
+	proto_msg_i64(&k_.m, (int64_t)lda);
+	proto_msg_u64(&k_.m, fe_lib_id(x));
+	proto_msg_i64(&k_.m, (int64_t)incx);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasDtrsv_v2(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int n, const double* A, int lda, double* x, int incx)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASDTRSV_V2, fe_lib_id(handle), 9)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)uplo);
+	proto_msg_i64(&k_.m, (int64_t)trans);
+	proto_msg_i64(&k_.m, (int64_t)diag);
+	proto_msg_i64(&k_.m, (int64_t)n);
+	proto_msg_u64(&k_.m, fe_lib_id(A));
+	proto_msg_i64(&k_.m, (int64_t)lda);
+	proto_msg_u64(&k_.m, fe_lib_id(x));
+	proto_msg_i64(&k_.m, (int64_t)incx);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasCtrsv_v2(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int n, const cuComplex* A, int lda, cuComplex* x, int incx)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASCTRSV_V2, fe_lib_id(handle), 9)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)uplo);
+	proto_msg_i64(&k_.m, (int64_t)trans);
+	proto_msg_i64(&k_.m, (int64_t)diag);
+	proto_msg_i64(&k_.m, (int64_t)n);
+	proto_msg_u64(&k_.m, fe_lib_id(A));
+	proto_msg_i64(&k_.m, (int64_t)lda);
+	proto_msg_u64(&k_.m, fe_lib_id(x));
+	proto_msg_i64(&k_.m, (int64_t)incx);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasZtrsv_v2(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int n, const cuDoubleComplex* A, int lda, cuDoubleComplex* x, int incx)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASZTRSV_V2, fe_lib_id(handle), 9)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)uplo);
+	proto_msg_i64(&k_.m, (int64_t)trans);
+	proto_msg_i64(&k_.m, (int64_t)diag);
+	proto_msg_i64(&k_.m, (int64_t)n);
+	proto_msg_u64(&k_.m, fe_lib_id(A));
+	proto_msg_i64(&k_.m, (int64_t)lda);
+	proto_msg_u64(&k_.m, fe_lib_id(x));
+	proto_msg_i64(&k_.m, (int64_t)incx);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasSgemm_v2_64(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int64_t m, int64_t n, int64_t k, const float* alpha, const float* A, int64_t lda, const float* B, int64_t ldb, const float* beta, float* C, int64_t ldc)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASSGEMM_V2_64, fe_lib_id(handle), 14)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)transa);
+	proto_msg_i64(&k_.m, (int64_t)transb);
+	proto_msg_i64(&k_.m, (int64_t)m);
+	proto_msg_i64(&k_.m, (int64_t)n);
+	proto_msg_i64(&k_.m, (int64_t)k);
+	fe_lib_scalar(&k_, alpha, (size_t)(sizeof(*alpha)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	proto_msg_u64(&k_.m, fe_lib_id(A));
+	proto_msg_i64(&k_.m, (int64_t)lda);
+	proto_msg_u64(&k_.m, fe_lib_id(B));
+	proto_msg_i64(&k_.m, (int64_t)ldb);
+	fe_lib_scalar(&k_, beta, (size_t)(sizeof(*beta)), fe_cublas_mode_blas(fe_lib_id(handle), 1));
+	proto_msg_u64(&k_.m, fe_lib_id(C));
+	proto_msg_i64(&k_.m, (int64_t)ldc);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasDgemm_v2_64(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int64_t m, int64_t n, int64_t k, const double* alpha, const double* A, int64_t lda, const double* B, int64_t ldb, const double* beta, double* C, int64_t ldc)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASDGEMM_V2_64, fe_lib_id(handle), 14)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)transa);
+	proto_msg_i64(&k_.m, (int64_t)transb);
+	proto_msg_i64(&k_.m, (int64_t)m);
+	proto_msg_i64(&k_.m, (int64_t)n);
+	proto_msg_i64(&k_.m, (int64_t)k);
+	fe_lib_scalar(&k_, alpha, (size_t)(sizeof(*alpha)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	proto_msg_u64(&k_.m, fe_lib_id(A));
+	proto_msg_i64(&k_.m, (int64_t)lda);
+	proto_msg_u64(&k_.m, fe_lib_id(B));
+	proto_msg_i64(&k_.m, (int64_t)ldb);
+	fe_lib_scalar(&k_, beta, (size_t)(sizeof(*beta)), fe_cublas_mode_blas(fe_lib_id(handle), 1));
+	proto_msg_u64(&k_.m, fe_lib_id(C));
+	proto_msg_i64(&k_.m, (int64_t)ldc);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasCgemm_v2_64(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int64_t m, int64_t n, int64_t k, const cuComplex* alpha, const cuComplex* A, int64_t lda, const cuComplex* B, int64_t ldb, const cuComplex* beta, cuComplex* C, int64_t ldc)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASCGEMM_V2_64, fe_lib_id(handle), 14)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)transa);
+	proto_msg_i64(&k_.m, (int64_t)transb);
+	proto_msg_i64(&k_.m, (int64_t)m);
+	proto_msg_i64(&k_.m, (int64_t)n);
+	proto_msg_i64(&k_.m, (int64_t)k);
+	fe_lib_scalar(&k_, alpha, (size_t)(sizeof(*alpha)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	proto_msg_u64(&k_.m, fe_lib_id(A));
+	proto_msg_i64(&k_.m, (int64_t)lda);
+	proto_msg_u64(&k_.m, fe_lib_id(B));
+	proto_msg_i64(&k_.m, (int64_t)ldb);
+	fe_lib_scalar(&k_, beta, (size_t)(sizeof(*beta)), fe_cublas_mode_blas(fe_lib_id(handle), 1));
+	proto_msg_u64(&k_.m, fe_lib_id(C));
+	proto_msg_i64(&k_.m, (int64_t)ldc);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasZgemm_v2_64(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int64_t m, int64_t n, int64_t k, const cuDoubleComplex* alpha, const cuDoubleComplex* A, int64_t lda, const cuDoubleComplex* B, int64_t ldb, const cuDoubleComplex* beta, cuDoubleComplex* C, int64_t ldc)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASZGEMM_V2_64, fe_lib_id(handle), 14)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)transa);
+	proto_msg_i64(&k_.m, (int64_t)transb);
+	proto_msg_i64(&k_.m, (int64_t)m);
+	proto_msg_i64(&k_.m, (int64_t)n);
+	proto_msg_i64(&k_.m, (int64_t)k);
+	fe_lib_scalar(&k_, alpha, (size_t)(sizeof(*alpha)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	proto_msg_u64(&k_.m, fe_lib_id(A));
+	proto_msg_i64(&k_.m, (int64_t)lda);
+	proto_msg_u64(&k_.m, fe_lib_id(B));
+	proto_msg_i64(&k_.m, (int64_t)ldb);
+	fe_lib_scalar(&k_, beta, (size_t)(sizeof(*beta)), fe_cublas_mode_blas(fe_lib_id(handle), 1));
+	proto_msg_u64(&k_.m, fe_lib_id(C));
+	proto_msg_i64(&k_.m, (int64_t)ldc);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasSgemmStridedBatched_64(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int64_t m, int64_t n, int64_t k, const float* alpha, const float* A, int64_t lda, long long int strideA, const float* B, int64_t ldb, long long int strideB, const float* beta, float* C, int64_t ldc, long long int strideC, int64_t batchCount)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASSGEMMSTRIDEDBATCHED_64, fe_lib_id(handle), 18)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)transa);
+	proto_msg_i64(&k_.m, (int64_t)transb);
+	proto_msg_i64(&k_.m, (int64_t)m);
+	proto_msg_i64(&k_.m, (int64_t)n);
+	proto_msg_i64(&k_.m, (int64_t)k);
+	fe_lib_scalar(&k_, alpha, (size_t)(sizeof(*alpha)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	proto_msg_u64(&k_.m, fe_lib_id(A));
+	proto_msg_i64(&k_.m, (int64_t)lda);
+	proto_msg_i64(&k_.m, (int64_t)strideA);
+	proto_msg_u64(&k_.m, fe_lib_id(B));
+	proto_msg_i64(&k_.m, (int64_t)ldb);
+	proto_msg_i64(&k_.m, (int64_t)strideB);
+	fe_lib_scalar(&k_, beta, (size_t)(sizeof(*beta)), fe_cublas_mode_blas(fe_lib_id(handle), 1));
+	proto_msg_u64(&k_.m, fe_lib_id(C));
+	proto_msg_i64(&k_.m, (int64_t)ldc);
+	proto_msg_i64(&k_.m, (int64_t)strideC);
+	proto_msg_i64(&k_.m, (int64_t)batchCount);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasDgemmStridedBatched_64(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int64_t m, int64_t n, int64_t k, const double* alpha, const double* A, int64_t lda, long long int strideA, const double* B, int64_t ldb, long long int strideB, const double* beta, double* C, int64_t ldc, long long int strideC, int64_t batchCount)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASDGEMMSTRIDEDBATCHED_64, fe_lib_id(handle), 18)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)transa);
+	proto_msg_i64(&k_.m, (int64_t)transb);
+	proto_msg_i64(&k_.m, (int64_t)m);
+	proto_msg_i64(&k_.m, (int64_t)n);
+	proto_msg_i64(&k_.m, (int64_t)k);
+	fe_lib_scalar(&k_, alpha, (size_t)(sizeof(*alpha)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	proto_msg_u64(&k_.m, fe_lib_id(A));
+	proto_msg_i64(&k_.m, (int64_t)lda);
+	proto_msg_i64(&k_.m, (int64_t)strideA);
+	proto_msg_u64(&k_.m, fe_lib_id(B));
+	proto_msg_i64(&k_.m, (int64_t)ldb);
+	proto_msg_i64(&k_.m, (int64_t)strideB);
+	fe_lib_scalar(&k_, beta, (size_t)(sizeof(*beta)), fe_cublas_mode_blas(fe_lib_id(handle), 1));
+	proto_msg_u64(&k_.m, fe_lib_id(C));
+	proto_msg_i64(&k_.m, (int64_t)ldc);
+	proto_msg_i64(&k_.m, (int64_t)strideC);
+	proto_msg_i64(&k_.m, (int64_t)batchCount);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasCgemmStridedBatched_64(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int64_t m, int64_t n, int64_t k, const cuComplex* alpha, const cuComplex* A, int64_t lda, long long int strideA, const cuComplex* B, int64_t ldb, long long int strideB, const cuComplex* beta, cuComplex* C, int64_t ldc, long long int strideC, int64_t batchCount)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASCGEMMSTRIDEDBATCHED_64, fe_lib_id(handle), 18)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)transa);
+	proto_msg_i64(&k_.m, (int64_t)transb);
+	proto_msg_i64(&k_.m, (int64_t)m);
+	proto_msg_i64(&k_.m, (int64_t)n);
+	proto_msg_i64(&k_.m, (int64_t)k);
+	fe_lib_scalar(&k_, alpha, (size_t)(sizeof(*alpha)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	proto_msg_u64(&k_.m, fe_lib_id(A));
+	proto_msg_i64(&k_.m, (int64_t)lda);
+	proto_msg_i64(&k_.m, (int64_t)strideA);
+	proto_msg_u64(&k_.m, fe_lib_id(B));
+	proto_msg_i64(&k_.m, (int64_t)ldb);
+	proto_msg_i64(&k_.m, (int64_t)strideB);
+	fe_lib_scalar(&k_, beta, (size_t)(sizeof(*beta)), fe_cublas_mode_blas(fe_lib_id(handle), 1));
+	proto_msg_u64(&k_.m, fe_lib_id(C));
+	proto_msg_i64(&k_.m, (int64_t)ldc);
+	proto_msg_i64(&k_.m, (int64_t)strideC);
+	proto_msg_i64(&k_.m, (int64_t)batchCount);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasZgemmStridedBatched_64(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int64_t m, int64_t n, int64_t k, const cuDoubleComplex* alpha, const cuDoubleComplex* A, int64_t lda, long long int strideA, const cuDoubleComplex* B, int64_t ldb, long long int strideB, const cuDoubleComplex* beta, cuDoubleComplex* C, int64_t ldc, long long int strideC, int64_t batchCount)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASZGEMMSTRIDEDBATCHED_64, fe_lib_id(handle), 18)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)transa);
+	proto_msg_i64(&k_.m, (int64_t)transb);
+	proto_msg_i64(&k_.m, (int64_t)m);
+	proto_msg_i64(&k_.m, (int64_t)n);
+	proto_msg_i64(&k_.m, (int64_t)k);
+	fe_lib_scalar(&k_, alpha, (size_t)(sizeof(*alpha)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	proto_msg_u64(&k_.m, fe_lib_id(A));
+	proto_msg_i64(&k_.m, (int64_t)lda);
+	proto_msg_i64(&k_.m, (int64_t)strideA);
+	proto_msg_u64(&k_.m, fe_lib_id(B));
+	proto_msg_i64(&k_.m, (int64_t)ldb);
+	proto_msg_i64(&k_.m, (int64_t)strideB);
+	fe_lib_scalar(&k_, beta, (size_t)(sizeof(*beta)), fe_cublas_mode_blas(fe_lib_id(handle), 1));
+	proto_msg_u64(&k_.m, fe_lib_id(C));
+	proto_msg_i64(&k_.m, (int64_t)ldc);
+	proto_msg_i64(&k_.m, (int64_t)strideC);
+	proto_msg_i64(&k_.m, (int64_t)batchCount);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasSsymm_v2_64(cublasHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, int64_t m, int64_t n, const float* alpha, const float* A, int64_t lda, const float* B, int64_t ldb, const float* beta, float* C, int64_t ldc)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASSSYMM_V2_64, fe_lib_id(handle), 13)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)side);
+	proto_msg_i64(&k_.m, (int64_t)uplo);
+	proto_msg_i64(&k_.m, (int64_t)m);
+	proto_msg_i64(&k_.m, (int64_t)n);
+	fe_lib_scalar(&k_, alpha, (size_t)(sizeof(*alpha)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	proto_msg_u64(&k_.m, fe_lib_id(A));
+	proto_msg_i64(&k_.m, (int64_t)lda);
+	proto_msg_u64(&k_.m, fe_lib_id(B));
+	proto_msg_i64(&k_.m, (int64_t)ldb);
+	fe_lib_scalar(&k_, beta, (size_t)(sizeof(*beta)), fe_cublas_mode_blas(fe_lib_id(handle), 1));
+	proto_msg_u64(&k_.m, fe_lib_id(C));
+	proto_msg_i64(&k_.m, (int64_t)ldc);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasDsymm_v2_64(cublasHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, int64_t m, int64_t n, const double* alpha, const double* A, int64_t lda, const double* B, int64_t ldb, const double* beta, double* C, int64_t ldc)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASDSYMM_V2_64, fe_lib_id(handle), 13)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)side);
+	proto_msg_i64(&k_.m, (int64_t)uplo);
+	proto_msg_i64(&k_.m, (int64_t)m);
+	proto_msg_i64(&k_.m, (int64_t)n);
+	fe_lib_scalar(&k_, alpha, (size_t)(sizeof(*alpha)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	proto_msg_u64(&k_.m, fe_lib_id(A));
+	proto_msg_i64(&k_.m, (int64_t)lda);
+	proto_msg_u64(&k_.m, fe_lib_id(B));
+	proto_msg_i64(&k_.m, (int64_t)ldb);
+	fe_lib_scalar(&k_, beta, (size_t)(sizeof(*beta)), fe_cublas_mode_blas(fe_lib_id(handle), 1));
+	proto_msg_u64(&k_.m, fe_lib_id(C));
+	proto_msg_i64(&k_.m, (int64_t)ldc);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasChemm_v2_64(cublasHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, int64_t m, int64_t n, const cuComplex* alpha, const cuComplex* A, int64_t lda, const cuComplex* B, int64_t ldb, const cuComplex* beta, cuComplex* C, int64_t ldc)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASCHEMM_V2_64, fe_lib_id(handle), 13)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)side);
+	proto_msg_i64(&k_.m, (int64_t)uplo);
+	proto_msg_i64(&k_.m, (int64_t)m);
+	proto_msg_i64(&k_.m, (int64_t)n);
+	fe_lib_scalar(&k_, alpha, (size_t)(sizeof(*alpha)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	proto_msg_u64(&k_.m, fe_lib_id(A));
+	proto_msg_i64(&k_.m, (int64_t)lda);
+	proto_msg_u64(&k_.m, fe_lib_id(B));
+	proto_msg_i64(&k_.m, (int64_t)ldb);
+	fe_lib_scalar(&k_, beta, (size_t)(sizeof(*beta)), fe_cublas_mode_blas(fe_lib_id(handle), 1));
+	proto_msg_u64(&k_.m, fe_lib_id(C));
+	proto_msg_i64(&k_.m, (int64_t)ldc);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasZhemm_v2_64(cublasHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, int64_t m, int64_t n, const cuDoubleComplex* alpha, const cuDoubleComplex* A, int64_t lda, const cuDoubleComplex* B, int64_t ldb, const cuDoubleComplex* beta, cuDoubleComplex* C, int64_t ldc)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASZHEMM_V2_64, fe_lib_id(handle), 13)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)side);
+	proto_msg_i64(&k_.m, (int64_t)uplo);
+	proto_msg_i64(&k_.m, (int64_t)m);
+	proto_msg_i64(&k_.m, (int64_t)n);
+	fe_lib_scalar(&k_, alpha, (size_t)(sizeof(*alpha)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	proto_msg_u64(&k_.m, fe_lib_id(A));
+	proto_msg_i64(&k_.m, (int64_t)lda);
+	proto_msg_u64(&k_.m, fe_lib_id(B));
+	proto_msg_i64(&k_.m, (int64_t)ldb);
+	fe_lib_scalar(&k_, beta, (size_t)(sizeof(*beta)), fe_cublas_mode_blas(fe_lib_id(handle), 1));
+	proto_msg_u64(&k_.m, fe_lib_id(C));
+	proto_msg_i64(&k_.m, (int64_t)ldc);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasSsyrk_v2(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, int n, int k, const float* alpha, const float* A, int lda, const float* beta, float* C, int ldc)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASSSYRK_V2, fe_lib_id(handle), 11)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)uplo);
+	proto_msg_i64(&k_.m, (int64_t)trans);
+	proto_msg_i64(&k_.m, (int64_t)n);
+	proto_msg_i64(&k_.m, (int64_t)k);
+	fe_lib_scalar(&k_, alpha, (size_t)(sizeof(*alpha)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	proto_msg_u64(&k_.m, fe_lib_id(A));
+	proto_msg_i64(&k_.m, (int64_t)lda);
+	fe_lib_scalar(&k_, beta, (size_t)(sizeof(*beta)), fe_cublas_mode_blas(fe_lib_id(handle), 1));
+	proto_msg_u64(&k_.m, fe_lib_id(C));
+	proto_msg_i64(&k_.m, (int64_t)ldc);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasDsyrk_v2(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, int n, int k, const double* alpha, const double* A, int lda, const double* beta, double* C, int ldc)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASDSYRK_V2, fe_lib_id(handle), 11)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)uplo);
+	proto_msg_i64(&k_.m, (int64_t)trans);
+	proto_msg_i64(&k_.m, (int64_t)n);
+	proto_msg_i64(&k_.m, (int64_t)k);
+	fe_lib_scalar(&k_, alpha, (size_t)(sizeof(*alpha)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	proto_msg_u64(&k_.m, fe_lib_id(A));
+	proto_msg_i64(&k_.m, (int64_t)lda);
+	fe_lib_scalar(&k_, beta, (size_t)(sizeof(*beta)), fe_cublas_mode_blas(fe_lib_id(handle), 1));
+	proto_msg_u64(&k_.m, fe_lib_id(C));
+	proto_msg_i64(&k_.m, (int64_t)ldc);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasCherk_v2(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, int n, int k, const float* alpha, const cuComplex* A, int lda, const float* beta, cuComplex* C, int ldc)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASCHERK_V2, fe_lib_id(handle), 11)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)uplo);
+	proto_msg_i64(&k_.m, (int64_t)trans);
+	proto_msg_i64(&k_.m, (int64_t)n);
+	proto_msg_i64(&k_.m, (int64_t)k);
+	fe_lib_scalar(&k_, alpha, (size_t)(sizeof(*alpha)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	proto_msg_u64(&k_.m, fe_lib_id(A));
+	proto_msg_i64(&k_.m, (int64_t)lda);
+	fe_lib_scalar(&k_, beta, (size_t)(sizeof(*beta)), fe_cublas_mode_blas(fe_lib_id(handle), 1));
+	proto_msg_u64(&k_.m, fe_lib_id(C));
+	proto_msg_i64(&k_.m, (int64_t)ldc);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasZherk_v2(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, int n, int k, const double* alpha, const cuDoubleComplex* A, int lda, const double* beta, cuDoubleComplex* C, int ldc)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASZHERK_V2, fe_lib_id(handle), 11)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)uplo);
+	proto_msg_i64(&k_.m, (int64_t)trans);
+	proto_msg_i64(&k_.m, (int64_t)n);
+	proto_msg_i64(&k_.m, (int64_t)k);
+	fe_lib_scalar(&k_, alpha, (size_t)(sizeof(*alpha)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	proto_msg_u64(&k_.m, fe_lib_id(A));
+	proto_msg_i64(&k_.m, (int64_t)lda);
+	fe_lib_scalar(&k_, beta, (size_t)(sizeof(*beta)), fe_cublas_mode_blas(fe_lib_id(handle), 1));
+	proto_msg_u64(&k_.m, fe_lib_id(C));
+	proto_msg_i64(&k_.m, (int64_t)ldc);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasSsyr2k_v2(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, int n, int k, const float* alpha, const float* A, int lda, const float* B, int ldb, const float* beta, float* C, int ldc)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASSSYR2K_V2, fe_lib_id(handle), 13)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)uplo);
+	proto_msg_i64(&k_.m, (int64_t)trans);
+	proto_msg_i64(&k_.m, (int64_t)n);
+	proto_msg_i64(&k_.m, (int64_t)k);
+	fe_lib_scalar(&k_, alpha, (size_t)(sizeof(*alpha)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	proto_msg_u64(&k_.m, fe_lib_id(A));
+	proto_msg_i64(&k_.m, (int64_t)lda);
+	proto_msg_u64(&k_.m, fe_lib_id(B));
+	proto_msg_i64(&k_.m, (int64_t)ldb);
+	fe_lib_scalar(&k_, beta, (size_t)(sizeof(*beta)), fe_cublas_mode_blas(fe_lib_id(handle), 1));
+	proto_msg_u64(&k_.m, fe_lib_id(C));
+	proto_msg_i64(&k_.m, (int64_t)ldc);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasDsyr2k_v2(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, int n, int k, const double* alpha, const double* A, int lda, const double* B, int ldb, const double* beta, double* C, int ldc)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASDSYR2K_V2, fe_lib_id(handle), 13)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)uplo);
+	proto_msg_i64(&k_.m, (int64_t)trans);
+	proto_msg_i64(&k_.m, (int64_t)n);
+	proto_msg_i64(&k_.m, (int64_t)k);
+	fe_lib_scalar(&k_, alpha, (size_t)(sizeof(*alpha)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	proto_msg_u64(&k_.m, fe_lib_id(A));
+	proto_msg_i64(&k_.m, (int64_t)lda);
+	proto_msg_u64(&k_.m, fe_lib_id(B));
+	proto_msg_i64(&k_.m, (int64_t)ldb);
+	fe_lib_scalar(&k_, beta, (size_t)(sizeof(*beta)), fe_cublas_mode_blas(fe_lib_id(handle), 1));
+	proto_msg_u64(&k_.m, fe_lib_id(C));
+	proto_msg_i64(&k_.m, (int64_t)ldc);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasSsyr2k_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, int64_t n, int64_t k, const float* alpha, const float* A, int64_t lda, const float* B, int64_t ldb, const float* beta, float* C, int64_t ldc)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASSSYR2K_V2_64, fe_lib_id(handle), 13)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)uplo);
+	proto_msg_i64(&k_.m, (int64_t)trans);
+	proto_msg_i64(&k_.m, (int64_t)n);
+	proto_msg_i64(&k_.m, (int64_t)k);
+	fe_lib_scalar(&k_, alpha, (size_t)(sizeof(*alpha)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	proto_msg_u64(&k_.m, fe_lib_id(A));
+	proto_msg_i64(&k_.m, (int64_t)lda);
+	proto_msg_u64(&k_.m, fe_lib_id(B));
+	proto_msg_i64(&k_.m, (int64_t)ldb);
+	fe_lib_scalar(&k_, beta, (size_t)(sizeof(*beta)), fe_cublas_mode_blas(fe_lib_id(handle), 1));
+	proto_msg_u64(&k_.m, fe_lib_id(C));
+	proto_msg_i64(&k_.m, (int64_t)ldc);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasDsyr2k_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, int64_t n, int64_t k, const double* alpha, const double* A, int64_t lda, const double* B, int64_t ldb, const double* beta, double* C, int64_t ldc)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASDSYR2K_V2_64, fe_lib_id(handle), 13)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)uplo);
+	proto_msg_i64(&k_.m, (int64_t)trans);
+	proto_msg_i64(&k_.m, (int64_t)n);
+	proto_msg_i64(&k_.m, (int64_t)k);
+	fe_lib_scalar(&k_, alpha, (size_t)(sizeof(*alpha)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	proto_msg_u64(&k_.m, fe_lib_id(A));
+	proto_msg_i64(&k_.m, (int64_t)lda);
+	proto_msg_u64(&k_.m, fe_lib_id(B));
+	proto_msg_i64(&k_.m, (int64_t)ldb);
+	fe_lib_scalar(&k_, beta, (size_t)(sizeof(*beta)), fe_cublas_mode_blas(fe_lib_id(handle), 1));
+	proto_msg_u64(&k_.m, fe_lib_id(C));
+	proto_msg_i64(&k_.m, (int64_t)ldc);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasCher2k_v2(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, int n, int k, const cuComplex* alpha, const cuComplex* A, int lda, const cuComplex* B, int ldb, const float* beta, cuComplex* C, int ldc)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASCHER2K_V2, fe_lib_id(handle), 13)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)uplo);
+	proto_msg_i64(&k_.m, (int64_t)trans);
+	proto_msg_i64(&k_.m, (int64_t)n);
+	proto_msg_i64(&k_.m, (int64_t)k);
+	fe_lib_scalar(&k_, alpha, (size_t)(sizeof(*alpha)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	proto_msg_u64(&k_.m, fe_lib_id(A));
+	proto_msg_i64(&k_.m, (int64_t)lda);
+	proto_msg_u64(&k_.m, fe_lib_id(B));
+	proto_msg_i64(&k_.m, (int64_t)ldb);
+	fe_lib_scalar(&k_, beta, (size_t)(sizeof(*beta)), fe_cublas_mode_blas(fe_lib_id(handle), 1));
+	proto_msg_u64(&k_.m, fe_lib_id(C));
+	proto_msg_i64(&k_.m, (int64_t)ldc);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasZher2k_v2(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, int n, int k, const cuDoubleComplex* alpha, const cuDoubleComplex* A, int lda, const cuDoubleComplex* B, int ldb, const double* beta, cuDoubleComplex* C, int ldc)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASZHER2K_V2, fe_lib_id(handle), 13)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)uplo);
+	proto_msg_i64(&k_.m, (int64_t)trans);
+	proto_msg_i64(&k_.m, (int64_t)n);
+	proto_msg_i64(&k_.m, (int64_t)k);
+	fe_lib_scalar(&k_, alpha, (size_t)(sizeof(*alpha)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	proto_msg_u64(&k_.m, fe_lib_id(A));
+	proto_msg_i64(&k_.m, (int64_t)lda);
+	proto_msg_u64(&k_.m, fe_lib_id(B));
+	proto_msg_i64(&k_.m, (int64_t)ldb);
+	fe_lib_scalar(&k_, beta, (size_t)(sizeof(*beta)), fe_cublas_mode_blas(fe_lib_id(handle), 1));
+	proto_msg_u64(&k_.m, fe_lib_id(C));
+	proto_msg_i64(&k_.m, (int64_t)ldc);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasCher2k_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, int64_t n, int64_t k, const cuComplex* alpha, const cuComplex* A, int64_t lda, const cuComplex* B, int64_t ldb, const float* beta, cuComplex* C, int64_t ldc)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASCHER2K_V2_64, fe_lib_id(handle), 13)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)uplo);
+	proto_msg_i64(&k_.m, (int64_t)trans);
+	proto_msg_i64(&k_.m, (int64_t)n);
+	proto_msg_i64(&k_.m, (int64_t)k);
+	fe_lib_scalar(&k_, alpha, (size_t)(sizeof(*alpha)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	proto_msg_u64(&k_.m, fe_lib_id(A));
+	proto_msg_i64(&k_.m, (int64_t)lda);
+	proto_msg_u64(&k_.m, fe_lib_id(B));
+	proto_msg_i64(&k_.m, (int64_t)ldb);
+	fe_lib_scalar(&k_, beta, (size_t)(sizeof(*beta)), fe_cublas_mode_blas(fe_lib_id(handle), 1));
+	proto_msg_u64(&k_.m, fe_lib_id(C));
+	proto_msg_i64(&k_.m, (int64_t)ldc);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasZher2k_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, int64_t n, int64_t k, const cuDoubleComplex* alpha, const cuDoubleComplex* A, int64_t lda, const cuDoubleComplex* B, int64_t ldb, const double* beta, cuDoubleComplex* C, int64_t ldc)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASZHER2K_V2_64, fe_lib_id(handle), 13)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)uplo);
+	proto_msg_i64(&k_.m, (int64_t)trans);
+	proto_msg_i64(&k_.m, (int64_t)n);
+	proto_msg_i64(&k_.m, (int64_t)k);
+	fe_lib_scalar(&k_, alpha, (size_t)(sizeof(*alpha)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	proto_msg_u64(&k_.m, fe_lib_id(A));
+	proto_msg_i64(&k_.m, (int64_t)lda);
+	proto_msg_u64(&k_.m, fe_lib_id(B));
+	proto_msg_i64(&k_.m, (int64_t)ldb);
+	fe_lib_scalar(&k_, beta, (size_t)(sizeof(*beta)), fe_cublas_mode_blas(fe_lib_id(handle), 1));
+	proto_msg_u64(&k_.m, fe_lib_id(C));
+	proto_msg_i64(&k_.m, (int64_t)ldc);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasSsyrkx(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, int n, int k, const float* alpha, const float* A, int lda, const float* B, int ldb, const float* beta, float* C, int ldc)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASSSYRKX, fe_lib_id(handle), 13)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)uplo);
+	proto_msg_i64(&k_.m, (int64_t)trans);
+	proto_msg_i64(&k_.m, (int64_t)n);
+	proto_msg_i64(&k_.m, (int64_t)k);
+	fe_lib_scalar(&k_, alpha, (size_t)(sizeof(*alpha)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	proto_msg_u64(&k_.m, fe_lib_id(A));
+	proto_msg_i64(&k_.m, (int64_t)lda);
+	proto_msg_u64(&k_.m, fe_lib_id(B));
+	proto_msg_i64(&k_.m, (int64_t)ldb);
+	fe_lib_scalar(&k_, beta, (size_t)(sizeof(*beta)), fe_cublas_mode_blas(fe_lib_id(handle), 1));
+	proto_msg_u64(&k_.m, fe_lib_id(C));
+	proto_msg_i64(&k_.m, (int64_t)ldc);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasDsyrkx(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, int n, int k, const double* alpha, const double* A, int lda, const double* B, int ldb, const double* beta, double* C, int ldc)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASDSYRKX, fe_lib_id(handle), 13)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)uplo);
+	proto_msg_i64(&k_.m, (int64_t)trans);
+	proto_msg_i64(&k_.m, (int64_t)n);
+	proto_msg_i64(&k_.m, (int64_t)k);
+	fe_lib_scalar(&k_, alpha, (size_t)(sizeof(*alpha)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	proto_msg_u64(&k_.m, fe_lib_id(A));
+	proto_msg_i64(&k_.m, (int64_t)lda);
+	proto_msg_u64(&k_.m, fe_lib_id(B));
+	proto_msg_i64(&k_.m, (int64_t)ldb);
+	fe_lib_scalar(&k_, beta, (size_t)(sizeof(*beta)), fe_cublas_mode_blas(fe_lib_id(handle), 1));
+	proto_msg_u64(&k_.m, fe_lib_id(C));
+	proto_msg_i64(&k_.m, (int64_t)ldc);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasCsyrkx(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, int n, int k, const cuComplex* alpha, const cuComplex* A, int lda, const cuComplex* B, int ldb, const cuComplex* beta, cuComplex* C, int ldc)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASCSYRKX, fe_lib_id(handle), 13)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)uplo);
+	proto_msg_i64(&k_.m, (int64_t)trans);
+	proto_msg_i64(&k_.m, (int64_t)n);
+	proto_msg_i64(&k_.m, (int64_t)k);
+	fe_lib_scalar(&k_, alpha, (size_t)(sizeof(*alpha)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	proto_msg_u64(&k_.m, fe_lib_id(A));
+	proto_msg_i64(&k_.m, (int64_t)lda);
+	proto_msg_u64(&k_.m, fe_lib_id(B));
+	proto_msg_i64(&k_.m, (int64_t)ldb);
+	fe_lib_scalar(&k_, beta, (size_t)(sizeof(*beta)), fe_cublas_mode_blas(fe_lib_id(handle), 1));
+	proto_msg_u64(&k_.m, fe_lib_id(C));
+	proto_msg_i64(&k_.m, (int64_t)ldc);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasZsyrkx(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, int n, int k, const cuDoubleComplex* alpha, const cuDoubleComplex* A, int lda, const cuDoubleComplex* B, int ldb, const cuDoubleComplex* beta, cuDoubleComplex* C, int ldc)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASZSYRKX, fe_lib_id(handle), 13)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)uplo);
+	proto_msg_i64(&k_.m, (int64_t)trans);
+	proto_msg_i64(&k_.m, (int64_t)n);
+	proto_msg_i64(&k_.m, (int64_t)k);
+	fe_lib_scalar(&k_, alpha, (size_t)(sizeof(*alpha)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	proto_msg_u64(&k_.m, fe_lib_id(A));
+	proto_msg_i64(&k_.m, (int64_t)lda);
+	proto_msg_u64(&k_.m, fe_lib_id(B));
+	proto_msg_i64(&k_.m, (int64_t)ldb);
+	fe_lib_scalar(&k_, beta, (size_t)(sizeof(*beta)), fe_cublas_mode_blas(fe_lib_id(handle), 1));
+	proto_msg_u64(&k_.m, fe_lib_id(C));
+	proto_msg_i64(&k_.m, (int64_t)ldc);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasStrmm_v2_64(cublasHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int64_t m, int64_t n, const float* alpha, const float* A, int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASSTRMM_V2_64, fe_lib_id(handle), 14)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)side);
+	proto_msg_i64(&k_.m, (int64_t)uplo);
+	proto_msg_i64(&k_.m, (int64_t)trans);
+	proto_msg_i64(&k_.m, (int64_t)diag);
+	proto_msg_i64(&k_.m, (int64_t)m);
+	proto_msg_i64(&k_.m, (int64_t)n);
+	fe_lib_scalar(&k_, alpha, (size_t)(sizeof(*alpha)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	proto_msg_u64(&k_.m, fe_lib_id(A));
+	proto_msg_i64(&k_.m, (int64_t)lda);
+	proto_msg_u64(&k_.m, fe_lib_id(B));
+	proto_msg_i64(&k_.m, (int64_t)ldb);
+	proto_msg_u64(&k_.m, fe_lib_id(C));
+	proto_msg_i64(&k_.m, (int64_t)ldc);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasDtrmm_v2_64(cublasHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int64_t m, int64_t n, const double* alpha, const double* A, int64_t lda, const double* B, int64_t ldb, double* C, int64_t ldc)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASDTRMM_V2_64, fe_lib_id(handle), 14)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)side);
+	proto_msg_i64(&k_.m, (int64_t)uplo);
+	proto_msg_i64(&k_.m, (int64_t)trans);
+	proto_msg_i64(&k_.m, (int64_t)diag);
+	proto_msg_i64(&k_.m, (int64_t)m);
+	proto_msg_i64(&k_.m, (int64_t)n);
+	fe_lib_scalar(&k_, alpha, (size_t)(sizeof(*alpha)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	proto_msg_u64(&k_.m, fe_lib_id(A));
+	proto_msg_i64(&k_.m, (int64_t)lda);
+	proto_msg_u64(&k_.m, fe_lib_id(B));
+	proto_msg_i64(&k_.m, (int64_t)ldb);
+	proto_msg_u64(&k_.m, fe_lib_id(C));
+	proto_msg_i64(&k_.m, (int64_t)ldc);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasCtrmm_v2_64(cublasHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int64_t m, int64_t n, const cuComplex* alpha, const cuComplex* A, int64_t lda, const cuComplex* B, int64_t ldb, cuComplex* C, int64_t ldc)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASCTRMM_V2_64, fe_lib_id(handle), 14)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)side);
+	proto_msg_i64(&k_.m, (int64_t)uplo);
+	proto_msg_i64(&k_.m, (int64_t)trans);
+	proto_msg_i64(&k_.m, (int64_t)diag);
+	proto_msg_i64(&k_.m, (int64_t)m);
+	proto_msg_i64(&k_.m, (int64_t)n);
+	fe_lib_scalar(&k_, alpha, (size_t)(sizeof(*alpha)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	proto_msg_u64(&k_.m, fe_lib_id(A));
+	proto_msg_i64(&k_.m, (int64_t)lda);
+	proto_msg_u64(&k_.m, fe_lib_id(B));
+	proto_msg_i64(&k_.m, (int64_t)ldb);
+	proto_msg_u64(&k_.m, fe_lib_id(C));
+	proto_msg_i64(&k_.m, (int64_t)ldc);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasZtrmm_v2_64(cublasHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int64_t m, int64_t n, const cuDoubleComplex* alpha, const cuDoubleComplex* A, int64_t lda, const cuDoubleComplex* B, int64_t ldb, cuDoubleComplex* C, int64_t ldc)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASZTRMM_V2_64, fe_lib_id(handle), 14)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)side);
+	proto_msg_i64(&k_.m, (int64_t)uplo);
+	proto_msg_i64(&k_.m, (int64_t)trans);
+	proto_msg_i64(&k_.m, (int64_t)diag);
+	proto_msg_i64(&k_.m, (int64_t)m);
+	proto_msg_i64(&k_.m, (int64_t)n);
+	fe_lib_scalar(&k_, alpha, (size_t)(sizeof(*alpha)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	proto_msg_u64(&k_.m, fe_lib_id(A));
+	proto_msg_i64(&k_.m, (int64_t)lda);
+	proto_msg_u64(&k_.m, fe_lib_id(B));
+	proto_msg_i64(&k_.m, (int64_t)ldb);
+	proto_msg_u64(&k_.m, fe_lib_id(C));
+	proto_msg_i64(&k_.m, (int64_t)ldc);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasStrsm_v2_64(cublasHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int64_t m, int64_t n, const float* alpha, const float* A, int64_t lda, float* B, int64_t ldb)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASSTRSM_V2_64, fe_lib_id(handle), 12)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)side);
+	proto_msg_i64(&k_.m, (int64_t)uplo);
+	proto_msg_i64(&k_.m, (int64_t)trans);
+	proto_msg_i64(&k_.m, (int64_t)diag);
+	proto_msg_i64(&k_.m, (int64_t)m);
+	proto_msg_i64(&k_.m, (int64_t)n);
+	fe_lib_scalar(&k_, alpha, (size_t)(sizeof(*alpha)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	proto_msg_u64(&k_.m, fe_lib_id(A));
+	proto_msg_i64(&k_.m, (int64_t)lda);
+	proto_msg_u64(&k_.m, fe_lib_id(B));
+	proto_msg_i64(&k_.m, (int64_t)ldb);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasDtrsm_v2_64(cublasHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int64_t m, int64_t n, const double* alpha, const double* A, int64_t lda, double* B, int64_t ldb)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASDTRSM_V2_64, fe_lib_id(handle), 12)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)side);
+	proto_msg_i64(&k_.m, (int64_t)uplo);
+	proto_msg_i64(&k_.m, (int64_t)trans);
+	proto_msg_i64(&k_.m, (int64_t)diag);
+	proto_msg_i64(&k_.m, (int64_t)m);
+	proto_msg_i64(&k_.m, (int64_t)n);
+	fe_lib_scalar(&k_, alpha, (size_t)(sizeof(*alpha)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	proto_msg_u64(&k_.m, fe_lib_id(A));
+	proto_msg_i64(&k_.m, (int64_t)lda);
+	proto_msg_u64(&k_.m, fe_lib_id(B));
+	proto_msg_i64(&k_.m, (int64_t)ldb);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasCtrsm_v2_64(cublasHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int64_t m, int64_t n, const cuComplex* alpha, const cuComplex* A, int64_t lda, cuComplex* B, int64_t ldb)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASCTRSM_V2_64, fe_lib_id(handle), 12)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)side);
+	proto_msg_i64(&k_.m, (int64_t)uplo);
+	proto_msg_i64(&k_.m, (int64_t)trans);
+	proto_msg_i64(&k_.m, (int64_t)diag);
+	proto_msg_i64(&k_.m, (int64_t)m);
+	proto_msg_i64(&k_.m, (int64_t)n);
+	fe_lib_scalar(&k_, alpha, (size_t)(sizeof(*alpha)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	proto_msg_u64(&k_.m, fe_lib_id(A));
+	proto_msg_i64(&k_.m, (int64_t)lda);
+	proto_msg_u64(&k_.m, fe_lib_id(B));
+	proto_msg_i64(&k_.m, (int64_t)ldb);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasZtrsm_v2_64(cublasHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int64_t m, int64_t n, const cuDoubleComplex* alpha, const cuDoubleComplex* A, int64_t lda, cuDoubleComplex* B, int64_t ldb)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASZTRSM_V2_64, fe_lib_id(handle), 12)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)side);
+	proto_msg_i64(&k_.m, (int64_t)uplo);
+	proto_msg_i64(&k_.m, (int64_t)trans);
+	proto_msg_i64(&k_.m, (int64_t)diag);
+	proto_msg_i64(&k_.m, (int64_t)m);
+	proto_msg_i64(&k_.m, (int64_t)n);
+	fe_lib_scalar(&k_, alpha, (size_t)(sizeof(*alpha)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	proto_msg_u64(&k_.m, fe_lib_id(A));
+	proto_msg_i64(&k_.m, (int64_t)lda);
+	proto_msg_u64(&k_.m, fe_lib_id(B));
+	proto_msg_i64(&k_.m, (int64_t)ldb);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasSgeam(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, const float* alpha, const float* A, int lda, const float* beta, const float* B, int ldb, float* C, int ldc)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASSGEAM, fe_lib_id(handle), 13)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)transa);
+	proto_msg_i64(&k_.m, (int64_t)transb);
+	proto_msg_i64(&k_.m, (int64_t)m);
+	proto_msg_i64(&k_.m, (int64_t)n);
+	fe_lib_scalar(&k_, alpha, (size_t)(sizeof(*alpha)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	proto_msg_u64(&k_.m, fe_lib_id(A));
+	proto_msg_i64(&k_.m, (int64_t)lda);
+	fe_lib_scalar(&k_, beta, (size_t)(sizeof(*beta)), fe_cublas_mode_blas(fe_lib_id(handle), 1));
+	proto_msg_u64(&k_.m, fe_lib_id(B));
+	proto_msg_i64(&k_.m, (int64_t)ldb);
+	proto_msg_u64(&k_.m, fe_lib_id(C));
+	proto_msg_i64(&k_.m, (int64_t)ldc);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasDgeam(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, const double* alpha, const double* A, int lda, const double* beta, const double* B, int ldb, double* C, int ldc)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASDGEAM, fe_lib_id(handle), 13)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)transa);
+	proto_msg_i64(&k_.m, (int64_t)transb);
+	proto_msg_i64(&k_.m, (int64_t)m);
+	proto_msg_i64(&k_.m, (int64_t)n);
+	fe_lib_scalar(&k_, alpha, (size_t)(sizeof(*alpha)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	proto_msg_u64(&k_.m, fe_lib_id(A));
+	proto_msg_i64(&k_.m, (int64_t)lda);
+	fe_lib_scalar(&k_, beta, (size_t)(sizeof(*beta)), fe_cublas_mode_blas(fe_lib_id(handle), 1));
+	proto_msg_u64(&k_.m, fe_lib_id(B));
+	proto_msg_i64(&k_.m, (int64_t)ldb);
+	proto_msg_u64(&k_.m, fe_lib_id(C));
+	proto_msg_i64(&k_.m, (int64_t)ldc);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasCgeam(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, const cuComplex* alpha, const cuComplex* A, int lda, const cuComplex* beta, const cuComplex* B, int ldb, cuComplex* C, int ldc)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASCGEAM, fe_lib_id(handle), 13)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)transa);
+	proto_msg_i64(&k_.m, (int64_t)transb);
+	proto_msg_i64(&k_.m, (int64_t)m);
+	proto_msg_i64(&k_.m, (int64_t)n);
+	fe_lib_scalar(&k_, alpha, (size_t)(sizeof(*alpha)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	proto_msg_u64(&k_.m, fe_lib_id(A));
+	proto_msg_i64(&k_.m, (int64_t)lda);
+	fe_lib_scalar(&k_, beta, (size_t)(sizeof(*beta)), fe_cublas_mode_blas(fe_lib_id(handle), 1));
+	proto_msg_u64(&k_.m, fe_lib_id(B));
+	proto_msg_i64(&k_.m, (int64_t)ldb);
+	proto_msg_u64(&k_.m, fe_lib_id(C));
+	proto_msg_i64(&k_.m, (int64_t)ldc);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasZgeam(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, const cuDoubleComplex* alpha, const cuDoubleComplex* A, int lda, const cuDoubleComplex* beta, const cuDoubleComplex* B, int ldb, cuDoubleComplex* C, int ldc)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASZGEAM, fe_lib_id(handle), 13)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)transa);
+	proto_msg_i64(&k_.m, (int64_t)transb);
+	proto_msg_i64(&k_.m, (int64_t)m);
+	proto_msg_i64(&k_.m, (int64_t)n);
+	fe_lib_scalar(&k_, alpha, (size_t)(sizeof(*alpha)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	proto_msg_u64(&k_.m, fe_lib_id(A));
+	proto_msg_i64(&k_.m, (int64_t)lda);
+	fe_lib_scalar(&k_, beta, (size_t)(sizeof(*beta)), fe_cublas_mode_blas(fe_lib_id(handle), 1));
+	proto_msg_u64(&k_.m, fe_lib_id(B));
+	proto_msg_i64(&k_.m, (int64_t)ldb);
+	proto_msg_u64(&k_.m, fe_lib_id(C));
+	proto_msg_i64(&k_.m, (int64_t)ldc);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasSgeam_64(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int64_t m, int64_t n, const float* alpha, const float* A, int64_t lda, const float* beta, const float* B, int64_t ldb, float* C, int64_t ldc)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASSGEAM_64, fe_lib_id(handle), 13)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)transa);
+	proto_msg_i64(&k_.m, (int64_t)transb);
+	proto_msg_i64(&k_.m, (int64_t)m);
+	proto_msg_i64(&k_.m, (int64_t)n);
+	fe_lib_scalar(&k_, alpha, (size_t)(sizeof(*alpha)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	proto_msg_u64(&k_.m, fe_lib_id(A));
+	proto_msg_i64(&k_.m, (int64_t)lda);
+	fe_lib_scalar(&k_, beta, (size_t)(sizeof(*beta)), fe_cublas_mode_blas(fe_lib_id(handle), 1));
+	proto_msg_u64(&k_.m, fe_lib_id(B));
+	proto_msg_i64(&k_.m, (int64_t)ldb);
+	proto_msg_u64(&k_.m, fe_lib_id(C));
+	proto_msg_i64(&k_.m, (int64_t)ldc);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasDgeam_64(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int64_t m, int64_t n, const double* alpha, const double* A, int64_t lda, const double* beta, const double* B, int64_t ldb, double* C, int64_t ldc)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASDGEAM_64, fe_lib_id(handle), 13)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)transa);
+	proto_msg_i64(&k_.m, (int64_t)transb);
+	proto_msg_i64(&k_.m, (int64_t)m);
+	proto_msg_i64(&k_.m, (int64_t)n);
+	fe_lib_scalar(&k_, alpha, (size_t)(sizeof(*alpha)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	proto_msg_u64(&k_.m, fe_lib_id(A));
+	proto_msg_i64(&k_.m, (int64_t)lda);
+	fe_lib_scalar(&k_, beta, (size_t)(sizeof(*beta)), fe_cublas_mode_blas(fe_lib_id(handle), 1));
+	proto_msg_u64(&k_.m, fe_lib_id(B));
+	proto_msg_i64(&k_.m, (int64_t)ldb);
+	proto_msg_u64(&k_.m, fe_lib_id(C));
+	proto_msg_i64(&k_.m, (int64_t)ldc);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasCgeam_64(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int64_t m, int64_t n, const cuComplex* alpha, const cuComplex* A, int64_t lda, const cuComplex* beta, const cuComplex* B, int64_t ldb, cuComplex* C, int64_t ldc)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASCGEAM_64, fe_lib_id(handle), 13)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)transa);
+	proto_msg_i64(&k_.m, (int64_t)transb);
+	proto_msg_i64(&k_.m, (int64_t)m);
+	proto_msg_i64(&k_.m, (int64_t)n);
+	fe_lib_scalar(&k_, alpha, (size_t)(sizeof(*alpha)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	proto_msg_u64(&k_.m, fe_lib_id(A));
+	proto_msg_i64(&k_.m, (int64_t)lda);
+	fe_lib_scalar(&k_, beta, (size_t)(sizeof(*beta)), fe_cublas_mode_blas(fe_lib_id(handle), 1));
+	proto_msg_u64(&k_.m, fe_lib_id(B));
+	proto_msg_i64(&k_.m, (int64_t)ldb);
+	proto_msg_u64(&k_.m, fe_lib_id(C));
+	proto_msg_i64(&k_.m, (int64_t)ldc);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasZgeam_64(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int64_t m, int64_t n, const cuDoubleComplex* alpha, const cuDoubleComplex* A, int64_t lda, const cuDoubleComplex* beta, const cuDoubleComplex* B, int64_t ldb, cuDoubleComplex* C, int64_t ldc)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASZGEAM_64, fe_lib_id(handle), 13)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)transa);
+	proto_msg_i64(&k_.m, (int64_t)transb);
+	proto_msg_i64(&k_.m, (int64_t)m);
+	proto_msg_i64(&k_.m, (int64_t)n);
+	fe_lib_scalar(&k_, alpha, (size_t)(sizeof(*alpha)), fe_cublas_mode_blas(fe_lib_id(handle), 0));
+	proto_msg_u64(&k_.m, fe_lib_id(A));
+	proto_msg_i64(&k_.m, (int64_t)lda);
+	fe_lib_scalar(&k_, beta, (size_t)(sizeof(*beta)), fe_cublas_mode_blas(fe_lib_id(handle), 1));
+	proto_msg_u64(&k_.m, fe_lib_id(B));
+	proto_msg_i64(&k_.m, (int64_t)ldb);
+	proto_msg_u64(&k_.m, fe_lib_id(C));
+	proto_msg_i64(&k_.m, (int64_t)ldc);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasSdgmm(cublasHandle_t handle, cublasSideMode_t mode, int m, int n, const float* A, int lda, const float* x, int incx, float* C, int ldc)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASSDGMM, fe_lib_id(handle), 10)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)mode);
+	proto_msg_i64(&k_.m, (int64_t)m);
+	proto_msg_i64(&k_.m, (int64_t)n);
+	proto_msg_u64(&k_.m, fe_lib_id(A));
+	proto_msg_i64(&k_.m, (int64_t)lda);
+	proto_msg_u64(&k_.m, fe_lib_id(x));
+	proto_msg_i64(&k_.m, (int64_t)incx);
+	proto_msg_u64(&k_.m, fe_lib_id(C));
+	proto_msg_i64(&k_.m, (int64_t)ldc);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasDdgmm(cublasHandle_t handle, cublasSideMode_t mode, int m, int n, const double* A, int lda, const double* x, int incx, double* C, int ldc)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASDDGMM, fe_lib_id(handle), 10)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)mode);
+	proto_msg_i64(&k_.m, (int64_t)m);
+	proto_msg_i64(&k_.m, (int64_t)n);
+	proto_msg_u64(&k_.m, fe_lib_id(A));
+	proto_msg_i64(&k_.m, (int64_t)lda);
+	proto_msg_u64(&k_.m, fe_lib_id(x));
+	proto_msg_i64(&k_.m, (int64_t)incx);
+	proto_msg_u64(&k_.m, fe_lib_id(C));
+	proto_msg_i64(&k_.m, (int64_t)ldc);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasCdgmm(cublasHandle_t handle, cublasSideMode_t mode, int m, int n, const cuComplex* A, int lda, const cuComplex* x, int incx, cuComplex* C, int ldc)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASCDGMM, fe_lib_id(handle), 10)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)mode);
+	proto_msg_i64(&k_.m, (int64_t)m);
+	proto_msg_i64(&k_.m, (int64_t)n);
+	proto_msg_u64(&k_.m, fe_lib_id(A));
+	proto_msg_i64(&k_.m, (int64_t)lda);
+	proto_msg_u64(&k_.m, fe_lib_id(x));
+	proto_msg_i64(&k_.m, (int64_t)incx);
+	proto_msg_u64(&k_.m, fe_lib_id(C));
+	proto_msg_i64(&k_.m, (int64_t)ldc);
+	st_ = fe_lib_post(&k_);
+	return cublas_status(st_);
+}
+
+cublasStatus_t cublasZdgmm(cublasHandle_t handle, cublasSideMode_t mode, int m, int n, const cuDoubleComplex* A, int lda, const cuDoubleComplex* x, int incx, cuDoubleComplex* C, int ldc)
+{
+	fe_lib_msg k_;
+	int st_;
+	if ((st_ = fe_lib_begin(&k_, PROTO_OP_CUBLASZDGMM, fe_lib_id(handle), 10)))
+		return cublas_status(st_);
+	proto_msg_u64(&k_.m, fe_lib_id(handle));
+	proto_msg_i64(&k_.m, (int64_t)mode);
+	proto_msg_i64(&k_.m, (int64_t)m);
+	proto_msg_i64(&k_.m, (int64_t)n);
+	proto_msg_u64(&k_.m, fe_lib_id(A));
+	proto_msg_i64(&k_.m, (int64_t)lda);
+	proto_msg_u64(&k_.m, fe_lib_id(x));
+	proto_msg_i64(&k_.m, (int64_t)incx);
+	proto_msg_u64(&k_.m, fe_lib_id(C));
+	proto_msg_i64(&k_.m, (int64_t)ldc);
 	st_ = fe_lib_post(&k_);
 	return cublas_status(st_);
 }

@@ -21,7 +21,11 @@ enum {
 int fe_cublas_mode_blas(uint64_t id, int which);
 int fe_cublas_mode_ltdesc(uint64_t id, int which);
 
+/* Exported by the library but declared by no header (api: @proto). */
+cublasStatus_t cublasSetEnvironmentMode(cublasHandle_t handle, int mode);
+
 /* The forwarding functions behind the entry points written by hand. */
+cublasStatus_t fe_lib_cublasSetStream_v2(cublasHandle_t handle, cudaStream_t streamId);
 cublasStatus_t fe_lib_cublasSetPointerMode_v2(cublasHandle_t handle, cublasPointerMode_t mode);
 cublasStatus_t fe_lib_cublasGetPointerMode_v2(cublasHandle_t handle, cublasPointerMode_t* mode);
 cublasStatus_t fe_lib_cublasSetMathMode(cublasHandle_t handle, cublasMath_t mode);

@@ -453,6 +453,64 @@ static const void *const toolsctx_table[TOOLSCTX_SLOTS] = {
 	(void *)toolsctx_94,
 };
 
+/* ---- TOOLS_MODULE (6e163fbe-b958-444d-835c-e182aff1991e): cuFFT walks the
+ * functions of a module it loaded through slot 7, calling back
+ * cb(opaque, function, owner) for each and checking the count returned. */
+
+typedef void (*module_fn_cb)(void *opaque, CUfunction f, uint64_t owner);
+
+static uint64_t toolsmod_each_function(CUcontext ctx, CUmodule mod, module_fn_cb cb, void *opaque)
+{
+	unsigned n = 0;
+	CUresult r = mod && cb ? cuModuleGetFunctionCount(&n, mod) : CUDA_ERROR_INVALID_VALUE;
+	if (r != CUDA_SUCCESS || n == 0) {
+		LOG_DEBUG("frontend", "TOOLS_MODULE: the functions of module %p: %d (%u)", (void *)mod, (int)r, n);
+		return 0;
+	}
+	CUfunction *fs = calloc(n, sizeof(*fs));
+	if (!fs)
+		return 0;
+	uint64_t done = 0;
+	if (cuModuleEnumerateFunctions(fs, n, mod) == CUDA_SUCCESS)
+		for (; done < n; done++)
+			cb(opaque, fs[done], (uint64_t)(uintptr_t)mod);
+	free(fs);
+	return done;
+}
+
+#define TOOLSMOD_SLOTS 64
+STUB(toolsmod, 1) STUB(toolsmod, 2) STUB(toolsmod, 3) STUB(toolsmod, 4) STUB(toolsmod, 5) STUB(toolsmod, 6)
+STUB(toolsmod, 8) STUB(toolsmod, 9) STUBS8(toolsmod, 1) STUBS8(toolsmod, 2) STUBS8(toolsmod, 3) STUBS8(toolsmod, 4)
+STUBS8(toolsmod, 5) STUB(toolsmod, 18) STUB(toolsmod, 19) STUB(toolsmod, 28) STUB(toolsmod, 29) STUB(toolsmod, 38)
+STUB(toolsmod, 39) STUB(toolsmod, 48) STUB(toolsmod, 49) STUB(toolsmod, 58) STUB(toolsmod, 59) STUB(toolsmod, 60)
+STUB(toolsmod, 61) STUB(toolsmod, 62) STUB(toolsmod, 63)
+
+#define M10(a)                                                                                                         \
+	(void *)toolsmod_##a##0, (void *)toolsmod_##a##1, (void *)toolsmod_##a##2, (void *)toolsmod_##a##3,            \
+		(void *)toolsmod_##a##4, (void *)toolsmod_##a##5, (void *)toolsmod_##a##6, (void *)toolsmod_##a##7,    \
+		(void *)toolsmod_##a##8, (void *)toolsmod_##a##9
+static const void *const toolsmod_table[TOOLSMOD_SLOTS] = {
+	(void *)(TOOLSMOD_SLOTS * sizeof(void *)),
+	(void *)toolsmod_1,
+	(void *)toolsmod_2,
+	(void *)toolsmod_3,
+	(void *)toolsmod_4,
+	(void *)toolsmod_5,
+	(void *)toolsmod_6,
+	(void *)toolsmod_each_function,
+	(void *)toolsmod_8,
+	(void *)toolsmod_9,
+	M10(1),
+	M10(2),
+	M10(3),
+	M10(4),
+	M10(5),
+	(void *)toolsmod_60,
+	(void *)toolsmod_61,
+	(void *)toolsmod_62,
+	(void *)toolsmod_63,
+};
+
 /* ---- the tables by UUID */
 
 typedef struct export_table {
@@ -483,6 +541,9 @@ static const export_table tables[] = {
 	{{0x21, 0x31, 0x8c, 0x60, 0x97, 0x14, 0x32, 0x48, 0x8c, 0xa6, 0x41, 0xff, 0x73, 0x24, 0xc8, 0xf2},
 	 "TOOLS_CONTEXT",
 	 toolsctx_table},
+	{{0x6e, 0x16, 0x3f, 0xbe, 0xb9, 0x58, 0x44, 0x4d, 0x83, 0x5c, 0xe1, 0x82, 0xaf, 0xf1, 0x99, 0x1e},
+	 "TOOLS_MODULE",
+	 toolsmod_table},
 	/* Asked for before cuInit by CUDA 13 runtimes and by cuBLAS; they go on
 	 * without it. */
 	{{0xf8, 0xcf, 0xf9, 0x51, 0x21, 0x46, 0x8b, 0x4e, 0xb9, 0xe2, 0xfb, 0x46, 0x9e, 0x7c, 0x0d, 0xd9},

@@ -9,7 +9,9 @@
 #include "rg_log.h"
 #include "rt.h"
 
-CUresult fe_drv_unsupported(const char *symbol)
+/* The generated stubs jump here from assembly, which link-time optimisation
+ * does not see: keep the symbol as it is. */
+__attribute__((used, externally_visible, visibility("hidden"))) CUresult fe_drv_unsupported(const char *symbol)
 {
 	rg_log_once("frontend", "driver function not supported (not implemented by libremote.so)", symbol);
 	return CUDA_ERROR_NOT_SUPPORTED;

@@ -11,9 +11,9 @@
  *
  * Objects. Handles and descriptors are ids the client picks (fe_rt_new_id), so a
  * create costs no round trip; the program gets the id as its handle. The client
- * keeps a small record per object: the device it belongs to and two words of
- * library state (a cuBLAS handle's pointer and math modes, a matmul descriptor's
- * scale type and pointer mode), which decide how scalars travel. A use of an
+ * keeps a small record per object: the device it belongs to and a few words of
+ * library state (a cuBLAS handle's pointer and math modes and stream, a matmul
+ * descriptor's scale type and pointer mode), which decide how scalars travel. A use of an
  * unknown or destroyed id is forwarded all the same: the server's tables judge it.
  *
  * Failures that are not the library's (no server, a lost connection, a reply that
@@ -70,7 +70,8 @@ void fe_lib_result(fe_lib_msg *k, const void *p, int on_device);
 /* Objects. fe_lib_new returns 0 when out of memory. */
 uint64_t fe_lib_new(int kind, int dev);
 void fe_lib_forget(uint64_t id);
-/* State word w (0 or 1) of object id; 0 if unknown. */
+/* State word w (0 .. FE_LIB_STATE_WORDS - 1) of object id; 0 if unknown. */
+#define FE_LIB_STATE_WORDS 3
 uint64_t fe_lib_state(uint64_t id, int w);
 void fe_lib_set_state(uint64_t id, int w, uint64_t v);
 int fe_lib_kind(uint64_t id); /* -1 if unknown */

@@ -16,7 +16,7 @@ typedef struct fe_lib_obj {
 	uint64_t id;
 	int kind;
 	int dev;
-	uint64_t state[2];
+	uint64_t state[FE_LIB_STATE_WORDS];
 	fe_lib_buf hist;  /* lib.h: fe_lib_record */
 	int hist_dropped; /* it grew past FE_LIB_MAX_HISTORY */
 	struct fe_lib_obj *next;

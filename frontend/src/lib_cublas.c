@@ -9,8 +9,10 @@
  * scale type (which sizes Lt's scalars); the server checks against the library's own
  * view, so a client that got it wrong is refused, not trusted.
  *
- * Answered locally: cublasGetPointerMode and cublasGetMathMode (the modes change
- * only through the calls recorded here), cublasLtGetVersion after its first call,
+ * Answered locally: cublasGetPointerMode, cublasGetMathMode and cublasGetStream
+ * (the modes and the stream change only through the calls recorded here),
+ * cublasSetMatrixAsync (a copy, which the runtime layer makes), cublasLtGetVersion
+ * after its first call,
  * and cublasLtMatmulAlgoGetHeuristic when asked again about descriptors in the same
  * state (below).
  *
@@ -28,10 +30,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "drv.h"
 #include "lib_cublas.h"
 #include "rg_log.h"
 
-enum { W_PTR_MODE = 0, W_MATH_MODE = 1 };     /* cublasHandle_t */
+enum { W_PTR_MODE = 0, W_MATH_MODE = 1, W_STREAM = 2 }; /* cublasHandle_t */
 enum { W_SCALE_TYPE = 0, W_LT_PTR_MODE = 1 }; /* cublasLtMatmulDesc_t */
 
 /* ---- pointer modes (gen/lib_cublas_gen.h) ---- */
@@ -151,6 +154,43 @@ cublasStatus_t cublasGetMathMode(cublasHandle_t handle, cublasMath_t *mode)
 		return CUBLAS_STATUS_INVALID_VALUE;
 	*mode = (cublasMath_t)fe_lib_state(fe_lib_id(handle), W_MATH_MODE);
 	return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSetStream_v2(cublasHandle_t handle, cudaStream_t streamId)
+{
+	cublasStatus_t st = fe_lib_cublasSetStream_v2(handle, streamId);
+	if (st == CUBLAS_STATUS_SUCCESS)
+		fe_lib_set_state(fe_lib_id(handle), W_STREAM, (uint64_t)(uintptr_t)streamId);
+	return st;
+}
+
+/* The stream as the program passed it (the server knows only its own handle of it). */
+cublasStatus_t cublasGetStream_v2(cublasHandle_t handle, cudaStream_t *streamId)
+{
+	if (fe_lib_kind(fe_lib_id(handle)) != FE_CUBLAS_K_BLAS)
+		return CUBLAS_STATUS_NOT_INITIALIZED;
+	if (!streamId)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	*streamId = (cudaStream_t)(uintptr_t)fe_lib_state(fe_lib_id(handle), W_STREAM);
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+/* As libcublas.so.13 does it: the checks below, then the runtime's copy on the
+ * stream; any failure of the copy is a mapping error. FE_DRV keeps the program's
+ * cudaGetLastError out of it, as cuBLAS's own copy of the runtime does. */
+cublasStatus_t cublasSetMatrixAsync(int rows, int cols, int elemSize, const void *A, int lda, void *B, int ldb,
+				    cudaStream_t stream)
+{
+	if (rows < 0 || cols < 0 || elemSize <= 0 || lda <= 0 || ldb <= 0)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	if (!rows || !cols)
+		return CUBLAS_STATUS_SUCCESS;
+	size_t es = (size_t)elemSize;
+	CUresult r = lda == rows && ldb == rows
+		? FE_DRV(cudaMemcpyAsync(B, A, (size_t)rows * (size_t)cols * es, cudaMemcpyHostToDevice, stream))
+		: FE_DRV(cudaMemcpy2DAsync(B, (size_t)ldb * es, A, (size_t)lda * es, (size_t)rows * es, (size_t)cols,
+					   cudaMemcpyHostToDevice, stream));
+	return r == CUDA_SUCCESS ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_MAPPING_ERROR;
 }
 
 size_t cublasLtGetVersion(void)

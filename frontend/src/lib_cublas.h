@@ -4,11 +4,12 @@
  * call (lib_cublas.c). The generated entry points (gen/lib_cublas.c) include this.
  *
  * Object state words (lib.h: fe_lib_state):
- *   cublasHandle_t        0: pointer mode (cublasSetPointerMode), 1: math mode
+ *   cublasHandle_t        0: pointer mode (cublasSetPointerMode), 1: math mode,
+ *                         2: the cudaStream_t of cublasSetStream
  *   cublasLtMatmulDesc_t  0: scale type (create, CUBLASLT_MATMUL_DESC_SCALE_TYPE),
  *                         1: CUBLASLT_MATMUL_DESC_POINTER_MODE
  * Their zero values are the libraries' defaults (host pointers, default math,
- * CUDA_R_32F).
+ * the NULL stream, CUDA_R_32F).
  */
 #ifndef FE_LIB_CUBLAS_H
 #define FE_LIB_CUBLAS_H

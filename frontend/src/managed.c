@@ -56,6 +56,7 @@ typedef struct region {
 	uint64_t alloc;  /* the server's allocation (base rounded down into it) */
 	int device;
 	int state;
+	int mapped_host; /* cudaHostAlloc(cudaHostAllocMapped): freed by cudaFreeHost */
 	struct region *next;
 } region;
 
@@ -200,10 +201,8 @@ static int map_alloc(fe_conn *c, size_t size, region *r)
 	return st;
 }
 
-cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int flags)
+static cudaError_t managed_alloc(void **devPtr, size_t size, int mapped_host)
 {
-	if (!devPtr || (flags != cudaMemAttachGlobal && flags != cudaMemAttachHost))
-		return fe_rt_fail(cudaErrorInvalidValue);
 	fe_conn *c;
 	cudaError_t e = fe_rt_enter(&c);
 	if (e != cudaSuccess)
@@ -218,6 +217,7 @@ cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int flags)
 	size_t pg = page_size();
 	r->size = (size + pg - 1) & ~(pg - 1);
 	r->device = fe_rt_current_device();
+	r->mapped_host = mapped_host;
 	r->state = MG_HOST; /* zero pages here; uploaded before the device's first use */
 	in_managed = 1; /* allocating touches no managed memory: nothing to hand over */
 	int st = map_alloc(c, r->size, r);
@@ -236,6 +236,31 @@ cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int flags)
 	pthread_mutex_unlock(&mg_lock);
 	*devPtr = (void *)r->base;
 	return cudaSuccess;
+}
+
+cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int flags)
+{
+	if (!devPtr || (flags != cudaMemAttachGlobal && flags != cudaMemAttachHost))
+		return fe_rt_fail(cudaErrorInvalidValue);
+	return managed_alloc(devPtr, size, 0);
+}
+
+/* Mapped host memory is the device's too: one address good in kernels and in
+ * host code, which is what a managed allocation is here, under the same rules
+ * of coherence (at the calls, not while a kernel runs). cuDNN keeps a status
+ * word the GPU writes in such memory. */
+cudaError_t fe_managed_alloc_mapped(void **p, size_t size) { return managed_alloc(p, size, 1); }
+
+int fe_managed_mapped_host(const void *p, int start)
+{
+	if (atomic_load(&nregions) == 0)
+		return 0;
+	uintptr_t a = (uintptr_t)p;
+	pthread_mutex_lock(&mg_lock);
+	region *r = find_locked(a);
+	int yes = r && r->mapped_host && (!start || r->base == a);
+	pthread_mutex_unlock(&mg_lock);
+	return yes;
 }
 
 int fe_managed_free(fe_conn *c, uintptr_t p)

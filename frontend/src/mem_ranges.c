@@ -3,6 +3,7 @@
  * registered host ranges. A sorted array: lookups are a binary search, and programs
  * (PyTorch's caching allocator above all) hold few, large allocations. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,8 +30,12 @@ static size_t upper(uint64_t p)
 	return lo;
 }
 
-void fe_mem_add(uint64_t base, uint64_t size, int kind, int device)
+void fe_mem_add(uint64_t base, uint64_t size, int kind, int device) { fe_mem_add_tagged(base, size, kind, device, 0, 0); }
+
+void fe_mem_add_tagged(uint64_t base, uint64_t size, int kind, int device, uint64_t pool, unsigned flags)
 {
+	static _Atomic uint64_t next_id = 1;
+	uint64_t id = atomic_fetch_add(&next_id, 1);
 	pthread_rwlock_wrlock(&M.lock);
 	if (M.n == M.cap) {
 		size_t cap = M.cap ? M.cap * 2 : 64;
@@ -44,7 +49,7 @@ void fe_mem_add(uint64_t base, uint64_t size, int kind, int device)
 	}
 	size_t i = upper(base);
 	memmove(&M.r[i + 1], &M.r[i], (M.n - i) * sizeof(*M.r));
-	M.r[i] = (fe_range){base, size, kind, device};
+	M.r[i] = (fe_range){base, size, kind, device, id, pool, flags};
 	M.n++;
 	pthread_rwlock_unlock(&M.lock);
 	if (fe_obs_on && kind == FE_MEM_DEVICE)

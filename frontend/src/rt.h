@@ -52,11 +52,21 @@ cudaError_t fe_rt_fail(cudaError_t e);
 
 int fe_rt_device_count(void);
 fe_device *fe_rt_device(int ordinal); /* NULL if out of range or not initialised */
+/* An attribute (0 < attr < CU_DEVICE_ATTRIBUTE_MAX) as both APIs answer it: the
+ * server's value, less what cannot work across hosts (rt_device.c). */
+int fe_rt_device_attr(const fe_device *d, int attr);
 int fe_rt_current_device(void);
 void fe_rt_set_current_device(int ordinal);
 cudaError_t fe_rt_init(void);
 /* cudaDeviceReset of one device: a fresh session, the old one's state forgotten. */
 cudaError_t fe_rt_reset_device(int ordinal);
+/* The device whose primary context the runtime layer has made current on this
+ * thread (at its first call that needs the device, outside driver entry
+ * points), -1 for none; unbind: the driver changed the thread's context. Used:
+ * the runtime layer has used the device (its primary context is active). */
+int fe_rt_thread_bound(void);
+void fe_rt_thread_unbind(void);
+int fe_rt_device_used(int ordinal);
 
 /* Handle <-> wire id. Streams 0, cudaStreamLegacy and cudaStreamPerThread are the
  * NULL stream (id 0): the server runs one executor per session, so per-thread
@@ -78,8 +88,12 @@ typedef struct fe_range {
 	uint64_t base, size;
 	int kind;
 	int device;
+	uint64_t id;    /* unique for the process's life, never reused (CU_POINTER_ATTRIBUTE_BUFFER_ID) */
+	uint64_t pool;  /* stream-ordered allocations: the cudaMemPool_t they came from; 0 otherwise */
+	unsigned flags; /* host memory: cudaHostAllocWriteCombined, cudaHostRegisterPortable if asked for */
 } fe_range;
 void fe_mem_add(uint64_t base, uint64_t size, int kind, int device);
+void fe_mem_add_tagged(uint64_t base, uint64_t size, int kind, int device, uint64_t pool, unsigned flags);
 int fe_mem_remove(uint64_t base, int kind, fe_range *out); /* 0 if it was the start of a range */
 /* Range containing [p, p+len); 0 if found. */
 int fe_mem_find(uint64_t p, uint64_t len, fe_range *out);
@@ -89,6 +103,11 @@ int fe_mem_kind(const void *p);
 /* [p, p + len) lies in one range of device memory (allocated, a module global,
  * managed): what a copy may touch on the device side. */
 int fe_mem_device_ok(const void *p, size_t len);
+
+/* The pool cudaMallocAsync on a device allocates from (rt_mempool.c), as this
+ * process last set or read it; forget: the device's session is new (-1: all). */
+cudaMemPool_t fe_mempool_current(int device);
+void fe_mempool_forget_device(int device);
 
 /* Copies between a host buffer and device memory (rt_copy.c): chunked; to the
  * host pipelined, or detached when async. */
@@ -117,8 +136,37 @@ cudaError_t fe_channel_format(const struct cudaChannelFormatDesc *d, unsigned *f
 /* cudaMemcpy3D(Async) when one side is an array (rt_copy.c hands it over). */
 cudaError_t fe_memcpy3d_array(fe_api_site site, const struct cudaMemcpy3DParms *m, cudaStream_t stream);
 void fe_array_forget_device(int device);
+/* The inverse of fe_channel_format (driver entry points, drv_array.c):
+ * cudaErrorInvalidValue for a channel count other than 1, 2, 4 or a format the
+ * driver does not define, cudaErrorNotSupported (logged) for one not taken here. */
+cudaError_t fe_channel_desc(unsigned format, unsigned channels, struct cudaChannelFormatDesc *d, uint32_t *elem);
+/* One side of a copy with an array: the array and the box's origin (x in
+ * bytes, y in rows, z in slices), or a pointer: the box's first byte, its row
+ * pitch and rows per slice (dev is set from the copy's kind). */
+typedef struct fe_array_side {
+	fe_array a;
+	int is_array, dev;
+	uint64_t x, y, z;
+	char *p;
+	size_t pitch, rows;
+} fe_array_side;
+/* A box of w bytes x h rows x d slices between two sides, at least one an
+ * array, checked as the runtime's array copies are (driver entry points:
+ * drv_array.c). */
+cudaError_t fe_array_copy(fe_api_site site, fe_array_side *dst, fe_array_side *src, size_t w, size_t h, size_t d,
+			  enum cudaMemcpyKind kind, cudaStream_t stream);
 /* Texture and surface objects (rt_texture.c). */
 void fe_texobj_forget_device(int device);
+/* From the driver's descriptors (drv_texture.c): create (view may be NULL),
+ * destroy (value 0: nothing to do), and the descriptors of a live object of
+ * the kind (any out pointer may be NULL; a view is left as it was if none was
+ * given, as the driver does). A runtime-made object answers the driver's
+ * descriptors its own were turned into, and the other way round. */
+cudaError_t fe_texobj_create(fe_api_site site, uint64_t *out, int surface, const CUDA_RESOURCE_DESC *res,
+			     const CUDA_TEXTURE_DESC *tex, const CUDA_RESOURCE_VIEW_DESC *view);
+cudaError_t fe_texobj_destroy(fe_api_site site, uint64_t value, int surface);
+cudaError_t fe_texobj_get(fe_api_site site, uint64_t value, int surface, CUDA_RESOURCE_DESC *res,
+			  CUDA_TEXTURE_DESC *tex, CUDA_RESOURCE_VIEW_DESC *view);
 
 /* A kernel's arguments packed by its parameter layout, for its server function
  * on the current device, after a launch's checks (rt_module.c): launches and

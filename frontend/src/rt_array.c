@@ -20,14 +20,8 @@
 #include "rpc.h"
 #include "rt.h"
 
-/* One side of an array copy. */
-typedef struct side {
-	fe_array a;         /* the array, when is_array */
-	int is_array, dev;  /* dev: a pointer side in device memory */
-	uint64_t x, y, z;   /* array: the box's origin (bytes, rows, slices) */
-	char *p;            /* pointer: the box's first byte */
-	size_t pitch, rows; /* pointer: bytes per row, rows per slice */
-} side;
+/* One side of an array copy (rt.h). */
+typedef fe_array_side side;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static fe_array *arrays;
@@ -79,6 +73,38 @@ cudaError_t fe_channel_format(const struct cudaChannelFormatDesc *d, unsigned *f
 	}
 	*channels = (unsigned)n;
 	*elem = (uint32_t)(n * bits[0] / 8);
+	return cudaSuccess;
+}
+
+cudaError_t fe_channel_desc(unsigned format, unsigned channels, struct cudaChannelFormatDesc *d, uint32_t *elem)
+{
+	int bits;
+	enum cudaChannelFormatKind f;
+	switch (format) {
+	case CU_AD_FORMAT_UNSIGNED_INT8: bits = 8, f = cudaChannelFormatKindUnsigned; break;
+	case CU_AD_FORMAT_UNSIGNED_INT16: bits = 16, f = cudaChannelFormatKindUnsigned; break;
+	case CU_AD_FORMAT_UNSIGNED_INT32: bits = 32, f = cudaChannelFormatKindUnsigned; break;
+	case CU_AD_FORMAT_SIGNED_INT8: bits = 8, f = cudaChannelFormatKindSigned; break;
+	case CU_AD_FORMAT_SIGNED_INT16: bits = 16, f = cudaChannelFormatKindSigned; break;
+	case CU_AD_FORMAT_SIGNED_INT32: bits = 32, f = cudaChannelFormatKindSigned; break;
+	case CU_AD_FORMAT_HALF: bits = 16, f = cudaChannelFormatKindFloat; break;
+	case CU_AD_FORMAT_FLOAT: bits = 32, f = cudaChannelFormatKindFloat; break;
+	default:
+		/* The driver's other formats (normalized, block-compressed, video):
+		 * cuda.h 13.0 numbers them in these ranges. */
+		if (format == 0x50 || (format >= 0x91 && format <= 0xa9 && format != 0xa0) ||
+		    (format >= 0xb0 && format <= 0xb5) || (format >= 0xc0 && format <= 0xcb)) {
+			rg_log_once("frontend", "not supported (only signed, unsigned and float channels)",
+				    "a CUDA array or texture of another format");
+			return cudaErrorNotSupported;
+		}
+		return cudaErrorInvalidValue;
+	}
+	if (channels != 1 && channels != 2 && channels != 4)
+		return cudaErrorInvalidValue;
+	*d = (struct cudaChannelFormatDesc){bits, channels > 1 ? bits : 0, channels > 2 ? bits : 0,
+					    channels > 2 ? bits : 0, f};
+	*elem = (uint32_t)(channels * bits / 8);
 	return cudaSuccess;
 }
 
@@ -359,6 +385,12 @@ static cudaError_t copy_box(fe_api_site site, side *dst, side *src, size_t w, si
 }
 /* Counted under the entry point that called it (stats.h). */
 #define copy_box(...) copy_box(FE_API_SITE, __VA_ARGS__)
+
+cudaError_t fe_array_copy(fe_api_site site, side *dst, side *src, size_t w, size_t h, size_t d,
+			  enum cudaMemcpyKind kind, cudaStream_t stream)
+{
+	return (copy_box)(site, dst, src, w, h, d, kind, stream);
+}
 
 /* An entry point's lookups failed: counted as its call. */
 static cudaError_t lookup_failed(fe_api_site site, cudaError_t e)

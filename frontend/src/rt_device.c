@@ -56,24 +56,51 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device)
 
 /* Capabilities that need the GPU in this host (mapping its memory, host and
  * device touching managed memory at once) are reported absent, whatever the
- * remote device can do locally. Managed memory itself works (managed.c). */
-static int host_side_override(int attr, int *value)
+ * remote device can do locally; so are those libremote.so does not carry
+ * across (IPC and export handles, virtual memory management, sparse arrays,
+ * GPUDirect RDMA, external semaphores, host memory pools). Managed memory
+ * itself works (managed.c). Both APIs answer from here (rt.h). */
+int fe_rt_device_attr(const fe_device *d, int attr)
 {
 	switch (attr) {
-	case cudaDevAttrManagedMemory:
-		*value = 1;
+	case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY:
 		return 1;
-	case cudaDevAttrCanMapHostMemory:
-	case cudaDevAttrConcurrentManagedAccess:
-	case cudaDevAttrPageableMemoryAccess:
-	case cudaDevAttrPageableMemoryAccessUsesHostPageTables:
-	case cudaDevAttrDirectManagedMemAccessFromHost:
-	case cudaDevAttrCanUseHostPointerForRegisteredMem:
-	case cudaDevAttrHostNativeAtomicSupported:
-		*value = 0;
-		return 1;
+	case CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID:
+		return -1;
+	case CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY:
+	case CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS:
+	case CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS:
+	case CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES:
+	case CU_DEVICE_ATTRIBUTE_DIRECT_MANAGED_MEM_ACCESS_FROM_HOST:
+	case CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM:
+	case CU_DEVICE_ATTRIBUTE_HOST_NATIVE_ATOMIC_SUPPORTED:
+	case CU_DEVICE_ATTRIBUTE_ONLY_PARTIAL_HOST_NATIVE_ATOMIC_SUPPORTED:
+	case CU_DEVICE_ATTRIBUTE_CAN_FLUSH_REMOTE_WRITES:
+	case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:
+	case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED:
+	case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_WIN32_HANDLE_SUPPORTED:
+	case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_WIN32_KMT_HANDLE_SUPPORTED:
+	case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED:
+	case CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED:
+	case CU_DEVICE_ATTRIBUTE_SPARSE_CUDA_ARRAY_SUPPORTED:
+	case CU_DEVICE_ATTRIBUTE_DEFERRED_MAPPING_CUDA_ARRAY_SUPPORTED:
+	case CU_DEVICE_ATTRIBUTE_TIMELINE_SEMAPHORE_INTEROP_SUPPORTED:
+	case CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED:
+	case CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS:
+	case CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WRITES_ORDERING:
+	case CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES:
+	case CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED:
+	case CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED:
+	case CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED:
+	case CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:
+	case CU_DEVICE_ATTRIBUTE_HOST_NUMA_MEMORY_POOLS_SUPPORTED:
+	case CU_DEVICE_ATTRIBUTE_HOST_NUMA_MULTINODE_IPC_SUPPORTED:
+	case CU_DEVICE_ATTRIBUTE_HOST_MEMORY_POOLS_SUPPORTED:
+	case CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:
+	case CU_DEVICE_ATTRIBUTE_HOST_ALLOC_DMA_BUF_SUPPORTED:
+		return 0;
 	}
-	return 0;
+	return d->attrs[attr];
 }
 
 cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int device)
@@ -84,8 +111,7 @@ cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int dev
 		return fe_rt_fail(e);
 	if (!value || (int)attr <= 0 || (int)attr >= CU_DEVICE_ATTRIBUTE_MAX)
 		return fe_rt_fail(cudaErrorInvalidValue);
-	if (!host_side_override(attr, value))
-		*value = d->attrs[attr];
+	*value = fe_rt_device_attr(d, attr);
 	return cudaSuccess;
 }
 

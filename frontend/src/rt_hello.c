@@ -23,7 +23,7 @@ static void program_name(char *out, size_t n)
 			out[i] = ' ';
 }
 
-static int attr(const fe_device *d, CUdevice_attribute a) { return d->attrs[a]; }
+static int attr(const fe_device *d, CUdevice_attribute a) { return fe_rt_device_attr(d, a); }
 
 /* cudaDeviceProp from driver attributes, as the CUDA runtime builds it. */
 static void build_prop(fe_device *d)

@@ -69,7 +69,8 @@ cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t stream)
 	uint64_t p = 0;
 	int st = fe_rpc_mem_alloc_async(c, size, fe_rt_stream(stream), &p);
 	if (st == 0) {
-		fe_mem_add(p, size, FE_MEM_DEVICE, fe_rt_current_device());
+		int dev = fe_rt_current_device();
+		fe_mem_add_tagged(p, size, FE_MEM_DEVICE, dev, (uintptr_t)fe_mempool_current(dev), 0);
 		*devPtr = (void *)(uintptr_t)p;
 	}
 	return fe_rt_leave(st);
@@ -155,7 +156,7 @@ static void unpin(void *p)
 	free(r);
 }
 
-static cudaError_t host_alloc(void **p, size_t size)
+static cudaError_t host_alloc(void **p, size_t size, unsigned flags)
 {
 	if (!p)
 		return fe_rt_fail(cudaErrorInvalidValue);
@@ -170,28 +171,36 @@ static cudaError_t host_alloc(void **p, size_t size)
 	void *m = NULL;
 	if (posix_memalign(&m, (size_t)sysconf(_SC_PAGESIZE), size) != 0)
 		return fe_rt_fail(cudaErrorMemoryAllocation);
-	fe_mem_add((uintptr_t)m, size, FE_MEM_HOST_PINNED, fe_rt_current_device());
+	fe_mem_add_tagged((uintptr_t)m, size, FE_MEM_HOST_PINNED, fe_rt_current_device(), 0,
+			  flags & cudaHostAllocWriteCombined);
 	pin(m, size);
 	*p = m;
 	return cudaSuccess;
 }
 
-cudaError_t cudaMallocHost(void **ptr, size_t size) { return host_alloc(ptr, size); }
+cudaError_t cudaMallocHost(void **ptr, size_t size) { return host_alloc(ptr, size, 0); }
 
 cudaError_t cudaHostAlloc(void **pHost, size_t size, unsigned int flags)
 {
+	if (flags & ~(unsigned)(cudaHostAllocPortable | cudaHostAllocMapped | cudaHostAllocWriteCombined))
+		return fe_rt_fail(cudaErrorInvalidValue);
 	if (flags & cudaHostAllocMapped) {
-		rg_log_once("frontend", "not supported (host memory cannot be mapped into a remote GPU)",
-			    "cudaHostAlloc(cudaHostAllocMapped)");
-		return fe_rt_fail(cudaErrorNotSupported);
+		if (!pHost)
+			return fe_rt_fail(cudaErrorInvalidValue);
+		return fe_managed_alloc_mapped(pHost, size);
 	}
-	return host_alloc(pHost, size);
+	return host_alloc(pHost, size, flags);
 }
 
 cudaError_t cudaFreeHost(void *ptr)
 {
 	if (!ptr)
 		return cudaSuccess;
+	if (fe_managed_mapped_host(ptr, 1)) {
+		fe_conn *c;
+		cudaError_t e = fe_rt_enter(&c);
+		return e != cudaSuccess ? e : fe_rt_leave(fe_managed_free(c, (uintptr_t)ptr));
+	}
 	if (fe_mem_remove((uintptr_t)ptr, FE_MEM_HOST_PINNED, NULL) != 0)
 		return fe_rt_fail(cudaErrorInvalidValue);
 	unpin(ptr);
@@ -210,7 +219,8 @@ cudaError_t cudaHostRegister(void *ptr, size_t size, unsigned int flags)
 	}
 	if (fe_mem_find((uintptr_t)ptr, size, NULL) == 0)
 		return fe_rt_fail(cudaErrorHostMemoryAlreadyRegistered);
-	fe_mem_add((uintptr_t)ptr, size, FE_MEM_HOST_REGISTERED, fe_rt_current_device());
+	fe_mem_add_tagged((uintptr_t)ptr, size, FE_MEM_HOST_REGISTERED, fe_rt_current_device(), 0,
+			  flags & cudaHostRegisterPortable);
 	pin(ptr, size);
 	return cudaSuccess;
 }
@@ -223,8 +233,16 @@ cudaError_t cudaHostUnregister(void *ptr)
 	return cudaSuccess;
 }
 
+/* Mapped allocations have one address for both sides; other host memory cannot
+ * be mapped into a GPU on another host. */
 cudaError_t cudaHostGetDevicePointer(void **pDevice, void *pHost, unsigned int flags)
 {
+	if (!pDevice || flags)
+		return fe_rt_fail(cudaErrorInvalidValue);
+	if (fe_managed_mapped_host(pHost, 0)) {
+		*pDevice = pHost;
+		return cudaSuccess;
+	}
 	rg_log_once("frontend", "not supported (host memory cannot be mapped into a remote GPU)",
 		    "cudaHostGetDevicePointer");
 	return fe_rt_fail(cudaErrorNotSupported);

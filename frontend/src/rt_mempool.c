@@ -16,12 +16,34 @@
  * stream's and peer access do not exist remotely (one server per device); pools
  * that export handles (IPC) cannot work across hosts: cudaErrorNotSupported.
  */
+#include <stdatomic.h>
+
 #include "rg_log.h"
 #include "rpc.h"
 #include "rt.h"
 
 #define POOL_DEFAULT 0x9000u /* + device */
 #define POOL_MADE 0x80u      /* (id << 8) | POOL_MADE | device */
+
+/* Each device's current pool as the server has it (its wire id, 0: the default
+ * pool), known from the calls that set or read it, so an allocation can name
+ * its pool (CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE) without asking. */
+static _Atomic uint64_t current[FE_MAX_DEVICES];
+
+cudaMemPool_t fe_mempool_current(int device)
+{
+	if (device < 0 || device >= FE_MAX_DEVICES)
+		return NULL;
+	uint64_t id = atomic_load(&current[device]);
+	return (cudaMemPool_t)(uintptr_t)(id ? id : POOL_DEFAULT + (uint64_t)device);
+}
+
+void fe_mempool_forget_device(int device)
+{
+	for (int i = 0; i < FE_MAX_DEVICES; i++)
+		if (device < 0 || i == device)
+			atomic_store(&current[i], 0);
+}
 
 static cudaError_t pool_ref(cudaMemPool_t pool, int *dev, uint64_t *wire);
 static cudaError_t pool_conn(fe_conn **c, int dev);
@@ -114,7 +136,12 @@ cudaError_t cudaMemPoolDestroy(cudaMemPool_t memPool)
 	cudaError_t e = pool_enter(FE_API_SITE, memPool, &c, &id);
 	if (e != cudaSuccess)
 		return e;
-	return fe_rt_leave(fe_rpc_mempool_destroy(c, id));
+	int st = fe_rpc_mempool_destroy(c, id);
+	if (st == 0) { /* the device's current pool goes back to the default, as in CUDA */
+		uint64_t cur = id;
+		atomic_compare_exchange_strong(&current[(uintptr_t)memPool & 0x0f], &cur, 0);
+	}
+	return fe_rt_leave(st);
 }
 
 cudaError_t cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream)
@@ -140,7 +167,7 @@ cudaError_t cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMemPool_t memPo
 	uint64_t p = 0;
 	int st = fe_rpc_mem_alloc_pool(c, size, id, fe_rt_stream(stream), &p);
 	if (st == 0) {
-		fe_mem_add(p, size, FE_MEM_DEVICE, dev);
+		fe_mem_add_tagged(p, size, FE_MEM_DEVICE, dev, (uintptr_t)memPool, 0);
 		*ptr = (void *)(uintptr_t)p;
 	}
 	return fe_rt_leave(st);
@@ -161,7 +188,10 @@ cudaError_t cudaDeviceSetMemPool(int device, cudaMemPool_t memPool)
 		return fe_rt_fail(cudaErrorInvalidValue);
 	if ((e = pool_conn(&c, dev)) != cudaSuccess)
 		return fe_rt_fail(e);
-	return fe_rt_leave(fe_rpc_mempool_set_current(c, id));
+	int st = fe_rpc_mempool_set_current(c, id);
+	if (st == 0)
+		atomic_store(&current[dev], id);
+	return fe_rt_leave(st);
 }
 
 cudaError_t cudaDeviceGetMemPool(cudaMemPool_t *memPool, int device)
@@ -178,6 +208,8 @@ cudaError_t cudaDeviceGetMemPool(cudaMemPool_t *memPool, int device)
 		return fe_rt_fail(e);
 	uint64_t id = 0;
 	int st = fe_rpc_mempool_get_current(c, &id);
+	if (st == 0)
+		atomic_store(&current[device], id);
 	if (st == 0)
 		*memPool = (cudaMemPool_t)(uintptr_t)(id ? id : POOL_DEFAULT + (uint64_t)device);
 	return fe_rt_leave(st);

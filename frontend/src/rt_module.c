@@ -10,54 +10,20 @@
 #include <string.h>
 
 #include "cubin.h"
+#include "module.h"
 #include "ptrmap.h"
 #include "rg_log.h"
 #include "rpc.h"
 #include "rt.h"
 
-typedef struct fe_fatbin fe_fatbin;
-
-typedef struct fe_kernel {
-	const void *host_fn;
-	char *name;
-	fe_fatbin *fb;
-	struct fe_kernel *next_in_fb;
-	/* per device, filled when the fatbin is loaded there */
-	uint64_t func_id[FE_MAX_DEVICES];
-	/* The id asked for in the load being sent: fresh for every load, since an
-	 * image loaded again (cuModuleGetFunction of a new name) gets new server
-	 * handles and the server refuses to reuse a live id. */
-	uint64_t load_id;
-	int status[FE_MAX_DEVICES];
-	uint32_t nparams;
-	uint32_t *off, *size;
-	uint32_t param_size;
-	int attrs_valid[FE_MAX_DEVICES];
-	int32_t attrs[FE_MAX_DEVICES][CU_FUNC_ATTRIBUTE_MAX];
-} fe_kernel;
-
-typedef struct fe_var {
-	const void *host_var;
-	char *name;
-	size_t size;
-	fe_fatbin *fb;
-	struct fe_var *next_in_fb;
-	uint64_t dptr[FE_MAX_DEVICES];
-	int status[FE_MAX_DEVICES];
-} fe_var;
-
-struct fe_fatbin {
-	const void *data;
-	size_t size;
-	char hash[CUBIN_HASH_HEX];
-	fe_kernel *kernels;
-	fe_var *vars;
-	int loaded[FE_MAX_DEVICES]; /* 0 not yet, 1 loaded, -1 failed (status in load_err) */
-	int load_err[FE_MAX_DEVICES];
-};
-
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static fe_ptrmap kernels_by_stub, vars_by_shadow;
+/* Every kernel record and image (the handles the driver API gives out). */
+static fe_ptrmap kernel_records, image_records;
+static fe_fatbin *images;
+
+void fe_module_lock(void) { pthread_mutex_lock(&lock); }
+void fe_module_unlock(void) { pthread_mutex_unlock(&lock); }
 /* Images loaded, and those the server did not hold and we had to send (lock). */
 static struct {
 	unsigned loads, uploads;
@@ -89,6 +55,11 @@ void **__cudaRegisterFatBinary(void *fatCubin)
 		fb->data = w->data;
 	else
 		rg_log_once("frontend", "unrecognised fatbin wrapper: its kernels cannot be loaded", "__cudaRegisterFatBinary");
+	pthread_mutex_lock(&lock);
+	fb->next_image = images;
+	images = fb;
+	fe_ptrmap_put(&image_records, fb, fb);
+	pthread_mutex_unlock(&lock);
 	return (void **)fb;
 }
 
@@ -115,6 +86,7 @@ void __cudaRegisterFunction(void **fatCubinHandle, const char *hostFun, char *de
 	k->next_in_fb = fb->kernels;
 	fb->kernels = k;
 	fe_ptrmap_put(&kernels_by_stub, hostFun, k);
+	fe_ptrmap_put(&kernel_records, k, k);
 	pthread_mutex_unlock(&lock);
 }
 
@@ -195,6 +167,35 @@ static int take_layout(fe_kernel *k, const msgpack_object *o)
 	return 0;
 }
 
+/* One kernel's entry of a module_load / module_resolve reply: [status, layout]. */
+static void take_func(fe_kernel *k, int dev, const msgpack_object *e)
+{
+	k->func_id[dev] = k->load_id;
+	k->status[dev] = CUDA_ERROR_INVALID_IMAGE;
+	if (e->type == MSGPACK_OBJECT_ARRAY && e->via.array.size >= 1) {
+		k->status[dev] = (int)e->via.array.ptr[0].via.i64;
+		if (k->status[dev] == 0 && (e->via.array.size < 2 || take_layout(k, &e->via.array.ptr[1])))
+			k->status[dev] = CUDA_ERROR_INVALID_IMAGE;
+	}
+	k->resolved |= 1u << dev;
+}
+
+/* One variable's entry: [status, dptr, size]. */
+static void take_var(fe_var *v, int dev, const msgpack_object *e)
+{
+	v->status[dev] = CUDA_ERROR_NOT_FOUND;
+	if (e->type == MSGPACK_OBJECT_ARRAY && e->via.array.size >= 3) {
+		v->status[dev] = (int)e->via.array.ptr[0].via.i64;
+		v->dptr[dev] = e->via.array.ptr[1].via.u64;
+		if (v->status[dev] == 0) {
+			if (!v->host_var) /* the driver's: the size is the module's */
+				v->size = (size_t)e->via.array.ptr[2].via.u64;
+			fe_mem_add(v->dptr[dev], e->via.array.ptr[2].via.u64, FE_MEM_MODULE, dev);
+		}
+	}
+	v->resolved |= 1u << dev;
+}
+
 /* Loads fb on device dev (lock held). */
 static int load_locked(fe_fatbin *fb, int dev, fe_conn *c)
 {
@@ -227,29 +228,14 @@ static int load_locked(fe_fatbin *fb, int dev, fe_conn *c)
 		fb->load_err[dev] = st;
 		return st;
 	}
+	fb->module_id[dev] = mid;
 	const msgpack_object *items;
 	uint32_t n, i = 0;
 	if (proto_arg_array(&r.view, PROTO_REPLY_FIRST, &items, &n) == PROTO_OK) {
-		for (fe_kernel *k = fb->kernels; k && i < n; k = k->next_in_fb, i++) {
-			const msgpack_object *e = &items[i];
-			k->func_id[dev] = k->load_id;
-			k->status[dev] = CUDA_ERROR_INVALID_IMAGE;
-			if (e->type == MSGPACK_OBJECT_ARRAY && e->via.array.size >= 1) {
-				k->status[dev] = (int)e->via.array.ptr[0].via.i64;
-				if (k->status[dev] == 0 && (e->via.array.size < 2 || take_layout(k, &e->via.array.ptr[1])))
-					k->status[dev] = CUDA_ERROR_INVALID_IMAGE;
-			}
-		}
-		for (fe_var *v = fb->vars; v && i < n; v = v->next_in_fb, i++) {
-			const msgpack_object *e = &items[i];
-			v->status[dev] = CUDA_ERROR_NOT_FOUND;
-			if (e->type == MSGPACK_OBJECT_ARRAY && e->via.array.size >= 3) {
-				v->status[dev] = (int)e->via.array.ptr[0].via.i64;
-				v->dptr[dev] = e->via.array.ptr[1].via.u64;
-				if (v->status[dev] == 0)
-					fe_mem_add(v->dptr[dev], e->via.array.ptr[2].via.u64, FE_MEM_MODULE, dev);
-			}
-		}
+		for (fe_kernel *k = fb->kernels; k && i < n; k = k->next_in_fb, i++)
+			take_func(k, dev, &items[i]);
+		for (fe_var *v = fb->vars; v && i < n; v = v->next_in_fb, i++)
+			take_var(v, dev, &items[i]);
 	}
 	fe_reply_free(&r);
 	if (i != n) {
@@ -261,22 +247,103 @@ static int load_locked(fe_fatbin *fb, int dev, fe_conn *c)
 	return 0;
 }
 
+int fe_image_resolve_locked(fe_fatbin *fb, int dev, fe_conn *c, fe_kernel *k, fe_var *v)
+{
+	if (!fb->loaded[dev] || fb->loaded[dev] < 0)
+		return load_locked(fb, dev, c); /* k and v are in its lists */
+	if ((!k || k->resolved >> dev & 1) && (!v || v->resolved >> dev & 1))
+		return 0;
+	size_t len = (k ? strlen(k->name) + 32 : 0) + (v ? strlen(v->name) + 4 : 0) + 1;
+	char *names = malloc(len), *p = names;
+	if (!names)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	if (k) {
+		k->load_id = fe_rt_new_id();
+		p += sprintf(p, "f:%llu:%s\n", (unsigned long long)k->load_id, k->name);
+	}
+	if (v)
+		p += sprintf(p, "v:%s\n", v->name);
+	proto_msg m;
+	fe_reply r;
+	proto_msg_begin(&m, PROTO_OP_MODULE_RESOLVE, fe_conn_next_seq(c), 2);
+	proto_msg_u64(&m, fb->module_id[dev]);
+	proto_msg_str(&m, names);
+	int st = fe_conn_call(c, &m, NULL, 0, NULL, 0, &r);
+	free(names);
+	if (st)
+		return st;
+	const msgpack_object *items;
+	uint32_t n;
+	st = CUDA_ERROR_INVALID_IMAGE;
+	uint32_t want = (k != NULL) + (v != NULL);
+	if (proto_arg_array(&r.view, PROTO_REPLY_FIRST, &items, &n) == PROTO_OK && n == want) {
+		if (k)
+			take_func(k, dev, &items[0]);
+		if (v)
+			take_var(v, dev, &items[n - 1]);
+		st = 0;
+	}
+	fe_reply_free(&r);
+	return st;
+}
+
+int fe_image_names_locked(fe_fatbin *fb, int dev, fe_conn *c, char **names)
+{
+	int st = fb->loaded[dev] > 0 ? 0 : load_locked(fb, dev, c);
+	if (st)
+		return st;
+	proto_msg m;
+	fe_reply r;
+	proto_msg_begin(&m, PROTO_OP_MODULE_RESOLVE, fe_conn_next_seq(c), 2);
+	proto_msg_u64(&m, fb->module_id[dev]);
+	proto_msg_str(&m, "n:\n");
+	if ((st = fe_conn_call(c, &m, NULL, 0, NULL, 0, &r)))
+		return st;
+	const msgpack_object *items, *e;
+	uint32_t n;
+	st = CUDA_ERROR_INVALID_IMAGE;
+	if (proto_arg_array(&r.view, PROTO_REPLY_FIRST, &items, &n) == PROTO_OK && n == 1 &&
+	    (e = &items[0])->type == MSGPACK_OBJECT_ARRAY && e->via.array.size == 2 &&
+	    e->via.array.ptr[1].type == MSGPACK_OBJECT_STR) {
+		st = (int)e->via.array.ptr[0].via.i64;
+		const msgpack_object_str *t = &e->via.array.ptr[1].via.str;
+		if (st == 0 && !(*names = strndup(t->ptr, t->size)))
+			st = CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	fe_reply_free(&r);
+	return st;
+}
+
 static int kernel_ready(fe_kernel *k, fe_conn *c, int dev)
 {
-	if (k->fb->loaded[dev] > 0)
+	if (k->fb->loaded[dev] > 0 && (k->resolved >> dev & 1))
 		return k->status[dev];
 	pthread_mutex_lock(&lock);
-	int st = load_locked(k->fb, dev, c);
+	int st = k->fb->unloaded ? CUDA_ERROR_INVALID_HANDLE : fe_image_resolve_locked(k->fb, dev, c, k, NULL);
 	pthread_mutex_unlock(&lock);
 	return st ? st : k->status[dev];
 }
 
+/* A host stub nvcc registered, or a kernel record itself: CUDA 12's runtime
+ * takes a cudaKernel_t (and the driver a CUkernel) where it takes a function. */
 static fe_kernel *kernel_of(const void *func)
 {
 	pthread_mutex_lock(&lock);
 	fe_kernel *k = fe_ptrmap_get(&kernels_by_stub, func);
+	if (!k && func)
+		k = fe_ptrmap_get(&kernel_records, func);
 	pthread_mutex_unlock(&lock);
 	return k;
+}
+
+fe_kernel *fe_kernel_of(const void *func) { return kernel_of(func); }
+
+int fe_kernel_valid(const void *p)
+{
+	pthread_mutex_lock(&lock);
+	int ok = p && fe_ptrmap_get(&kernel_records, p) != NULL;
+	pthread_mutex_unlock(&lock);
+	return ok;
 }
 
 int fe_symbol_lookup(const void *symbol, uint64_t *dptr, uint64_t *size)
@@ -319,17 +386,14 @@ void fe_module_forget_device(int dev)
 	if (dev < 0 || dev >= FE_MAX_DEVICES)
 		return;
 	pthread_mutex_lock(&lock);
-	for (size_t i = 0; i < kernels_by_stub.cap; i++) {
-		fe_kernel *k = kernels_by_stub.keys[i] ? kernels_by_stub.vals[i] : NULL;
-		if (k) {
-			k->fb->loaded[dev] = 0;
+	for (fe_fatbin *fb = images; fb; fb = fb->next_image) {
+		fb->loaded[dev] = 0;
+		for (fe_kernel *k = fb->kernels; k; k = k->next_in_fb) {
 			k->attrs_valid[dev] = 0;
+			k->resolved &= ~(1u << dev);
 		}
-	}
-	for (size_t i = 0; i < vars_by_shadow.cap; i++) {
-		fe_var *v = vars_by_shadow.keys[i] ? vars_by_shadow.vals[i] : NULL;
-		if (v)
-			v->fb->loaded[dev] = 0;
+		for (fe_var *v = fb->vars; v; v = v->next_in_fb)
+			v->resolved &= ~(1u << dev);
 	}
 	pthread_mutex_unlock(&lock);
 }
@@ -337,17 +401,14 @@ void fe_module_forget_device(int dev)
 void fe_module_forget_sessions(void)
 {
 	pthread_mutex_init(&lock, NULL);
-	for (size_t i = 0; i < kernels_by_stub.cap; i++) {
-		fe_kernel *k = kernels_by_stub.keys[i] ? kernels_by_stub.vals[i] : NULL;
-		if (k) {
-			memset(k->fb->loaded, 0, sizeof(k->fb->loaded));
+	for (fe_fatbin *fb = images; fb; fb = fb->next_image) {
+		memset(fb->loaded, 0, sizeof(fb->loaded));
+		for (fe_kernel *k = fb->kernels; k; k = k->next_in_fb) {
 			memset(k->attrs_valid, 0, sizeof(k->attrs_valid));
+			k->resolved = 0;
 		}
-	}
-	for (size_t i = 0; i < vars_by_shadow.cap; i++) {
-		fe_var *v = vars_by_shadow.keys[i] ? vars_by_shadow.vals[i] : NULL;
-		if (v)
-			memset(v->fb->loaded, 0, sizeof(v->fb->loaded));
+		for (fe_var *v = fb->vars; v; v = v->next_in_fb)
+			v->resolved = 0;
 	}
 }
 
@@ -412,9 +473,12 @@ static cudaError_t check_config(fe_kernel *k, fe_conn *c, int dev, dim3 g, dim3 
 }
 
 /* A launch's arguments packed by the kernel's parameter layout (padding zero),
- * after the checks a launch makes: what launches and kernel graph nodes send.
- * The error, if any, is already recorded. */
-static cudaError_t pack(fe_kernel *k, fe_conn *c, dim3 g, dim3 b, void **args, size_t shmem, fe_kargs *out)
+ * or taken packed already (packed: the driver's `extra` buffer; the driver
+ * takes one shorter than the parameters too: the rest is zero here), after
+ * the checks a launch makes: what launches and kernel graph nodes send. The
+ * error, if any, is already recorded. */
+static cudaError_t pack(fe_kernel *k, fe_conn *c, dim3 g, dim3 b, void **args, const void *packed, size_t packed_len,
+			size_t shmem, fe_kargs *out)
 {
 	if (!k)
 		return fe_rt_fail(cudaErrorInvalidDeviceFunction);
@@ -422,7 +486,7 @@ static cudaError_t pack(fe_kernel *k, fe_conn *c, dim3 g, dim3 b, void **args, s
 	int st = kernel_ready(k, c, dev);
 	if (st)
 		return fe_rt_leave(st == CUDA_ERROR_NOT_FOUND ? cudaErrorInvalidDeviceFunction : st);
-	if (k->nparams && !args)
+	if (!packed && k->nparams && !args)
 		return fe_rt_fail(cudaErrorInvalidValue);
 	cudaError_t e = check_config(k, c, dev, g, b, shmem);
 	if (e != cudaSuccess)
@@ -430,9 +494,16 @@ static cudaError_t pack(fe_kernel *k, fe_conn *c, dim3 g, dim3 b, void **args, s
 	out->buf = out->small;
 	if (k->param_size > sizeof(out->small) && !(out->buf = malloc(k->param_size)))
 		return fe_rt_fail(cudaErrorMemoryAllocation);
-	memset(out->buf, 0, k->param_size);
-	for (uint32_t i = 0; i < k->nparams; i++)
-		memcpy(out->buf + k->off[i], args[i], k->size[i]);
+	if (packed) {
+		size_t n = packed_len < k->param_size ? packed_len : k->param_size;
+		memset(out->buf + n, 0, k->param_size - n);
+		if (n)
+			memcpy(out->buf, packed, n);
+	} else {
+		memset(out->buf, 0, k->param_size);
+		for (uint32_t i = 0; i < k->nparams; i++)
+			memcpy(out->buf + k->off[i], args[i], k->size[i]);
+	}
 	out->len = k->param_size;
 	out->func_id = k->func_id[dev];
 	out->nparams = k->nparams;
@@ -442,7 +513,7 @@ static cudaError_t pack(fe_kernel *k, fe_conn *c, dim3 g, dim3 b, void **args, s
 
 cudaError_t fe_kernel_pack(fe_conn *c, const void *func, dim3 g, dim3 b, void **args, size_t shmem, fe_kargs *out)
 {
-	return pack(kernel_of(func), c, g, b, args, shmem, out);
+	return pack(kernel_of(func), c, g, b, args, NULL, 0, shmem, out);
 }
 
 void fe_kargs_free(fe_kargs *a)
@@ -452,13 +523,13 @@ void fe_kargs_free(fe_kargs *a)
 	a->buf = NULL;
 }
 
-static cudaError_t launch(fe_api_site site, fe_kernel *k, dim3 g, dim3 b, void **args, size_t shmem,
-			  cudaStream_t stream, const void *attrs, size_t attrs_len)
+static cudaError_t launch(fe_api_site site, fe_kernel *k, dim3 g, dim3 b, void **args, const void *packed,
+			  size_t packed_len, size_t shmem, cudaStream_t stream, const void *attrs, size_t attrs_len)
 {
 	fe_conn *c;
 	fe_kargs a;
 	cudaError_t e = fe_rt_enter_site(&c, site);
-	if (e != cudaSuccess || (e = pack(k, c, g, b, args, shmem, &a)) != cudaSuccess)
+	if (e != cudaSuccess || (e = pack(k, c, g, b, args, packed, packed_len, shmem, &a)) != cudaSuccess)
 		return e;
 	int st = fe_rpc_launch(c, a.func_id, g.x, g.y, g.z, b.x, b.y, b.z, (uint32_t)shmem, fe_rt_stream(stream), a.buf,
 			       a.len, attrs, attrs_len);
@@ -468,61 +539,79 @@ static cudaError_t launch(fe_api_site site, fe_kernel *k, dim3 g, dim3 b, void *
 /* Counted under the entry point that called it (stats.h). */
 #define launch(...) launch(FE_API_SITE, __VA_ARGS__)
 
-/* ---- images loaded through the driver API (drv_module.c): NVRTC output and the
- * like, with kernels named one at a time by cuModuleGetFunction. */
+/* ---- images loaded through the driver API (drv_module.c): modules and
+ * libraries, with kernels and variables named one at a time. */
 
-void *fe_module_from_image(const void *image, size_t size)
+fe_fatbin *fe_image_new(const void *data, size_t size, int kind)
 {
 	fe_fatbin *fb = calloc(1, sizeof(*fb));
-	void *copy = malloc(size);
-	if (!fb || !copy) {
+	if (!fb)
+		return NULL;
+	fb->data = data;
+	fb->size = size;
+	fb->kind = kind;
+	pthread_mutex_lock(&lock);
+	if (fe_ptrmap_put(&image_records, fb, fb)) {
+		pthread_mutex_unlock(&lock);
 		free(fb);
-		free(copy);
 		return NULL;
 	}
-	memcpy(copy, image, size);
-	fb->data = copy;
-	fb->size = size;
+	fb->next_image = images;
+	images = fb;
+	pthread_mutex_unlock(&lock);
 	return fb;
 }
 
-/* Adds the kernel to the image's list and loads the image (again) so that the
- * server resolves it: one round trip per new name, as cuModuleGetFunction. */
-int fe_module_get_kernel(void *module, const char *name, void **out)
+int fe_image_valid_locked(const void *p) { return p && fe_ptrmap_get(&image_records, p) != NULL; }
+
+fe_kernel *fe_image_kernel_locked(fe_fatbin *fb, const char *name)
 {
-	fe_fatbin *fb = module;
-	fe_conn *c;
-	cudaError_t e = fe_rt_enter(&c);
-	if (e != cudaSuccess)
-		return e;
-	int dev = fe_rt_current_device();
-	pthread_mutex_lock(&lock);
 	fe_kernel *k = fb->kernels;
 	while (k && strcmp(k->name, name) != 0)
 		k = k->next_in_fb;
-	if (!k) {
-		if (!(k = calloc(1, sizeof(*k))) || !(k->name = strdup(name))) {
-			free(k);
-			pthread_mutex_unlock(&lock);
-			return CUDA_ERROR_OUT_OF_MEMORY;
-		}
-		k->fb = fb;
-		k->next_in_fb = fb->kernels;
-		fb->kernels = k;
-		fb->loaded[dev] = 0;
-	}
-	int st = load_locked(fb, dev, c);
-	if (st == 0)
-		st = k->status[dev];
-	pthread_mutex_unlock(&lock);
-	if (st == 0)
-		*out = k;
-	return st;
+	return k;
 }
 
-cudaError_t fe_kernel_launch(void *kernel, dim3 g, dim3 b, void **args, size_t shmem, cudaStream_t stream)
+fe_var *fe_image_var_locked(fe_fatbin *fb, const char *name)
 {
-	return launch(kernel, g, b, args, shmem, stream, NULL, 0);
+	fe_var *v = fb->vars;
+	while (v && strcmp(v->name, name) != 0)
+		v = v->next_in_fb;
+	return v;
+}
+
+fe_kernel *fe_image_add_kernel_locked(fe_fatbin *fb, const char *name)
+{
+	fe_kernel *k = calloc(1, sizeof(*k));
+	if (!k || !(k->name = strdup(name)) || fe_ptrmap_put(&kernel_records, k, k)) {
+		if (k)
+			free(k->name);
+		free(k);
+		return NULL;
+	}
+	k->fb = fb;
+	k->next_in_fb = fb->kernels;
+	fb->kernels = k;
+	return k;
+}
+
+fe_var *fe_image_add_var_locked(fe_fatbin *fb, const char *name)
+{
+	fe_var *v = calloc(1, sizeof(*v));
+	if (!v || !(v->name = strdup(name))) {
+		free(v);
+		return NULL;
+	}
+	v->fb = fb;
+	v->next_in_fb = fb->vars;
+	fb->vars = v;
+	return v;
+}
+
+cudaError_t fe_kernel_launch_packed(fe_kernel *k, dim3 g, dim3 b, const void *buf, size_t len, size_t shmem,
+				    cudaStream_t stream, const void *attrs, size_t attrs_len)
+{
+	return launch(k, g, b, NULL, buf ? buf : "", len, shmem, stream, attrs, attrs_len);
 }
 
 cudaError_t __cudaGetKernel(cudaKernel_t *kernel, const void *func)
@@ -534,22 +623,45 @@ cudaError_t __cudaGetKernel(cudaKernel_t *kernel, const void *func)
 	return cudaSuccess;
 }
 
+/* A kernel record is also the CUfunction and the CUkernel of the driver API
+ * (drv_module.c): a runtime kernel's handles there; loaded at first use. */
+static cudaError_t kernel_handle(void **out, const void *func)
+{
+	fe_kernel *k = kernel_of(func);
+	if (!out)
+		return fe_rt_fail(cudaErrorInvalidValue);
+	if (!k)
+		return fe_rt_fail(cudaErrorInvalidDeviceFunction);
+	*out = k;
+	return cudaSuccess;
+}
+
+cudaError_t cudaGetFuncBySymbol(cudaFunction_t *functionPtr, const void *symbolPtr)
+{
+	return kernel_handle((void **)functionPtr, symbolPtr);
+}
+
+cudaError_t cudaGetKernel(cudaKernel_t *kernelPtr, const void *entryFuncAddr)
+{
+	return kernel_handle((void **)kernelPtr, entryFuncAddr);
+}
+
 cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,
 			       cudaStream_t stream)
 {
-	return launch((fe_kernel *)kernel, gridDim, blockDim, args, sharedMem, stream, NULL, 0);
+	return launch((fe_kernel *)kernel, gridDim, blockDim, args, NULL, 0, sharedMem, stream, NULL, 0);
 }
 
 cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args,
 				    size_t sharedMem, cudaStream_t stream)
 {
-	return launch((fe_kernel *)kernel, gridDim, blockDim, args, sharedMem, stream, NULL, 0);
+	return launch((fe_kernel *)kernel, gridDim, blockDim, args, NULL, 0, sharedMem, stream, NULL, 0);
 }
 
 cudaError_t cudaLaunchKernel(const void *func, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,
 			     cudaStream_t stream)
 {
-	return launch(kernel_of(func), gridDim, blockDim, args, sharedMem, stream, NULL, 0);
+	return launch(kernel_of(func), gridDim, blockDim, args, NULL, 0, sharedMem, stream, NULL, 0);
 }
 
 _Static_assert(sizeof(cudaLaunchAttribute) == sizeof(CUlaunchAttribute),
@@ -574,18 +686,20 @@ cudaError_t cudaLaunchCooperativeKernel(const void *func, dim3 gridDim, dim3 blo
 	memset(&a, 0, sizeof(a));
 	a.id = cudaLaunchAttributeCooperative;
 	a.val.cooperative = 1;
-	return launch(kernel_of(func), gridDim, blockDim, args, sharedMem, stream, &a, sizeof(a));
+	return launch(kernel_of(func), gridDim, blockDim, args, NULL, 0, sharedMem, stream, &a, sizeof(a));
 }
 
 cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const void *func, void **args)
 {
 	if (!config)
 		return fe_rt_fail(cudaErrorInvalidValue);
-	return launch(kernel_of(func), config->gridDim, config->blockDim, args, config->dynamicSmemBytes,
+	return launch(kernel_of(func), config->gridDim, config->blockDim, args, NULL, 0, config->dynamicSmemBytes,
 		      config->stream, config->attrs, config->numAttrs * sizeof(cudaLaunchAttribute));
 }
 
 /* ---- function attributes and occupancy */
+
+cudaError_t fe_kernel_attrs(fe_kernel *k, fe_conn *c, int dev) { return func_attrs(k, c, dev); }
 
 static cudaError_t func_attrs(fe_kernel *k, fe_conn *c, int dev)
 {

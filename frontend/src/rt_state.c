@@ -34,6 +34,12 @@ static _Thread_local int tls_device;
 static _Thread_local cudaError_t tls_last_error;
 /* Inside a driver entry point: the runtime's last error is not the driver's. */
 static _Thread_local int tls_in_driver;
+/* The device whose primary context the runtime layer made current on this
+ * thread, plus one (0: none), as CUDA's runtime binds it at its first call that
+ * needs the device; and the devices it has used (their primary contexts are
+ * active). The driver's context stack (drv_ctx.c) reads them. */
+static _Thread_local int tls_bound;
+static atomic_uint rt_used_devices;
 
 static int is_sticky(int e)
 {
@@ -64,6 +70,7 @@ static void atfork_child(void)
 	S.inited = 0;
 	S.ndev = 0;
 	fe_mem_forget_device(-1);
+	fe_mempool_forget_device(-1);
 	fe_array_forget_device(-1);
 	fe_texobj_forget_device(-1);
 	fe_module_forget_sessions();
@@ -146,9 +153,11 @@ cudaError_t fe_rt_reset_device(int ordinal)
 	fe_managed_forget_device(ordinal);
 	fe_pins_forget_device(ordinal);
 	fe_mem_forget_device(ordinal);
+	fe_mempool_forget_device(ordinal);
 	fe_array_forget_device(ordinal);
 	fe_texobj_forget_device(ordinal);
 	fe_module_forget_device(ordinal);
+	atomic_fetch_and(&rt_used_devices, ~(1u << ordinal));
 	if (d->conn)
 		fe_conn_close(d->conn);
 	d->conn = NULL;
@@ -183,8 +192,19 @@ cudaError_t(fe_rt_enter)(fe_conn **c)
 		return fe_rt_fail((cudaError_t)sticky);
 	if (tls_device >= S.ndev)
 		return fe_rt_fail(cudaErrorInvalidDevice);
+	if (tls_bound != tls_device + 1 && !tls_in_driver) {
+		tls_bound = tls_device + 1;
+		atomic_fetch_or(&rt_used_devices, 1u << tls_device);
+	}
 	*c = S.dev[tls_device].conn;
 	return cudaSuccess;
+}
+
+int fe_rt_thread_bound(void) { return tls_bound - 1; }
+void fe_rt_thread_unbind(void) { tls_bound = 0; }
+int fe_rt_device_used(int ordinal)
+{
+	return ordinal >= 0 && ordinal < FE_MAX_DEVICES && (atomic_load(&rt_used_devices) >> ordinal & 1);
 }
 
 cudaError_t fe_rt_fail(cudaError_t e)

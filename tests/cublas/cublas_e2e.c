@@ -12,7 +12,8 @@
  *   FAIL ...                      a check of a result or a status failed
  *
  * Covered: every function of api/cublas.api at least once with its arguments as
- * the library saw them; handles, streams, workspaces; host and device pointer
+ * the library saw them (of its last section, what cuSOLVER calls besides, one of
+ * each shape: solver_imports); handles, streams, workspaces; host and device pointer
  * modes (scalars and dot results); scalar sizes by data, compute and scale type;
  * results of float gemms, dots and cublasLtMatmul; host outputs of the batched
  * solvers and of the heuristic; the client's heuristics cache; errors of
@@ -681,6 +682,103 @@ static void handle_errors(cublasHandle_t h, int hn)
 	CHECK_EQ(cublasSdot(h, 3, dA, 1, dB, 1, &r), CUBLAS_STATUS_NOT_INITIALIZED);
 }
 
+/* Exported by libcublas.so.13, declared by no header (api/cublas.api: @proto). */
+cublasStatus_t cublasSetEnvironmentMode(cublasHandle_t handle, int mode);
+
+/* What cuSOLVER calls besides the functions above: its setters, the stream answered
+ * by the client, cublasSetMatrixAsync made by the runtime layer, results by pointer
+ * mode of another type (norm, index), two scalars of one call (rot), real scalars
+ * of a complex function (herk), alpha and beta around a matrix (geam). */
+static void solver_imports(cublasHandle_t h, int hn)
+{
+	OK(cublasSetEnvironmentMode(h, 1));
+	expect("cublasSetEnvironmentMode handle=blas#%d mode=1", hn);
+	OK(cublasSetAtomicsMode(h, CUBLAS_ATOMICS_ALLOWED));
+	expect("cublasSetAtomicsMode handle=blas#%d mode=1", hn);
+	OK(cublasSetEmulationStrategy(h, CUBLAS_EMULATION_STRATEGY_EAGER));
+	expect("cublasSetEmulationStrategy handle=blas#%d strategy=2", hn);
+
+	/* the stream as the program set it, with no round trip */
+	cudaStream_t got = (cudaStream_t)1;
+	OK(cublasGetStream(h, &got));
+	CHECK(got == NULL);
+	OK(cublasSetStream(h, stream));
+	expect("cublasSetStream_v2 handle=blas#%d stream=prio:-3", hn);
+	OK(cublasGetStream(h, &got));
+	CHECK(got == stream);
+	OK(cublasSetStream(h, 0));
+	expect("cublasSetStream_v2 handle=blas#%d stream=null", hn);
+	OK(cublasGetStream(h, &got));
+	CHECK(got == NULL);
+	CHECK_EQ(cublasGetStream(h, NULL), CUBLAS_STATUS_INVALID_VALUE);
+	CHECK_EQ(cublasGetStream((cublasHandle_t)(uintptr_t)0x5eed, &got), CUBLAS_STATUS_NOT_INITIALIZED);
+
+	/* a 2x3 host matrix with lda 3 into a device one with ldb 2, on the stream */
+	float hm[9] = {1, 2, -1, 3, 4, -1, 5, 6, -1}, want[6] = {1, 2, 3, 4, 5, 6}, back[6] = {0};
+	float *dm = dalloc(sizeof(want));
+	OK(cublasSetMatrixAsync(2, 3, sizeof(float), hm, 3, dm, 2, stream));
+	OK(cudaStreamSynchronize(stream));
+	to_host(back, dm, sizeof(back));
+	check_floats("cublasSetMatrixAsync", back, want, 6);
+	CHECK_EQ(cublasSetMatrixAsync(-1, 3, sizeof(float), hm, 3, dm, 2, stream), CUBLAS_STATUS_INVALID_VALUE);
+	CHECK_EQ(cublasSetMatrixAsync(2, 3, sizeof(float), hm, 3, dm, 0, stream), CUBLAS_STATUS_INVALID_VALUE);
+	OK(cublasSetMatrixAsync(0, 3, sizeof(float), hm, 3, NULL, 2, stream));
+	/* a destination that is not device memory: a mapping error, and not the runtime's */
+	CHECK_EQ(cublasSetMatrixAsync(2, 3, sizeof(float), hm, 3, hm, 2, stream), CUBLAS_STATUS_MAPPING_ERROR);
+	OK(cudaGetLastError());
+
+	/* norm and index: host mode (sync, the value comes back), then device mode */
+	float hv[4] = {3, 4, 0, -12}, nrm = -1;
+	int imax = -1;
+	float *dv = dalloc(sizeof(hv) + sizeof(float) + sizeof(int));
+	to_dev(dv, hv, sizeof(hv));
+	OK(cublasSnrm2(h, 2, dv, 1, &nrm));
+	expect("cublasSnrm2_v2 handle=blas#%d n=2 x=0x%llx incx=1 result=host", hn, P(dv));
+	CHECK(nrm == 5.0f);
+	OK(cublasIsamax(h, 4, dv, 1, &imax));
+	expect("cublasIsamax_v2 handle=blas#%d n=4 x=0x%llx incx=1 result=host", hn, P(dv));
+	CHECK_EQ(imax, 4);
+	OK(cublasSetPointerMode(h, CUBLAS_POINTER_MODE_DEVICE));
+	expect("cublasSetPointerMode_v2 handle=blas#%d mode=1", hn);
+	float *dnrm = dv + 4;
+	int *dimax = (int *)(dv + 5);
+	OK(cublasSnrm2(h, 2, dv, 1, dnrm));
+	expect("cublasSnrm2_v2 handle=blas#%d n=2 x=0x%llx incx=1 result=dev at=0x%llx", hn, P(dv), P(dnrm));
+	OK(cublasIsamax(h, 4, dv, 1, dimax));
+	expect("cublasIsamax_v2 handle=blas#%d n=4 x=0x%llx incx=1 result=dev at=0x%llx", hn, P(dv), P(dimax));
+	OK(cudaDeviceSynchronize());
+	to_host(&nrm, dnrm, sizeof(nrm));
+	to_host(&imax, dimax, sizeof(imax));
+	CHECK(nrm == 5.0f);
+	CHECK_EQ(imax, 4);
+	OK(cublasSetPointerMode(h, CUBLAS_POINTER_MODE_HOST));
+	expect("cublasSetPointerMode_v2 handle=blas#%d mode=0", hn);
+
+	float c = 1, sn = 0.5f, alpha = 2, beta = 1;
+	OK(cublasSrot_64(h, 2, dv, 1, dv + 2, 1, &c, &sn));
+	expect("cublasSrot_v2_64 handle=blas#%d n=2 x=0x%llx incx=1 y=0x%llx incy=1 c=h:%s s=h:%s", hn, P(dv),
+	       P(dv + 2), hex(&c, 4), hex(&sn, 4));
+	OK(cublasCherk(h, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N, 1, 1, &alpha, (cuComplex *)dv, 1, &beta,
+		       (cuComplex *)dv, 1));
+	expect("cublasCherk_v2 handle=blas#%d uplo=0 trans=0 n=1 k=1 alpha=h:%s A=0x%llx lda=1 beta=h:%s C=0x%llx ldc=1",
+	       hn, hex(&alpha, 4), P(dv), hex(&beta, 4), P(dv));
+
+	/* C = 2 A + 1 B, computed by the fake */
+	OK(cublasSgeam(h, CUBLAS_OP_N, CUBLAS_OP_N, 2, 3, &alpha, dA, 2, &beta, dB, 2, dm, 2));
+	expect("cublasSgeam handle=blas#%d transa=0 transb=0 m=2 n=3 alpha=h:%s A=0x%llx lda=2 beta=h:%s B=0x%llx ldb=2 "
+	       "C=0x%llx ldc=2", hn, hex(&alpha, 4), P(dA), hex(&beta, 4), P(dB), P(dm));
+	for (int i = 0; i < 6; i++)
+		want[i] = 2 * hA[i] + hB[i];
+	to_host(back, dm, sizeof(back));
+	check_floats("cublasSgeam", back, want, 6);
+
+	/* a function the fake lacks: the server's library answers not supported */
+	double dn = -1;
+	CHECK_EQ(cublasDnrm2(h, 1, (double *)dv, 1, &dn), CUBLAS_STATUS_NOT_SUPPORTED);
+	OK(cudaFree(dm));
+	OK(cudaFree(dv));
+}
+
 int main(int argc, char **argv)
 {
 	size_t free_b = 0, total = 0;
@@ -718,6 +816,7 @@ int main(int argc, char **argv)
 
 	sgemm_host_and_device(h, hn);
 	dots(h, hn);
+	solver_imports(h, hn);
 	gemms(h, hn);
 	solvers(h, hn);
 	lt(h, hn);

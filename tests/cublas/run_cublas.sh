@@ -114,7 +114,12 @@ for _ in $(seq 50); do
 done
 [ -n "$base" ] && [ "$after" = "$base" ] || bad "free memory $after, before the program $base"
 
-if grep -E '\b(error|warn) (backend|frontend)\]|malformed' "$work/server.log" "$work/client.err" >"$work/problems"; then
+# The fake has one function of each shape of api/cublas.api's last section (what
+# cuSOLVER calls besides): the server says once that it lacks the others, and
+# cublas_e2e calls one of them on purpose (cublasDnrm2_v2).
+if grep -E '\b(error|warn) (backend|frontend)\]|malformed' "$work/server.log" "$work/client.err" |
+   grep -vE 'cublas: the library lacks [0-9]+ of the functions forwarded|not supported by the server.s library: cublasDnrm2_v2$' \
+   >"$work/problems"; then
   bad "errors in the logs:"
   sed 's/^/  | /' "$work/problems" | head -10
 fi

@@ -41,10 +41,11 @@ keep=0
 timeout_s=${RG_E2E_TIMEOUT:-120}
 
 # sticky last among the programs: on a GPU its error may poison the server
-PROGRAMS=(copies memsets streams graphs graph_build mempools args errors devquery funcattrs pointers threads fork managed textures sticky)
+PROGRAMS=(copies memsets streams graphs graph_build mempools args errors devquery funcattrs pointers threads fork managed textures
+          libhandles drv_memory drv_stream drv_module drv_array sticky)
 # the same programs built with nvcc's default static runtime, which reaches
 # libremote.so as the driver (libcuda.so.1): test static_<name>, same expected output
-STATIC=()
+STATIC=(copies memsets streams graphs graph_build mempools args devquery funcattrs pointers threads managed textures)
 SPECIAL=(multi_client kill_mid_copy garbage sigterm)
 HELPERS=(probe copyloop holder)
 
@@ -101,7 +102,10 @@ for p in "${PROGRAMS[@]}" "${HELPERS[@]}"; do
      [ "$here/rgtest_kernels.cuh" -nt "$bin/$p" ]; then
     [ -n "$nvcc" ] || skip "nvcc not found (set RG_NVCC or put it on PATH): the test programs cannot be built"
     echo "nvcc: $p"
-    "$here/nvcc-build.sh" --nvcc "$nvcc" -o "$bin/$p" "$src" || { echo "FAIL: cannot build $p"; echo "0 passed, 1 failed"; exit 1; }
+    # drv_*: driver API programs, with the static runtime and -lcuda
+    mode=(); [[ $p == drv_* ]] && mode=(--static)
+    "$here/nvcc-build.sh" --nvcc "$nvcc" "${mode[@]}" -o "$bin/$p" "$src" ||
+      { echo "FAIL: cannot build $p"; echo "0 passed, 1 failed"; exit 1; }
   fi
 done
 for p in "${STATIC[@]}"; do

@@ -556,3 +556,182 @@ GELS(cublasSgelsBatched, float)
 GELS(cublasDgelsBatched, double)
 GELS(cublasCgelsBatched, cuComplex)
 GELS(cublasZgelsBatched, cuDoubleComplex)
+
+/* ---- what cuSOLVER calls besides (api/cublas.api, its last section): one of each
+ * shape of line; the rest of that section is not here (answered not supported) ---- */
+
+/* Exported by libcublas.so.13, declared by no header (api/cublas.api: @proto).
+ * As the library: a mode above 1 is INVALID_VALUE. */
+__attribute__((visibility("default"))) cublasStatus_t cublasSetEnvironmentMode(cublasHandle_t handle, int mode);
+
+cublasStatus_t cublasSetEnvironmentMode(cublasHandle_t handle, int mode)
+{
+	HANDLE(handle);
+	fb_log_begin(__func__);
+	fb_arg_obj("handle", o);
+	fb_arg_int("mode", mode);
+	fb_log_end();
+	return (unsigned)mode > 1 ? CUBLAS_STATUS_INVALID_VALUE : CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSetAtomicsMode(cublasHandle_t handle, cublasAtomicsMode_t mode)
+{
+	HANDLE(handle);
+	fb_log_begin(__func__);
+	fb_arg_obj("handle", o);
+	fb_arg_int("mode", mode);
+	fb_log_end();
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSetEmulationStrategy(cublasHandle_t handle, cublasEmulationStrategy_t emulationStrategy)
+{
+	HANDLE(handle);
+	fb_log_begin(__func__);
+	fb_arg_obj("handle", o);
+	fb_arg_int("strategy", emulationStrategy);
+	fb_log_end();
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+/* A vector of n floats at stride inc lies in one allocation. */
+static int vec_ok(const float *x, int n, int inc)
+{
+	return n <= 0 || (inc > 0 && fb_dev_ok(x, ((size_t)(n - 1) * (size_t)inc + 1) * sizeof(float)));
+}
+
+/* The result by pointer mode, as the dot products. */
+static cublasStatus_t put_result(fb_obj *o, void *result, const void *v, size_t n)
+{
+	if (!result)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	if (DEV(o) && !fb_dev_ok(result, n))
+		return CUBLAS_STATUS_EXECUTION_FAILED;
+	memcpy(result, v, n);
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+#define RESULT_LOG(o, result)                                   \
+	fb_arg_str("result", DEV(o) ? "dev" : "host");          \
+	if (DEV(o))                                             \
+		fb_arg_ptr("at", result)
+
+/* Sum of squares, without cuBLAS's scaling (the tests use small values). */
+cublasStatus_t cublasSnrm2_v2(cublasHandle_t handle, int n, const float *x, int incx, float *result)
+{
+	HANDLE(handle);
+	fb_log_begin(__func__);
+	fb_arg_obj("handle", o);
+	fb_arg_int("n", n);
+	fb_arg_ptr("x", x);
+	fb_arg_int("incx", incx);
+	RESULT_LOG(o, result);
+	fb_log_end();
+	if (!vec_ok(x, n, incx))
+		return CUBLAS_STATUS_EXECUTION_FAILED;
+	double acc = 0;
+	for (int i = 0; i < n; i++)
+		acc += (double)x[(long long)i * incx] * x[(long long)i * incx];
+	float r = 0;
+	while ((double)(r + 1) * (r + 1) <= acc) /* floor of the root: exact for the tests' squares */
+		r++;
+	return put_result(o, result, &r, sizeof(r));
+}
+
+/* 1-based index of the first largest |x[i]|. */
+cublasStatus_t cublasIsamax_v2(cublasHandle_t handle, int n, const float *x, int incx, int *result)
+{
+	HANDLE(handle);
+	fb_log_begin(__func__);
+	fb_arg_obj("handle", o);
+	fb_arg_int("n", n);
+	fb_arg_ptr("x", x);
+	fb_arg_int("incx", incx);
+	RESULT_LOG(o, result);
+	fb_log_end();
+	if (!vec_ok(x, n, incx))
+		return CUBLAS_STATUS_EXECUTION_FAILED;
+	int best = 0;
+	for (int i = 0; i < n; i++) {
+		float a = x[(long long)i * incx], b = best ? x[(long long)(best - 1) * incx] : 0;
+		if (!best || (a < 0 ? -a : a) > (b < 0 ? -b : b))
+			best = i + 1;
+	}
+	return put_result(o, result, &best, sizeof(best));
+}
+
+/* Two scalars by pointer mode, 64-bit sizes. */
+cublasStatus_t cublasSrot_v2_64(cublasHandle_t handle, int64_t n, float *x, int64_t incx, float *y, int64_t incy,
+				const float *c, const float *s)
+{
+	HANDLE(handle);
+	fb_log_begin(__func__);
+	fb_arg_obj("handle", o);
+	fb_arg_int("n", n);
+	fb_arg_ptr("x", x);
+	fb_arg_int("incx", incx);
+	fb_arg_ptr("y", y);
+	fb_arg_int("incy", incy);
+	SCALAR("c", c, float);
+	SCALAR("s", s, float);
+	fb_log_end();
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+/* Real alpha and beta of a complex function. */
+cublasStatus_t cublasCherk_v2(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, int n, int k,
+			      const float *alpha, const cuComplex *A, int lda, const float *beta, cuComplex *C, int ldc)
+{
+	HANDLE(handle);
+	fb_log_begin(__func__);
+	fb_arg_obj("handle", o);
+	fb_arg_int("uplo", uplo);
+	fb_arg_int("trans", trans);
+	fb_arg_int("n", n);
+	fb_arg_int("k", k);
+	SCALAR("alpha", alpha, float);
+	fb_arg_ptr("A", A);
+	fb_arg_int("lda", lda);
+	SCALAR("beta", beta, float);
+	fb_arg_ptr("C", C);
+	fb_arg_int("ldc", ldc);
+	fb_log_end();
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+/* C = alpha op(A) + beta op(B), computed without transposes. */
+cublasStatus_t cublasSgeam(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n,
+			   const float *alpha, const float *A, int lda, const float *beta, const float *B, int ldb,
+			   float *C, int ldc)
+{
+	HANDLE(handle);
+	fb_log_begin(__func__);
+	fb_arg_obj("handle", o);
+	fb_arg_int("transa", transa);
+	fb_arg_int("transb", transb);
+	fb_arg_int("m", m);
+	fb_arg_int("n", n);
+	SCALAR("alpha", alpha, float);
+	fb_arg_ptr("A", A);
+	fb_arg_int("lda", lda);
+	SCALAR("beta", beta, float);
+	fb_arg_ptr("B", B);
+	fb_arg_int("ldb", ldb);
+	fb_arg_ptr("C", C);
+	fb_arg_int("ldc", ldc);
+	fb_log_end();
+	if (!alpha || !beta)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	if (transa != CUBLAS_OP_N || transb != CUBLAS_OP_N || m <= 0 || n <= 0)
+		return CUBLAS_STATUS_SUCCESS; /* logged only */
+#define SPAN(ld) (((size_t)(n - 1) * (size_t)(ld) + (size_t)m) * sizeof(float))
+	if (lda < m || ldb < m || ldc < m || !fb_dev_ok(A, SPAN(lda)) || !fb_dev_ok(B, SPAN(ldb)) ||
+	    !fb_dev_ok(C, SPAN(ldc)))
+		return CUBLAS_STATUS_EXECUTION_FAILED;
+#undef SPAN
+	float a = VAL(alpha, float), b = VAL(beta, float);
+	for (int j = 0; j < n; j++)
+		for (int i = 0; i < m; i++)
+			C[i + (long long)j * ldc] = a * A[i + (long long)j * lda] + b * B[i + (long long)j * ldb];
+	return CUBLAS_STATUS_SUCCESS;
+}
