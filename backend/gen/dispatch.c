@@ -1492,6 +1492,50 @@ static int gen_module_resolve(be_session *s, be_req *rq)
 	return be_op_module_resolve(s, rq, m_id, names, names_len);
 }
 
+static int gen_occupancy_clusters(be_session *s, be_req *rq)
+{
+	uint64_t f_id;
+	if (proto_arg_u64(&rq->view, 0, &f_id))
+		return BE_EPROTO;
+	uint32_t gx_w;
+	if (proto_arg_u32(&rq->view, 1, &gx_w))
+		return BE_EPROTO;
+	uint32_t gx = (uint32_t)gx_w;
+	uint32_t gy_w;
+	if (proto_arg_u32(&rq->view, 2, &gy_w))
+		return BE_EPROTO;
+	uint32_t gy = (uint32_t)gy_w;
+	uint32_t gz_w;
+	if (proto_arg_u32(&rq->view, 3, &gz_w))
+		return BE_EPROTO;
+	uint32_t gz = (uint32_t)gz_w;
+	uint32_t bx_w;
+	if (proto_arg_u32(&rq->view, 4, &bx_w))
+		return BE_EPROTO;
+	uint32_t bx = (uint32_t)bx_w;
+	uint32_t by_w;
+	if (proto_arg_u32(&rq->view, 5, &by_w))
+		return BE_EPROTO;
+	uint32_t by = (uint32_t)by_w;
+	uint32_t bz_w;
+	if (proto_arg_u32(&rq->view, 6, &bz_w))
+		return BE_EPROTO;
+	uint32_t bz = (uint32_t)bz_w;
+	uint32_t shmem_w;
+	if (proto_arg_u32(&rq->view, 7, &shmem_w))
+		return BE_EPROTO;
+	uint32_t shmem = (uint32_t)shmem_w;
+	const void *attrs;
+	size_t attrs_len;
+	if (proto_arg_bin(&rq->view, 8, &attrs, &attrs_len))
+		return BE_EPROTO;
+	uint32_t potential_w;
+	if (proto_arg_u32(&rq->view, 9, &potential_w))
+		return BE_EPROTO;
+	uint32_t potential = (uint32_t)potential_w;
+	return be_op_occupancy_clusters(s, rq, f_id, gx, gy, gz, bx, by, bz, shmem, attrs, attrs_len, potential);
+}
+
 const be_op_desc be_ops[PROTO_OP_COUNT] = {
 	[PROTO_OP_HELLO] = {gen_hello, BE_OP_SYNC},
 	[PROTO_OP_MODULE_LOAD] = {gen_module_load, BE_OP_SYNC | BE_OP_PAYLOAD},
@@ -1575,6 +1619,7 @@ const be_op_desc be_ops[PROTO_OP_COUNT] = {
 	[PROTO_OP_MEMPOOL_GET_CURRENT] = {gen_mempool_get_current, BE_OP_SYNC | BE_OP_QUICK},
 	[PROTO_OP_MEMPOOL_GET_ACCESS] = {gen_mempool_get_access, BE_OP_SYNC | BE_OP_QUICK},
 	[PROTO_OP_MODULE_RESOLVE] = {gen_module_resolve, BE_OP_SYNC},
+	[PROTO_OP_OCCUPANCY_CLUSTERS] = {gen_occupancy_clusters, BE_OP_SYNC | BE_OP_QUICK},
 	/* api/cublas.api (backend/gen/lib_cublas.c) */
 	[PROTO_OP_CUBLASCREATE_V2] = {be_gen_cublasCreate_v2, BE_OP_ASYNC},
 	[PROTO_OP_CUBLASDESTROY_V2] = {be_gen_cublasDestroy_v2, BE_OP_ASYNC},

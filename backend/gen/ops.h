@@ -72,5 +72,6 @@ int be_op_mempool_set_current(be_session *s, be_req *rq, uint64_t pool);
 int be_op_mempool_get_current(be_session *s, be_req *rq);
 int be_op_mempool_get_access(be_session *s, be_req *rq, uint64_t pool);
 int be_op_module_resolve(be_session *s, be_req *rq, uint64_t m, const char *names, size_t names_len);
+int be_op_occupancy_clusters(be_session *s, be_req *rq, uint64_t f, uint32_t gx, uint32_t gy, uint32_t gz, uint32_t bx, uint32_t by, uint32_t bz, uint32_t shmem, const void *attrs, size_t attrs_len, uint32_t potential);
 
 #endif

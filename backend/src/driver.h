@@ -116,12 +116,15 @@
 /* Functions the backend can do without: resolved when the library has them, NULL
  * otherwise (the caller checks). cuStreamIsCapturing lets copies through staging
  * buffers refuse a capturing stream (a graph must not keep a staging address);
- * the module enumeration (CUDA 12.4) lists a module's kernels by name. */
+ * the module enumeration (CUDA 12.4) lists a module's kernels by name; the
+ * cluster occupancy queries (CUDA 12.0) are missing from the driver test double. */
 #define BE_DRIVER_OPT_FUNCS(X)        \
 	X(cuStreamIsCapturing)        \
 	X(cuModuleGetFunctionCount)   \
 	X(cuModuleEnumerateFunctions) \
-	X(cuFuncGetName)
+	X(cuFuncGetName)                \
+	X(cuOccupancyMaxActiveClusters) \
+	X(cuOccupancyMaxPotentialClusterSize)
 
 #define BE_DRIVER_MEMBER(fn) __typeof__(fn) *fn;
 struct be_driver {

@@ -144,3 +144,37 @@ int be_op_func_get_attrs(be_session *s, be_req *rq, uint64_t f_id)
 	proto_msg_bin(m, out, sizeof(out));
 	return be_reply_end(s, rq, m, NULL, 0);
 }
+
+int be_op_occupancy_clusters(be_session *s, be_req *rq, uint64_t f_id, uint32_t gx, uint32_t gy, uint32_t gz,
+			     uint32_t bx, uint32_t by, uint32_t bz, uint32_t shmem, const void *attrs,
+			     size_t attrs_len, uint32_t potential)
+{
+	CUfunction fn;
+	int err;
+	if ((err = be_get_func(s, f_id, &fn)))
+		return err;
+	if (attrs_len % sizeof(CUlaunchAttribute) || attrs_len / sizeof(CUlaunchAttribute) > BE_MAX_LAUNCH_ATTRS)
+		return CUDA_ERROR_INVALID_VALUE;
+	__typeof__(be_drv.cuOccupancyMaxActiveClusters) query =
+		potential ? be_drv.cuOccupancyMaxPotentialClusterSize : be_drv.cuOccupancyMaxActiveClusters;
+	if (!query)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	CUlaunchAttribute at[BE_MAX_LAUNCH_ATTRS];
+	unsigned n = (unsigned)(attrs_len / sizeof(CUlaunchAttribute));
+	memcpy(at, attrs, attrs_len);
+	for (unsigned i = 0; i < n; i++)
+		if (!attr_allowed(at[i].id))
+			return CUDA_ERROR_NOT_SUPPORTED;
+	CUlaunchConfig cfg = {
+		.gridDimX = gx, .gridDimY = gy, .gridDimZ = gz,
+		.blockDimX = bx, .blockDimY = by, .blockDimZ = bz,
+		.sharedMemBytes = shmem, .attrs = n ? at : NULL, .numAttrs = n,
+	};
+	int v = 0;
+	CUresult r = query(&v, fn, &cfg);
+	if (r != CUDA_SUCCESS)
+		return r;
+	proto_msg *m = be_reply_begin(s, rq, 1);
+	proto_msg_i64(m, v);
+	return be_reply_end(s, rq, m, NULL, 0);
+}

@@ -314,8 +314,6 @@ STUB(cuMulticastBindMem)
 STUB(cuMulticastCreate)
 STUB(cuMulticastGetGranularity)
 STUB(cuMulticastUnbind)
-STUB(cuOccupancyMaxActiveClusters)
-STUB(cuOccupancyMaxPotentialClusterSize)
 STUB(cuParamSetSize)
 STUB(cuParamSetTexRef)
 STUB(cuParamSetf)
@@ -1003,10 +1001,10 @@ const fe_drv_entry fe_drv_entries[] = {
 	{"cuOccupancyAvailableDynamicSMemPerBlock", 10020, 0, "cuOccupancyAvailableDynamicSMemPerBlock", (void *)cuOccupancyAvailableDynamicSMemPerBlock},
 	{"cuOccupancyMaxActiveBlocksPerMultiprocessor", 6050, 0, "cuOccupancyMaxActiveBlocksPerMultiprocessor", (void *)cuOccupancyMaxActiveBlocksPerMultiprocessor},
 	{"cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", 7000, 0, "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", (void *)cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags},
-	{"cuOccupancyMaxActiveClusters", 11070, 0, "cuOccupancyMaxActiveClusters", (void *)fe_drv_stub_cuOccupancyMaxActiveClusters},
+	{"cuOccupancyMaxActiveClusters", 11070, 0, "cuOccupancyMaxActiveClusters", (void *)cuOccupancyMaxActiveClusters},
 	{"cuOccupancyMaxPotentialBlockSize", 6050, 0, "cuOccupancyMaxPotentialBlockSize", (void *)cuOccupancyMaxPotentialBlockSize},
 	{"cuOccupancyMaxPotentialBlockSizeWithFlags", 7000, 0, "cuOccupancyMaxPotentialBlockSizeWithFlags", (void *)cuOccupancyMaxPotentialBlockSizeWithFlags},
-	{"cuOccupancyMaxPotentialClusterSize", 11070, 0, "cuOccupancyMaxPotentialClusterSize", (void *)fe_drv_stub_cuOccupancyMaxPotentialClusterSize},
+	{"cuOccupancyMaxPotentialClusterSize", 11070, 0, "cuOccupancyMaxPotentialClusterSize", (void *)cuOccupancyMaxPotentialClusterSize},
 	{"cuParamSetSize", 2000, 0, "cuParamSetSize", (void *)fe_drv_stub_cuParamSetSize},
 	{"cuParamSetTexRef", 2000, 0, "cuParamSetTexRef", (void *)fe_drv_stub_cuParamSetTexRef},
 	{"cuParamSetf", 2000, 0, "cuParamSetf", (void *)fe_drv_stub_cuParamSetf},

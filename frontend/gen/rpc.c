@@ -1114,3 +1114,32 @@ int fe_rpc_mempool_get_access(fe_conn *c, uint64_t pool, int32_t *flags)
 	fe_reply_free(&r);
 	return st;
 }
+
+int fe_rpc_occupancy_clusters(fe_conn *c, uint64_t f, uint32_t gx, uint32_t gy, uint32_t gz, uint32_t bx, uint32_t by, uint32_t bz, uint32_t shmem, const void *attrs, size_t attrs_len, uint32_t potential, int32_t *n)
+{
+	proto_msg m;
+	proto_msg_begin(&m, PROTO_OP_OCCUPANCY_CLUSTERS, fe_conn_next_seq(c), 10);
+	proto_msg_u64(&m, f);
+	proto_msg_u64(&m, (uint64_t)gx);
+	proto_msg_u64(&m, (uint64_t)gy);
+	proto_msg_u64(&m, (uint64_t)gz);
+	proto_msg_u64(&m, (uint64_t)bx);
+	proto_msg_u64(&m, (uint64_t)by);
+	proto_msg_u64(&m, (uint64_t)bz);
+	proto_msg_u64(&m, (uint64_t)shmem);
+	proto_msg_bin(&m, attrs, attrs_len);
+	proto_msg_u64(&m, (uint64_t)potential);
+	fe_reply r;
+	int st = fe_conn_call(c, &m, NULL, 0, NULL, 0, &r);
+	if (st != 0)
+		return st;
+	{
+		int32_t v;
+		if (proto_arg_i32(&r.view, PROTO_REPLY_FIRST + 0, &v))
+			st = PROTO_EDECODE;
+		else
+			*n = v;
+	}
+	fe_reply_free(&r);
+	return st;
+}

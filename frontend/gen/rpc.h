@@ -87,5 +87,6 @@ int fe_rpc_mem_alloc_pool(fe_conn *c, uint64_t size, uint64_t pool, uint64_t str
 int fe_rpc_mempool_set_current(fe_conn *c, uint64_t pool);
 int fe_rpc_mempool_get_current(fe_conn *c, uint64_t *pool);
 int fe_rpc_mempool_get_access(fe_conn *c, uint64_t pool, int32_t *flags);
+int fe_rpc_occupancy_clusters(fe_conn *c, uint64_t f, uint32_t gx, uint32_t gy, uint32_t gz, uint32_t bx, uint32_t by, uint32_t bz, uint32_t shmem, const void *attrs, size_t attrs_len, uint32_t potential, int32_t *n);
 
 #endif

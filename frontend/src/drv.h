@@ -103,9 +103,11 @@ CUresult fe_drv_copy_array_3d_at(fe_api_site site, const CUDA_MEMCPY3D *m, CUstr
 /* Runs a runtime-layer call on behalf of a driver entry point: the thread's
  * runtime error state (cudaGetLastError) is left as it was, and the result is
  * the driver's code for it. */
-#define FE_DRV(call) (fe_drv_begin(), fe_drv_end((call)))
+#define FE_DRV(call) (fe_drv_begin(), fe_drv_end_at((call), __func__))
+#define fe_drv_end(e) fe_drv_end_at((e), __func__)
 void fe_drv_begin(void);
-CUresult fe_drv_end(cudaError_t e);
+/* (a failure is logged at debug level, under the driver function's name) */
+CUresult fe_drv_end_at(cudaError_t e, const char *fn);
 /* The driver's code for a runtime error code. */
 CUresult fe_drv_result(cudaError_t e);
 

@@ -923,6 +923,36 @@ CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks, CUfunction 
 	return cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(numBlocks, func, blockSize, dynamicSMemSize, 0);
 }
 
+/* Cluster occupancy: the driver's launch configuration as the runtime's. */
+static CUresult occupancy_clusters(int *out, CUfunction func, const CUlaunchConfig *config, int potential)
+{
+	fe_kernel *k = kernel_of(func);
+	if (!out || !config)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!k)
+		return CUDA_ERROR_INVALID_HANDLE;
+	cudaLaunchConfig_t c = {
+		.gridDim = {config->gridDimX, config->gridDimY, config->gridDimZ},
+		.blockDim = {config->blockDimX, config->blockDimY, config->blockDimZ},
+		.dynamicSmemBytes = config->sharedMemBytes,
+		.stream = (cudaStream_t)config->hStream,
+		.attrs = (cudaLaunchAttribute *)config->attrs,
+		.numAttrs = config->numAttrs,
+	};
+	return potential ? FE_DRV(cudaOccupancyMaxPotentialClusterSize(out, k, &c))
+			 : FE_DRV(cudaOccupancyMaxActiveClusters(out, k, &c));
+}
+
+CUresult cuOccupancyMaxActiveClusters(int *numClusters, CUfunction func, const CUlaunchConfig *config)
+{
+	return occupancy_clusters(numClusters, func, config, 0);
+}
+
+CUresult cuOccupancyMaxPotentialClusterSize(int *clusterSize, CUfunction func, const CUlaunchConfig *config)
+{
+	return occupancy_clusters(clusterSize, func, config, 1);
+}
+
 /* The block size with the most resident threads per multiprocessor, largest
  * first (fewest questions when the largest already fills the multiprocessor),
  * in steps of a warp. */

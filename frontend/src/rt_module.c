@@ -816,3 +816,37 @@ cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks, const 
 {
 	return cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(numBlocks, func, blockSize, dynamicSMemSize, 0);
 }
+
+_Static_assert(sizeof(cudaLaunchAttribute) == sizeof(CUlaunchAttribute), "launch attributes share their layout");
+
+/* Cluster occupancy of a launch configuration (its attributes travel as a
+ * launch's); potential: the largest cluster size instead. */
+static cudaError_t occupancy_clusters(fe_api_site site, int *out, const void *func, const cudaLaunchConfig_t *cfg,
+				      uint32_t potential)
+{
+	fe_conn *c;
+	fe_kernel *k;
+	int dev;
+	cudaError_t e = kernel_call(func, !out || !cfg || (cfg->numAttrs && !cfg->attrs), &c, &k, &dev);
+	if (e != cudaSuccess)
+		return e;
+	int32_t n = 0;
+	int st = fe_rpc_occupancy_clusters(c, k->func_id[dev], cfg->gridDim.x, cfg->gridDim.y, cfg->gridDim.z,
+					   cfg->blockDim.x, cfg->blockDim.y, cfg->blockDim.z,
+					   (uint32_t)cfg->dynamicSmemBytes, cfg->attrs,
+					   cfg->numAttrs * sizeof(cudaLaunchAttribute), potential, &n);
+	if (st == 0)
+		*out = n;
+	return fe_rt_leave(st);
+}
+
+cudaError_t cudaOccupancyMaxActiveClusters(int *numClusters, const void *func, const cudaLaunchConfig_t *launchConfig)
+{
+	return occupancy_clusters(FE_API_SITE, numClusters, func, launchConfig, 0);
+}
+
+cudaError_t cudaOccupancyMaxPotentialClusterSize(int *clusterSize, const void *func,
+						 const cudaLaunchConfig_t *launchConfig)
+{
+	return occupancy_clusters(FE_API_SITE, clusterSize, func, launchConfig, 1);
+}

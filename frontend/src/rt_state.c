@@ -239,10 +239,13 @@ cudaError_t(fe_rt_leave)(int status)
 
 void fe_drv_begin(void) { tls_in_driver++; }
 
-CUresult fe_drv_end(cudaError_t e)
+CUresult(fe_drv_end_at)(cudaError_t e, const char *fn)
 {
 	tls_in_driver--;
-	return fe_drv_result(e);
+	CUresult r = fe_drv_result(e);
+	if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY)
+		LOG_DEBUG("frontend", "%s: %d", fn, (int)r);
+	return r;
 }
 
 /* As the CUDA runtime does: a sticky error is reported once here like any other

@@ -85,6 +85,7 @@ static const char *const names[PROTO_OP_COUNT] = {
 	[PROTO_OP_MEMPOOL_GET_CURRENT] = "mempool_get_current",
 	[PROTO_OP_MEMPOOL_GET_ACCESS] = "mempool_get_access",
 	[PROTO_OP_MODULE_RESOLVE] = "module_resolve",
+	[PROTO_OP_OCCUPANCY_CLUSTERS] = "occupancy_clusters",
 	[PROTO_OP_CUBLASCREATE_V2] = "cublasCreate_v2",
 	[PROTO_OP_CUBLASDESTROY_V2] = "cublasDestroy_v2",
 	[PROTO_OP_CUBLASSETSTREAM_V2] = "cublasSetStream_v2",
@@ -290,6 +291,7 @@ int proto_op_quick(uint32_t op)
 	case PROTO_OP_GRAPH_NODE_TYPE:
 	case PROTO_OP_MEMPOOL_GET_CURRENT:
 	case PROTO_OP_MEMPOOL_GET_ACCESS:
+	case PROTO_OP_OCCUPANCY_CLUSTERS:
 		return 1;
 	}
 	return 0;

@@ -15,10 +15,8 @@
  * only. RGTEST_FAKE=1 (the driver test double behind the server) leaves out
  * the texture alignment checks, which the test double does not make.
  *
- * Prints one PASS/FAIL line per check (no addresses, no pitches, no values
- * that differ between GPUs); exit status 0 only if every check passed.
+ * Output and exit status as rgdrv.h says: the same lines in every mode.
  */
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,75 +25,11 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
+#include "rgdrv.h"
+
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 
-static int fails;
-static int remote, fake;
 static CUdevice dev;
-
-static const char *en(CUresult r)
-{
-	const char *s = NULL;
-	cuGetErrorName(r, &s);
-	return s ? s : "CUDA_ERROR_?";
-}
-
-static void expect(const char *label, CUresult got, CUresult want)
-{
-	if (got == want) {
-		printf("PASS %s: %s\n", label, en(got));
-	} else {
-		printf("FAIL %s: got %s (%d), want %s\n", label, en(got), (int)got, en(want));
-		fails++;
-	}
-}
-
-/* A condition; on failure the detail says what was seen. */
-static void check(const char *label, int ok, const char *fmt = "", ...)
-{
-	if (ok) {
-		printf("PASS %s\n", label);
-		return;
-	}
-	char buf[512];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(buf, sizeof(buf), fmt, ap);
-	va_end(ap);
-	printf("FAIL %s: %s\n", label, buf);
-	fails++;
-}
-
-#define CK(call)                                                                                                       \
-	do {                                                                                                           \
-		CUresult ck_ = (call);                                                                                 \
-		if (ck_ != CUDA_SUCCESS) {                                                                             \
-			printf("FAIL %s:%d: %s -> %s\n", __FILE__, __LINE__, #call, en(ck_));                          \
-			exit(1);                                                                                       \
-		}                                                                                                      \
-	} while (0)
-
-static void fill(unsigned char *p, size_t n, unsigned seed)
-{
-	for (size_t i = 0; i < n; i++)
-		p[i] = (unsigned char)(i * 131u + seed * 7u + (i >> 9) + 1);
-}
-
-/* Index of the first difference, or -1. */
-static long diff(const void *a, const void *b, size_t n)
-{
-	const unsigned char *x = (const unsigned char *)a, *y = (const unsigned char *)b;
-	for (size_t i = 0; i < n; i++)
-		if (x[i] != y[i])
-			return (long)i;
-	return -1;
-}
-
-static void check_bytes(const char *label, const void *got, const void *want, size_t n)
-{
-	long d = diff(got, want, n);
-	check(label, d < 0, "first difference at byte %ld of %zu", d, n);
-}
 
 static CUarray make(size_t w, size_t h, size_t d, CUarray_format f, unsigned ch, unsigned flags)
 {
@@ -275,34 +209,6 @@ static void copies_1d(void)
 	CK(cuArrayDestroy(u));
 }
 
-static CUDA_MEMCPY2D host_to_array(const void *src, size_t pitch, CUarray a, size_t w, size_t h)
-{
-	CUDA_MEMCPY2D m;
-	memset(&m, 0, sizeof m);
-	m.srcMemoryType = CU_MEMORYTYPE_HOST;
-	m.srcHost = src;
-	m.srcPitch = pitch;
-	m.dstMemoryType = CU_MEMORYTYPE_ARRAY;
-	m.dstArray = a;
-	m.WidthInBytes = w;
-	m.Height = h;
-	return m;
-}
-
-static CUDA_MEMCPY2D array_to_host(CUarray a, void *dst, size_t pitch, size_t w, size_t h)
-{
-	CUDA_MEMCPY2D m;
-	memset(&m, 0, sizeof m);
-	m.srcMemoryType = CU_MEMORYTYPE_ARRAY;
-	m.srcArray = a;
-	m.dstMemoryType = CU_MEMORYTYPE_HOST;
-	m.dstHost = dst;
-	m.dstPitch = pitch;
-	m.WidthInBytes = w;
-	m.Height = h;
-	return m;
-}
-
 /* cuMemcpy2D with an array side: a row of 64 bytes, 4 rows. */
 static void copies_2d(void)
 {
@@ -311,19 +217,16 @@ static void copies_2d(void)
 	unsigned char src[68 * 4], out[256], want[256];
 	fill(src, sizeof src, 4);
 	/* from a pitch of 68, 4 bytes in */
-	CUDA_MEMCPY2D m = host_to_array(src, 68, f, 64, 4);
-	m.srcXInBytes = 4;
+	CUDA_MEMCPY2D m = copy2d(at(on_host(src, 68), 4), on_array(f), 64, 4);
 	CK(cuMemcpy2D(&m));
 	for (int y = 0; y < 4; y++)
 		memcpy(want + y * 64, src + y * 68 + 4, 64);
-	CUDA_MEMCPY2D b = array_to_host(f, out, 64, 64, 4);
+	CUDA_MEMCPY2D b = copy2d(on_array(f), on_host(out, 64), 64, 4);
 	memset(out, 0, sizeof out);
 	CK(cuMemcpy2D(&b));
 	check_bytes("cuMemcpy2D host (pitch 68, x 4) -> array -> host", out, want, 256);
 	/* a sub-box: 32 bytes x 2 rows from (8, 1) */
-	b = array_to_host(f, out, 40, 32, 2);
-	b.srcXInBytes = 8;
-	b.srcY = 1;
+	b = copy2d(at(on_array(f), 8, 1), on_host(out, 40), 32, 2);
 	memset(out, 0, sizeof out);
 	CK(cuMemcpy2DUnaligned(&b));
 	long d0 = diff(out, want + 72, 32), d1 = diff(out + 40, want + 136, 32);
@@ -331,15 +234,9 @@ static void copies_2d(void)
 	/* array -> array, one element size: the whole of f into u, async */
 	CUstream s;
 	CK(cuStreamCreate(&s, 0));
-	memset(&m, 0, sizeof m);
-	m.srcMemoryType = CU_MEMORYTYPE_ARRAY;
-	m.srcArray = f;
-	m.dstMemoryType = CU_MEMORYTYPE_ARRAY;
-	m.dstArray = u;
-	m.WidthInBytes = 64;
-	m.Height = 4;
+	m = copy2d(on_array(f), on_array(u), 64, 4);
 	CK(cuMemcpy2DAsync(&m, s));
-	b = array_to_host(u, out, 64, 64, 4);
+	b = copy2d(on_array(u), on_host(out, 64), 64, 4);
 	memset(out, 0, sizeof out);
 	CK(cuMemcpy2DAsync(&b, s));
 	CK(cuStreamSynchronize(s));
@@ -349,28 +246,12 @@ static void copies_2d(void)
 	CUdeviceptr d;
 	size_t dp;
 	CK(cuMemAllocPitch(&d, &dp, 64, 4, 4));
-	memset(&m, 0, sizeof m);
-	m.srcMemoryType = CU_MEMORYTYPE_ARRAY;
-	m.srcArray = u;
-	m.srcXInBytes = 12;
-	m.srcY = 1;
-	m.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-	m.dstDevice = d;
-	m.dstPitch = dp;
-	m.WidthInBytes = 24;
-	m.Height = 3;
+	m = copy2d(at(on_array(u), 12, 1), on_device(d, dp), 24, 3);
 	CK(cuMemsetD2D8(d, dp, 0, 64, 4));
 	CK(cuMemcpy2D(&m));
-	memset(&m, 0, sizeof m);
-	m.srcMemoryType = CU_MEMORYTYPE_DEVICE;
-	m.srcDevice = d;
-	m.srcPitch = dp;
-	m.dstMemoryType = CU_MEMORYTYPE_ARRAY;
-	m.dstArray = f;
-	m.WidthInBytes = 64;
-	m.Height = 4;
+	m = copy2d(on_device(d, dp), on_array(f), 64, 4);
 	CK(cuMemcpy2D(&m));
-	b = array_to_host(f, out, 64, 64, 4);
+	b = copy2d(on_array(f), on_host(out, 64), 64, 4);
 	CK(cuMemcpy2D(&b));
 	unsigned char w2[256];
 	memset(w2, 0, sizeof w2);
@@ -380,15 +261,13 @@ static void copies_2d(void)
 	CK(cuMemFree(d));
 
 	/* bad input (f is 64 bytes x 4 rows) */
-	m = host_to_array(src, 60, f, 64, 2);
+	m = copy2d(on_host(src, 60), on_array(f), 64, 2);
 	expect("2D pitch below the width", cuMemcpy2D(&m), CUDA_ERROR_INVALID_VALUE);
-	m = host_to_array(src, 64, f, 64, 2);
-	m.srcXInBytes = 4;
+	m = copy2d(at(on_host(src, 64), 4), on_array(f), 64, 2);
 	expect("2D pitch below x + width", cuMemcpy2D(&m), CUDA_ERROR_INVALID_VALUE);
-	m = host_to_array(src, 64, f, 16, 1);
-	m.srcXInBytes = 52;
+	m = copy2d(at(on_host(src, 64), 52), on_array(f), 16, 1);
 	expect("2D one row past its pitch", cuMemcpy2D(&m), CUDA_ERROR_INVALID_VALUE);
-	m = host_to_array(src, 64, f, 64, 2);
+	m = copy2d(on_host(src, 64), on_array(f), 64, 2);
 	m.dstXInBytes = 2;
 	expect("2D array x not on an element", cuMemcpy2D(&m), CUDA_ERROR_INVALID_VALUE);
 	m.dstXInBytes = 0;
@@ -404,24 +283,17 @@ static void copies_2d(void)
 	m.WidthInBytes = 0;
 	expect("2D width 0", cuMemcpy2D(&m), CUDA_SUCCESS);
 	/* no pitch: rows packed from the origin (the pitch is x + width) */
-	m = host_to_array(src, 0, f, 32, 2);
-	m.srcXInBytes = 8;
+	m = copy2d(at(on_host(src, 0), 8), on_array(f), 32, 2);
 	CK(cuMemcpy2D(&m));
-	b = array_to_host(f, out, 64, 64, 2);
+	b = copy2d(on_array(f), on_host(out, 64), 64, 2);
 	CK(cuMemcpy2D(&b));
 	d0 = diff(out, src + 8, 32);
 	d1 = diff(out + 64, src + 48, 32);
 	check("2D pitch 0: rows of x + width bytes", d0 < 0 && d1 < 0, "rows differ at %ld, %ld", d0, d1);
 	/* between arrays of other element sizes (h has rows of 32 bytes) */
-	memset(&m, 0, sizeof m);
-	m.srcMemoryType = CU_MEMORYTYPE_ARRAY;
-	m.srcArray = f;
-	m.dstMemoryType = CU_MEMORYTYPE_ARRAY;
-	m.dstArray = h;
-	m.WidthInBytes = 32;
-	m.Height = 2;
+	m = copy2d(on_array(f), on_array(h), 32, 2);
 	expect("2D float array -> ushort array", cuMemcpy2D(&m), CUDA_SUCCESS);
-	b = array_to_host(h, out + 128, 32, 32, 2);
+	b = copy2d(on_array(h), on_host(out + 128, 32), 32, 2);
 	CK(cuMemcpy2D(&b));
 	d0 = diff(out + 128, out, 32);
 	d1 = diff(out + 160, out + 64, 32);
@@ -441,68 +313,22 @@ static void copies_3d(void)
 	unsigned char *h = (unsigned char *)malloc(n + 128), *got = (unsigned char *)calloc(1, n),
 	              *want = (unsigned char *)calloc(1, n);
 	fill(h, n + 128, 5);
-	CUDA_MEMCPY3D m;
-	memset(&m, 0, sizeof m);
-	m.srcMemoryType = CU_MEMORYTYPE_HOST;
-	m.srcHost = h;
-	m.srcPitch = row;
-	m.srcHeight = Y;
-	m.dstMemoryType = CU_MEMORYTYPE_ARRAY;
-	m.dstArray = a;
-	m.WidthInBytes = row;
-	m.Height = Y;
-	m.Depth = Z;
+	CUDA_MEMCPY3D m = copy3d(on_host(h, row, Y), on_array(a), row, Y, Z);
 	expect("cuMemcpy3D host -> 9x7x5 array", cuMemcpy3D(&m), CUDA_SUCCESS);
 	CUdeviceptr d;
 	const size_t dp = 64, dh = 8; /* rows of 64 bytes, 8 rows a slice */
 	CK(cuMemAlloc(&d, dp * dh * Z));
 	CK(cuMemsetD8(d, 0, dp * dh * Z));
-	CUDA_MEMCPY3D t;
-	memset(&t, 0, sizeof t);
-	t.srcMemoryType = CU_MEMORYTYPE_ARRAY;
-	t.srcArray = a;
-	t.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-	t.dstDevice = d;
-	t.dstPitch = dp;
-	t.dstHeight = dh;
-	t.WidthInBytes = row;
-	t.Height = Y;
-	t.Depth = Z;
+	CUDA_MEMCPY3D t = copy3d(on_array(a), on_device(d, dp, dh), row, Y, Z);
 	CK(cuMemcpy3D(&t));
-	memset(&t, 0, sizeof t);
-	t.srcMemoryType = CU_MEMORYTYPE_DEVICE;
-	t.srcDevice = d;
-	t.srcPitch = dp;
-	t.srcHeight = dh;
-	t.dstMemoryType = CU_MEMORYTYPE_HOST;
-	t.dstHost = got;
-	t.dstPitch = row;
-	t.dstHeight = Y;
-	t.WidthInBytes = row;
-	t.Height = Y;
-	t.Depth = Z;
+	t = copy3d(on_device(d, dp, dh), on_host(got, row, Y), row, Y, Z);
 	CK(cuMemcpy3D(&t));
 	check_bytes("cuMemcpy3D host -> array -> device (pitch 64, height 8) -> host", got, h, n);
 
 	/* the box at (2 floats, 1, 1) of 4 floats x 3 x 2, async, into the
 	 * same place of a host copy */
 	memset(got, 0, n);
-	memset(&t, 0, sizeof t);
-	t.srcMemoryType = CU_MEMORYTYPE_ARRAY;
-	t.srcArray = a;
-	t.srcXInBytes = 8;
-	t.srcY = 1;
-	t.srcZ = 1;
-	t.dstMemoryType = CU_MEMORYTYPE_HOST;
-	t.dstHost = got;
-	t.dstPitch = row;
-	t.dstHeight = Y;
-	t.dstXInBytes = 8;
-	t.dstY = 1;
-	t.dstZ = 1;
-	t.WidthInBytes = 16;
-	t.Height = 3;
-	t.Depth = 2;
+	t = copy3d(at(on_array(a), 8, 1, 1), at(on_host(got, row, Y), 8, 1, 1), 16, 3, 2);
 	CK(cuMemcpy3DAsync(&t, 0));
 	CK(cuCtxSynchronize());
 	for (size_t z = 1; z < 3; z++)
@@ -517,16 +343,7 @@ static void copies_3d(void)
 	p0.srcPitch = 0;
 	p0.srcHost = h + 100;
 	expect("cuMemcpy3D host pitch 0 height 0 -> array", cuMemcpy3D(&p0), CUDA_SUCCESS);
-	memset(&t, 0, sizeof t);
-	t.srcMemoryType = CU_MEMORYTYPE_ARRAY;
-	t.srcArray = a;
-	t.dstMemoryType = CU_MEMORYTYPE_UNIFIED;
-	t.dstDevice = d;
-	t.dstPitch = dp;
-	t.dstHeight = dh;
-	t.WidthInBytes = row;
-	t.Height = Y;
-	t.Depth = Z;
+	t = copy3d(on_array(a), on_unified(d, dp, dh), row, Y, Z);
 	CK(cuMemcpy3D(&t));
 	memset(got, 0, n);
 	CK(cuMemcpyDtoH(got, d + 3 * dp * dh + 2 * dp, row));
@@ -681,7 +498,7 @@ static void textures(void)
 	      rb.res.linear.sizeInBytes);
 	CK(cuTexObjectDestroy(t));
 	rd.res.linear.devPtr = d + 4;
-	if (!fake) /* the server's driver checks the alignments; the test double does not */
+	ONLY(!fake) /* the server's driver checks the alignments; the test double does not */
 		expect("linear memory off the texture alignment", cuTexObjectCreate(&t, &rd, &td, NULL),
 		       CUDA_ERROR_INVALID_VALUE);
 	rd.res.linear.devPtr = d;
@@ -708,7 +525,7 @@ static void textures(void)
 	      "type %d %zu x %zu", rb.resType, rb.res.pitch2D.width, rb.res.pitch2D.height);
 	CK(cuTexObjectDestroy(t));
 	rd.res.pitch2D.pitchInBytes = 500;
-	if (!fake)
+	ONLY(!fake)
 		expect("pitched memory off the pitch alignment", cuTexObjectCreate(&t, &rd, &td, NULL),
 		       CUDA_ERROR_INVALID_VALUE);
 
@@ -728,7 +545,7 @@ static void textures(void)
 	expect("cuTexObjectGetResourceDesc NULL", cuTexObjectGetResourceDesc(NULL, t), CUDA_ERROR_INVALID_VALUE);
 	expect("cuTexObjectGetTextureDesc NULL", cuTexObjectGetTextureDesc(NULL, t), CUDA_ERROR_INVALID_VALUE);
 	CK(cuTexObjectDestroy(t));
-	if (remote) /* undefined in CUDA */
+	ONLY(remote) /* undefined in CUDA */
 		expect("cuTexObjectDestroy twice", cuTexObjectDestroy(t), CUDA_ERROR_INVALID_VALUE);
 	expect("cuTexObjectDestroy(0)", cuTexObjectDestroy(0), CUDA_SUCCESS);
 
@@ -825,7 +642,7 @@ static void devices(void)
 	int none = 1;
 	for (int i = 0; i < CU_ATOMIC_OPERATION_MAX; i++)
 		none &= caps[i] == 0;
-	if (remote || !attr(CU_DEVICE_ATTRIBUTE_HOST_NATIVE_ATOMIC_SUPPORTED))
+	ONLY(remote || !attr(CU_DEVICE_ATTRIBUTE_HOST_NATIVE_ATOMIC_SUPPORTED))
 		check("  none natively", none, "op 0: %#x", caps[0]);
 	expect("cuDeviceGetHostAtomicCapabilities count 0", cuDeviceGetHostAtomicCapabilities(caps, ops, 0, dev),
 	       CUDA_ERROR_INVALID_VALUE);
@@ -898,7 +715,7 @@ static void devices(void)
 			all = 0, first = a;
 	}
 	check("cuDeviceGetAttribute answers every attribute", all, "attribute %d", first);
-	if (remote) {
+	ONLY(remote) {
 		/* what cannot work across hosts reads absent */
 		check("remote: no virtual memory management, IPC, sparse arrays, RDMA",
 		      !attr(CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED) &&
@@ -938,16 +755,7 @@ static void devices(void)
 
 int main(void)
 {
-	setvbuf(stdout, NULL, _IOLBF, 0);
-	const char *r = getenv("REMOTE_GPU");
-	remote = r && *r;
-	r = getenv("RGTEST_FAKE");
-	fake = r && *r && strcmp(r, "0") != 0;
-	CUcontext ctx;
-	CK(cuInit(0));
-	CK(cuDeviceGet(&dev, 0));
-	CK(cuDevicePrimaryCtxRetain(&ctx, dev));
-	CK(cuCtxSetCurrent(ctx));
+	rg_start(&dev);
 	descriptors();
 	copies_1d();
 	copies_2d();
@@ -955,6 +763,5 @@ int main(void)
 	textures();
 	devices();
 	CK(cuDevicePrimaryCtxRelease(dev));
-	printf("drv_array: %s\n", fails ? "FAILED" : "done");
-	return fails ? 1 : 0;
+	return rg_finish("drv_array");
 }

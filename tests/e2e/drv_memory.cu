@@ -8,10 +8,8 @@
  * cannot be mapped into a GPU on another host; synchronous memory operations
  * are not forced to complete), the expectation depends on REMOTE_GPU.
  *
- * Prints one PASS/FAIL line per check (no addresses, no pitches); exit status
- * 0 only if every check passed.
+ * Output and exit status as rgdrv.h says: the same lines in every mode.
  */
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,66 +17,9 @@
 
 #include <cuda.h>
 
-static int fails;
-static int remote;
+#include "rgdrv.h"
+
 static CUcontext ctx;
-
-static const char *en(CUresult r)
-{
-	const char *s = NULL;
-	cuGetErrorName(r, &s);
-	return s ? s : "CUDA_ERROR_?";
-}
-
-static void expect(const char *label, CUresult got, CUresult want)
-{
-	if (got == want) {
-		printf("PASS %s: %s\n", label, en(got));
-	} else {
-		printf("FAIL %s: got %s (%d), want %s\n", label, en(got), (int)got, en(want));
-		fails++;
-	}
-}
-
-/* A condition; on failure the detail says what was seen. */
-static void check(const char *label, int ok, const char *fmt = "", ...)
-{
-	if (ok) {
-		printf("PASS %s\n", label);
-		return;
-	}
-	char buf[512];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(buf, sizeof(buf), fmt, ap);
-	va_end(ap);
-	printf("FAIL %s: %s\n", label, buf);
-	fails++;
-}
-
-#define CK(call)                                                                                   \
-	do {                                                                                       \
-		CUresult ck_ = (call);                                                             \
-		if (ck_ != CUDA_SUCCESS) {                                                         \
-			printf("FAIL %s:%d: %s -> %s\n", __FILE__, __LINE__, #call, en(ck_));      \
-			exit(1);                                                                   \
-		}                                                                                  \
-	} while (0)
-
-static void fill(unsigned char *p, size_t n, unsigned seed)
-{
-	for (size_t i = 0; i < n; i++)
-		p[i] = (unsigned char)(i * 131u + seed * 7u + (i >> 9) + 1);
-}
-
-/* Index of the first difference, or -1. */
-static long diff(const unsigned char *a, const unsigned char *b, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		if (a[i] != b[i])
-			return (long)i;
-	return -1;
-}
 
 #define HD(p) ((CUdeviceptr)(uintptr_t)(p))
 
@@ -465,6 +406,15 @@ static void test_pointers(void)
 
 /* ---- linear copies ---- */
 
+/* n bytes of got as of want, the byte after them untouched (0xCD). */
+static void check_copied(size_t n, const char *what, const unsigned char *got, const unsigned char *want)
+{
+	char label[128];
+	snprintf(label, sizeof(label), "n=%zu %s", n, what);
+	long d = diff(got, want, n);
+	check(label, d < 0 && got[n] == 0xCD, "first difference at %ld, the byte after %#x", d, got[n]);
+}
+
 static void copies_of(size_t n)
 {
 	char label[128];
@@ -489,30 +439,26 @@ static void copies_of(size_t n)
 	memset(want, 0, cap);
 	memcpy(want + 3, src, n);
 	snprintf(label, sizeof(label), "n=%zu cuMemcpyHtoD/DtoH pageable", n);
-	check(label, diff(dst, want, cap) < 0, "first difference at %ld", diff(dst, want, cap));
+	check_bytes(label, dst, want, cap);
 
 	/* D2D, D2H into pinned memory */
 	CK(cuMemcpyDtoD(d2 + 5, d1 + 3, n));
 	memset(pin_dst, 0xCD, cap);
 	CK(cuMemcpyDtoH(pin_dst, d2 + 5, n));
-	snprintf(label, sizeof(label), "n=%zu cuMemcpyDtoD, DtoH pinned", n);
-	check(label, diff(pin_dst, src, n) < 0 && pin_dst[n] == 0xCD, "first difference at %ld", diff(pin_dst, src, n));
+	check_copied(n, "cuMemcpyDtoD, DtoH pinned", pin_dst, src);
 
 	/* async from pinned, async D2H into pageable memory */
 	CK(cuMemcpyHtoDAsync(d1, pin_src, n, 0));
 	memset(dst, 0xCD, cap);
 	CK(cuMemcpyDtoHAsync(dst, d1, n, 0));
 	CK(cuStreamSynchronize(0));
-	snprintf(label, sizeof(label), "n=%zu cuMemcpyHtoDAsync pinned, DtoHAsync pageable", n);
-	check(label, diff(dst, pin_src, n) < 0 && dst[n] == 0xCD, "first difference at %ld", diff(dst, pin_src, n));
+	check_copied(n, "cuMemcpyHtoDAsync pinned, DtoHAsync pageable", dst, pin_src);
 
 	CK(cuMemcpyDtoDAsync(d2, d1, n, CU_STREAM_PER_THREAD));
 	memset(pin_dst, 0xCD, cap);
 	CK(cuMemcpyDtoHAsync(pin_dst, d2, n, CU_STREAM_PER_THREAD));
 	CK(cuCtxSynchronize());
-	snprintf(label, sizeof(label), "n=%zu cuMemcpyDtoDAsync, DtoHAsync pinned", n);
-	check(label, diff(pin_dst, pin_src, n) < 0 && pin_dst[n] == 0xCD, "first difference at %ld",
-	      diff(pin_dst, pin_src, n));
+	check_copied(n, "cuMemcpyDtoDAsync, DtoHAsync pinned", pin_dst, pin_src);
 
 	/* unified addressing: the direction from the pointers */
 	fill(hsrc, cap, (unsigned)n + 2);
@@ -520,28 +466,24 @@ static void copies_of(size_t n)
 	CK(cuMemcpy(d2, d1 + 1, n));
 	memset(dst, 0xCD, cap);
 	CK(cuMemcpy(HD(dst), d2, n));
-	snprintf(label, sizeof(label), "n=%zu cuMemcpy H2D, D2D, D2H", n);
-	check(label, diff(dst, hsrc, n) < 0 && dst[n] == 0xCD, "first difference at %ld", diff(dst, hsrc, n));
+	check_copied(n, "cuMemcpy H2D, D2D, D2H", dst, hsrc);
 	memset(dst, 0xCD, cap);
 	CK(cuMemcpy(HD(dst), HD(src), n));
-	snprintf(label, sizeof(label), "n=%zu cuMemcpy H2H", n);
-	check(label, diff(dst, src, n) < 0 && dst[n] == 0xCD);
+	check_copied(n, "cuMemcpy H2H", dst, src);
 
 	CK(cuMemcpyAsync(d2, HD(pin_src), n, 0));
 	CK(cuMemcpyAsync(d1, d2, n, 0));
 	memset(dst, 0xCD, cap);
 	CK(cuMemcpyAsync(HD(dst), d1, n, 0));
 	CK(cuCtxSynchronize());
-	snprintf(label, sizeof(label), "n=%zu cuMemcpyAsync H2D, D2D, D2H", n);
-	check(label, diff(dst, pin_src, n) < 0 && dst[n] == 0xCD, "first difference at %ld", diff(dst, pin_src, n));
+	check_copied(n, "cuMemcpyAsync H2D, D2D, D2H", dst, pin_src);
 
 	/* same-context peer copies */
 	CK(cuMemcpyPeer(d2 + 1, ctx, d1, ctx, n));
 	CK(cuMemcpyPeerAsync(d1 + 2, ctx, d2 + 1, ctx, n, 0));
 	memset(dst, 0xCD, cap);
 	CK(cuMemcpyDtoH(dst, d1 + 2, n));
-	snprintf(label, sizeof(label), "n=%zu cuMemcpyPeer, PeerAsync", n);
-	check(label, diff(dst, pin_src, n) < 0 && dst[n] == 0xCD, "first difference at %ld", diff(dst, pin_src, n));
+	check_copied(n, "cuMemcpyPeer, PeerAsync", dst, pin_src);
 
 	CK(cuMemFreeHost(pin_src));
 	CK(cuMemFreeHost(pin_dst));
@@ -594,131 +536,60 @@ static void test_2d(void)
 	unsigned char *want = (unsigned char *)malloc(pitch * rows);
 	fill(hs, spitch * rows, 77);
 
-	CUDA_MEMCPY2D c;
-	memset(&c, 0, sizeof(c));
-	c.srcMemoryType = CU_MEMORYTYPE_HOST;
-	c.srcHost = hs;
-	c.srcPitch = spitch;
-	c.srcXInBytes = 2;
-	c.srcY = 1;
-	c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-	c.dstDevice = dp;
-	c.dstPitch = pitch;
-	c.dstXInBytes = 5;
-	c.dstY = 2;
-	c.WidthInBytes = W;
-	c.Height = H;
+	CUDA_MEMCPY2D c = copy2d(at(on_host(hs, spitch), 2, 1), at(on_device(dp, pitch), 5, 2), W, H);
 	CK(cuMemcpy2D(&c));
 	CK(cuMemcpyDtoH(img, dp, pitch * rows));
 	memset(want, 0, pitch * rows);
 	for (size_t y = 0; y < H; y++)
 		memcpy(want + (2 + y) * pitch + 5, hs + (1 + y) * spitch + 2, W);
-	check("cuMemcpy2D host -> device", diff(img, want, pitch * rows) < 0, "at %ld", diff(img, want, pitch * rows));
+	check_bytes("cuMemcpy2D host -> device", img, want, pitch * rows);
 
 	/* device -> host, another pitch, offsets on both sides */
 	unsigned char *ho = (unsigned char *)malloc(dpitch2 * rows), *hwant = (unsigned char *)malloc(dpitch2 * rows);
 	memset(ho, 0xEE, dpitch2 * rows);
 	memset(hwant, 0xEE, dpitch2 * rows);
-	memset(&c, 0, sizeof(c));
-	c.srcMemoryType = CU_MEMORYTYPE_DEVICE;
-	c.srcDevice = dp;
-	c.srcPitch = pitch;
-	c.srcXInBytes = 5;
-	c.srcY = 2;
-	c.dstMemoryType = CU_MEMORYTYPE_HOST;
-	c.dstHost = ho;
-	c.dstPitch = dpitch2;
-	c.dstXInBytes = 4;
-	c.dstY = 1;
-	c.WidthInBytes = W;
-	c.Height = H;
+	c = copy2d(at(on_device(dp, pitch), 5, 2), at(on_host(ho, dpitch2), 4, 1), W, H);
 	CK(cuMemcpy2D(&c));
 	for (size_t y = 0; y < H; y++)
 		memcpy(hwant + (1 + y) * dpitch2 + 4, hs + (1 + y) * spitch + 2, W);
-	check("cuMemcpy2D device -> host", diff(ho, hwant, dpitch2 * rows) < 0, "at %ld",
-	      diff(ho, hwant, dpitch2 * rows));
+	check_bytes("cuMemcpy2D device -> host", ho, hwant, dpitch2 * rows);
 
 	/* device -> device, async */
-	memset(&c, 0, sizeof(c));
-	c.srcMemoryType = CU_MEMORYTYPE_DEVICE;
-	c.srcDevice = dp;
-	c.srcPitch = pitch;
-	c.srcXInBytes = 5;
-	c.srcY = 2;
-	c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-	c.dstDevice = dq;
-	c.dstPitch = qpitch;
-	c.WidthInBytes = W;
-	c.Height = H;
+	c = copy2d(at(on_device(dp, pitch), 5, 2), on_device(dq, qpitch), W, H);
 	CK(cuMemcpy2DAsync(&c, 0));
 	CK(cuCtxSynchronize());
 	unsigned char *qimg = (unsigned char *)malloc(qpitch * rows), *qwant = (unsigned char *)calloc(qpitch, rows);
 	CK(cuMemcpyDtoH(qimg, dq, qpitch * rows));
 	for (size_t y = 0; y < H; y++)
 		memcpy(qwant + y * qpitch, hs + (1 + y) * spitch + 2, W);
-	check("cuMemcpy2DAsync device -> device", diff(qimg, qwant, qpitch * rows) < 0);
+	check_bytes("cuMemcpy2DAsync device -> device", qimg, qwant, qpitch * rows);
 
 	/* unified on both sides: host -> device, then device -> host */
 	unsigned char *hs2 = (unsigned char *)malloc(spitch * rows);
 	fill(hs2, spitch * rows, 78);
-	memset(&c, 0, sizeof(c));
-	c.srcMemoryType = CU_MEMORYTYPE_UNIFIED;
-	c.srcDevice = HD(hs2);
-	c.srcPitch = spitch;
-	c.dstMemoryType = CU_MEMORYTYPE_UNIFIED;
-	c.dstDevice = dq;
-	c.dstPitch = qpitch;
-	c.dstY = 3;
-	c.WidthInBytes = W;
-	c.Height = H;
+	c = copy2d(on_unified(HD(hs2), spitch), at(on_unified(dq, qpitch), 0, 3), W, H);
 	CK(cuMemcpy2DUnaligned(&c));
 	memset(ho, 0xEE, dpitch2 * rows);
-	memset(&c, 0, sizeof(c));
-	c.srcMemoryType = CU_MEMORYTYPE_UNIFIED;
-	c.srcDevice = dq;
-	c.srcPitch = qpitch;
-	c.srcY = 3;
-	c.dstMemoryType = CU_MEMORYTYPE_UNIFIED;
-	c.dstDevice = HD(ho);
-	c.dstPitch = dpitch2;
-	c.WidthInBytes = W;
-	c.Height = H;
+	c = copy2d(at(on_unified(dq, qpitch), 0, 3), on_unified(HD(ho), dpitch2), W, H);
 	CK(cuMemcpy2DAsync(&c, 0));
 	CK(cuStreamSynchronize(0));
 	memset(hwant, 0xEE, dpitch2 * rows);
 	for (size_t y = 0; y < H; y++)
 		memcpy(hwant + y * dpitch2, hs2 + y * spitch, W);
-	check("cuMemcpy2DUnaligned/2DAsync unified", diff(ho, hwant, dpitch2 * rows) < 0, "at %ld",
-	      diff(ho, hwant, dpitch2 * rows));
+	check_bytes("cuMemcpy2DUnaligned/2DAsync unified", ho, hwant, dpitch2 * rows);
 
 	/* host -> host */
 	memset(ho, 0xEE, dpitch2 * rows);
-	memset(&c, 0, sizeof(c));
-	c.srcMemoryType = CU_MEMORYTYPE_HOST;
-	c.srcHost = hs;
-	c.srcPitch = spitch;
-	c.dstMemoryType = CU_MEMORYTYPE_HOST;
-	c.dstHost = ho;
-	c.dstPitch = dpitch2;
-	c.WidthInBytes = W;
-	c.Height = H;
+	c = copy2d(on_host(hs, spitch), on_host(ho, dpitch2), W, H);
 	CK(cuMemcpy2D(&c));
 	memset(hwant, 0xEE, dpitch2 * rows);
 	for (size_t y = 0; y < H; y++)
 		memcpy(hwant + y * dpitch2, hs + y * spitch, W);
-	check("cuMemcpy2D host -> host", diff(ho, hwant, dpitch2 * rows) < 0);
+	check_bytes("cuMemcpy2D host -> host", ho, hwant, dpitch2 * rows);
 
 	/* bad arguments */
 	expect("cuMemcpy2D(NULL)", cuMemcpy2D(NULL), CUDA_ERROR_INVALID_VALUE);
-	memset(&c, 0, sizeof(c));
-	c.srcMemoryType = CU_MEMORYTYPE_HOST;
-	c.srcHost = hs;
-	c.srcPitch = spitch;
-	c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-	c.dstDevice = dp;
-	c.dstPitch = pitch;
-	c.WidthInBytes = W;
-	c.Height = H;
+	c = copy2d(on_host(hs, spitch), on_device(dp, pitch), W, H);
 	CUDA_MEMCPY2D b = c;
 	b.srcXInBytes = spitch - W + 1;
 	expect("cuMemcpy2D(srcX + width > srcPitch)", cuMemcpy2D(&b), CUDA_ERROR_INVALID_VALUE);
@@ -766,32 +637,14 @@ static void test_array(void)
 	for (int y = 0; y < 8; y++)
 		for (int x = 0; x < 16; x++)
 			h[y][x] = (float)(y * 100 + x);
-	CUDA_MEMCPY2D c;
-	memset(&c, 0, sizeof(c));
-	c.srcMemoryType = CU_MEMORYTYPE_HOST;
-	c.srcHost = h;
-	c.srcPitch = sizeof(h[0]);
-	c.dstMemoryType = CU_MEMORYTYPE_ARRAY;
-	c.dstArray = arr;
-	c.WidthInBytes = sizeof(h[0]);
-	c.Height = 8;
+	CUDA_MEMCPY2D c = copy2d(on_host(h, sizeof(h[0])), on_array(arr), sizeof(h[0]), 8);
 	CK(cuMemcpy2D(&c));
 
 	/* a box of 3 x 4 from (2, 1) into device memory, pitch 20, x 4 */
 	CUdeviceptr dv;
 	CK(cuMemAlloc(&dv, 1024));
 	CK(cuMemsetD8(dv, 0, 1024));
-	memset(&c, 0, sizeof(c));
-	c.srcMemoryType = CU_MEMORYTYPE_ARRAY;
-	c.srcArray = arr;
-	c.srcXInBytes = 8;
-	c.srcY = 1;
-	c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-	c.dstDevice = dv;
-	c.dstPitch = 20;
-	c.dstXInBytes = 4;
-	c.WidthInBytes = 12;
-	c.Height = 4;
+	c = copy2d(at(on_array(arr), 8, 1), at(on_device(dv, 20), 4), 12, 4);
 	CK(cuMemcpy2DAsync(&c, 0));
 	unsigned char out[80];
 	CK(cuMemcpyDtoH(out, dv, sizeof(out)));
@@ -808,17 +661,7 @@ static void test_array(void)
 	expect("cuMemcpy2D(array x not in whole elements)", cuMemcpy2D(&c),
 	       remote ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS);
 
-	CUDA_MEMCPY3D m;
-	memset(&m, 0, sizeof(m));
-	m.srcMemoryType = CU_MEMORYTYPE_ARRAY;
-	m.srcArray = arr;
-	m.dstMemoryType = CU_MEMORYTYPE_HOST;
-	m.dstHost = back;
-	m.dstPitch = sizeof(back[0]);
-	m.dstHeight = 8;
-	m.WidthInBytes = sizeof(back[0]);
-	m.Height = 8;
-	m.Depth = 1;
+	CUDA_MEMCPY3D m = copy3d(on_array(arr), on_host(back, sizeof(back[0]), 8), sizeof(back[0]), 8, 1);
 	memset(back, 0, sizeof(back));
 	CK(cuMemcpy3D(&m));
 	check("cuMemcpy3D array -> host", memcmp(back, h, sizeof(h)) == 0);
@@ -840,86 +683,31 @@ static void test_3d(void)
 	unsigned char hs[12 * 5 * 4], img[16 * 6 * 4], want[16 * 6 * 4];
 	fill(hs, sizeof(hs), 33);
 
-	CUDA_MEMCPY3D m;
-	memset(&m, 0, sizeof(m));
-	m.srcMemoryType = CU_MEMORYTYPE_HOST;
-	m.srcHost = hs;
-	m.srcPitch = hpitch;
-	m.srcHeight = hh;
-	m.srcXInBytes = 1;
-	m.srcY = 1;
-	m.srcZ = 1;
-	m.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-	m.dstDevice = dv;
-	m.dstPitch = dpitch;
-	m.dstHeight = dh;
-	m.dstXInBytes = 3;
-	m.dstY = 2;
-	m.dstZ = 1;
-	m.WidthInBytes = W;
-	m.Height = H;
-	m.Depth = D;
+	CUDA_MEMCPY3D m = copy3d(at(on_host(hs, hpitch, hh), 1, 1, 1), at(on_device(dv, dpitch, dh), 3, 2, 1), W, H, D);
 	CK(cuMemcpy3D(&m));
 	CK(cuMemcpyDtoH(img, dv, sizeof(img)));
 	memset(want, 0, sizeof(want));
 	for (size_t z = 0; z < D; z++)
 		for (size_t y = 0; y < H; y++)
 			memcpy(want + ((1 + z) * dh + 2 + y) * dpitch + 3, hs + ((1 + z) * hh + 1 + y) * hpitch + 1, W);
-	check("cuMemcpy3D host -> device", diff(img, want, sizeof(img)) < 0, "at %ld", diff(img, want, sizeof(img)));
+	check_bytes("cuMemcpy3D host -> device", img, want, sizeof(img));
 
 	/* device -> device (async), then device -> host */
-	CUDA_MEMCPY3D m2;
-	memset(&m2, 0, sizeof(m2));
-	m2.srcMemoryType = CU_MEMORYTYPE_DEVICE;
-	m2.srcDevice = dv;
-	m2.srcPitch = dpitch;
-	m2.srcHeight = dh;
-	m2.srcXInBytes = 3;
-	m2.srcY = 2;
-	m2.srcZ = 1;
-	m2.dstMemoryType = CU_MEMORYTYPE_UNIFIED;
-	m2.dstDevice = dv2;
-	m2.dstPitch = dpitch;
-	m2.dstHeight = dh;
-	m2.WidthInBytes = W;
-	m2.Height = H;
-	m2.Depth = D;
+	CUDA_MEMCPY3D m2 = copy3d(at(on_device(dv, dpitch, dh), 3, 2, 1), on_unified(dv2, dpitch, dh), W, H, D);
 	CK(cuMemcpy3DAsync(&m2, 0));
 	unsigned char ho[12 * 5 * 4], hwant[12 * 5 * 4];
 	memset(ho, 0xEE, sizeof(ho));
-	memset(&m, 0, sizeof(m));
-	m.srcMemoryType = CU_MEMORYTYPE_DEVICE;
-	m.srcDevice = dv2;
-	m.srcPitch = dpitch;
-	m.srcHeight = dh;
-	m.dstMemoryType = CU_MEMORYTYPE_HOST;
-	m.dstHost = ho;
-	m.dstPitch = hpitch;
-	m.dstHeight = hh;
-	m.dstZ = 2;
-	m.WidthInBytes = W;
-	m.Height = H;
-	m.Depth = D;
+	m = copy3d(on_device(dv2, dpitch, dh), at(on_host(ho, hpitch, hh), 0, 0, 2), W, H, D);
 	CK(cuMemcpy3D(&m));
 	memset(hwant, 0xEE, sizeof(hwant));
 	for (size_t z = 0; z < D; z++)
 		for (size_t y = 0; y < H; y++)
 			memcpy(hwant + ((2 + z) * hh + y) * hpitch, hs + ((1 + z) * hh + 1 + y) * hpitch + 1, W);
-	check("cuMemcpy3DAsync device -> device, cuMemcpy3D device -> host", diff(ho, hwant, sizeof(ho)) < 0,
-	      "at %ld", diff(ho, hwant, sizeof(ho)));
+	check_bytes("cuMemcpy3DAsync device -> device, cuMemcpy3D device -> host", ho, hwant, sizeof(ho));
 	(void)hd;
 
 	/* one slice: heights may be 0 */
-	memset(&m, 0, sizeof(m));
-	m.srcMemoryType = CU_MEMORYTYPE_HOST;
-	m.srcHost = hs;
-	m.srcPitch = hpitch;
-	m.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-	m.dstDevice = dv;
-	m.dstPitch = dpitch;
-	m.WidthInBytes = W;
-	m.Height = H;
-	m.Depth = 1;
+	m = copy3d(on_host(hs, hpitch), on_device(dv, dpitch), W, H, 1);
 	expect("cuMemcpy3D(one slice, heights 0)", cuMemcpy3D(&m), CUDA_SUCCESS);
 
 	expect("cuMemcpy3D(NULL)", cuMemcpy3D(NULL), CUDA_ERROR_INVALID_VALUE);
@@ -946,8 +734,13 @@ static void test_3d(void)
 
 /* ---- memsets ---- */
 
-static void put16(unsigned char *p, unsigned short v) { memcpy(p, &v, 2); }
-static void put32(unsigned char *p, unsigned v) { memcpy(p, &v, 4); }
+/* What a memset leaves at p: h rows (pitch apart) of w elements of elem bytes, value v (little endian). */
+static void want_set(unsigned char *p, size_t pitch, unsigned elem, unsigned v, size_t w, size_t h)
+{
+	for (size_t y = 0; y < h; y++)
+		for (size_t x = 0; x < w; x++)
+			memcpy(p + y * pitch + x * elem, &v, elem);
+}
 
 static void test_memsets(void)
 {
@@ -958,24 +751,20 @@ static void test_memsets(void)
 	CK(cuMemsetD8(m, 0x11, N));
 	memset(want, 0x11, N);
 	CK(cuMemsetD8(m + 1, 0xAB, 1001));
-	memset(want + 1, 0xAB, 1001);
+	want_set(want + 1, 0, 1, 0xAB, 1001, 1);
 	CK(cuMemsetD16(m + 1100, 0xBEEF, 333));
-	for (size_t i = 0; i < 333; i++)
-		put16(want + 1100 + 2 * i, 0xBEEF);
+	want_set(want + 1100, 0, 2, 0xBEEF, 333, 1);
 	CK(cuMemsetD32(m + 2000, 0xDEADBEEF, 401));
-	for (size_t i = 0; i < 401; i++)
-		put32(want + 2000 + 4 * i, 0xDEADBEEF);
+	want_set(want + 2000, 0, 4, 0xDEADBEEF, 401, 1);
 	CK(cuMemsetD8Async(m + 4001, 0x5C, 77, 0));
-	memset(want + 4001, 0x5C, 77);
+	want_set(want + 4001, 0, 1, 0x5C, 77, 1);
 	CK(cuMemsetD16Async(m + 4200, 0x0102, 99, 0));
-	for (size_t i = 0; i < 99; i++)
-		put16(want + 4200 + 2 * i, 0x0102);
+	want_set(want + 4200, 0, 2, 0x0102, 99, 1);
 	CK(cuMemsetD32Async(m + 4600, 0xA0B0C0D0, 501, CU_STREAM_PER_THREAD));
-	for (size_t i = 0; i < 501; i++)
-		put32(want + 4600 + 4 * i, 0xA0B0C0D0);
+	want_set(want + 4600, 0, 4, 0xA0B0C0D0, 501, 1);
 	CK(cuCtxSynchronize());
 	CK(cuMemcpyDtoH(img, m, N));
-	check("cuMemsetD8/D16/D32 (+Async) exact", diff(img, want, N) < 0, "at %ld", diff(img, want, N));
+	check_bytes("cuMemsetD8/D16/D32 (+Async) exact", img, want, N);
 
 	expect("cuMemsetD16(odd address)", cuMemsetD16(m + 1, 0, 4), CUDA_ERROR_INVALID_VALUE);
 	expect("cuMemsetD32(address 2 mod 4)", cuMemsetD32(m + 2, 0, 4), CUDA_ERROR_INVALID_VALUE);
@@ -984,7 +773,7 @@ static void test_memsets(void)
 	expect("cuMemsetD8(0)", cuMemsetD8(0, 0, 4), CUDA_ERROR_INVALID_VALUE);
 	expect("cuMemsetD8(count 0)", cuMemsetD8(m, 0, 0), CUDA_SUCCESS);
 	CK(cuMemcpyDtoH(img, m, N));
-	check("refused memsets changed nothing", diff(img, want, N) < 0);
+	check_bytes("refused memsets changed nothing", img, want, N);
 
 	/* larger than one chunk */
 	const size_t big = (5u << 20) + 12;
@@ -994,10 +783,9 @@ static void test_memsets(void)
 	CK(cuMemsetD32(bm + 4, 0x01020304, (big - 8) / 4));
 	unsigned char *bimg = (unsigned char *)malloc(big), *bwant = (unsigned char *)malloc(big);
 	memset(bwant, 0x77, big);
-	for (size_t i = 0; i < (big - 8) / 4; i++)
-		put32(bwant + 4 + 4 * i, 0x01020304);
+	want_set(bwant + 4, 0, 4, 0x01020304, (big - 8) / 4, 1);
 	CK(cuMemcpyDtoH(bimg, bm, big));
-	check("cuMemsetD32 5 MiB", diff(bimg, bwant, big) < 0, "at %ld", diff(bimg, bwant, big));
+	check_bytes("cuMemsetD32 5 MiB", bimg, bwant, big);
 	CK(cuMemFree(bm));
 	free(bimg), free(bwant);
 
@@ -1010,29 +798,20 @@ static void test_memsets(void)
 	CK(cuMemsetD8(p, 0x22, pitch * rows));
 	memset(pwant, 0x22, pitch * rows);
 	CK(cuMemsetD2D8(p + pitch + 3, pitch, 0x5A, 40, 3));
-	for (size_t y = 0; y < 3; y++)
-		memset(pwant + (1 + y) * pitch + 3, 0x5A, 40);
+	want_set(pwant + pitch + 3, pitch, 1, 0x5A, 40, 3);
 	CK(cuMemsetD2D16(p + 4 * pitch + 2, pitch, 0x1234, 20, 2));
-	for (size_t y = 0; y < 2; y++)
-		for (size_t x = 0; x < 20; x++)
-			put16(pwant + (4 + y) * pitch + 2 + 2 * x, 0x1234);
+	want_set(pwant + 4 * pitch + 2, pitch, 2, 0x1234, 20, 2);
 	CK(cuMemsetD2D32(p + 6 * pitch + 8, pitch, 0xCAFEF00D, 17, 2));
-	for (size_t y = 0; y < 2; y++)
-		for (size_t x = 0; x < 17; x++)
-			put32(pwant + (6 + y) * pitch + 8 + 4 * x, 0xCAFEF00D);
+	want_set(pwant + 6 * pitch + 8, pitch, 4, 0xCAFEF00D, 17, 2);
 	CK(cuMemsetD2D8Async(p + 8 * pitch, pitch, 0x01, 1, 1, 0));
-	pwant[8 * pitch] = 0x01;
+	want_set(pwant + 8 * pitch, pitch, 1, 0x01, 1, 1);
 	CK(cuMemsetD2D16Async(p + 9 * pitch, pitch, 0xFFEE, 50, 1, 0));
-	for (size_t x = 0; x < 50; x++)
-		put16(pwant + 9 * pitch + 2 * x, 0xFFEE);
+	want_set(pwant + 9 * pitch, pitch, 2, 0xFFEE, 50, 1);
 	CK(cuMemsetD2D32Async(p + 10 * pitch + 4, pitch, 0x89ABCDEF, 24, 2, 0));
-	for (size_t y = 0; y < 2; y++)
-		for (size_t x = 0; x < 24; x++)
-			put32(pwant + (10 + y) * pitch + 4 + 4 * x, 0x89ABCDEF);
+	want_set(pwant + 10 * pitch + 4, pitch, 4, 0x89ABCDEF, 24, 2);
 	CK(cuStreamSynchronize(0));
 	CK(cuMemcpyDtoH(pimg, p, pitch * rows));
-	check("cuMemsetD2D8/16/32 (+Async) exact", diff(pimg, pwant, pitch * rows) < 0, "at %ld",
-	      diff(pimg, pwant, pitch * rows));
+	check_bytes("cuMemsetD2D8/16/32 (+Async) exact", pimg, pwant, pitch * rows);
 
 	expect("cuMemsetD2D8(width > pitch)", cuMemsetD2D8(p, 64, 0, 65, 2), CUDA_ERROR_INVALID_VALUE);
 	expect("cuMemsetD2D16(2 * width > pitch)", cuMemsetD2D16(p, 64, 0, 33, 2), CUDA_ERROR_INVALID_VALUE);
@@ -1042,7 +821,7 @@ static void test_memsets(void)
 	expect("cuMemsetD2D8(past the allocation)", cuMemsetD2D8(p, pitch, 0, 4, rows + 1), CUDA_ERROR_INVALID_VALUE);
 	expect("cuMemsetD2D8(height 0)", cuMemsetD2D8(p, pitch, 0, 4, 0), CUDA_SUCCESS);
 	CK(cuMemcpyDtoH(pimg, p, pitch * rows));
-	check("refused 2D memsets changed nothing", diff(pimg, pwant, pitch * rows) < 0);
+	check_bytes("refused 2D memsets changed nothing", pimg, pwant, pitch * rows);
 	CK(cuMemFree(p));
 	CK(cuMemFree(m));
 	free(img), free(want), free(pimg), free(pwant);
@@ -1137,12 +916,8 @@ static void test_pools(void)
 
 int main(void)
 {
-	remote = getenv("REMOTE_GPU") != NULL;
 	CUdevice dev;
-	CK(cuInit(0));
-	CK(cuDeviceGet(&dev, 0));
-	CK(cuDevicePrimaryCtxRetain(&ctx, dev));
-	CK(cuCtxSetCurrent(ctx));
+	ctx = rg_start(&dev);
 
 	test_alloc();
 	test_host();
@@ -1155,6 +930,5 @@ int main(void)
 	test_pools();
 
 	CK(cuDevicePrimaryCtxRelease(dev));
-	printf("%s: %d failed\n", fails ? "FAIL" : "PASS", fails);
-	return fails ? 1 : 0;
+	return rg_finish("drv_memory");
 }

@@ -11,14 +11,13 @@
  * libcuda.so.1 (LD_LIBRARY_PATH=<build>/frontend/driver) against remote-gpud.
  * With RGTEST_FAKE=1 (the driver test double, which runs only the rgtest_*
  * kernels) the launches of drv_mixed are checked against the fake's launch log
- * ("expect launch" lines). Prints one PASS/FAIL line per check (no addresses);
- * exit status 0 only if every check passed.
+ * ("expect launch" lines). Output and exit status as rgdrv.h says: the same
+ * lines in every mode.
  */
 #include <dlfcn.h>
 #include <elf.h>
 #include <link.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +26,7 @@
 
 #include <cuda.h>
 
+#include "rgdrv.h"
 #include "rgtest_kernels.cuh"
 
 /* Logged only on the fake: its parameter bytes are checked there. */
@@ -41,60 +41,9 @@ extern "C" __global__ void drv_noparams(void) {}
 __device__ unsigned drv_gvar[4] = {1, 2, 3, 4};
 __constant__ float drv_cvals[2] = {0.5f, 0.25f};
 
-static int fails;
-static int remote; /* through libremote.so (REMOTE_GPU set) */
-
-static const char *en(CUresult r)
-{
-	const char *s = NULL;
-	cuGetErrorName(r, &s);
-	return s ? s : "CUDA_ERROR_?";
-}
-
-static void expect(const char *label, CUresult got, CUresult want)
-{
-	if (got == want) {
-		printf("PASS %s: %s\n", label, en(got));
-	} else {
-		printf("FAIL %s: got %s (%d), want %s\n", label, en(got), (int)got, en(want));
-		fails++;
-	}
-}
-
-static void check(const char *label, int ok, const char *fmt = "", ...)
-{
-	if (ok) {
-		printf("PASS %s\n", label);
-		return;
-	}
-	char buf[512];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(buf, sizeof(buf), fmt, ap);
-	va_end(ap);
-	printf("FAIL %s: %s\n", label, buf);
-	fails++;
-}
-
 /* A handle the program made up or destroyed: libremote.so recognises those;
- * the driver itself may crash on them, so on a GPU the line is printed
- * without the call. */
-#define EXPECT_BAD(label, call, want) expect(label, remote ? (call) : (want), want)
-
-#define CK(call)                                                                                   \
-	do {                                                                                       \
-		CUresult ck_ = (call);                                                             \
-		if (ck_ != CUDA_SUCCESS) {                                                         \
-			printf("FAIL %s:%d: %s -> %s\n", __FILE__, __LINE__, #call, en(ck_));      \
-			exit(1);                                                                   \
-		}                                                                                  \
-	} while (0)
-
-static int fake(void)
-{
-	const char *f = getenv("RGTEST_FAKE");
-	return f && *f == '1';
-}
+ * the driver itself may crash on them, so the call is made remotely only. */
+#define EXPECT_BAD(label, call, want) ONLY(remote) expect(label, call, want)
 
 /* ---- this program's fatbin */
 
@@ -496,7 +445,7 @@ static void modules(void)
 	void *mextra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, mbuf, CU_LAUNCH_PARAM_BUFFER_SIZE, &msize, CU_LAUNCH_PARAM_END};
 	CK(cuLaunchKernel(mixed, 1, 2, 1, 32, 1, 1, 0, NULL, NULL, mextra));
 	CK(cuCtxSynchronize());
-	if (fake()) {
+	if (fake) {
 		char h[2 * 36 + 1];
 		hex(h, mbuf, 36);
 		printf("expect launch drv_noparams grid=2,1,1 block=1,1,1 shmem=0 params=\n");
@@ -536,7 +485,7 @@ static void modules(void)
 		ok &= host[i] == v2;
 	check("cuLaunchKernelEx(extra)", ok);
 	expect("cuLaunchKernelEx(NULL config)", cuLaunchKernelEx(NULL, fill, args3, NULL), CUDA_ERROR_INVALID_VALUE);
-	if (remote) {
+	ONLY(remote) {
 		/* Carries an address: the remote path refuses it. */
 		at[0].id = CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW;
 		at[0].value.accessPolicyWindow.base_ptr = (void *)buf;
@@ -545,8 +494,6 @@ static void modules(void)
 		cfg.numAttrs = 1;
 		expect("cuLaunchKernelEx(access policy window)", cuLaunchKernelEx(&cfg, fill, args3, NULL),
 		       CUDA_ERROR_NOT_SUPPORTED);
-	} else {
-		printf("PASS cuLaunchKernelEx(access policy window): CUDA_ERROR_NOT_SUPPORTED\n");
 	}
 
 	/* Cooperative launches: a grid that fits, one that cannot. */
@@ -747,8 +694,6 @@ static void primary_end(void)
 
 int main(void)
 {
-	setvbuf(stdout, NULL, _IOLBF, 0);
-	remote = getenv("REMOTE_GPU") != NULL;
 	find_image();
 	expect("cuInit", cuInit(0), CUDA_SUCCESS);
 	contexts();
@@ -756,6 +701,5 @@ int main(void)
 	libraries();
 	primary_end();
 	free(image_copy);
-	printf("%s: %d failed\n", fails ? "FAIL" : "PASS", fails);
-	return fails ? 1 : 0;
+	return rg_finish("drv_module");
 }

@@ -13,11 +13,9 @@
  * runtime layer does not support; handles used after destruction, undefined on
  * a GPU), the expectation depends on REMOTE_GPU.
  *
- * Prints one PASS/FAIL line per check (no addresses, no timings); exit status
- * 0 only if every check passed.
+ * Output and exit status as rgdrv.h says: the same lines in every mode.
  */
 #include <elf.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,54 +26,11 @@
 
 #include <cuda.h>
 
+#include "rgdrv.h"
 #include "rgtest_kernels.cuh"
 
-static int fails;
-static int remote;
 static CUcontext ctx;
 static CUfunction f_fill;
-
-static const char *en(CUresult r)
-{
-	const char *s = NULL;
-	cuGetErrorName(r, &s);
-	return s ? s : "CUDA_ERROR_?";
-}
-
-static void expect(const char *label, CUresult got, CUresult want)
-{
-	if (got == want) {
-		printf("PASS %s: %s\n", label, en(got));
-	} else {
-		printf("FAIL %s: got %s (%d), want %s\n", label, en(got), (int)got, en(want));
-		fails++;
-	}
-}
-
-/* A condition; on failure the detail says what was seen. */
-static void check(const char *label, int ok, const char *fmt = "", ...)
-{
-	if (ok) {
-		printf("PASS %s\n", label);
-		return;
-	}
-	char buf[512];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(buf, sizeof(buf), fmt, ap);
-	va_end(ap);
-	printf("FAIL %s: %s\n", label, buf);
-	fails++;
-}
-
-#define CK(call)                                                                                   \
-	do {                                                                                       \
-		CUresult ck_ = (call);                                                             \
-		if (ck_ != CUDA_SUCCESS) {                                                         \
-			printf("FAIL %s:%d: %s -> %s\n", __FILE__, __LINE__, #call, en(ck_));      \
-			exit(1);                                                                   \
-		}                                                                                  \
-	} while (0)
 
 /* This program's .nv_fatbin section: the fatbins of its objects (the static
  * runtime's among them), each a 16-byte header and its body, 8-byte aligned. */
@@ -226,7 +181,7 @@ static void test_streams(void)
 
 	CK(cuStreamCreate(&sd, 0));
 	expect("cuStreamDestroy", cuStreamDestroy(sd), CUDA_SUCCESS);
-	if (remote) { /* undefined on a GPU */
+	ONLY(remote) { /* undefined on a GPU */
 		expect("cuStreamQuery(destroyed)", cuStreamQuery(sd), CUDA_ERROR_INVALID_HANDLE);
 		expect("cuStreamSynchronize(destroyed)", cuStreamSynchronize(sd), CUDA_ERROR_INVALID_HANDLE);
 		expect("cuStreamGetFlags(destroyed)", cuStreamGetFlags(sd, &flags), CUDA_ERROR_INVALID_HANDLE);
@@ -291,7 +246,7 @@ static void test_events(CUdeviceptr a, CUdeviceptr b, size_t n)
 	expect("cuEventSynchronize(legacy record)", cuEventSynchronize(nt), CUDA_SUCCESS);
 
 	expect("cuEventDestroy", cuEventDestroy(nt), CUDA_SUCCESS);
-	if (remote) { /* undefined on a GPU */
+	ONLY(remote) { /* undefined on a GPU */
 		expect("cuEventQuery(destroyed)", cuEventQuery(nt), CUDA_ERROR_INVALID_HANDLE);
 		expect("cuEventRecord(destroyed)", cuEventRecord(nt, s1), CUDA_ERROR_INVALID_HANDLE);
 		expect("cuEventSynchronize(destroyed)", cuEventSynchronize(nt), CUDA_ERROR_INVALID_HANDLE);
@@ -468,6 +423,19 @@ static void test_capture(CUdeviceptr a, size_t n)
 
 /* ---- graphs built node by node ---- */
 
+/* A kernel node's parameters (of either ABI) for rgtest_fill_u32 over cnt words, args its arguments. */
+template <typename P> static P fill_node(void **args, unsigned long long cnt)
+{
+	P kp = {};
+	kp.func = f_fill;
+	kp.gridDimX = rgtest_grid(cnt);
+	kp.gridDimY = kp.gridDimZ = 1;
+	kp.blockDimX = 256;
+	kp.blockDimY = kp.blockDimZ = 1;
+	kp.kernelParams = args;
+	return kp;
+}
+
 static void test_graph(CUdeviceptr a, CUdeviceptr b, size_t n)
 {
 	CUstream s;
@@ -498,28 +466,13 @@ static void test_graph(CUdeviceptr a, CUdeviceptr b, size_t n)
 	unsigned v = 11;
 	unsigned long long cnt = n / 2;
 	void *args[] = {&p, &v, &cnt};
-	CUDA_KERNEL_NODE_PARAMS kp = {};
-	kp.func = f_fill;
-	kp.gridDimX = rgtest_grid(cnt);
-	kp.gridDimY = kp.gridDimZ = 1;
-	kp.blockDimX = 256;
-	kp.blockDimY = kp.blockDimZ = 1;
-	kp.kernelParams = args;
+	CUDA_KERNEL_NODE_PARAMS kp = fill_node<CUDA_KERNEL_NODE_PARAMS>(args, cnt);
 	expect("cuGraphAddKernelNode", cuGraphAddKernelNode(&kn, g, &ms, 1, &kp), CUDA_SUCCESS);
 	expect("cuGraphAddKernelNode(NULL params)", cuGraphAddKernelNode(&junk, g, NULL, 0, NULL),
 	       CUDA_ERROR_INVALID_VALUE);
 	v = 0xDEAD; /* the node keeps the values it was given */
 
-	CUDA_MEMCPY3D cp3 = {};
-	cp3.srcMemoryType = CU_MEMORYTYPE_DEVICE;
-	cp3.srcDevice = a;
-	cp3.srcPitch = n * 4;
-	cp3.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-	cp3.dstDevice = b;
-	cp3.dstPitch = n * 4;
-	cp3.WidthInBytes = n * 4;
-	cp3.Height = 1;
-	cp3.Depth = 1;
+	CUDA_MEMCPY3D cp3 = copy3d(on_device(a, n * 4), on_device(b, n * 4), n * 4, 1, 1);
 	expect("cuGraphAddMemcpyNode(device to device)", cuGraphAddMemcpyNode(&cp, g, &kn, 1, &cp3, ctx), CUDA_SUCCESS);
 	static unsigned hostbuf[16];
 	CUDA_MEMCPY3D hp = cp3;
@@ -653,13 +606,7 @@ static void test_old_variants(CUdeviceptr a, size_t n)
 	unsigned v = 21;
 	unsigned long long cnt = n;
 	void *args[] = {&p, &v, &cnt};
-	CUDA_KERNEL_NODE_PARAMS_v1 kp = {};
-	kp.func = f_fill;
-	kp.gridDimX = rgtest_grid(cnt);
-	kp.gridDimY = kp.gridDimZ = 1;
-	kp.blockDimX = 256;
-	kp.blockDimY = kp.blockDimZ = 1;
-	kp.kernelParams = args;
+	CUDA_KERNEL_NODE_PARAMS_v1 kp = fill_node<CUDA_KERNEL_NODE_PARAMS_v1>(args, cnt);
 	expect("cuGraphAddKernelNode (CUDA 10 parameters)", add_v1(&kn, g, NULL, 0, &kp), CUDA_SUCCESS);
 	CUgraphExec x;
 	CUgraphNode err = (CUgraphNode)1;
@@ -678,13 +625,8 @@ static void test_old_variants(CUdeviceptr a, size_t n)
 
 int main(void)
 {
-	setvbuf(stdout, NULL, _IOLBF, 0); /* a crash still shows how far it got */
-	remote = getenv("REMOTE_GPU") != NULL;
 	CUdevice dev;
-	CK(cuInit(0));
-	CK(cuDeviceGet(&dev, 0));
-	CK(cuDevicePrimaryCtxRetain(&ctx, dev));
-	CK(cuCtxSetCurrent(ctx));
+	ctx = rg_start(&dev);
 
 	CUmodule mod = load_own_kernels();
 	if (!mod) {
@@ -708,6 +650,5 @@ int main(void)
 	CK(cuMemFree(b));
 	CK(cuModuleUnload(mod));
 	CK(cuDevicePrimaryCtxRelease(dev));
-	printf(fails ? "FAIL drv_stream: %d checks failed\n" : "PASS drv_stream: all checks\n", fails);
-	return fails ? 1 : 0;
+	return rg_finish("drv_stream");
 }

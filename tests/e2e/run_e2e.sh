@@ -99,7 +99,7 @@ mkdir -p "$bin"
 for p in "${PROGRAMS[@]}" "${HELPERS[@]}"; do
   src=$here/$p.cu
   if [ ! -x "$bin/$p" ] || [ "$src" -nt "$bin/$p" ] || [ "$here/rgtest.h" -nt "$bin/$p" ] ||
-     [ "$here/rgtest_kernels.cuh" -nt "$bin/$p" ]; then
+     [ "$here/rgtest_kernels.cuh" -nt "$bin/$p" ] || [ "$here/rgdrv.h" -nt "$bin/$p" ]; then
     [ -n "$nvcc" ] || skip "nvcc not found (set RG_NVCC or put it on PATH): the test programs cannot be built"
     echo "nvcc: $p"
     # drv_*: driver API programs, with the static runtime and -lcuda

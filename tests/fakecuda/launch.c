@@ -277,6 +277,43 @@ CUresult CUDAAPI cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
 	return max_active(numBlocks, func, blockSize, dynamicSMemSize, flags, __func__);
 }
 
+/* Clusters: as many whole clusters as the resident blocks of all
+ * multiprocessors make; the largest cluster size is the portable 8. */
+static CUresult clusters(int *out, CUfunction func, const CUlaunchConfig *config, int potential, const char *name)
+{
+	fk_ctx *c;
+	CUresult rc = fk_begin(&c);
+	fk_func *fn = rc == CUDA_SUCCESS ? fk_func_get(c, func) : NULL;
+	unsigned size = 1;
+
+	if (rc == CUDA_SUCCESS && !fn)
+		rc = CUDA_ERROR_INVALID_HANDLE;
+	else if (rc == CUDA_SUCCESS && (!out || !config || (config->numAttrs && !config->attrs)))
+		rc = CUDA_ERROR_INVALID_VALUE;
+	if (rc != CUDA_SUCCESS)
+		return fk_end(rc, name, NULL);
+	for (unsigned i = 0; i < config->numAttrs; i++)
+		if (config->attrs[i].id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION)
+			size = config->attrs[i].value.clusterDim.x * config->attrs[i].value.clusterDim.y *
+			       config->attrs[i].value.clusterDim.z;
+	int threads = (int)(config->blockDimX * config->blockDimY * config->blockDimZ);
+	if (potential)
+		*out = 8;
+	else
+		*out = size ? occupancy(fn->static_shmem, threads, config->sharedMemBytes) * FK_SM_COUNT / (int)size : 0;
+	return fk_end(rc, name, "-> %d", *out);
+}
+
+CUresult CUDAAPI cuOccupancyMaxActiveClusters(int *numClusters, CUfunction func, const CUlaunchConfig *config)
+{
+	return clusters(numClusters, func, config, 0, __func__);
+}
+
+CUresult CUDAAPI cuOccupancyMaxPotentialClusterSize(int *clusterSize, CUfunction func, const CUlaunchConfig *config)
+{
+	return clusters(clusterSize, func, config, 1, __func__);
+}
+
 static CUresult potential_block(int *minGridSize, int *blockSize, CUfunction func,
                                 CUoccupancyB2DSize b2d, size_t dyn, int limit,
                                 unsigned flags, const char *name)

@@ -180,6 +180,8 @@ static const struct {
 	E(cuModuleUnload, 0)
 	E(cuOccupancyMaxActiveBlocksPerMultiprocessor, 0)
 	E(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, 0)
+	E(cuOccupancyMaxActiveClusters, 0)
+	E(cuOccupancyMaxPotentialClusterSize, 0)
 	E(cuOccupancyMaxPotentialBlockSize, 0)
 	E(cuOccupancyMaxPotentialBlockSizeWithFlags, 0)
 	E(cuPointerGetAttribute, 0)

@@ -24,7 +24,8 @@
 #    under bench/results/ next to the report.
 #
 # Environment: OUT (report folder), RG_BUILD_DIR (default <repo>/build-gpu),
-# RG_COMMIT (commit to name when the tree has no .git), RG_LIBS=0 (skip the
+# RG_COMMIT (commit to name when the tree has no .git), RG_PROGRAMS=0 (skip
+# the programs and the server tests), RG_LIBS=0 (skip the
 # library checks and the ResNet-50 benchmark, torch_libs.sh), RG_BENCH=0 (skip
 # bench/run-gpu.sh), RG_GPUD and
 # RG_LIBREMOTE (use these binaries, skip the CMake build), RG_GPU_BUDGET_S
@@ -408,9 +409,11 @@ run_pair() { # NAME [nomem]: local then remote; fills a table row
   note "$v $p (local $lrc, remote $rrc, same $same, expected $exp, memory $mem)"
 }
 
-for p in "${E2E_PROGRAMS[@]}" "${EXAMPLES[@]}"; do run_pair "$p"; done
-for p in "${STATIC_PROGRAMS[@]}"; do run_pair "static_$p"; done
-for p in "${DRV_PROGRAMS[@]}"; do run_pair "$p"; done
+if [ "${RG_PROGRAMS:-1}" = 1 ]; then
+  for p in "${E2E_PROGRAMS[@]}" "${EXAMPLES[@]}"; do run_pair "$p"; done
+  for p in "${STATIC_PROGRAMS[@]}"; do run_pair "static_$p"; done
+  for p in "${DRV_PROGRAMS[@]}"; do run_pair "$p"; done
+fi
 
 # ---- server tests ------------------------------------------------------------------------
 srows=()
@@ -430,7 +433,9 @@ sverdict() { # NAME DETAIL PROBLEMS...
   note "$([ $# -eq 0 ] && echo PASS || echo FAIL) $name"
 }
 
-if [ $server_ok = 1 ] && [ "$(left)" -gt 60 ]; then
+if [ "${RG_PROGRAMS:-1}" = 0 ]; then
+  note "programs and server tests skipped (RG_PROGRAMS=0)"
+elif [ $server_ok = 1 ] && [ "$(left)" -gt 60 ]; then
   # several clients at once, each compared with its own local output
   problems=()
   multi=(copies threads streams matmul reduction)

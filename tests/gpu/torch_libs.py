@@ -33,8 +33,10 @@ def digest(*ts):
         t = t.detach()
         if t.is_sparse or t.layout != torch.strided:
             t = t.to_dense()
-        h.update(t.contiguous().cpu().view(torch.uint8).numpy().tobytes() if t.dtype != torch.bool
-                 else t.cpu().numpy().tobytes())
+        # flattened: a channels_last tensor with 1x1 spatial dims counts as
+        # contiguous but keeps strides that view() refuses
+        t = t.cpu().flatten()
+        h.update(t.view(torch.uint8).numpy().tobytes() if t.dtype != torch.bool else t.numpy().tobytes())
     return h.hexdigest()[:16]
 
 
@@ -91,7 +93,12 @@ def t_sparse():
     d[d.abs() < 1.0] = 0
     csr = d.to_sparse_csr()
     m = torch.randn(128, 16, device=dev)
-    return f"csr@dense {digest(csr @ m)} nnz {csr._nnz()}"
+    y = csr @ m
+    # cuSPARSE's SpMM is not deterministic (two local runs differ in the last
+    # bits): judged against float64 instead of by digest
+    ref = d.double() @ m.double()
+    err = ((y.double() - ref).abs().max() / ref.abs().max()).item()
+    return f"csr@dense within 1e-6 of float64: {err < 1e-6} nnz {csr._nnz()}"
 
 
 def resnet_steps(steps, timed):

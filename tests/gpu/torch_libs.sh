@@ -31,17 +31,27 @@ remote() {
 
 timeout 300 python3 "$here/torch_libs.py" >"$work/local.out" 2>"$work/local.err"
 lrc=$?
-timeout 400 remote env REMOTE_GPU_LOG=info python3 "$here/torch_libs.py" >"$work/remote.out" 2>"$work/remote.err"
+# a second local run: what a library does not reproduce locally either
+timeout 300 python3 "$here/torch_libs.py" >"$work/local2.out" 2>/dev/null
+remote timeout 400 env REMOTE_GPU_LOG=info python3 "$here/torch_libs.py" >"$work/remote.out" 2>"$work/remote.err"
 rrc=$?
 grep -v '^time ' "$work/local.out" >"$work/local.cmp"
 grep -v '^time ' "$work/remote.out" >"$work/remote.cmp"
+grep -v '^time ' "$work/local2.out" >"$work/local2.cmp"
+# the largest relative difference between the numbers of two lines
+reldiff() {
+	python3 -c 'import re, sys
+a = [float(x) for x in re.findall(r"\d+\.\d+(?:e-?\d+)?", sys.argv[1])]
+b = [float(x) for x in re.findall(r"\d+\.\d+(?:e-?\d+)?", sys.argv[2])]
+print("%.2e" % max((abs(x - y) / max(abs(x), 1e-30) for x, y in zip(a, b)), default=0.0) if a and len(a) == len(b) else "-")' "$1" "$2"
+}
 ns=$(grep -c 'not supported' "$work/remote.err")
 
 median() { sed -n "s/^time resnet50_step_median //p" "$1"; }
 bench=()
 for r in 1 2; do
 	timeout 300 python3 "$here/torch_libs.py" --only none --bench "$steps" >"$work/bl$r" 2>&1
-	timeout 300 remote python3 "$here/torch_libs.py" --only none --bench "$steps" >"$work/br$r" 2>&1
+	remote timeout 300 python3 "$here/torch_libs.py" --only none --bench "$steps" >"$work/br$r" 2>&1
 	bench+=("$(median "$work/bl$r")" "$(median "$work/br$r")")
 done
 ratio=$(python3 -c 'import sys
@@ -50,7 +60,7 @@ l, r = v[0::2], v[1::2]
 print("%.3f" % ((sum(r)/len(r)) / (sum(l)/len(l))) if len(v) == 4 else "n/a")' "${bench[@]}")
 
 for n in "$steps" $((2 * steps)); do
-	timeout 300 remote env REMOTE_GPU_STATS="$work/stats$n.json" python3 "$here/torch_libs.py" --only none \
+	remote timeout 300 env REMOTE_GPU_STATS="$work/stats$n.json" python3 "$here/torch_libs.py" --only none \
 		--bench "$n" >/dev/null 2>&1
 done
 per_step=$(python3 - "$work/stats$steps.json" "$work/stats$((2 * steps)).json" "$steps" <<'EOF'
@@ -77,13 +87,18 @@ EOF
 	echo "- commit: ${RG_COMMIT:-$(git -C "$root" rev-parse --short HEAD 2>/dev/null)}; remote = libremote.so in the GPU-less namespace"
 	echo "- local exit $lrc, remote exit $rrc; \"not supported\" lines in the remote log: $ns"
 	echo
-	echo "| workload | local = remote | local | remote |"
-	echo "|---|---|---|---|"
+	echo "A workload that a second local run does not reproduce either is judged by its"
+	echo "numbers: the largest relative difference remote vs local next to local vs local."
+	echo
+	echo "| workload | local = remote | local = local again | max rel diff remote/local | max rel diff local/local | local | remote |"
+	echo "|---|---|---|---|---|---|---|"
 	while read -r line; do
 		name=${line%%:*}
 		r=$(grep "^$name:" "$work/remote.cmp" | head -n1)
+		l2=$(grep "^$name:" "$work/local2.cmp" | head -n1)
 		[ "$line" = "$r" ] && eq=yes || eq=NO
-		echo "| $name | $eq | \`${line#*: }\` | \`${r#*: }\` |"
+		[ "$line" = "$l2" ] && eq2=yes || eq2=NO
+		echo "| $name | $eq | $eq2 | $(reldiff "$line" "$r") | $(reldiff "$line" "$l2") | \`${line#*: }\` | \`${r#*: }\` |"
 	done <"$work/local.cmp"
 	echo
 	echo "ResNet-50 training step (bf16 autocast, channels_last, batch 32), median ms of $steps steps,"
