@@ -511,6 +511,45 @@ static const void *const toolsmod_table[TOOLSMOD_SLOTS] = {
 	(void *)toolsmod_63,
 };
 
+/* ---- COMPILER (1734dc26-800d-4745-8726-c0f1e7dd8bca): asked for by NVRTC,
+ * nvJitLink and cuBLASLt; its meaning is not known. A caller crashed on the
+ * refusal (cuDNN's engines, ResNet-50 through libremote.so on an H100), so it
+ * is served, every slot a stub that logs its number once and answers
+ * CUDA_ERROR_NOT_SUPPORTED. */
+
+#define COMPILER_SLOTS 64
+STUB(compiler, 1) STUB(compiler, 2) STUB(compiler, 3) STUB(compiler, 4) STUB(compiler, 5) STUB(compiler, 6)
+STUB(compiler, 7) STUB(compiler, 8) STUB(compiler, 9) STUBS8(compiler, 1) STUBS8(compiler, 2) STUBS8(compiler, 3)
+STUBS8(compiler, 4) STUBS8(compiler, 5) STUB(compiler, 18) STUB(compiler, 19) STUB(compiler, 28) STUB(compiler, 29)
+STUB(compiler, 38) STUB(compiler, 39) STUB(compiler, 48) STUB(compiler, 49) STUB(compiler, 58) STUB(compiler, 59)
+STUB(compiler, 60) STUB(compiler, 61) STUB(compiler, 62) STUB(compiler, 63)
+
+#define C10(a)                                                                                                         \
+	(void *)compiler_##a##0, (void *)compiler_##a##1, (void *)compiler_##a##2, (void *)compiler_##a##3,            \
+		(void *)compiler_##a##4, (void *)compiler_##a##5, (void *)compiler_##a##6, (void *)compiler_##a##7,    \
+		(void *)compiler_##a##8, (void *)compiler_##a##9
+static const void *const compiler_table[COMPILER_SLOTS] = {
+	(void *)(COMPILER_SLOTS * sizeof(void *)),
+	(void *)compiler_1,
+	(void *)compiler_2,
+	(void *)compiler_3,
+	(void *)compiler_4,
+	(void *)compiler_5,
+	(void *)compiler_6,
+	(void *)compiler_7,
+	(void *)compiler_8,
+	(void *)compiler_9,
+	C10(1),
+	C10(2),
+	C10(3),
+	C10(4),
+	C10(5),
+	(void *)compiler_60,
+	(void *)compiler_61,
+	(void *)compiler_62,
+	(void *)compiler_63,
+};
+
 /* ---- the tables by UUID */
 
 typedef struct export_table {
@@ -544,6 +583,9 @@ static const export_table tables[] = {
 	{{0x6e, 0x16, 0x3f, 0xbe, 0xb9, 0x58, 0x44, 0x4d, 0x83, 0x5c, 0xe1, 0x82, 0xaf, 0xf1, 0x99, 0x1e},
 	 "TOOLS_MODULE",
 	 toolsmod_table},
+	{{0x17, 0x34, 0xdc, 0x26, 0x80, 0x0d, 0x47, 0x45, 0x87, 0x26, 0xc0, 0xf1, 0xe7, 0xdd, 0x8b, 0xca},
+	 "COMPILER",
+	 compiler_table},
 	/* Asked for before cuInit by CUDA 13 runtimes and by cuBLAS; they go on
 	 * without it. */
 	{{0xf8, 0xcf, 0xf9, 0x51, 0x21, 0x46, 0x8b, 0x4e, 0xb9, 0xe2, 0xfb, 0x46, 0x9e, 0x7c, 0x0d, 0xd9},

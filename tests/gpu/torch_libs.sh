@@ -26,7 +26,7 @@ mkdir -p "$out"
 
 remote() {
 	$wrap env REMOTE_GPU=127.0.0.1:$port LD_PRELOAD="$lib" LD_LIBRARY_PATH="$(dirname "$lib")/driver" \
-		PYTHONUNBUFFERED=1 "$@"
+		PYTHONUNBUFFERED=1 PYTHONFAULTHANDLER=1 "$@"
 }
 
 timeout 300 python3 "$here/torch_libs.py" >"$work/local.out" 2>"$work/local.err"
