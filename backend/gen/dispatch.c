@@ -1536,6 +1536,205 @@ static int gen_occupancy_clusters(be_session *s, be_req *rq)
 	return be_op_occupancy_clusters(s, rq, f_id, gx, gy, gz, bx, by, bz, shmem, attrs, attrs_len, potential);
 }
 
+static int gen_vmm_granularity(be_session *s, be_req *rq)
+{
+	uint32_t type_w;
+	if (proto_arg_u32(&rq->view, 0, &type_w))
+		return BE_EPROTO;
+	uint32_t type = (uint32_t)type_w;
+	uint32_t handle_types_w;
+	if (proto_arg_u32(&rq->view, 1, &handle_types_w))
+		return BE_EPROTO;
+	uint32_t handle_types = (uint32_t)handle_types_w;
+	uint32_t loc_type_w;
+	if (proto_arg_u32(&rq->view, 2, &loc_type_w))
+		return BE_EPROTO;
+	uint32_t loc_type = (uint32_t)loc_type_w;
+	uint32_t option_w;
+	if (proto_arg_u32(&rq->view, 3, &option_w))
+		return BE_EPROTO;
+	uint32_t option = (uint32_t)option_w;
+	return be_op_vmm_granularity(s, rq, type, handle_types, loc_type, option);
+}
+
+static int gen_vmm_reserve(be_session *s, be_req *rq)
+{
+	uint64_t size_w;
+	if (proto_arg_u64(&rq->view, 0, &size_w))
+		return BE_EPROTO;
+	uint64_t size = (uint64_t)size_w;
+	uint64_t align_w;
+	if (proto_arg_u64(&rq->view, 1, &align_w))
+		return BE_EPROTO;
+	uint64_t align = (uint64_t)align_w;
+	uint64_t addr_w;
+	if (proto_arg_u64(&rq->view, 2, &addr_w))
+		return BE_EPROTO;
+	uint64_t addr = (uint64_t)addr_w;
+	uint64_t flags_w;
+	if (proto_arg_u64(&rq->view, 3, &flags_w))
+		return BE_EPROTO;
+	uint64_t flags = (uint64_t)flags_w;
+	return be_op_vmm_reserve(s, rq, size, align, addr, flags);
+}
+
+static int gen_vmm_free(be_session *s, be_req *rq)
+{
+	uint64_t ptr_w;
+	if (proto_arg_u64(&rq->view, 0, &ptr_w))
+		return BE_EPROTO;
+	CUdeviceptr ptr = (CUdeviceptr)ptr_w;
+	uint64_t size_w;
+	if (proto_arg_u64(&rq->view, 1, &size_w))
+		return BE_EPROTO;
+	uint64_t size = (uint64_t)size_w;
+	return be_op_vmm_free(s, rq, ptr, size);
+}
+
+static int gen_vmm_create(be_session *s, be_req *rq)
+{
+	uint64_t handle_w;
+	if (proto_arg_u64(&rq->view, 0, &handle_w))
+		return BE_EPROTO;
+	uint64_t handle = (uint64_t)handle_w;
+	uint64_t size_w;
+	if (proto_arg_u64(&rq->view, 1, &size_w))
+		return BE_EPROTO;
+	uint64_t size = (uint64_t)size_w;
+	uint32_t type_w;
+	if (proto_arg_u32(&rq->view, 2, &type_w))
+		return BE_EPROTO;
+	uint32_t type = (uint32_t)type_w;
+	uint32_t handle_types_w;
+	if (proto_arg_u32(&rq->view, 3, &handle_types_w))
+		return BE_EPROTO;
+	uint32_t handle_types = (uint32_t)handle_types_w;
+	uint32_t loc_type_w;
+	if (proto_arg_u32(&rq->view, 4, &loc_type_w))
+		return BE_EPROTO;
+	uint32_t loc_type = (uint32_t)loc_type_w;
+	uint32_t compression_w;
+	if (proto_arg_u32(&rq->view, 5, &compression_w))
+		return BE_EPROTO;
+	uint32_t compression = (uint32_t)compression_w;
+	uint32_t usage_w;
+	if (proto_arg_u32(&rq->view, 6, &usage_w))
+		return BE_EPROTO;
+	uint32_t usage = (uint32_t)usage_w;
+	uint64_t flags_w;
+	if (proto_arg_u64(&rq->view, 7, &flags_w))
+		return BE_EPROTO;
+	uint64_t flags = (uint64_t)flags_w;
+	return be_op_vmm_create(s, rq, handle, size, type, handle_types, loc_type, compression, usage, flags);
+}
+
+static int gen_vmm_release(be_session *s, be_req *rq)
+{
+	uint64_t handle_w;
+	if (proto_arg_u64(&rq->view, 0, &handle_w))
+		return BE_EPROTO;
+	uint64_t handle = (uint64_t)handle_w;
+	return be_op_vmm_release(s, rq, handle);
+}
+
+static int gen_vmm_map(be_session *s, be_req *rq)
+{
+	uint64_t ptr_w;
+	if (proto_arg_u64(&rq->view, 0, &ptr_w))
+		return BE_EPROTO;
+	CUdeviceptr ptr = (CUdeviceptr)ptr_w;
+	uint64_t size_w;
+	if (proto_arg_u64(&rq->view, 1, &size_w))
+		return BE_EPROTO;
+	uint64_t size = (uint64_t)size_w;
+	uint64_t offset_w;
+	if (proto_arg_u64(&rq->view, 2, &offset_w))
+		return BE_EPROTO;
+	uint64_t offset = (uint64_t)offset_w;
+	uint64_t handle_w;
+	if (proto_arg_u64(&rq->view, 3, &handle_w))
+		return BE_EPROTO;
+	uint64_t handle = (uint64_t)handle_w;
+	uint64_t flags_w;
+	if (proto_arg_u64(&rq->view, 4, &flags_w))
+		return BE_EPROTO;
+	uint64_t flags = (uint64_t)flags_w;
+	return be_op_vmm_map(s, rq, ptr, size, offset, handle, flags);
+}
+
+static int gen_vmm_unmap(be_session *s, be_req *rq)
+{
+	uint64_t ptr_w;
+	if (proto_arg_u64(&rq->view, 0, &ptr_w))
+		return BE_EPROTO;
+	CUdeviceptr ptr = (CUdeviceptr)ptr_w;
+	uint64_t size_w;
+	if (proto_arg_u64(&rq->view, 1, &size_w))
+		return BE_EPROTO;
+	uint64_t size = (uint64_t)size_w;
+	return be_op_vmm_unmap(s, rq, ptr, size);
+}
+
+static int gen_vmm_set_access(be_session *s, be_req *rq)
+{
+	uint64_t ptr_w;
+	if (proto_arg_u64(&rq->view, 0, &ptr_w))
+		return BE_EPROTO;
+	CUdeviceptr ptr = (CUdeviceptr)ptr_w;
+	uint64_t size_w;
+	if (proto_arg_u64(&rq->view, 1, &size_w))
+		return BE_EPROTO;
+	uint64_t size = (uint64_t)size_w;
+	uint32_t loc_type_w;
+	if (proto_arg_u32(&rq->view, 2, &loc_type_w))
+		return BE_EPROTO;
+	uint32_t loc_type = (uint32_t)loc_type_w;
+	uint64_t flags_w;
+	if (proto_arg_u64(&rq->view, 3, &flags_w))
+		return BE_EPROTO;
+	uint64_t flags = (uint64_t)flags_w;
+	return be_op_vmm_set_access(s, rq, ptr, size, loc_type, flags);
+}
+
+static int gen_vmm_get_access(be_session *s, be_req *rq)
+{
+	uint64_t ptr_w;
+	if (proto_arg_u64(&rq->view, 0, &ptr_w))
+		return BE_EPROTO;
+	CUdeviceptr ptr = (CUdeviceptr)ptr_w;
+	uint32_t loc_type_w;
+	if (proto_arg_u32(&rq->view, 1, &loc_type_w))
+		return BE_EPROTO;
+	uint32_t loc_type = (uint32_t)loc_type_w;
+	return be_op_vmm_get_access(s, rq, ptr, loc_type);
+}
+
+static int gen_vmm_retain(be_session *s, be_req *rq)
+{
+	uint64_t ptr_w;
+	if (proto_arg_u64(&rq->view, 0, &ptr_w))
+		return BE_EPROTO;
+	CUdeviceptr ptr = (CUdeviceptr)ptr_w;
+	return be_op_vmm_retain(s, rq, ptr);
+}
+
+static int gen_tensor_map_encode(be_session *s, be_req *rq)
+{
+	uint32_t kind_w;
+	if (proto_arg_u32(&rq->view, 0, &kind_w))
+		return BE_EPROTO;
+	uint32_t kind = (uint32_t)kind_w;
+	uint64_t addr_w;
+	if (proto_arg_u64(&rq->view, 1, &addr_w))
+		return BE_EPROTO;
+	CUdeviceptr addr = (CUdeviceptr)addr_w;
+	const void *params;
+	size_t params_len;
+	if (proto_arg_bin(&rq->view, 2, &params, &params_len))
+		return BE_EPROTO;
+	return be_op_tensor_map_encode(s, rq, kind, addr, params, params_len);
+}
+
 const be_op_desc be_ops[PROTO_OP_COUNT] = {
 	[PROTO_OP_HELLO] = {gen_hello, BE_OP_SYNC},
 	[PROTO_OP_MODULE_LOAD] = {gen_module_load, BE_OP_SYNC | BE_OP_PAYLOAD},
@@ -1620,6 +1819,17 @@ const be_op_desc be_ops[PROTO_OP_COUNT] = {
 	[PROTO_OP_MEMPOOL_GET_ACCESS] = {gen_mempool_get_access, BE_OP_SYNC | BE_OP_QUICK},
 	[PROTO_OP_MODULE_RESOLVE] = {gen_module_resolve, BE_OP_SYNC},
 	[PROTO_OP_OCCUPANCY_CLUSTERS] = {gen_occupancy_clusters, BE_OP_SYNC | BE_OP_QUICK},
+	[PROTO_OP_VMM_GRANULARITY] = {gen_vmm_granularity, BE_OP_SYNC | BE_OP_QUICK},
+	[PROTO_OP_VMM_RESERVE] = {gen_vmm_reserve, BE_OP_SYNC},
+	[PROTO_OP_VMM_FREE] = {gen_vmm_free, BE_OP_SYNC},
+	[PROTO_OP_VMM_CREATE] = {gen_vmm_create, BE_OP_SYNC},
+	[PROTO_OP_VMM_RELEASE] = {gen_vmm_release, BE_OP_SYNC},
+	[PROTO_OP_VMM_MAP] = {gen_vmm_map, BE_OP_SYNC},
+	[PROTO_OP_VMM_UNMAP] = {gen_vmm_unmap, BE_OP_SYNC},
+	[PROTO_OP_VMM_SET_ACCESS] = {gen_vmm_set_access, BE_OP_SYNC},
+	[PROTO_OP_VMM_GET_ACCESS] = {gen_vmm_get_access, BE_OP_SYNC | BE_OP_QUICK},
+	[PROTO_OP_VMM_RETAIN] = {gen_vmm_retain, BE_OP_SYNC},
+	[PROTO_OP_TENSOR_MAP_ENCODE] = {gen_tensor_map_encode, BE_OP_SYNC | BE_OP_QUICK},
 	/* api/cublas.api (backend/gen/lib_cublas.c) */
 	[PROTO_OP_CUBLASCREATE_V2] = {be_gen_cublasCreate_v2, BE_OP_ASYNC},
 	[PROTO_OP_CUBLASDESTROY_V2] = {be_gen_cublasDestroy_v2, BE_OP_ASYNC},

@@ -73,5 +73,16 @@ int be_op_mempool_get_current(be_session *s, be_req *rq);
 int be_op_mempool_get_access(be_session *s, be_req *rq, uint64_t pool);
 int be_op_module_resolve(be_session *s, be_req *rq, uint64_t m, const char *names, size_t names_len);
 int be_op_occupancy_clusters(be_session *s, be_req *rq, uint64_t f, uint32_t gx, uint32_t gy, uint32_t gz, uint32_t bx, uint32_t by, uint32_t bz, uint32_t shmem, const void *attrs, size_t attrs_len, uint32_t potential);
+int be_op_vmm_granularity(be_session *s, be_req *rq, uint32_t type, uint32_t handle_types, uint32_t loc_type, uint32_t option);
+int be_op_vmm_reserve(be_session *s, be_req *rq, uint64_t size, uint64_t align, uint64_t addr, uint64_t flags);
+int be_op_vmm_free(be_session *s, be_req *rq, CUdeviceptr ptr, uint64_t size);
+int be_op_vmm_create(be_session *s, be_req *rq, uint64_t handle, uint64_t size, uint32_t type, uint32_t handle_types, uint32_t loc_type, uint32_t compression, uint32_t usage, uint64_t flags);
+int be_op_vmm_release(be_session *s, be_req *rq, uint64_t handle);
+int be_op_vmm_map(be_session *s, be_req *rq, CUdeviceptr ptr, uint64_t size, uint64_t offset, uint64_t handle, uint64_t flags);
+int be_op_vmm_unmap(be_session *s, be_req *rq, CUdeviceptr ptr, uint64_t size);
+int be_op_vmm_set_access(be_session *s, be_req *rq, CUdeviceptr ptr, uint64_t size, uint32_t loc_type, uint64_t flags);
+int be_op_vmm_get_access(be_session *s, be_req *rq, CUdeviceptr ptr, uint32_t loc_type);
+int be_op_vmm_retain(be_session *s, be_req *rq, CUdeviceptr ptr);
+int be_op_tensor_map_encode(be_session *s, be_req *rq, uint32_t kind, CUdeviceptr addr, const void *params, size_t params_len);
 
 #endif

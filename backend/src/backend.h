@@ -234,6 +234,7 @@ struct be_session {
 	be_ranges ranges;
 	be_staging staging;
 	struct be_lib_sess *lib; /* objects of forwarded libraries (lib.c), on first use */
+	struct be_vmm_sess *vmm; /* virtual memory management (op_vmm.c), on first use */
 
 	/* host functions */
 	pthread_mutex_t hf_mu;
@@ -279,6 +280,9 @@ void be_session_teardown(be_session *s);
 /* lib.c, from the teardown with the context current: destroys the library
  * objects (cuBLAS handles, ...) the session left alive. */
 void be_lib_teardown(be_session *s);
+/* op_vmm.c, from the teardown: unmaps, releases and frees what the session's
+ * virtual memory calls left. */
+void be_vmm_teardown(be_session *s);
 /* Transport callbacks (main.c installs them). */
 void *be_on_accept(void *ctx, transport_conn *c);
 void *be_payload_dest(void *ctx, const transport_frame *f);

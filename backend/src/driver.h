@@ -117,14 +117,30 @@
  * otherwise (the caller checks). cuStreamIsCapturing lets copies through staging
  * buffers refuse a capturing stream (a graph must not keep a staging address);
  * the module enumeration (CUDA 12.4) lists a module's kernels by name; the
- * cluster occupancy queries (CUDA 12.0) are missing from the driver test double. */
+ * cluster occupancy queries (CUDA 12.0) are missing from the driver test double;
+ * the tensor map encoders (CUDA 12.0, cuTensorMapEncodeIm2colWide 12.8) are for
+ * Hopper and later. */
 #define BE_DRIVER_OPT_FUNCS(X)        \
 	X(cuStreamIsCapturing)        \
 	X(cuModuleGetFunctionCount)   \
 	X(cuModuleEnumerateFunctions) \
 	X(cuFuncGetName)                \
 	X(cuOccupancyMaxActiveClusters) \
-	X(cuOccupancyMaxPotentialClusterSize)
+	X(cuOccupancyMaxPotentialClusterSize) \
+	X(cuTensorMapEncodeTiled)       \
+	X(cuTensorMapEncodeIm2col)      \
+	X(cuTensorMapEncodeIm2colWide)  \
+	X(cuTensorMapReplaceAddress)    \
+	X(cuMemGetAllocationGranularity) \
+	X(cuMemAddressReserve)          \
+	X(cuMemAddressFree)             \
+	X(cuMemCreate)                  \
+	X(cuMemRelease)                 \
+	X(cuMemMap)                     \
+	X(cuMemUnmap)                   \
+	X(cuMemSetAccess)               \
+	X(cuMemGetAccess)               \
+	X(cuMemRetainAllocationHandle)
 
 #define BE_DRIVER_MEMBER(fn) __typeof__(fn) *fn;
 struct be_driver {

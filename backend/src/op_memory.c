@@ -27,7 +27,7 @@ static int record(be_session *s, CUdeviceptr p, uint64_t size, int kind)
 static int check_freeable(be_session *s, CUdeviceptr ptr, const char *what)
 {
 	const be_range *r = be_ranges_at(&s->ranges, (uint64_t)ptr);
-	if (r && r->kind != BE_RANGE_VAR)
+	if (r && r->kind != BE_RANGE_VAR && r->kind != BE_RANGE_MAPPED)
 		return 0;
 	LOG_INFO(BE_LOG, "session %" PRIu64 ": %s(0x%llx): not the start of a live allocation of this session", s->id,
 		 what, (unsigned long long)ptr);

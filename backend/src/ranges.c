@@ -55,7 +55,7 @@ int be_ranges_add(be_ranges *rs, uint64_t base, uint64_t size, int kind)
 	memmove(&rs->r[i + 1], &rs->r[i], (rs->n - i) * sizeof(*rs->r));
 	rs->r[i] = (be_range){base, size, kind};
 	rs->n++;
-	if (kind != BE_RANGE_VAR)
+	if (kind != BE_RANGE_VAR && kind != BE_RANGE_MAPPED)
 		rs->bytes += size;
 	return BE_R_OK;
 }
@@ -69,7 +69,22 @@ int be_ranges_check(const be_ranges *rs, uint64_t ptr, uint64_t len)
 		return 0;
 	const be_range *r = &rs->r[i - 1];
 	uint64_t off = ptr - r->base; /* r->base <= ptr */
-	return off < r->size && len <= r->size - off;
+	if (off >= r->size)
+		return 0;
+	if (len <= r->size - off)
+		return 1;
+	/* Mapped ranges that follow each other without a gap are one range. */
+	len -= r->size - off;
+	for (; r->kind == BE_RANGE_MAPPED && i < rs->n; i++) {
+		const be_range *nx = &rs->r[i];
+		if (nx->kind != BE_RANGE_MAPPED || nx->base - r->base != r->size)
+			return 0;
+		if (len <= nx->size)
+			return 1;
+		len -= nx->size;
+		r = nx;
+	}
+	return 0;
 }
 
 int be_extent_2d(uint64_t pitch, uint64_t width, uint64_t height, uint64_t *extent)
@@ -120,7 +135,7 @@ int be_ranges_remove(be_ranges *rs, uint64_t base, be_range *out)
 	i--;
 	if (out)
 		*out = rs->r[i];
-	if (rs->r[i].kind != BE_RANGE_VAR)
+	if (rs->r[i].kind != BE_RANGE_VAR && rs->r[i].kind != BE_RANGE_MAPPED)
 		rs->bytes -= rs->r[i].size;
 	memmove(&rs->r[i], &rs->r[i + 1], (rs->n - i - 1) * sizeof(*rs->r));
 	rs->n--;

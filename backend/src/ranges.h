@@ -21,6 +21,7 @@ enum be_range_kind {
 	BE_RANGE_ALLOC = 1, /* cuMemAlloc: freeable */
 	BE_RANGE_ASYNC = 2, /* cuMemAllocAsync: freeable */
 	BE_RANGE_VAR = 3,   /* a module global: copies only, never freed by the client */
+	BE_RANGE_MAPPED = 4, /* cuMemMap'd (op_vmm.c): copies only, gone at cuMemUnmap */
 };
 
 typedef struct be_range {
@@ -45,8 +46,9 @@ enum be_range_err {
 void be_ranges_init(be_ranges *rs);
 void be_ranges_free(be_ranges *rs);
 int be_ranges_add(be_ranges *rs, uint64_t base, uint64_t size, int kind);
-/* Whether [ptr, ptr + len) lies inside one range. len 0 touches nothing and is
- * always fine. */
+/* Whether [ptr, ptr + len) lies inside one range, or in mapped ranges
+ * (BE_RANGE_MAPPED) back to back: one virtual range on the GPU too. len 0
+ * touches nothing and is always fine. */
 int be_ranges_check(const be_ranges *rs, uint64_t ptr, uint64_t len);
 /* Whether height rows of width bytes, pitch apart, starting at base, lie inside
  * one range: [base, base + (height - 1) * pitch + width). width or height 0:

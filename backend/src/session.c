@@ -579,8 +579,9 @@ void be_session_teardown(be_session *s)
 		be_htab_each(&s->texobjs, td_texobj, &to);
 		be_htab_each(&s->surfobjs, td_surfobj, &so);
 		be_htab_each(&s->arrays, td_array, &ar);
+		be_vmm_teardown(s); /* mappings before the memory behind them, reservations last */
 		for (size_t i = 0; i < s->ranges.n; i++) {
-			if (s->ranges.r[i].kind == BE_RANGE_VAR)
+			if (s->ranges.r[i].kind == BE_RANGE_VAR || s->ranges.r[i].kind == BE_RANGE_MAPPED)
 				continue;
 			nalloc++;
 			afailed += be_drv.cuMemFree((CUdeviceptr)s->ranges.r[i].base) != CUDA_SUCCESS;

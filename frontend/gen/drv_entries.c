@@ -221,32 +221,23 @@ STUB(cuLogsDumpToFile)
 STUB(cuLogsDumpToMemory)
 STUB(cuLogsRegisterCallback)
 STUB(cuLogsUnregisterCallback)
-STUB(cuMemAddressFree)
-STUB(cuMemAddressReserve)
 STUB(cuMemAdvise)
 STUB(cuMemAlloc)
 STUB(cuMemAllocHost)
 STUB(cuMemAllocPitch)
 STUB(cuMemBatchDecompressAsync)
 STUB(cuMemBatchDecompressAsync_ptsz)
-STUB(cuMemCreate)
 STUB(cuMemDiscardAndPrefetchBatchAsync)
 STUB(cuMemDiscardAndPrefetchBatchAsync_ptsz)
 STUB(cuMemDiscardBatchAsync)
 STUB(cuMemDiscardBatchAsync_ptsz)
-STUB(cuMemExportToShareableHandle)
 STUB(cuMemFree)
-STUB(cuMemGetAccess)
 STUB(cuMemGetAddressRange)
-STUB(cuMemGetAllocationGranularity)
-STUB(cuMemGetAllocationPropertiesFromHandle)
 STUB(cuMemGetDefaultMemPool)
 STUB(cuMemGetHandleForAddressRange)
 STUB(cuMemGetInfo)
 STUB(cuMemGetMemPool)
 STUB(cuMemHostGetDevicePointer)
-STUB(cuMemImportFromShareableHandle)
-STUB(cuMemMap)
 STUB(cuMemMapArrayAsync)
 STUB(cuMemMapArrayAsync_ptsz)
 STUB(cuMemPoolExportPointer)
@@ -259,11 +250,7 @@ STUB(cuMemPrefetchBatchAsync)
 STUB(cuMemPrefetchBatchAsync_ptsz)
 STUB(cuMemRangeGetAttribute)
 STUB(cuMemRangeGetAttributes)
-STUB(cuMemRelease)
-STUB(cuMemRetainAllocationHandle)
-STUB(cuMemSetAccess)
 STUB(cuMemSetMemPool)
-STUB(cuMemUnmap)
 STUB(cuMemcpy2D)
 STUB(cuMemcpy2DAsync)
 STUB(cuMemcpy2DUnaligned)
@@ -361,10 +348,6 @@ STUB(cuStreamWriteValue64_v2)
 STUB(cuStreamWriteValue64_v2_ptsz)
 STUB(cuSurfRefGetArray)
 STUB(cuSurfRefSetArray)
-STUB(cuTensorMapEncodeIm2col)
-STUB(cuTensorMapEncodeIm2colWide)
-STUB(cuTensorMapEncodeTiled)
-STUB(cuTensorMapReplaceAddress)
 STUB(cuTexRefCreate)
 STUB(cuTexRefDestroy)
 STUB(cuTexRefGetAddress)
@@ -797,8 +780,8 @@ const fe_drv_entry fe_drv_entries[] = {
 	{"cuLogsDumpToMemory", 12090, 0, "cuLogsDumpToMemory", (void *)fe_drv_stub_cuLogsDumpToMemory},
 	{"cuLogsRegisterCallback", 12090, 0, "cuLogsRegisterCallback", (void *)fe_drv_stub_cuLogsRegisterCallback},
 	{"cuLogsUnregisterCallback", 12090, 0, "cuLogsUnregisterCallback", (void *)fe_drv_stub_cuLogsUnregisterCallback},
-	{"cuMemAddressFree", 10020, 0, "cuMemAddressFree", (void *)fe_drv_stub_cuMemAddressFree},
-	{"cuMemAddressReserve", 10020, 0, "cuMemAddressReserve", (void *)fe_drv_stub_cuMemAddressReserve},
+	{"cuMemAddressFree", 10020, 0, "cuMemAddressFree", (void *)cuMemAddressFree},
+	{"cuMemAddressReserve", 10020, 0, "cuMemAddressReserve", (void *)cuMemAddressReserve},
 	{"cuMemAdvise", 8000, 0, "cuMemAdvise", (void *)fe_drv_stub_cuMemAdvise},
 	{"cuMemAdvise", 12020, 0, "cuMemAdvise_v2", (void *)cuMemAdvise},
 	{"cuMemAlloc", 2000, 0, "cuMemAlloc", (void *)fe_drv_stub_cuMemAlloc},
@@ -814,22 +797,22 @@ const fe_drv_entry fe_drv_entries[] = {
 	{"cuMemAllocPitch", 3020, 0, "cuMemAllocPitch_v2", (void *)cuMemAllocPitch},
 	{"cuMemBatchDecompressAsync", 12060, 0, "cuMemBatchDecompressAsync", (void *)fe_drv_stub_cuMemBatchDecompressAsync},
 	{"cuMemBatchDecompressAsync", 12060, FE_DRV_PTSZ, "cuMemBatchDecompressAsync_ptsz", (void *)fe_drv_stub_cuMemBatchDecompressAsync_ptsz},
-	{"cuMemCreate", 10020, 0, "cuMemCreate", (void *)fe_drv_stub_cuMemCreate},
+	{"cuMemCreate", 10020, 0, "cuMemCreate", (void *)cuMemCreate},
 	{"cuMemDiscardAndPrefetchBatchAsync", 13000, 0, "cuMemDiscardAndPrefetchBatchAsync", (void *)fe_drv_stub_cuMemDiscardAndPrefetchBatchAsync},
 	{"cuMemDiscardAndPrefetchBatchAsync", 13000, FE_DRV_PTSZ, "cuMemDiscardAndPrefetchBatchAsync_ptsz", (void *)fe_drv_stub_cuMemDiscardAndPrefetchBatchAsync_ptsz},
 	{"cuMemDiscardBatchAsync", 13000, 0, "cuMemDiscardBatchAsync", (void *)fe_drv_stub_cuMemDiscardBatchAsync},
 	{"cuMemDiscardBatchAsync", 13000, FE_DRV_PTSZ, "cuMemDiscardBatchAsync_ptsz", (void *)fe_drv_stub_cuMemDiscardBatchAsync_ptsz},
-	{"cuMemExportToShareableHandle", 10020, 0, "cuMemExportToShareableHandle", (void *)fe_drv_stub_cuMemExportToShareableHandle},
+	{"cuMemExportToShareableHandle", 10020, 0, "cuMemExportToShareableHandle", (void *)cuMemExportToShareableHandle},
 	{"cuMemFree", 2000, 0, "cuMemFree", (void *)fe_drv_stub_cuMemFree},
 	{"cuMemFree", 3020, 0, "cuMemFree_v2", (void *)cuMemFree},
 	{"cuMemFreeAsync", 11020, 0, "cuMemFreeAsync", (void *)cuMemFreeAsync},
 	{"cuMemFreeAsync", 11020, FE_DRV_PTSZ, "cuMemFreeAsync_ptsz", (void *)fe_drv_jump_cuMemFreeAsync_ptsz},
 	{"cuMemFreeHost", 2000, 0, "cuMemFreeHost", (void *)cuMemFreeHost},
-	{"cuMemGetAccess", 10020, 0, "cuMemGetAccess", (void *)fe_drv_stub_cuMemGetAccess},
+	{"cuMemGetAccess", 10020, 0, "cuMemGetAccess", (void *)cuMemGetAccess},
 	{"cuMemGetAddressRange", 2000, 0, "cuMemGetAddressRange", (void *)fe_drv_stub_cuMemGetAddressRange},
 	{"cuMemGetAddressRange", 3020, 0, "cuMemGetAddressRange_v2", (void *)cuMemGetAddressRange},
-	{"cuMemGetAllocationGranularity", 10020, 0, "cuMemGetAllocationGranularity", (void *)fe_drv_stub_cuMemGetAllocationGranularity},
-	{"cuMemGetAllocationPropertiesFromHandle", 10020, 0, "cuMemGetAllocationPropertiesFromHandle", (void *)fe_drv_stub_cuMemGetAllocationPropertiesFromHandle},
+	{"cuMemGetAllocationGranularity", 10020, 0, "cuMemGetAllocationGranularity", (void *)cuMemGetAllocationGranularity},
+	{"cuMemGetAllocationPropertiesFromHandle", 10020, 0, "cuMemGetAllocationPropertiesFromHandle", (void *)cuMemGetAllocationPropertiesFromHandle},
 	{"cuMemGetDefaultMemPool", 13000, 0, "cuMemGetDefaultMemPool", (void *)fe_drv_stub_cuMemGetDefaultMemPool},
 	{"cuMemGetHandleForAddressRange", 11070, 0, "cuMemGetHandleForAddressRange", (void *)fe_drv_stub_cuMemGetHandleForAddressRange},
 	{"cuMemGetInfo", 2000, 0, "cuMemGetInfo", (void *)fe_drv_stub_cuMemGetInfo},
@@ -842,8 +825,8 @@ const fe_drv_entry fe_drv_entries[] = {
 	{"cuMemHostRegister", 4000, 0, "cuMemHostRegister", (void *)cuMemHostRegister},
 	{"cuMemHostRegister", 6050, 0, "cuMemHostRegister_v2", (void *)cuMemHostRegister},
 	{"cuMemHostUnregister", 4000, 0, "cuMemHostUnregister", (void *)cuMemHostUnregister},
-	{"cuMemImportFromShareableHandle", 10020, 0, "cuMemImportFromShareableHandle", (void *)fe_drv_stub_cuMemImportFromShareableHandle},
-	{"cuMemMap", 10020, 0, "cuMemMap", (void *)fe_drv_stub_cuMemMap},
+	{"cuMemImportFromShareableHandle", 10020, 0, "cuMemImportFromShareableHandle", (void *)cuMemImportFromShareableHandle},
+	{"cuMemMap", 10020, 0, "cuMemMap", (void *)cuMemMap},
 	{"cuMemMapArrayAsync", 11010, 0, "cuMemMapArrayAsync", (void *)fe_drv_stub_cuMemMapArrayAsync},
 	{"cuMemMapArrayAsync", 11010, FE_DRV_PTSZ, "cuMemMapArrayAsync_ptsz", (void *)fe_drv_stub_cuMemMapArrayAsync_ptsz},
 	{"cuMemPoolCreate", 11020, 0, "cuMemPoolCreate", (void *)cuMemPoolCreate},
@@ -865,11 +848,11 @@ const fe_drv_entry fe_drv_entries[] = {
 	{"cuMemPrefetchBatchAsync", 13000, FE_DRV_PTSZ, "cuMemPrefetchBatchAsync_ptsz", (void *)fe_drv_stub_cuMemPrefetchBatchAsync_ptsz},
 	{"cuMemRangeGetAttribute", 8000, 0, "cuMemRangeGetAttribute", (void *)fe_drv_stub_cuMemRangeGetAttribute},
 	{"cuMemRangeGetAttributes", 8000, 0, "cuMemRangeGetAttributes", (void *)fe_drv_stub_cuMemRangeGetAttributes},
-	{"cuMemRelease", 10020, 0, "cuMemRelease", (void *)fe_drv_stub_cuMemRelease},
-	{"cuMemRetainAllocationHandle", 11000, 0, "cuMemRetainAllocationHandle", (void *)fe_drv_stub_cuMemRetainAllocationHandle},
-	{"cuMemSetAccess", 10020, 0, "cuMemSetAccess", (void *)fe_drv_stub_cuMemSetAccess},
+	{"cuMemRelease", 10020, 0, "cuMemRelease", (void *)cuMemRelease},
+	{"cuMemRetainAllocationHandle", 11000, 0, "cuMemRetainAllocationHandle", (void *)cuMemRetainAllocationHandle},
+	{"cuMemSetAccess", 10020, 0, "cuMemSetAccess", (void *)cuMemSetAccess},
 	{"cuMemSetMemPool", 13000, 0, "cuMemSetMemPool", (void *)fe_drv_stub_cuMemSetMemPool},
-	{"cuMemUnmap", 10020, 0, "cuMemUnmap", (void *)fe_drv_stub_cuMemUnmap},
+	{"cuMemUnmap", 10020, 0, "cuMemUnmap", (void *)cuMemUnmap},
 	{"cuMemcpy", 4000, 0, "cuMemcpy", (void *)cuMemcpy},
 	{"cuMemcpy", 7000, FE_DRV_PTDS, "cuMemcpy_ptds", (void *)fe_drv_jump_cuMemcpy_ptds},
 	{"cuMemcpy2D", 2000, 0, "cuMemcpy2D", (void *)fe_drv_stub_cuMemcpy2D},
@@ -1096,10 +1079,10 @@ const fe_drv_entry fe_drv_entries[] = {
 	{"cuSurfObjectGetResourceDesc", 5000, 0, "cuSurfObjectGetResourceDesc", (void *)cuSurfObjectGetResourceDesc},
 	{"cuSurfRefGetArray", 3000, 0, "cuSurfRefGetArray", (void *)fe_drv_stub_cuSurfRefGetArray},
 	{"cuSurfRefSetArray", 3000, 0, "cuSurfRefSetArray", (void *)fe_drv_stub_cuSurfRefSetArray},
-	{"cuTensorMapEncodeIm2col", 12000, 0, "cuTensorMapEncodeIm2col", (void *)fe_drv_stub_cuTensorMapEncodeIm2col},
-	{"cuTensorMapEncodeIm2colWide", 12080, 0, "cuTensorMapEncodeIm2colWide", (void *)fe_drv_stub_cuTensorMapEncodeIm2colWide},
-	{"cuTensorMapEncodeTiled", 12000, 0, "cuTensorMapEncodeTiled", (void *)fe_drv_stub_cuTensorMapEncodeTiled},
-	{"cuTensorMapReplaceAddress", 12000, 0, "cuTensorMapReplaceAddress", (void *)fe_drv_stub_cuTensorMapReplaceAddress},
+	{"cuTensorMapEncodeIm2col", 12000, 0, "cuTensorMapEncodeIm2col", (void *)cuTensorMapEncodeIm2col},
+	{"cuTensorMapEncodeIm2colWide", 12080, 0, "cuTensorMapEncodeIm2colWide", (void *)cuTensorMapEncodeIm2colWide},
+	{"cuTensorMapEncodeTiled", 12000, 0, "cuTensorMapEncodeTiled", (void *)cuTensorMapEncodeTiled},
+	{"cuTensorMapReplaceAddress", 12000, 0, "cuTensorMapReplaceAddress", (void *)cuTensorMapReplaceAddress},
 	{"cuTexObjectCreate", 5000, 0, "cuTexObjectCreate", (void *)cuTexObjectCreate},
 	{"cuTexObjectDestroy", 5000, 0, "cuTexObjectDestroy", (void *)cuTexObjectDestroy},
 	{"cuTexObjectGetResourceDesc", 5000, 0, "cuTexObjectGetResourceDesc", (void *)cuTexObjectGetResourceDesc},

@@ -1143,3 +1143,177 @@ int fe_rpc_occupancy_clusters(fe_conn *c, uint64_t f, uint32_t gx, uint32_t gy, 
 	fe_reply_free(&r);
 	return st;
 }
+
+int fe_rpc_vmm_granularity(fe_conn *c, uint32_t type, uint32_t handle_types, uint32_t loc_type, uint32_t option, uint64_t *gran)
+{
+	proto_msg m;
+	proto_msg_begin(&m, PROTO_OP_VMM_GRANULARITY, fe_conn_next_seq(c), 4);
+	proto_msg_u64(&m, (uint64_t)type);
+	proto_msg_u64(&m, (uint64_t)handle_types);
+	proto_msg_u64(&m, (uint64_t)loc_type);
+	proto_msg_u64(&m, (uint64_t)option);
+	fe_reply r;
+	int st = fe_conn_call(c, &m, NULL, 0, NULL, 0, &r);
+	if (st != 0)
+		return st;
+	{
+		uint64_t v;
+		if (proto_arg_u64(&r.view, PROTO_REPLY_FIRST + 0, &v))
+			st = PROTO_EDECODE;
+		else
+			*gran = v;
+	}
+	fe_reply_free(&r);
+	return st;
+}
+
+int fe_rpc_vmm_reserve(fe_conn *c, uint64_t size, uint64_t align, uint64_t addr, uint64_t flags, uint64_t *dptr)
+{
+	proto_msg m;
+	proto_msg_begin(&m, PROTO_OP_VMM_RESERVE, fe_conn_next_seq(c), 4);
+	proto_msg_u64(&m, (uint64_t)size);
+	proto_msg_u64(&m, (uint64_t)align);
+	proto_msg_u64(&m, (uint64_t)addr);
+	proto_msg_u64(&m, (uint64_t)flags);
+	fe_reply r;
+	int st = fe_conn_call(c, &m, NULL, 0, NULL, 0, &r);
+	if (st != 0)
+		return st;
+	{
+		uint64_t v;
+		if (proto_arg_u64(&r.view, PROTO_REPLY_FIRST + 0, &v))
+			st = PROTO_EDECODE;
+		else
+			*dptr = v;
+	}
+	fe_reply_free(&r);
+	return st;
+}
+
+int fe_rpc_vmm_free(fe_conn *c, uint64_t ptr, uint64_t size)
+{
+	proto_msg m;
+	proto_msg_begin(&m, PROTO_OP_VMM_FREE, fe_conn_next_seq(c), 2);
+	proto_msg_u64(&m, (uint64_t)ptr);
+	proto_msg_u64(&m, (uint64_t)size);
+	return fe_conn_call(c, &m, NULL, 0, NULL, 0, NULL);
+}
+
+int fe_rpc_vmm_create(fe_conn *c, uint64_t handle, uint64_t size, uint32_t type, uint32_t handle_types, uint32_t loc_type, uint32_t compression, uint32_t usage, uint64_t flags)
+{
+	proto_msg m;
+	proto_msg_begin(&m, PROTO_OP_VMM_CREATE, fe_conn_next_seq(c), 8);
+	proto_msg_u64(&m, (uint64_t)handle);
+	proto_msg_u64(&m, (uint64_t)size);
+	proto_msg_u64(&m, (uint64_t)type);
+	proto_msg_u64(&m, (uint64_t)handle_types);
+	proto_msg_u64(&m, (uint64_t)loc_type);
+	proto_msg_u64(&m, (uint64_t)compression);
+	proto_msg_u64(&m, (uint64_t)usage);
+	proto_msg_u64(&m, (uint64_t)flags);
+	return fe_conn_call(c, &m, NULL, 0, NULL, 0, NULL);
+}
+
+int fe_rpc_vmm_release(fe_conn *c, uint64_t handle)
+{
+	proto_msg m;
+	proto_msg_begin(&m, PROTO_OP_VMM_RELEASE, fe_conn_next_seq(c), 1);
+	proto_msg_u64(&m, (uint64_t)handle);
+	return fe_conn_call(c, &m, NULL, 0, NULL, 0, NULL);
+}
+
+int fe_rpc_vmm_map(fe_conn *c, uint64_t ptr, uint64_t size, uint64_t offset, uint64_t handle, uint64_t flags)
+{
+	proto_msg m;
+	proto_msg_begin(&m, PROTO_OP_VMM_MAP, fe_conn_next_seq(c), 5);
+	proto_msg_u64(&m, (uint64_t)ptr);
+	proto_msg_u64(&m, (uint64_t)size);
+	proto_msg_u64(&m, (uint64_t)offset);
+	proto_msg_u64(&m, (uint64_t)handle);
+	proto_msg_u64(&m, (uint64_t)flags);
+	return fe_conn_call(c, &m, NULL, 0, NULL, 0, NULL);
+}
+
+int fe_rpc_vmm_unmap(fe_conn *c, uint64_t ptr, uint64_t size)
+{
+	proto_msg m;
+	proto_msg_begin(&m, PROTO_OP_VMM_UNMAP, fe_conn_next_seq(c), 2);
+	proto_msg_u64(&m, (uint64_t)ptr);
+	proto_msg_u64(&m, (uint64_t)size);
+	return fe_conn_call(c, &m, NULL, 0, NULL, 0, NULL);
+}
+
+int fe_rpc_vmm_set_access(fe_conn *c, uint64_t ptr, uint64_t size, uint32_t loc_type, uint64_t flags)
+{
+	proto_msg m;
+	proto_msg_begin(&m, PROTO_OP_VMM_SET_ACCESS, fe_conn_next_seq(c), 4);
+	proto_msg_u64(&m, (uint64_t)ptr);
+	proto_msg_u64(&m, (uint64_t)size);
+	proto_msg_u64(&m, (uint64_t)loc_type);
+	proto_msg_u64(&m, (uint64_t)flags);
+	return fe_conn_call(c, &m, NULL, 0, NULL, 0, NULL);
+}
+
+int fe_rpc_vmm_get_access(fe_conn *c, uint64_t ptr, uint32_t loc_type, uint64_t *flags)
+{
+	proto_msg m;
+	proto_msg_begin(&m, PROTO_OP_VMM_GET_ACCESS, fe_conn_next_seq(c), 2);
+	proto_msg_u64(&m, (uint64_t)ptr);
+	proto_msg_u64(&m, (uint64_t)loc_type);
+	fe_reply r;
+	int st = fe_conn_call(c, &m, NULL, 0, NULL, 0, &r);
+	if (st != 0)
+		return st;
+	{
+		uint64_t v;
+		if (proto_arg_u64(&r.view, PROTO_REPLY_FIRST + 0, &v))
+			st = PROTO_EDECODE;
+		else
+			*flags = v;
+	}
+	fe_reply_free(&r);
+	return st;
+}
+
+int fe_rpc_vmm_retain(fe_conn *c, uint64_t ptr, uint64_t *handle)
+{
+	proto_msg m;
+	proto_msg_begin(&m, PROTO_OP_VMM_RETAIN, fe_conn_next_seq(c), 1);
+	proto_msg_u64(&m, (uint64_t)ptr);
+	fe_reply r;
+	int st = fe_conn_call(c, &m, NULL, 0, NULL, 0, &r);
+	if (st != 0)
+		return st;
+	{
+		uint64_t v;
+		if (proto_arg_u64(&r.view, PROTO_REPLY_FIRST + 0, &v))
+			st = PROTO_EDECODE;
+		else
+			*handle = v;
+	}
+	fe_reply_free(&r);
+	return st;
+}
+
+int fe_rpc_tensor_map_encode(fe_conn *c, uint32_t kind, uint64_t addr, const void *params, size_t params_len, void *map, size_t map_cap)
+{
+	proto_msg m;
+	proto_msg_begin(&m, PROTO_OP_TENSOR_MAP_ENCODE, fe_conn_next_seq(c), 3);
+	proto_msg_u64(&m, (uint64_t)kind);
+	proto_msg_u64(&m, (uint64_t)addr);
+	proto_msg_bin(&m, params, params_len);
+	fe_reply r;
+	int st = fe_conn_call(c, &m, NULL, 0, NULL, 0, &r);
+	if (st != 0)
+		return st;
+	{
+		const void *p;
+		size_t n;
+		if (proto_arg_bin(&r.view, PROTO_REPLY_FIRST + 0, &p, &n) || n > map_cap)
+			st = PROTO_EDECODE;
+		else
+			memcpy(map, p, n);
+	}
+	fe_reply_free(&r);
+	return st;
+}

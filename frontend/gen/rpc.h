@@ -88,5 +88,16 @@ int fe_rpc_mempool_set_current(fe_conn *c, uint64_t pool);
 int fe_rpc_mempool_get_current(fe_conn *c, uint64_t *pool);
 int fe_rpc_mempool_get_access(fe_conn *c, uint64_t pool, int32_t *flags);
 int fe_rpc_occupancy_clusters(fe_conn *c, uint64_t f, uint32_t gx, uint32_t gy, uint32_t gz, uint32_t bx, uint32_t by, uint32_t bz, uint32_t shmem, const void *attrs, size_t attrs_len, uint32_t potential, int32_t *n);
+int fe_rpc_vmm_granularity(fe_conn *c, uint32_t type, uint32_t handle_types, uint32_t loc_type, uint32_t option, uint64_t *gran);
+int fe_rpc_vmm_reserve(fe_conn *c, uint64_t size, uint64_t align, uint64_t addr, uint64_t flags, uint64_t *dptr);
+int fe_rpc_vmm_free(fe_conn *c, uint64_t ptr, uint64_t size);
+int fe_rpc_vmm_create(fe_conn *c, uint64_t handle, uint64_t size, uint32_t type, uint32_t handle_types, uint32_t loc_type, uint32_t compression, uint32_t usage, uint64_t flags);
+int fe_rpc_vmm_release(fe_conn *c, uint64_t handle);
+int fe_rpc_vmm_map(fe_conn *c, uint64_t ptr, uint64_t size, uint64_t offset, uint64_t handle, uint64_t flags);
+int fe_rpc_vmm_unmap(fe_conn *c, uint64_t ptr, uint64_t size);
+int fe_rpc_vmm_set_access(fe_conn *c, uint64_t ptr, uint64_t size, uint32_t loc_type, uint64_t flags);
+int fe_rpc_vmm_get_access(fe_conn *c, uint64_t ptr, uint32_t loc_type, uint64_t *flags);
+int fe_rpc_vmm_retain(fe_conn *c, uint64_t ptr, uint64_t *handle);
+int fe_rpc_tensor_map_encode(fe_conn *c, uint32_t kind, uint64_t addr, const void *params, size_t params_len, void *map, size_t map_cap);
 
 #endif

@@ -121,9 +121,14 @@ static CUresult side_of(side *s, CUmemorytype type, const void *host, CUdevicept
 	default:
 		return CUDA_ERROR_INVALID_VALUE;
 	}
-	if (!base)
+	size_t off;
+	/* (z * height + y) * pitch + x, refused where it wraps: a wrapped offset
+	 * could land in another allocation and pass the range checks */
+	if (!base || __builtin_mul_overflow(z, height, &off) || __builtin_add_overflow(off, y, &off) ||
+	    __builtin_mul_overflow(off, pitch, &off) || __builtin_add_overflow(off, x, &off) ||
+	    (uintptr_t)base > UINTPTR_MAX - off)
 		return CUDA_ERROR_INVALID_VALUE;
-	s->p = (char *)base + (z * height + y) * pitch + x;
+	s->p = (char *)base + off;
 	return CUDA_SUCCESS;
 }
 

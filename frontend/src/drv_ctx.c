@@ -42,7 +42,6 @@ static struct {
 	int refs;
 	unsigned flags;
 	uint64_t id;       /* 0: none yet (a new one at the next ask) */
-	int reset_pending; /* released to 0: the next retain starts afresh */
 } prim[FE_MAX_DEVICES];
 static atomic_uint_fast64_t next_ctx_id = 1;
 
@@ -50,17 +49,23 @@ static atomic_uint_fast64_t next_ctx_id = 1;
  * small (static TLS, which a dlopen of it must find room for). */
 static _Thread_local CUcontext *tls_stack;
 static _Thread_local int tls_depth, tls_cap;
+static pthread_key_t stack_key; /* frees a thread's stack when it exits */
+static pthread_once_t stack_once = PTHREAD_ONCE_INIT;
+
+static void stack_key_make(void) { pthread_key_create(&stack_key, free); }
 
 static int stack_room(void)
 {
 	if (tls_depth < tls_cap)
 		return 1;
+	pthread_once(&stack_once, stack_key_make);
 	int cap = tls_cap ? 2 * tls_cap : 8;
 	CUcontext *s = realloc(tls_stack, (size_t)cap * sizeof(*s));
 	if (!s)
 		return 0;
 	tls_stack = s;
 	tls_cap = cap;
+	pthread_setspecific(stack_key, s);
 	return 1;
 }
 
@@ -229,16 +234,10 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 	if (!pctx)
 		return CUDA_ERROR_INVALID_VALUE;
 	pthread_mutex_lock(&lock);
-	if (!prim[dev].refs && prim[dev].reset_pending) {
-		prim[dev].reset_pending = 0;
-		r = FE_DRV(fe_rt_reset_device(dev));
-	}
-	if (!r)
-		prim[dev].refs++;
+	prim[dev].refs++;
 	pthread_mutex_unlock(&lock);
-	if (!r)
-		*pctx = fe_drv_ctx_of(dev);
-	return r;
+	*pctx = fe_drv_ctx_of(dev);
+	return CUDA_SUCCESS;
 }
 
 CUresult cuDevicePrimaryCtxRelease(CUdevice dev)
@@ -251,7 +250,10 @@ CUresult cuDevicePrimaryCtxRelease(CUdevice dev)
 	if (!prim[dev].refs) {
 		r = CUDA_ERROR_INVALID_CONTEXT;
 	} else if (--prim[dev].refs == 0 && !fe_rt_device_used(dev)) {
-		prim[dev].reset_pending = 1;
+		/* The context ends for those who kept state in it (their destructors
+		 * run; the next retain is a new context with a new id). Its memory stays
+		 * with the session: another context or the runtime layer may share it
+		 * here, which a real primary context never does. */
 		prim[dev].id = 0;
 		gone = 1;
 	}
@@ -295,7 +297,6 @@ CUresult cuDevicePrimaryCtxReset(CUdevice dev)
 		return r;
 	fe_drv_cls_context_gone(fe_drv_ctx_of(dev));
 	pthread_mutex_lock(&lock);
-	prim[dev].reset_pending = 0;
 	prim[dev].id = 0;
 	r = FE_DRV(fe_rt_reset_device(dev));
 	pthread_mutex_unlock(&lock);

@@ -307,7 +307,10 @@ CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
  * and never fails for unknown memory. */
 static CUresult answer(CUpointer_attribute a, void *data, CUdeviceptr p, const fe_range *rg, int plural)
 {
-	int dev = rg && device_kind(rg->kind), host = rg && host_kind(rg->kind);
+	/* mapped host memory (a managed allocation here) reads as the host memory
+	 * it is to the program: host type, not managed, a device pointer too */
+	int mapped = rg && rg->kind == FE_MEM_MANAGED && fe_managed_mapped_host(PTR(p), 0);
+	int dev = rg && device_kind(rg->kind) && !mapped, host = rg && (host_kind(rg->kind) || mapped);
 	switch (a) {
 	case CU_POINTER_ATTRIBUTE_CONTEXT:
 		/* stream-ordered allocations belong to no context (the CUDA
@@ -318,10 +321,10 @@ static CUresult answer(CUpointer_attribute a, void *data, CUdeviceptr p, const f
 		*(unsigned *)data = dev ? CU_MEMORYTYPE_DEVICE : host ? CU_MEMORYTYPE_HOST : 0;
 		break;
 	case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
-		/* pinned host memory is not mapped into the remote GPU */
-		if (host && !plural)
+		/* other pinned host memory is not mapped into the remote GPU */
+		if (host && !mapped && !plural)
 			return CUDA_ERROR_INVALID_VALUE;
-		*(CUdeviceptr *)data = dev ? p : 0;
+		*(CUdeviceptr *)data = dev || mapped ? p : 0;
 		break;
 	case CU_POINTER_ATTRIBUTE_HOST_POINTER:
 		if (dev && rg->kind != FE_MEM_MANAGED) {
@@ -336,7 +339,7 @@ static CUresult answer(CUpointer_attribute a, void *data, CUdeviceptr p, const f
 		*(unsigned long long *)data = rg ? rg->id : 0;
 		break;
 	case CU_POINTER_ATTRIBUTE_IS_MANAGED:
-		*(unsigned *)data = rg && rg->kind == FE_MEM_MANAGED;
+		*(unsigned *)data = rg && rg->kind == FE_MEM_MANAGED && !mapped;
 		break;
 	case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
 		*(int *)data = rg ? rg->device : -2;

@@ -20,6 +20,7 @@
  */
 #define _GNU_SOURCE
 #include <elf.h>
+#include <dlfcn.h>
 #include <link.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -145,8 +146,22 @@ static int in_readonly_segment(const void *p, size_t n)
 	return r.found;
 }
 
+/* The object whose read-only segment holds an image stays loaded while the
+ * image is referenced: its bytes are read at first use, perhaps long after a
+ * dlclose (a reference taken once per object, never given back). */
+static void hold_object(const void *p)
+{
+	static _Thread_local const char *held;
+	Dl_info info;
+	if (!dladdr(p, &info) || !info.dli_fname || info.dli_fname == held)
+		return;
+	if (dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD))
+		held = info.dli_fname;
+}
+
 /* A new image record of data (size bytes), its bytes kept (owned: ours
- * already) or copied. */
+ * already; or in a loaded object's read-only segment, which is then held) or
+ * copied. */
 static CUresult image_new(void **out, const void *data, size_t size, int kind, void *owned)
 {
 	void *copy = owned;
@@ -154,10 +169,13 @@ static CUresult image_new(void **out, const void *data, size_t size, int kind, v
 		if (!(copy = malloc(size)))
 			return CUDA_ERROR_OUT_OF_MEMORY;
 		memcpy(copy, data, size);
+	} else if (!copy) {
+		hold_object(data);
 	}
 	fe_fatbin *fb = fe_image_new(copy ? copy : data, size, kind);
 	if (!fb) {
-		free(copy);
+		if (copy != owned) /* the caller frees what it owned */
+			free(copy);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	fb->owned = copy != NULL;
@@ -181,6 +199,14 @@ static CUresult jit_options(unsigned n, CUjit_option *o, void **v)
 		switch (o[i]) {
 		case CU_JIT_MAX_REGISTERS:
 		case CU_JIT_THREADS_PER_BLOCK:
+		case CU_JIT_MIN_CTA_PER_SM:
+		case CU_JIT_MAX_THREADS_PER_BLOCK:
+		case CU_JIT_OVERRIDE_DIRECTIVE_VALUES:
+			/* they change what PTX compiles to: said, as the server compiles
+			 * with its defaults */
+			rg_log_once("frontend", "JIT option ignored (the server compiles PTX with its defaults)",
+				    "CU_JIT_MAX_REGISTERS, THREADS_PER_BLOCK, MIN_CTA_PER_SM or MAX_THREADS_PER_BLOCK");
+			break;
 		case CU_JIT_OPTIMIZATION_LEVEL:
 		case CU_JIT_TARGET_FROM_CUCONTEXT:
 		case CU_JIT_FALLBACK_STRATEGY:
@@ -189,9 +215,6 @@ static CUresult jit_options(unsigned n, CUjit_option *o, void **v)
 		case CU_JIT_GENERATE_LINE_INFO:
 		case CU_JIT_CACHE_MODE:
 		case CU_JIT_POSITION_INDEPENDENT_CODE:
-		case CU_JIT_MIN_CTA_PER_SM:
-		case CU_JIT_MAX_THREADS_PER_BLOCK:
-		case CU_JIT_OVERRIDE_DIRECTIVE_VALUES:
 		case CU_JIT_FAST_COMPILE:
 		case CU_JIT_SPLIT_COMPILE:
 			break;

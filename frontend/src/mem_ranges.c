@@ -95,9 +95,23 @@ int fe_mem_find(uint64_t p, uint64_t len, fe_range *out)
 				if (out)
 					*out = *r;
 				found = 0;
-			} else if (out) {
-				*out = *r;
+			} else {
 				found = 1; /* starts inside, runs past the end */
+				if (out)
+					*out = *r;
+				/* cuMemMap'd ranges that follow each other are one virtual range */
+				uint64_t rest = len - (r->size - off);
+				for (const fe_range *q = r; (q->flags & FE_MEM_VMM) && i < M.n; i++) {
+					const fe_range *nx = &M.r[i];
+					if (!(nx->flags & FE_MEM_VMM) || nx->base - q->base != q->size)
+						break;
+					if (rest <= nx->size) {
+						found = 0;
+						break;
+					}
+					rest -= nx->size;
+					q = nx;
+				}
 			}
 		}
 	}

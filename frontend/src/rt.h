@@ -92,6 +92,9 @@ typedef struct fe_range {
 	uint64_t pool;  /* stream-ordered allocations: the cudaMemPool_t they came from; 0 otherwise */
 	unsigned flags; /* host memory: cudaHostAllocWriteCombined, cudaHostRegisterPortable if asked for */
 } fe_range;
+/* flags of a FE_MEM_DEVICE range mapped with cuMemMap (drv_vmm.c): not freeable,
+ * and mapped ranges back to back are one range for fe_mem_find's len. */
+#define FE_MEM_VMM 0x80000000u
 void fe_mem_add(uint64_t base, uint64_t size, int kind, int device);
 void fe_mem_add_tagged(uint64_t base, uint64_t size, int kind, int device, uint64_t pool, unsigned flags);
 int fe_mem_remove(uint64_t base, int kind, fe_range *out); /* 0 if it was the start of a range */

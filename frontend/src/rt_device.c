@@ -57,9 +57,10 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device)
 /* Capabilities that need the GPU in this host (mapping its memory, host and
  * device touching managed memory at once) are reported absent, whatever the
  * remote device can do locally; so are those libremote.so does not carry
- * across (IPC and export handles, virtual memory management, sparse arrays,
- * GPUDirect RDMA, external semaphores, host memory pools). Managed memory
- * itself works (managed.c). Both APIs answer from here (rt.h). */
+ * across (IPC and export handles, sparse arrays, GPUDirect RDMA, external
+ * semaphores, host memory pools). Managed memory itself works (managed.c), and
+ * so does virtual memory management without export handles (drv_vmm.c): its
+ * attribute is the server's. Both APIs answer from here (rt.h). */
 int fe_rt_device_attr(const fe_device *d, int attr)
 {
 	switch (attr) {
@@ -76,7 +77,6 @@ int fe_rt_device_attr(const fe_device *d, int attr)
 	case CU_DEVICE_ATTRIBUTE_HOST_NATIVE_ATOMIC_SUPPORTED:
 	case CU_DEVICE_ATTRIBUTE_ONLY_PARTIAL_HOST_NATIVE_ATOMIC_SUPPORTED:
 	case CU_DEVICE_ATTRIBUTE_CAN_FLUSH_REMOTE_WRITES:
-	case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:
 	case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED:
 	case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_WIN32_HANDLE_SUPPORTED:
 	case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_WIN32_KMT_HANDLE_SUPPORTED:

@@ -40,12 +40,16 @@ cudaError_t cudaFree(void *devPtr)
 		return e;
 	if (!devPtr)
 		return cudaSuccess;
+	if (fe_managed_mapped_host(devPtr, 0)) /* cudaFreeHost's, as on a GPU */
+		return fe_rt_fail(cudaErrorInvalidValue);
 	int mst = fe_managed_free(c, (uintptr_t)devPtr);
 	if (mst >= 0)
 		return fe_rt_leave(mst);
 	/* Forget the range before the server frees it: once freed, another
 	 * thread's cudaMalloc may get the same address back at any moment. */
 	fe_range r;
+	if (fe_mem_find((uintptr_t)devPtr, 0, &r) == 0 && (r.flags & FE_MEM_VMM)) /* cuMemUnmap's, not ours */
+		return fe_rt_fail(cudaErrorInvalidValue);
 	if (fe_mem_remove((uintptr_t)devPtr, FE_MEM_DEVICE, &r) != 0)
 		return fe_rt_fail(cudaErrorInvalidValue);
 	int st = fe_rpc_mem_free(c, (uintptr_t)devPtr);

@@ -166,7 +166,8 @@ cudaError_t fe_rt_reset_device(int ordinal)
 	cudaError_t e = device_connect(d, spec);
 	atomic_store(&S.sticky, 0);
 	pthread_mutex_unlock(&S.lock);
-	tls_last_error = cudaSuccess;
+	if (!tls_in_driver) /* a driver call's reset leaves the runtime's error alone */
+		tls_last_error = cudaSuccess;
 	return e;
 }
 
@@ -192,9 +193,11 @@ cudaError_t(fe_rt_enter)(fe_conn **c)
 		return fe_rt_fail((cudaError_t)sticky);
 	if (tls_device >= S.ndev)
 		return fe_rt_fail(cudaErrorInvalidDevice);
-	if (tls_bound != tls_device + 1 && !tls_in_driver) {
+	if (!tls_in_driver) {
 		tls_bound = tls_device + 1;
-		atomic_fetch_or(&rt_used_devices, 1u << tls_device);
+		/* (again after a reset, which clears it) */
+		if (!(atomic_load_explicit(&rt_used_devices, memory_order_relaxed) >> tls_device & 1))
+			atomic_fetch_or(&rt_used_devices, 1u << tls_device);
 	}
 	*c = S.dev[tls_device].conn;
 	return cudaSuccess;

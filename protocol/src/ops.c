@@ -86,6 +86,17 @@ static const char *const names[PROTO_OP_COUNT] = {
 	[PROTO_OP_MEMPOOL_GET_ACCESS] = "mempool_get_access",
 	[PROTO_OP_MODULE_RESOLVE] = "module_resolve",
 	[PROTO_OP_OCCUPANCY_CLUSTERS] = "occupancy_clusters",
+	[PROTO_OP_VMM_GRANULARITY] = "vmm_granularity",
+	[PROTO_OP_VMM_RESERVE] = "vmm_reserve",
+	[PROTO_OP_VMM_FREE] = "vmm_free",
+	[PROTO_OP_VMM_CREATE] = "vmm_create",
+	[PROTO_OP_VMM_RELEASE] = "vmm_release",
+	[PROTO_OP_VMM_MAP] = "vmm_map",
+	[PROTO_OP_VMM_UNMAP] = "vmm_unmap",
+	[PROTO_OP_VMM_SET_ACCESS] = "vmm_set_access",
+	[PROTO_OP_VMM_GET_ACCESS] = "vmm_get_access",
+	[PROTO_OP_VMM_RETAIN] = "vmm_retain",
+	[PROTO_OP_TENSOR_MAP_ENCODE] = "tensor_map_encode",
 	[PROTO_OP_CUBLASCREATE_V2] = "cublasCreate_v2",
 	[PROTO_OP_CUBLASDESTROY_V2] = "cublasDestroy_v2",
 	[PROTO_OP_CUBLASSETSTREAM_V2] = "cublasSetStream_v2",
@@ -292,6 +303,9 @@ int proto_op_quick(uint32_t op)
 	case PROTO_OP_MEMPOOL_GET_CURRENT:
 	case PROTO_OP_MEMPOOL_GET_ACCESS:
 	case PROTO_OP_OCCUPANCY_CLUSTERS:
+	case PROTO_OP_VMM_GRANULARITY:
+	case PROTO_OP_VMM_GET_ACCESS:
+	case PROTO_OP_TENSOR_MAP_ENCODE:
 		return 1;
 	}
 	return 0;

@@ -141,8 +141,36 @@ static void test_add_remove(void)
 	be_ranges_free(&rs);
 }
 
+/* Mapped ranges (cuMemMap) back to back are one virtual range; an allocation
+ * next to one, a gap, or the end of the last one is not. */
+static void test_mapped(void)
+{
+	be_ranges rs;
+	be_ranges_init(&rs);
+	CHECK_EQ(be_ranges_add(&rs, 0x1000, 0x100, BE_RANGE_MAPPED), BE_R_OK);
+	CHECK_EQ(be_ranges_add(&rs, 0x1100, 0x100, BE_RANGE_MAPPED), BE_R_OK);
+	CHECK_EQ(be_ranges_add(&rs, 0x1200, 0x100, BE_RANGE_MAPPED), BE_R_OK);
+	CHECK_EQ(be_ranges_add(&rs, 0x1300, 0x100, BE_RANGE_ALLOC), BE_R_OK);
+	CHECK_EQ(be_ranges_add(&rs, 0x2000, 0x100, BE_RANGE_MAPPED), BE_R_OK);
+	CHECK_EQ(rs.bytes, 0x100); /* mapped memory is not the session's allocations */
+	CHECK(be_ranges_check(&rs, 0x10f0, 0x20));   /* across one seam */
+	CHECK(be_ranges_check(&rs, 0x1000, 0x300));  /* all three */
+	CHECK(be_ranges_check(&rs, 0x1180, 0x180));  /* to the last byte of the third */
+	CHECK(!be_ranges_check(&rs, 0x1000, 0x301)); /* into the allocation after them */
+	CHECK(!be_ranges_check(&rs, 0x1200, 0x200));
+	CHECK(!be_ranges_check(&rs, 0x12f0, 0x20));
+	CHECK(!be_ranges_check(&rs, 0x20f0, 0x20));  /* past the last */
+	CHECK(!be_ranges_check(&rs, 0x1000, UINT64_MAX));
+	CHECK_EQ(be_ranges_remove(&rs, 0x1100, NULL), BE_R_OK); /* unmapped: a gap */
+	CHECK(!be_ranges_check(&rs, 0x10f0, 0x20));
+	CHECK(be_ranges_check(&rs, 0x1200, 0x100));
+	CHECK_EQ(rs.bytes, 0x100);
+	be_ranges_free(&rs);
+}
+
 int main(void)
 {
+	test_mapped();
 	test_inside();
 	test_straddle();
 	test_overflow();

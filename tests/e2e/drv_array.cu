@@ -717,9 +717,8 @@ static void devices(void)
 	check("cuDeviceGetAttribute answers every attribute", all, "attribute %d", first);
 	ONLY(remote) {
 		/* what cannot work across hosts reads absent */
-		check("remote: no virtual memory management, IPC, sparse arrays, RDMA",
-		      !attr(CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED) &&
-		              !attr(CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED) &&
+		check("remote: no IPC, sparse arrays, RDMA (virtual memory management: drv_vmm)",
+		      !attr(CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED) &&
 		              !attr(CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED) &&
 		              !attr(CU_DEVICE_ATTRIBUTE_SPARSE_CUDA_ARRAY_SUPPORTED) &&
 		              !attr(CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED) &&

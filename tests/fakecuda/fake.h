@@ -129,7 +129,9 @@ void fk_pools_sync(int dev);
 
 /* ---- device allocations (memory.c) ---- */
 
-enum fk_mem_kind { FK_MEM_DEVICE, FK_MEM_ASYNC, FK_MEM_GLOBAL };
+/* FK_MEM_MAPPED: a cuMemMap'd range (vmm.c), valid as a range, not freeable, its
+ * memory owned by the physical allocation mapped there. */
+enum fk_mem_kind { FK_MEM_DEVICE, FK_MEM_ASYNC, FK_MEM_GLOBAL, FK_MEM_MAPPED };
 
 typedef struct fk_alloc {
 	uintptr_t base;
@@ -147,7 +149,10 @@ CUresult fk_mem_new_pool(fk_ctx *c, size_t size, fk_pool *p, uintptr_t *out);
 CUresult fk_mem_free(fk_ctx *c, uintptr_t p, unsigned kinds);
 void fk_mem_free_all(fk_ctx *c);
 const fk_alloc *fk_mem_find(const fk_ctx *c, uintptr_t p);
-/* Whether [p, p + len) lies inside one allocation of c. len 0 is always fine. */
+/* A mapped range of c (vmm.c): an allocation of kind FK_MEM_MAPPED that owns nothing. */
+CUresult fk_mem_add_mapped(fk_ctx *c, uintptr_t base, size_t size);
+/* Whether [p, p + len) lies inside one allocation of c, or in mapped ranges back
+ * to back (one virtual range). len 0 is always fine. */
 int fk_range_ok(const fk_ctx *c, uintptr_t p, size_t len);
 /* Same for height rows of width bytes, pitch apart. */
 int fk_range2d_ok(const fk_ctx *c, uintptr_t p, size_t pitch, size_t width, size_t height);

@@ -71,7 +71,21 @@ int fk_range_ok(const fk_ctx *c, uintptr_t p, size_t len)
 	if (len == 0)
 		return 1;
 	const fk_alloc *a = fk_mem_find(c, p);
-	return a && len <= a->size - (p - a->base);
+	if (!a)
+		return 0;
+	if (len <= a->size - (p - a->base))
+		return 1;
+	len -= a->size - (p - a->base);
+	for (size_t i = (size_t)(a - c->allocs) + 1; a->kind == FK_MEM_MAPPED && i < c->nallocs; i++) {
+		const fk_alloc *nx = &c->allocs[i];
+		if (nx->kind != FK_MEM_MAPPED || nx->base - a->base != a->size)
+			return 0;
+		if (len <= nx->size)
+			return 1;
+		len -= nx->size;
+		a = nx;
+	}
+	return 0;
 }
 
 int fk_range2d_ok(const fk_ctx *c, uintptr_t p, size_t pitch, size_t width, size_t height)
@@ -133,6 +147,23 @@ static CUresult mem_new(fk_ctx *c, size_t size, int kind, fk_pool *pool, uintptr
 	return CUDA_SUCCESS;
 }
 
+CUresult fk_mem_add_mapped(fk_ctx *c, uintptr_t base, size_t size)
+{
+	if (c->nallocs == c->capallocs) {
+		size_t cap = c->capallocs ? c->capallocs * 2 : 32;
+		fk_alloc *a = realloc(c->allocs, cap * sizeof *a);
+		if (!a)
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		c->allocs = a;
+		c->capallocs = cap;
+	}
+	size_t i = alloc_pos(c, base);
+	memmove(&c->allocs[i + 1], &c->allocs[i], (c->nallocs - i) * sizeof *c->allocs);
+	c->allocs[i] = (fk_alloc){ base, size, 0, FK_MEM_MAPPED, next_buffer_id++, NULL };
+	c->nallocs++;
+	return CUDA_SUCCESS;
+}
+
 CUresult fk_mem_new(fk_ctx *c, size_t size, int kind, uintptr_t *out)
 {
 	return mem_new(c, size, kind, NULL, out);
@@ -150,6 +181,8 @@ static void release_at(fk_ctx *c, size_t i)
 
 	memmove(&c->allocs[i], &c->allocs[i + 1], (c->nallocs - i - 1) * sizeof *c->allocs);
 	c->nallocs--;
+	if (a.kind == FK_MEM_MAPPED)
+		return; /* the memory is the physical allocation's (vmm.c) */
 	if (a.pool)
 		fk_pool_put(a.pool, a.charged); /* into the pool's reserve */
 	else

@@ -123,7 +123,7 @@ void test_device(void)
 		{ CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z, 64 },
 		{ CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING, 1 },
 		{ CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, 1 },
-		{ CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 0 },
+		{ CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 1 },
 	};
 	for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
 		OK(p_cuDeviceGetAttribute(&v, want[i].a, 0));
