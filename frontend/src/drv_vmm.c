@@ -23,7 +23,8 @@
  *    refuse it.
  *  - Only device memory of a remote device, exporting no handles (handles do
  *    not cross hosts: cuMemExportToShareableHandle / cuMemImportFromShareableHandle
- *    answer CUDA_ERROR_NOT_SUPPORTED); access is set for the mapping's own
+ *    answer CUDA_ERROR_NOT_SUPPORTED; an allocation that asks for a POSIX file
+ *    descriptor handle is made without one, its properties keep the request); access is set for the mapping's own
  *    device only (no peer access between remote devices).
  */
 #include <pthread.h>
@@ -121,7 +122,11 @@ static CUresult check_prop(const CUmemAllocationProp *p, const char *fn)
 					"reached from here)", fn);
 		return CUDA_ERROR_NOT_SUPPORTED;
 	}
-	if (p->requestedHandleTypes != CU_MEM_HANDLE_TYPE_NONE) {
+	/* A POSIX file descriptor handle is asked for by allocators that might
+	 * share the memory with another process later (PyTorch's expandable
+	 * segments, after FABRIC): the allocation is made without one, and only
+	 * its export is refused. Other handle kinds cannot be made at all. */
+	if (p->requestedHandleTypes & ~(unsigned)CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) {
 		rg_log_once("frontend", "not supported (shareable handles do not cross hosts)", fn);
 		return CUDA_ERROR_NOT_SUPPORTED;
 	}
@@ -150,7 +155,7 @@ CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocatio
 	fe_drv_begin();
 	cudaError_t e = enter(prop->location.id, &c);
 	if (e == cudaSuccess)
-		e = fe_rt_leave(fe_rpc_vmm_granularity(c, prop->type, prop->requestedHandleTypes, prop->location.type,
+		e = fe_rt_leave(fe_rpc_vmm_granularity(c, prop->type, CU_MEM_HANDLE_TYPE_NONE, prop->location.type,
 						       option, &g));
 	if ((r = fe_drv_end(e)) == CUDA_SUCCESS)
 		*granularity = (size_t)g;
@@ -241,7 +246,7 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CU
 	fe_drv_begin();
 	cudaError_t e = enter(h->dev, &c);
 	if (e == cudaSuccess)
-		e = fe_rt_leave(fe_rpc_vmm_create(c, h->id, size, prop->type, prop->requestedHandleTypes,
+		e = fe_rt_leave(fe_rpc_vmm_create(c, h->id, size, prop->type, CU_MEM_HANDLE_TYPE_NONE,
 						  prop->location.type, prop->allocFlags.compressionType,
 						  prop->allocFlags.usage, flags));
 	if ((r = fe_drv_end(e)) != CUDA_SUCCESS) {

@@ -176,17 +176,25 @@ int main(void)
 	CK(cuMemGetInfo(&f2, &t));
 	check("memory back after release and unmap", f2 >= f0, "%zu -> %zu", f0, f2);
 
-	/* ---- handle types other than none: refused through the remote */
+	/* ---- a POSIX fd handle asked for (as PyTorch's expandable segments do): the
+	 * allocation is made and keeps the request in its properties; through the
+	 * remote only its export is refused. FABRIC handles: refused remotely. */
 	CUmemAllocationProp fd = device_prop();
 	fd.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
 	CUmemGenericAllocationHandle hx = 0;
-	r = cuMemCreate(&hx, g, &fd, 0);
-	ONLY(remote) expect("cuMemCreate(POSIX fd handles)", r, CUDA_ERROR_NOT_SUPPORTED);
-	if (r == CUDA_SUCCESS)
-		CK(cuMemRelease(hx));
+	CK(cuMemCreate(&hx, g, &fd, 0));
+	CUmemAllocationProp fdp;
+	memset(&fdp, 0, sizeof(fdp));
+	CK(cuMemGetAllocationPropertiesFromHandle(&fdp, hx));
+	check("POSIX fd allocation keeps its request", fdp.requestedHandleTypes == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+	      "%d", (int)fdp.requestedHandleTypes);
 	int shareable = -1;
-	ONLY(remote) expect("cuMemExportToShareableHandle", cuMemExportToShareableHandle(&shareable, h1,
+	ONLY(remote) expect("cuMemExportToShareableHandle", cuMemExportToShareableHandle(&shareable, hx,
 		CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0), CUDA_ERROR_NOT_SUPPORTED);
+	CK(cuMemRelease(hx));
+	CUmemAllocationProp fab = device_prop();
+	fab.requestedHandleTypes = CU_MEM_HANDLE_TYPE_FABRIC;
+	ONLY(remote) expect("cuMemCreate(FABRIC handles)", cuMemCreate(&hx, g, &fab, 0), CUDA_ERROR_NOT_SUPPORTED);
 
 	/* ---- left for the session's end: a reservation with a mapping and a live handle */
 	CUdeviceptr va2 = 0;

@@ -7,6 +7,8 @@
 # 1. tests/gpu/torch_libs.py locally and through libremote.so: each workload's
 #    digests must be equal (lines other than "time ..."), and the remote log must
 #    hold no "not supported".
+#    The conv and LSTM workloads again with PyTorch's expandable segments (its
+#    allocator on the driver's virtual memory calls).
 # 2. ResNet-50 training steps (bf16 autocast, channels_last, batch 32) timed
 #    locally and remotely, alternating L R L R (RG_BENCH_STEPS steps each after a
 #    warm-up): the ratio of the medians.
@@ -45,6 +47,18 @@ a = [float(x) for x in re.findall(r"\d+\.\d+(?:e-?\d+)?", sys.argv[1])]
 b = [float(x) for x in re.findall(r"\d+\.\d+(?:e-?\d+)?", sys.argv[2])]
 print("%.2e" % max((abs(x - y) / max(abs(x), 1e-30) for x, y in zip(a, b)), default=0.0) if a and len(a) == len(b) else "-")' "$1" "$2"
 }
+
+# PyTorch's expandable segments: its allocator on the virtual memory calls
+for side in local remote; do
+	run=(); [ $side = remote ] && run=(remote)
+	"${run[@]}" timeout 300 env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True python3 "$here/torch_libs.py" \
+		--only conv,lstm >"$work/exp.$side" 2>"$work/exp.$side.err"
+	sed -i '/^time /d; s/^\([a-z]*\):/\1 (expandable segments):/' "$work/exp.$side"
+done
+cat "$work/exp.local" >>"$work/local.cmp"
+cat "$work/exp.local" >>"$work/local2.cmp"
+cat "$work/exp.remote" >>"$work/remote.cmp"
+cat "$work/exp.remote.err" >>"$work/remote.err"
 ns=$(grep -c 'not supported' "$work/remote.err")
 
 median() { sed -n "s/^time resnet50_step_median //p" "$1"; }
