@@ -5,8 +5,9 @@
  * cuSOLVER, cuSPARSE, cuRAND, cuBLAS) asks for these by UUID before its first
  * call and stops without them. What each table and slot is was learned from
  * public reverse engineering (ZLUDA's "dark API", LUPINE) and checked against
- * the runtime itself; the notes are in docs/DRIVER_API.md's companion,
- * frontend/README.md. Every answer is local: no table costs a round trip.
+ * the runtime and the libraries themselves (a slot that was called with an
+ * unknown meaning shows in the log); each table's comment below says what is
+ * known. Every answer is local: no table costs a round trip.
  *
  * Layout: a table is an array of pointers; slot 0 holds its size in bytes,
  * except in the context-local storage table. Slots whose meaning is unknown

@@ -149,14 +149,14 @@ CUresult cuMemHostRegister(void *p, size_t bytesize, unsigned int Flags)
 			    "cuMemHostRegister(CU_MEMHOSTREGISTER_IOMEMORY)");
 		return CUDA_ERROR_NOT_SUPPORTED;
 	}
-	/* Either end inside memory already pinned or registered (the runtime
-	 * layer catches only a range inside one). */
+	/* Any part already pinned or registered (the runtime layer catches only a
+	 * range inside one). Host ranges never overlap each other, so the first
+	 * range the new one overlaps decides, unless it is device memory. */
 	CUresult r = drv_init();
 	if (r)
 		return r;
 	fe_range rg;
-	if ((fe_mem_find((uintptr_t)p, 0, &rg) >= 0 && host_kind(rg.kind)) ||
-	    (fe_mem_find((uintptr_t)p + bytesize - 1, 0, &rg) >= 0 && host_kind(rg.kind)))
+	if (fe_mem_overlap((uintptr_t)p, bytesize, &rg) == 0 && host_kind(rg.kind))
 		return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
 	/* READ_ONLY only promises the device will not write: nothing to do here. */
 	return FE_DRV(cudaHostRegister(p, bytesize, Flags & ~(unsigned)CU_MEMHOSTREGISTER_READ_ONLY));

@@ -119,6 +119,22 @@ int fe_mem_find(uint64_t p, uint64_t len, fe_range *out)
 	return found;
 }
 
+int fe_mem_overlap(uint64_t p, uint64_t len, fe_range *out)
+{
+	int found = -1;
+	pthread_rwlock_rdlock(&M.lock);
+	size_t i = upper(p);
+	if (i > 0 && M.r[i - 1].base + M.r[i - 1].size > p) /* one that starts before p */
+		i--;
+	if (i < M.n && M.r[i].base < p + len && M.r[i].base + M.r[i].size > p) {
+		if (out)
+			*out = M.r[i];
+		found = 0;
+	}
+	pthread_rwlock_unlock(&M.lock);
+	return found;
+}
+
 void fe_mem_forget_device(int device)
 {
 	pthread_rwlock_wrlock(&M.lock);

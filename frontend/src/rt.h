@@ -100,6 +100,8 @@ void fe_mem_add_tagged(uint64_t base, uint64_t size, int kind, int device, uint6
 int fe_mem_remove(uint64_t base, int kind, fe_range *out); /* 0 if it was the start of a range */
 /* Range containing [p, p+len); 0 if found. */
 int fe_mem_find(uint64_t p, uint64_t len, fe_range *out);
+/* The first range (by base) that [p, p+len) overlaps; 0 if there is one. */
+int fe_mem_overlap(uint64_t p, uint64_t len, fe_range *out);
 void fe_mem_forget_device(int device);
 /* The kind of memory p lies in (FE_MEM_*), 0 for memory this process owns. */
 int fe_mem_kind(const void *p);

@@ -174,6 +174,10 @@ static void test_host(void)
 	expect("cuMemFreeHost(registered)", cuMemFreeHost(m), CUDA_ERROR_INVALID_VALUE);
 	CK(cuMemHostUnregister(m));
 	expect("cuMemHostUnregister(again)", cuMemHostUnregister(m), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
+	CK(cuMemHostRegister((char *)m + 4096, 4096, 0));
+	expect("cuMemHostRegister(covering a registered range)", cuMemHostRegister(m, n, 0),
+	       CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
+	CK(cuMemHostUnregister((char *)m + 4096));
 	r = cuMemHostRegister(m, n, CU_MEMHOSTREGISTER_DEVICEMAP);
 	expect("cuMemHostRegister(DEVICEMAP)", r, remote ? CUDA_ERROR_NOT_SUPPORTED : CUDA_SUCCESS);
 	if (r == CUDA_SUCCESS)
