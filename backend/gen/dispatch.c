@@ -1735,6 +1735,15 @@ static int gen_tensor_map_encode(be_session *s, be_req *rq)
 	return be_op_tensor_map_encode(s, rq, kind, addr, params, params_len);
 }
 
+static int gen_link(be_session *s, be_req *rq)
+{
+	const void *inputs;
+	size_t inputs_len;
+	if (proto_arg_bin(&rq->view, 0, &inputs, &inputs_len))
+		return BE_EPROTO;
+	return be_op_link(s, rq, inputs, inputs_len);
+}
+
 const be_op_desc be_ops[PROTO_OP_COUNT] = {
 	[PROTO_OP_HELLO] = {gen_hello, BE_OP_SYNC},
 	[PROTO_OP_MODULE_LOAD] = {gen_module_load, BE_OP_SYNC | BE_OP_PAYLOAD},
@@ -1830,6 +1839,7 @@ const be_op_desc be_ops[PROTO_OP_COUNT] = {
 	[PROTO_OP_VMM_GET_ACCESS] = {gen_vmm_get_access, BE_OP_SYNC | BE_OP_QUICK},
 	[PROTO_OP_VMM_RETAIN] = {gen_vmm_retain, BE_OP_SYNC},
 	[PROTO_OP_TENSOR_MAP_ENCODE] = {gen_tensor_map_encode, BE_OP_SYNC | BE_OP_QUICK},
+	[PROTO_OP_LINK] = {gen_link, BE_OP_SYNC | BE_OP_PAYLOAD},
 	/* api/cublas.api (backend/gen/lib_cublas.c) */
 	[PROTO_OP_CUBLASCREATE_V2] = {be_gen_cublasCreate_v2, BE_OP_ASYNC},
 	[PROTO_OP_CUBLASDESTROY_V2] = {be_gen_cublasDestroy_v2, BE_OP_ASYNC},

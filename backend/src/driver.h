@@ -119,10 +119,14 @@
  * the module enumeration (CUDA 12.4) lists a module's kernels by name; the
  * cluster occupancy queries (CUDA 12.0) are missing from the driver test double;
  * the tensor map encoders (CUDA 12.0, cuTensorMapEncodeIm2colWide 12.8) are for
- * Hopper and later. */
+ * Hopper and later; the linker (cuLink*, CUDA 5.5) is kept optional as well. */
 #define BE_DRIVER_OPT_FUNCS(X)        \
 	X(cuStreamIsCapturing)        \
 	X(cuModuleGetFunctionCount)   \
+	X(cuLinkCreate)               \
+	X(cuLinkAddData)              \
+	X(cuLinkComplete)             \
+	X(cuLinkDestroy)              \
 	X(cuModuleEnumerateFunctions) \
 	X(cuFuncGetName)                \
 	X(cuOccupancyMaxActiveClusters) \

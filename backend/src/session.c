@@ -294,7 +294,8 @@ void *be_payload_dest(void *ctx, const transport_frame *f)
 		if (be_staging_take_nb(&s->staging, (size_t)len, &fr->payload) != 0)
 			fr->payload = (be_buf){0};
 		break;
-	case PROTO_OP_MODULE_LOAD: {
+	case PROTO_OP_MODULE_LOAD:
+	case PROTO_OP_LINK: {
 		void *p = malloc((size_t)len);
 		fr->payload = (be_buf){p, (size_t)len, p ? BE_BUF_MALLOC : BE_BUF_NONE};
 		break;

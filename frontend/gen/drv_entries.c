@@ -208,14 +208,6 @@ STUB(cuLaunchGrid)
 STUB(cuLaunchGridAsync)
 STUB(cuLibraryGetManaged)
 STUB(cuLibraryGetUnifiedFunction)
-STUB(cuLinkAddData)
-STUB(cuLinkAddData_v2)
-STUB(cuLinkAddFile)
-STUB(cuLinkAddFile_v2)
-STUB(cuLinkComplete)
-STUB(cuLinkCreate)
-STUB(cuLinkCreate_v2)
-STUB(cuLinkDestroy)
 STUB(cuLogsCurrent)
 STUB(cuLogsDumpToFile)
 STUB(cuLogsDumpToMemory)
@@ -767,14 +759,14 @@ const fe_drv_entry fe_drv_entries[] = {
 	{"cuLibraryLoadData", 12000, 0, "cuLibraryLoadData", (void *)cuLibraryLoadData},
 	{"cuLibraryLoadFromFile", 12000, 0, "cuLibraryLoadFromFile", (void *)cuLibraryLoadFromFile},
 	{"cuLibraryUnload", 12000, 0, "cuLibraryUnload", (void *)cuLibraryUnload},
-	{"cuLinkAddData", 5050, 0, "cuLinkAddData", (void *)fe_drv_stub_cuLinkAddData},
-	{"cuLinkAddData", 6050, 0, "cuLinkAddData_v2", (void *)fe_drv_stub_cuLinkAddData_v2},
-	{"cuLinkAddFile", 5050, 0, "cuLinkAddFile", (void *)fe_drv_stub_cuLinkAddFile},
-	{"cuLinkAddFile", 6050, 0, "cuLinkAddFile_v2", (void *)fe_drv_stub_cuLinkAddFile_v2},
-	{"cuLinkComplete", 5050, 0, "cuLinkComplete", (void *)fe_drv_stub_cuLinkComplete},
-	{"cuLinkCreate", 5050, 0, "cuLinkCreate", (void *)fe_drv_stub_cuLinkCreate},
-	{"cuLinkCreate", 6050, 0, "cuLinkCreate_v2", (void *)fe_drv_stub_cuLinkCreate_v2},
-	{"cuLinkDestroy", 5050, 0, "cuLinkDestroy", (void *)fe_drv_stub_cuLinkDestroy},
+	{"cuLinkAddData", 5050, 0, "cuLinkAddData", (void *)cuLinkAddData},
+	{"cuLinkAddData", 6050, 0, "cuLinkAddData_v2", (void *)cuLinkAddData},
+	{"cuLinkAddFile", 5050, 0, "cuLinkAddFile", (void *)cuLinkAddFile},
+	{"cuLinkAddFile", 6050, 0, "cuLinkAddFile_v2", (void *)cuLinkAddFile},
+	{"cuLinkComplete", 5050, 0, "cuLinkComplete", (void *)cuLinkComplete},
+	{"cuLinkCreate", 5050, 0, "cuLinkCreate", (void *)cuLinkCreate},
+	{"cuLinkCreate", 6050, 0, "cuLinkCreate_v2", (void *)cuLinkCreate},
+	{"cuLinkDestroy", 5050, 0, "cuLinkDestroy", (void *)cuLinkDestroy},
 	{"cuLogsCurrent", 12090, 0, "cuLogsCurrent", (void *)fe_drv_stub_cuLogsCurrent},
 	{"cuLogsDumpToFile", 12090, 0, "cuLogsDumpToFile", (void *)fe_drv_stub_cuLogsDumpToFile},
 	{"cuLogsDumpToMemory", 12090, 0, "cuLogsDumpToMemory", (void *)fe_drv_stub_cuLogsDumpToMemory},

@@ -47,6 +47,10 @@ int fe_drv_dev_of(CUcontext ctx); /* -1 if ctx is not a (live) context */
 CUcontext fe_drv_ctx_current(void);
 uint64_t fe_drv_ctx_id(CUcontext ctx);
 
+/* The JIT options of a module load or a link (drv_module.c): checked, logs
+ * left empty (the server compiles), those that change nothing kept quiet. */
+CUresult fe_drv_jit_options(unsigned n, CUjit_option *o, void **v);
+
 /* Export tables (drv_export.c). A context ended (reset or destroyed): the
  * values the runtime kept for it are dropped, their destructors called. */
 void fe_drv_cls_context_gone(CUcontext ctx);

@@ -186,7 +186,7 @@ static CUresult image_new(void **out, const void *data, size_t size, int kind, v
 /* The JIT options a load takes: those that only steer the compiler (and change
  * nothing a program can rely on) are dropped, the logs come back empty (the
  * compiler runs on the server, at first use), the rest are not supported. */
-static CUresult jit_options(unsigned n, CUjit_option *o, void **v)
+CUresult fe_drv_jit_options(unsigned n, CUjit_option *o, void **v)
 {
 	if (n && (!o || !v))
 		return CUDA_ERROR_INVALID_VALUE;
@@ -314,7 +314,7 @@ CUresult cuModuleLoadData(CUmodule *module, const void *image)
 
 CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int n, CUjit_option *o, void **v)
 {
-	CUresult r = jit_options(n, o, v);
+	CUresult r = fe_drv_jit_options(n, o, v);
 	return r ? r : load((void **)module, image, FE_IMAGE_MODULE);
 }
 
@@ -500,7 +500,7 @@ CUresult cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_option *j
 			   unsigned int numJitOptions, CUlibraryOption *libraryOptions, void **libraryOptionValues,
 			   unsigned int numLibraryOptions)
 {
-	CUresult r = jit_options(numJitOptions, jitOptions, jitOptionsValues);
+	CUresult r = fe_drv_jit_options(numJitOptions, jitOptions, jitOptionsValues);
 	if (!r)
 		r = library_options(numLibraryOptions, libraryOptions, libraryOptionValues, 0);
 	return r ? r : load((void **)library, code, FE_IMAGE_LIBRARY);
@@ -510,7 +510,7 @@ CUresult cuLibraryLoadFromFile(CUlibrary *library, const char *fileName, CUjit_o
 			       void **jitOptionsValues, unsigned int numJitOptions, CUlibraryOption *libraryOptions,
 			       void **libraryOptionValues, unsigned int numLibraryOptions)
 {
-	CUresult r = jit_options(numJitOptions, jitOptions, jitOptionsValues);
+	CUresult r = fe_drv_jit_options(numJitOptions, jitOptions, jitOptionsValues);
 	if (!r)
 		r = library_options(numLibraryOptions, libraryOptions, libraryOptionValues, 1);
 	return r ? r : load_file((void **)library, fileName, FE_IMAGE_LIBRARY);

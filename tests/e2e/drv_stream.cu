@@ -32,58 +32,19 @@
 static CUcontext ctx;
 static CUfunction f_fill;
 
-/* This program's .nv_fatbin section: the fatbins of its objects (the static
- * runtime's among them), each a 16-byte header and its body, 8-byte aligned. */
-static const char *fatbins(size_t *len)
-{
-	FILE *f = fopen("/proc/self/exe", "rb");
-	if (!f)
-		return NULL;
-	fseek(f, 0, SEEK_END);
-	long n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	char *buf = (char *)malloc((size_t)n);
-	if (!buf || fread(buf, 1, (size_t)n, f) != (size_t)n) {
-		fclose(f);
-		return NULL;
-	}
-	fclose(f);
-	const Elf64_Ehdr *eh = (const Elf64_Ehdr *)buf;
-	const Elf64_Shdr *sh = (const Elf64_Shdr *)(buf + eh->e_shoff);
-	const char *names = buf + sh[eh->e_shstrndx].sh_offset;
-	for (int i = 0; i < eh->e_shnum; i++)
-		if (strcmp(names + sh[i].sh_name, ".nv_fatbin") == 0) {
-			*len = sh[i].sh_size;
-			return buf + sh[i].sh_offset; /* kept for the module's life */
-		}
-	return NULL;
-}
-
 /* Loads the fatbin of this program that has the test kernels. */
 static CUmodule load_own_kernels(void)
 {
-	size_t len = 0, off = 0;
-	const char *sec = fatbins(&len);
-	while (sec && off + 16 <= len) {
-		uint32_t magic;
-		uint16_t hsize;
-		uint64_t body;
-		memcpy(&magic, sec + off, 4);
-		memcpy(&hsize, sec + off + 6, 2);
-		memcpy(&body, sec + off + 8, 8);
-		if (magic != 0xBA55ED50u) {
-			off += 8;
-			continue;
-		}
-		CUmodule m;
-		if (cuModuleLoadData(&m, sec + off) == CUDA_SUCCESS) {
-			if (cuModuleGetFunction(&f_fill, m, "rgtest_fill_u32") == CUDA_SUCCESS)
-				return m;
-			cuModuleUnload(m);
-		}
-		off = (off + hsize + body + 7) & ~(size_t)7;
+	size_t size;
+	const void *img = rg_own_fatbin("rgtest_fill_u32", &size);
+	CUmodule m;
+	if (!img || cuModuleLoadData(&m, img) != CUDA_SUCCESS)
+		return NULL;
+	if (cuModuleGetFunction(&f_fill, m, "rgtest_fill_u32") != CUDA_SUCCESS) {
+		cuModuleUnload(m);
+		return NULL;
 	}
-	return NULL;
+	return m;
 }
 
 /* n words of device memory read back. */

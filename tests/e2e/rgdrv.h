@@ -21,6 +21,7 @@
 #ifndef RGDRV_H
 #define RGDRV_H
 
+#include <elf.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -240,6 +241,68 @@ static inline CUDA_MEMCPY3D copy3d(rg_side src, rg_side dst, size_t width, size_
 	m.dstZ = dst.z;
 	m.Depth = depth;
 	return m;
+}
+
+/* This program's .nv_fatbin section (the fatbins of its objects, the static
+ * runtime's among them: each a 16-byte header and its body, 8-byte aligned),
+ * read from /proc/self/exe and kept for the program's life. */
+static inline const char *rg_fatbin_section(size_t *len)
+{
+	FILE *f = fopen("/proc/self/exe", "rb");
+	if (!f)
+		return NULL;
+	fseek(f, 0, SEEK_END);
+	long n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	char *buf = (char *)malloc((size_t)n);
+	if (!buf || fread(buf, 1, (size_t)n, f) != (size_t)n) {
+		fclose(f);
+		free(buf);
+		return NULL;
+	}
+	fclose(f);
+	const Elf64_Ehdr *eh = (const Elf64_Ehdr *)buf;
+	const Elf64_Shdr *sh = (const Elf64_Shdr *)(buf + eh->e_shoff);
+	const char *names = buf + sh[eh->e_shstrndx].sh_offset;
+	for (int i = 0; i < eh->e_shnum; i++)
+		if (strcmp(names + sh[i].sh_name, ".nv_fatbin") == 0) {
+			*len = sh[i].sh_size;
+			return buf + sh[i].sh_offset;
+		}
+	free(buf);
+	return NULL;
+}
+
+/* The fatbin of this program that holds kernel `name` (the first that loads
+ * and has it), and its size; NULL if none. */
+static inline const void *rg_own_fatbin(const char *name, size_t *size)
+{
+	size_t len = 0, off = 0;
+	const char *sec = rg_fatbin_section(&len);
+	while (sec && off + 16 <= len) {
+		uint32_t magic;
+		uint16_t hsize;
+		uint64_t body;
+		memcpy(&magic, sec + off, 4);
+		memcpy(&hsize, sec + off + 6, 2);
+		memcpy(&body, sec + off + 8, 8);
+		if (magic != 0xBA55ED50u) {
+			off += 8;
+			continue;
+		}
+		CUmodule m;
+		CUfunction f;
+		if (cuModuleLoadData(&m, sec + off) == CUDA_SUCCESS) {
+			int has = cuModuleGetFunction(&f, m, name) == CUDA_SUCCESS;
+			cuModuleUnload(m);
+			if (has) {
+				*size = hsize + body;
+				return sec + off;
+			}
+		}
+		off = (off + hsize + body + 7) & ~(size_t)7;
+	}
+	return NULL;
 }
 
 #endif

@@ -42,7 +42,7 @@ timeout_s=${RG_E2E_TIMEOUT:-120}
 
 # sticky last among the programs: on a GPU its error may poison the server
 PROGRAMS=(copies memsets streams graphs graph_build mempools args errors devquery funcattrs pointers threads fork managed textures
-          libhandles drv_memory drv_stream drv_module drv_array drv_tensormap drv_vmm sticky)
+          libhandles drv_memory drv_stream drv_module drv_array drv_tensormap drv_vmm drv_link sticky)
 # the same programs built with nvcc's default static runtime, which reaches
 # libremote.so as the driver (libcuda.so.1): test static_<name>, same expected output
 STATIC=(copies memsets streams graphs graph_build mempools args devquery funcattrs pointers threads managed textures)
