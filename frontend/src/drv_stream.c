@@ -74,9 +74,12 @@ CUresult cuStreamGetCtx(CUstream hStream, CUcontext *pctx)
 	if (!pctx)
 		return CUDA_ERROR_INVALID_VALUE;
 	CUresult r = FE_DRV(cudaStreamGetDevice(hStream, &dev));
-	if (r == CUDA_SUCCESS)
-		*pctx = fe_drv_ctx_of(dev);
-	return r;
+	if (r != CUDA_SUCCESS)
+		return r;
+	/* a special stream is the current context's, a created one among them */
+	CUcontext cur = fe_rt_stream(hStream) == 0 ? fe_drv_ctx_current() : NULL;
+	*pctx = cur && fe_drv_dev_of(cur) == dev ? cur : fe_drv_ctx_of(dev);
+	return CUDA_SUCCESS;
 }
 
 /* No green contexts here: every stream belongs to a regular one. */
