@@ -46,7 +46,7 @@ PROGRAMS=(copies memsets streams graphs graph_build mempools args errors devquer
 # the same programs built with nvcc's default static runtime, which reaches
 # libremote.so as the driver (libcuda.so.1): test static_<name>, same expected output
 STATIC=(copies memsets streams graphs graph_build mempools args devquery funcattrs pointers threads managed textures)
-SPECIAL=(multi_client kill_mid_copy garbage sigterm)
+SPECIAL=(multi_client kill_mid_copy garbage warm_store sigterm)
 HELPERS=(probe copyloop holder)
 
 while [ $# -gt 0 ]; do
@@ -390,6 +390,24 @@ t_garbage() {
   [ ${#problems[@]} -eq 0 ] || show_files "$work/after_garbage"
 }
 
+# warm_store: NVIDIA's libraries register hundreds of images; with the server's
+# store warm (a second run of the same program), no image bytes are sent.
+t_warm_store() {
+  problems=()
+  local d=$work/warm_store
+  mkdir -p "$d"
+  for i in 1 2; do
+    REMOTE_GPU_LOG=info client "$bin/libhandles" >"$d/out.$i" 2>"$d/err.$i" ||
+      problems+=("libhandles run $i: exit status $?")
+  done
+  local line
+  line=$(grep 'kernel images:' "$d/err.2" | tail -n 1)
+  [[ $line =~ kernel\ images:\ ([0-9]+)\ loaded,\ 0\ uploaded ]] && [ "${BASH_REMATCH[1]}" -gt 0 ] ||
+    problems+=("second run: '${line:-no kernel images line}' (want images loaded, 0 uploaded)")
+  report warm_store "${problems[@]}"
+  [ ${#problems[@]} -eq 0 ] || show_files "$d"
+}
+
 t_sigterm() {
   problems=()
   # a client still connected (holding memory) when the signal comes
@@ -431,6 +449,7 @@ for t in "${tests[@]}"; do
     multi_client) t_multi_client ;;
     kill_mid_copy) t_kill_mid_copy ;;
     garbage) t_garbage ;;
+    warm_store) t_warm_store ;;
     *) t_program "$t" ;;
   esac
 done
