@@ -206,7 +206,7 @@ def gen_rpc_c(ops):
             if p.type == "bin":
                 out.append(f"\t{{\n\t\tconst void *p;\n\t\tsize_t n;\n"
                            f"\t\tif (proto_arg_bin(&r.view, {idx}, &p, &n) || n > {p.name}_cap)\n"
-                           f"\t\t\tst = PROTO_EDECODE;\n\t\telse\n\t\t\tmemcpy({p.name}, p, n);\n\t}}\n")
+                           f"\t\t\tst = PROTO_EDECODE;\n\t\telse if (n)\n\t\t\tmemcpy({p.name}, p, n);\n\t}}\n")
                 continue
             dec = "proto_arg_u64" if p.type in HANDLES else SCALARS[p.type][1]
             tmp = {"proto_arg_u32": "uint32_t", "proto_arg_i32": "int32_t", "proto_arg_u64": "uint64_t",

@@ -51,7 +51,7 @@ void be_frame_free(be_session *s, be_frame *fr)
 	atomic_fetch_add_explicit(&s->fp_n, 1, memory_order_relaxed);
 	be_frame *head = atomic_load_explicit(&s->fp_shared, memory_order_relaxed);
 	do
-		fr->rq.next = &head->rq;
+		fr->rq.next = head ? &head->rq : NULL;
 	while (!atomic_compare_exchange_weak_explicit(&s->fp_shared, &head, fr, memory_order_release,
 						      memory_order_relaxed));
 }

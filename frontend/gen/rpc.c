@@ -330,7 +330,7 @@ int fe_rpc_func_get_attrs(fe_conn *c, uint64_t f, void *attrs, size_t attrs_cap)
 		size_t n;
 		if (proto_arg_bin(&r.view, PROTO_REPLY_FIRST + 0, &p, &n) || n > attrs_cap)
 			st = PROTO_EDECODE;
-		else
+		else if (n)
 			memcpy(attrs, p, n);
 	}
 	fe_reply_free(&r);
@@ -946,7 +946,7 @@ int fe_rpc_graph_get_nodes(fe_conn *c, uint64_t g, uint32_t roots, uint64_t max,
 		size_t n;
 		if (proto_arg_bin(&r.view, PROTO_REPLY_FIRST + 1, &p, &n) || n > ids_cap)
 			st = PROTO_EDECODE;
-		else
+		else if (n)
 			memcpy(ids, p, n);
 	}
 	fe_reply_free(&r);
@@ -975,7 +975,7 @@ int fe_rpc_graph_get_edges(fe_conn *c, uint64_t g, uint64_t max, uint64_t *n, vo
 		size_t n;
 		if (proto_arg_bin(&r.view, PROTO_REPLY_FIRST + 1, &p, &n) || n > from_cap)
 			st = PROTO_EDECODE;
-		else
+		else if (n)
 			memcpy(from, p, n);
 	}
 	{
@@ -983,7 +983,7 @@ int fe_rpc_graph_get_edges(fe_conn *c, uint64_t g, uint64_t max, uint64_t *n, vo
 		size_t n;
 		if (proto_arg_bin(&r.view, PROTO_REPLY_FIRST + 2, &p, &n) || n > to_cap)
 			st = PROTO_EDECODE;
-		else
+		else if (n)
 			memcpy(to, p, n);
 	}
 	fe_reply_free(&r);
@@ -1311,7 +1311,7 @@ int fe_rpc_tensor_map_encode(fe_conn *c, uint32_t kind, uint64_t addr, const voi
 		size_t n;
 		if (proto_arg_bin(&r.view, PROTO_REPLY_FIRST + 0, &p, &n) || n > map_cap)
 			st = PROTO_EDECODE;
-		else
+		else if (n)
 			memcpy(map, p, n);
 	}
 	fe_reply_free(&r);

@@ -24,8 +24,10 @@ __attribute__((optimize("optimize-sibling-calls"))) void *dlopen(const char *fil
 	if (!real_dlopen)
 		real_dlopen = (void *(*)(const char *, int))dlsym(RTLD_NEXT, "dlopen");
 	if (file && is_driver_name(file)) {
+		/* not &dlopen: that resolves to the first dlopen in the global scope,
+		 * another interposer's (libasan's) when it is preloaded before us */
 		Dl_info self;
-		if (dladdr((void *)dlopen, &self) && self.dli_fname) {
+		if (dladdr((void *)is_driver_name, &self) && self.dli_fname) {
 			LOG_DEBUG("frontend", "dlopen(%s): the remote driver (%s)", file, self.dli_fname);
 			return real_dlopen(self.dli_fname, flags);
 		}

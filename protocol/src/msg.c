@@ -82,7 +82,8 @@ void proto_msg_nil(proto_msg *m) { msgpack_pack_nil(&m->pk); }
 void proto_msg_bin(proto_msg *m, const void *p, size_t n)
 {
 	msgpack_pack_bin(&m->pk, n);
-	msgpack_pack_bin_body(&m->pk, p, n);
+	if (n) /* (p may be NULL then) */
+		msgpack_pack_bin_body(&m->pk, p, n);
 }
 
 void proto_msg_str(proto_msg *m, const char *s)
