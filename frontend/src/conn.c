@@ -15,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "managed.h"
 #include "rg_clock.h"
 #include "rg_log.h"
 #include "sendq.h"
@@ -376,9 +375,14 @@ static int conn_send(fe_conn *c, proto_msg *m, uint16_t flags, const void *paylo
 	return err;
 }
 
+static fe_conn_before_fn before_send;
+
+void fe_conn_on_before_send(fe_conn_before_fn fn) { before_send = fn; }
+
 int fe_conn_post(fe_conn *c, proto_msg *m, const void *payload, uint64_t len)
 {
-	fe_managed_before_call(m->op);
+	if (before_send)
+		before_send(m->op);
 	int err = conn_send(c, m, PROTO_F_ASYNC, payload, len);
 	if (err) {
 		conn_fail(c, err);
@@ -407,7 +411,8 @@ static int conn_register(fe_conn *c, fe_pending *p)
 
 int fe_conn_begin(fe_conn *c, proto_msg *m, const void *payload, uint64_t plen, fe_pending *p)
 {
-	fe_managed_before_call(m->op);
+	if (before_send)
+		before_send(m->op);
 	p->seq = m->seq;
 	atomic_init(&p->done, 0);
 	p->msg = NULL;

@@ -50,6 +50,12 @@ typedef struct fe_pending {
 
 typedef void (*fe_hostfn_cb)(void *ctx, uint64_t id);
 
+/* A function called with a frame's op before it is sent, on the sending thread
+ * (managed.c registers one: host writes to managed memory go over before any
+ * call that may run device work). One for the process, set from a constructor. */
+typedef void (*fe_conn_before_fn)(uint32_t op);
+void fe_conn_on_before_send(fe_conn_before_fn fn);
+
 int fe_conn_open(const transport_addr *a, fe_hostfn_cb hostfn, void *hostfn_ctx, fe_conn **out);
 /* Drops the connection without talking to the server (fork child, exit). */
 void fe_conn_close(fe_conn *c);

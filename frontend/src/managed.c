@@ -289,7 +289,7 @@ int fe_managed_free(fe_conn *c, uintptr_t p)
 	return st;
 }
 
-void fe_managed_forget_device(int dev)
+static void forget_device(int dev)
 {
 	pthread_mutex_lock(&mg_lock);
 	for (region **pp = &regions; *pp;) {
@@ -346,7 +346,10 @@ static int hand_over_locked(region *only)
 	return err;
 }
 
-void fe_managed_before_call(uint32_t op)
+/* Before a forwarded call (conn.c calls it for every frame): uploads what the
+ * host wrote, and takes the host's access away until it asks again. A query or
+ * a wait changes nothing. */
+static void before_call(uint32_t op)
 {
 	/* Every allocation already the device's (the common case between host
 	 * accesses, and always without managed memory): nothing to hand over. */
@@ -397,3 +400,15 @@ cudaError_t cudaMemAdvise(const void *devPtr, size_t count, enum cudaMemoryAdvis
 		return fe_rt_fail(cudaErrorInvalidValue);
 	return cudaSuccess;
 }
+
+/* A reset device's regions are gone; the child after fork keeps its mappings
+ * (its own memory now, with no session behind it), as before. */
+static void forget(int dev)
+{
+	if (dev != FE_RT_FORK)
+		forget_device(dev);
+}
+
+__attribute__((constructor)) static void register_forget(void) { fe_rt_on_forget(forget); }
+
+__attribute__((constructor)) static void register_before_call(void) { fe_conn_on_before_send(before_call); }

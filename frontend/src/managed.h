@@ -9,9 +9,6 @@
 
 #include "conn.h"
 
-/* Before a forwarded call (op): uploads what the host wrote, and takes the
- * host's access away until it asks again. A query or a wait changes nothing. */
-void fe_managed_before_call(uint32_t op);
 /* cudaFree of managed memory: 0 or the server's status; -1 if p is not the
  * start of a managed allocation. */
 int fe_managed_free(fe_conn *c, uintptr_t p);
@@ -21,7 +18,5 @@ cudaError_t fe_managed_alloc_mapped(void **p, size_t size);
 int fe_managed_mapped_host(const void *p, int start);
 /* Some managed memory exists (one atomic load). */
 int fe_managed_any(void);
-/* After cudaDeviceReset: the device's managed allocations are gone (unmapped). */
-void fe_managed_forget_device(int dev);
 
 #endif

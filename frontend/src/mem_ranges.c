@@ -135,7 +135,7 @@ int fe_mem_overlap(uint64_t p, uint64_t len, fe_range *out)
 	return found;
 }
 
-void fe_mem_forget_device(int device)
+static void forget(int device)
 {
 	pthread_rwlock_wrlock(&M.lock);
 	size_t j = 0;
@@ -159,3 +159,5 @@ size_t fe_mem_snapshot(fe_range *out, size_t max)
 	pthread_rwlock_unlock(&M.lock);
 	return n;
 }
+
+__attribute__((constructor)) static void register_forget(void) { fe_rt_on_forget(forget); }

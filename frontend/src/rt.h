@@ -50,6 +50,14 @@ cudaError_t fe_rt_fail(cudaError_t e);
 #define fe_rt_enter_site(c, site) (FE_OBS_ENTER((site).fn, (site).ra), (fe_rt_enter)(c))
 #define fe_rt_leave(st) ((cudaError_t)fe_obs_leave_ret((fe_rt_leave)(st)))
 
+/* What a file forgets when sessions end: dev >= 0, that device's (cudaDeviceReset,
+ * cuDevicePrimaryCtxReset: a new session); FE_RT_FORK, every one (the child after
+ * fork starts over). Files register from a constructor (fe_rt_on_forget), so
+ * rt_state.c calls no file above it by name. */
+#define FE_RT_FORK (-1)
+typedef void (*fe_rt_forget_fn)(int dev);
+void fe_rt_on_forget(fe_rt_forget_fn fn);
+
 int fe_rt_device_count(void);
 fe_device *fe_rt_device(int ordinal); /* NULL if out of range or not initialised */
 /* An attribute (0 < attr < CU_DEVICE_ATTRIBUTE_MAX) as both APIs answer it: the
@@ -102,7 +110,6 @@ int fe_mem_remove(uint64_t base, int kind, fe_range *out); /* 0 if it was the st
 int fe_mem_find(uint64_t p, uint64_t len, fe_range *out);
 /* The first range (by base) that [p, p+len) overlaps; 0 if there is one. */
 int fe_mem_overlap(uint64_t p, uint64_t len, fe_range *out);
-void fe_mem_forget_device(int device);
 /* The kind of memory p lies in (FE_MEM_*), 0 for memory this process owns. */
 int fe_mem_kind(const void *p);
 /* [p, p + len) lies in one range of device memory (allocated, a module global,
@@ -110,9 +117,8 @@ int fe_mem_kind(const void *p);
 int fe_mem_device_ok(const void *p, size_t len);
 
 /* The pool cudaMallocAsync on a device allocates from (rt_mempool.c), as this
- * process last set or read it; forget: the device's session is new (-1: all). */
+ * process last set or read it (forgotten with the session, fe_rt_on_forget). */
 cudaMemPool_t fe_mempool_current(int device);
-void fe_mempool_forget_device(int device);
 
 /* Copies between a host buffer and device memory (rt_copy.c): chunked; to the
  * host pipelined, or detached when async. */
@@ -140,7 +146,6 @@ cudaError_t fe_channel_format(const struct cudaChannelFormatDesc *d, unsigned *f
 			      uint32_t *elem);
 /* cudaMemcpy3D(Async) when one side is an array (rt_copy.c hands it over). */
 cudaError_t fe_memcpy3d_array(fe_api_site site, const struct cudaMemcpy3DParms *m, cudaStream_t stream);
-void fe_array_forget_device(int device);
 /* The inverse of fe_channel_format (driver entry points, drv_array.c):
  * cudaErrorInvalidValue for a channel count other than 1, 2, 4 or a format the
  * driver does not define, cudaErrorNotSupported (logged) for one not taken here. */
@@ -161,7 +166,6 @@ typedef struct fe_array_side {
 cudaError_t fe_array_copy(fe_api_site site, fe_array_side *dst, fe_array_side *src, size_t w, size_t h, size_t d,
 			  enum cudaMemcpyKind kind, cudaStream_t stream);
 /* Texture and surface objects (rt_texture.c). */
-void fe_texobj_forget_device(int device);
 /* From the driver's descriptors (drv_texture.c): create (view may be NULL),
  * destroy (value 0: nothing to do), and the descriptors of a live object of
  * the kind (any out pointer may be NULL; a view is left as it was if none was

@@ -194,7 +194,7 @@ cudaError_t fe_array_get(cudaArray_const_t h, fe_array *out)
 	return a ? cudaSuccess : cudaErrorInvalidResourceHandle;
 }
 
-void fe_array_forget_device(int device)
+static void forget(int device)
 {
 	pthread_mutex_lock(&lock);
 	for (fe_array **pp = &arrays; *pp;) {
@@ -557,3 +557,5 @@ cudaError_t fe_memcpy3d_array(fe_api_site site, const struct cudaMemcpy3DParms *
 	d.x = m->dstArray ? m->dstPos.x * elem : 0;
 	return (copy_box)(site, &d, &s, m->extent.width * elem, m->extent.height, m->extent.depth, m->kind, stream);
 }
+
+__attribute__((constructor)) static void register_forget(void) { fe_rt_on_forget(forget); }

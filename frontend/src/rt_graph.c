@@ -502,8 +502,7 @@ cudaError_t cudaGraphInstantiateWithParams(cudaGraphExec_t *pGraphExec, cudaGrap
 
 /* After fork the child's sessions hold none of the parent's graphs (rt_state.c's
  * atfork handler; single-threaded in the child). */
-void fe_graph_forget(void);
-void fe_graph_forget(void)
+static void forget_all(void)
 {
 	pthread_mutex_init(&lock, NULL);
 	while (knodes) {
@@ -514,3 +513,13 @@ void fe_graph_forget(void)
 		free(k);
 	}
 }
+
+/* After fork the client's graph records are gone (a reset device's are
+ * dropped by its calls as they fail, as before). */
+static void forget(int dev)
+{
+	if (dev == FE_RT_FORK)
+		forget_all();
+}
+
+__attribute__((constructor)) static void register_forget(void) { fe_rt_on_forget(forget); }

@@ -125,8 +125,7 @@ static void pin(void *p, size_t size)
 }
 
 /* After cudaDeviceReset: that device's connection, and its MRs, are gone. */
-void fe_pins_forget_device(int dev);
-void fe_pins_forget_device(int dev)
+static void forget_device(int dev)
 {
 	if (dev < 0 || dev >= FE_MAX_DEVICES)
 		return;
@@ -304,3 +303,13 @@ cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *attr, const v
 	}
 	return cudaSuccess;
 }
+
+/* A reset device's MRs went with its connection; the child after fork has
+ * none to forget (its records are the parent's, never used again). */
+static void forget(int dev)
+{
+	if (dev != FE_RT_FORK)
+		forget_device(dev);
+}
+
+__attribute__((constructor)) static void register_forget(void) { fe_rt_on_forget(forget); }

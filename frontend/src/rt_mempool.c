@@ -38,7 +38,7 @@ cudaMemPool_t fe_mempool_current(int device)
 	return (cudaMemPool_t)(uintptr_t)(id ? id : POOL_DEFAULT + (uint64_t)device);
 }
 
-void fe_mempool_forget_device(int device)
+static void forget(int device)
 {
 	for (int i = 0; i < FE_MAX_DEVICES; i++)
 		if (device < 0 || i == device)
@@ -304,3 +304,5 @@ cudaError_t cudaMemPoolGetAccess(enum cudaMemAccessFlags *flags, cudaMemPool_t m
 		*flags = (enum cudaMemAccessFlags)f;
 	return fe_rt_leave(st);
 }
+
+__attribute__((constructor)) static void register_forget(void) { fe_rt_on_forget(forget); }

@@ -380,8 +380,7 @@ char __cudaInitModule(void **fatCubinHandle)
 /* After fork the child starts sessions of its own: nothing the parent loaded is
  * loaded there (rt_state.c's atfork handler; single-threaded in the child). */
 /* After cudaDeviceReset: that device's session has none of our modules. */
-void fe_module_forget_device(int dev);
-void fe_module_forget_device(int dev)
+static void forget_device(int dev)
 {
 	if (dev < 0 || dev >= FE_MAX_DEVICES)
 		return;
@@ -398,7 +397,7 @@ void fe_module_forget_device(int dev)
 	pthread_mutex_unlock(&lock);
 }
 
-void fe_module_forget_sessions(void)
+static void forget_sessions(void)
 {
 	pthread_mutex_init(&lock, NULL);
 	for (fe_fatbin *fb = images; fb; fb = fb->next_image) {
@@ -850,3 +849,14 @@ cudaError_t cudaOccupancyMaxPotentialClusterSize(int *clusterSize, const void *f
 {
 	return occupancy_clusters(FE_API_SITE, clusterSize, func, launchConfig, 1);
 }
+
+/* A reset device's session has none of our modules; after fork, no session has. */
+static void forget(int dev)
+{
+	if (dev == FE_RT_FORK)
+		forget_sessions();
+	else
+		forget_device(dev);
+}
+
+__attribute__((constructor)) static void register_forget(void) { fe_rt_on_forget(forget); }

@@ -14,11 +14,6 @@
 #include "drv.h"
 
 int fe_hello(fe_device *d);
-void fe_module_forget_sessions(void); /* rt_module.c */
-void fe_graph_forget(void);           /* rt_graph.c */
-void fe_module_forget_device(int dev); /* rt_module.c */
-void fe_pins_forget_device(int dev);   /* rt_memory.c */
-void fe_hostfn_forget(void);          /* rt_stream.c */
 
 static struct {
 	pthread_mutex_t lock;
@@ -59,6 +54,27 @@ static int is_sticky(int e)
 	return 0;
 }
 
+/* The files' forget functions (fe_rt_on_forget), in registration order. */
+#define FORGET_MAX 16
+static fe_rt_forget_fn forget_fns[FORGET_MAX];
+static atomic_int forget_n;
+
+void fe_rt_on_forget(fe_rt_forget_fn fn)
+{
+	int i = atomic_fetch_add(&forget_n, 1);
+	if (i < FORGET_MAX)
+		forget_fns[i] = fn;
+	else
+		LOG_ERROR("frontend", "too many forget functions (FORGET_MAX %d)", FORGET_MAX);
+}
+
+static void forget(int dev)
+{
+	int n = atomic_load(&forget_n);
+	for (int i = 0; i < n && i < FORGET_MAX; i++)
+		forget_fns[i](dev);
+}
+
 static void atfork_child(void)
 {
 	/* The child must not touch the parent's connections: their sockets are
@@ -69,13 +85,7 @@ static void atfork_child(void)
 	pthread_mutex_init(&S.lock, NULL);
 	S.inited = 0;
 	S.ndev = 0;
-	fe_mem_forget_device(-1);
-	fe_mempool_forget_device(-1);
-	fe_array_forget_device(-1);
-	fe_texobj_forget_device(-1);
-	fe_module_forget_sessions();
-	fe_graph_forget();
-	fe_hostfn_forget();
+	forget(FE_RT_FORK);
 }
 
 /* Opens d's channel and says hello: a new session on that server. */
@@ -150,13 +160,7 @@ cudaError_t fe_rt_reset_device(int ordinal)
 	if (!d)
 		return cudaErrorInvalidDevice;
 	pthread_mutex_lock(&S.lock);
-	fe_managed_forget_device(ordinal);
-	fe_pins_forget_device(ordinal);
-	fe_mem_forget_device(ordinal);
-	fe_mempool_forget_device(ordinal);
-	fe_array_forget_device(ordinal);
-	fe_texobj_forget_device(ordinal);
-	fe_module_forget_device(ordinal);
+	forget(ordinal);
 	atomic_fetch_and(&rt_used_devices, ~(1u << ordinal));
 	if (d->conn)
 		fe_conn_close(d->conn);

@@ -368,7 +368,7 @@ static void *hostfn_main(void *arg)
 }
 
 /* After fork: the callback thread is the parent's; the child starts its own. */
-void fe_hostfn_forget(void)
+static void forget_hostfns(void)
 {
 	pthread_mutex_init(&H.lock, NULL);
 	pthread_cond_init(&H.cond, NULL);
@@ -609,3 +609,13 @@ cudaError_t cudaGraphExecDestroy(cudaGraphExec_t graphExec)
 		return e;
 	return fe_rt_leave(fe_rpc_graph_exec_destroy(c, (uintptr_t)graphExec));
 }
+
+/* After fork the host functions waiting for the parent's sessions are gone (a reset device's are
+ * dropped by its calls as they fail, as before). */
+static void forget(int dev)
+{
+	if (dev == FE_RT_FORK)
+		forget_hostfns();
+}
+
+__attribute__((constructor)) static void register_forget(void) { fe_rt_on_forget(forget); }

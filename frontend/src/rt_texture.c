@@ -286,7 +286,7 @@ static int find(uint64_t value, int surface, texobj *out)
 	return o ? 0 : -1;
 }
 
-void fe_texobj_forget_device(int device)
+static void forget(int device)
 {
 	pthread_mutex_lock(&lock);
 	for (texobj **pp = &objs; *pp;) {
@@ -488,3 +488,5 @@ cudaError_t cudaGetSurfaceObjectResourceDesc(struct cudaResourceDesc *pResDesc, 
 		*pResDesc = o.res;
 	return e;
 }
+
+__attribute__((constructor)) static void register_forget(void) { fe_rt_on_forget(forget); }
