@@ -300,6 +300,18 @@ void fe_drv_cls_context_gone(CUcontext ctx)
 
 static const void *const cls_table[4] = {(void *)cls_put, (void *)cls_delete, (void *)cls_get, NULL};
 
+/* A device reset by the runtime layer (cudaDeviceReset of a program on the
+ * shared runtime) ends its primary context for the static runtimes in the
+ * libraries too: their destructors run, as a real driver's reset runs them.
+ * After fork the child's entries are left alone (its CUDA starts over). */
+static void cls_forget(int dev)
+{
+	if (dev != FE_RT_FORK)
+		fe_drv_cls_context_gone(fe_drv_ctx_of(dev));
+}
+
+__attribute__((constructor)) static void cls_register_forget(void) { fe_rt_on_forget(cls_forget); }
+
 /* ---- CONTEXT_CHECKS (263e8860-7cd2-6143-92f6-bbd5006dfa7e): whether a
  * context wraps another; none here does */
 
