@@ -21,9 +21,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <nettle/hmac.h>
-#include <nettle/md2.h>
-
 #include "drv.h"
 #include "rt.h" /* FE_MAX_DEVICES */
 #include "rg_log.h"
@@ -350,21 +347,8 @@ static const void *const integrity_table[3] = {
 	NULL,
 };
 
-static const uint8_t integrity_key[16] = {0x14, 0x6A, 0xDD, 0xAE, 0x53, 0xA9, 0xA7, 0x52,
-					  0xAA, 0x08, 0x41, 0x36, 0x0B, 0xF5, 0x5A, 0x9F};
-
 static void put32(uint8_t *p, uint32_t v) { memcpy(p, &v, 4); }
 static void put64(uint8_t *p, uint64_t v) { memcpy(p, &v, 8); }
-
-void fe_drv_integrity_digest(const uint8_t *msg, size_t len, uint8_t out[16])
-{
-	struct {
-		struct md2_ctx outer, inner, state;
-	} h;
-	hmac_set_key(&h.outer, &h.inner, &h.state, &nettle_md2, sizeof(integrity_key), integrity_key);
-	hmac_update(&h.state, &nettle_md2, len, msg);
-	hmac_digest(&h.outer, &h.inner, &h.state, &nettle_md2, MD2_DIGEST_SIZE, out);
-}
 
 static CUresult integrity_check(uint32_t version, uint64_t seconds, uint64_t out[2])
 {
@@ -411,7 +395,7 @@ static CUresult integrity_check(uint32_t version, uint64_t seconds, uint64_t out
 		put32(rec + 20, (uint32_t)bus);
 		put32(rec + 24, (uint32_t)dev);
 	}
-	uint8_t digest[MD2_DIGEST_SIZE];
+	uint8_t digest[16];
 	fe_drv_integrity_digest(msg, 48 + 28 * (size_t)n, digest);
 	memcpy(out, digest, sizeof(digest));
 	return CUDA_SUCCESS;
