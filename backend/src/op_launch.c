@@ -18,27 +18,7 @@
 #include <string.h>
 
 #include "ops.h"
-
-static int attr_allowed(CUlaunchAttributeID id)
-{
-	switch ((int)id) {
-	case CU_LAUNCH_ATTRIBUTE_IGNORE:
-	case CU_LAUNCH_ATTRIBUTE_COOPERATIVE:
-	case CU_LAUNCH_ATTRIBUTE_SYNCHRONIZATION_POLICY:
-	case CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION:
-	case CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE:
-	case CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION:
-	case CU_LAUNCH_ATTRIBUTE_PRIORITY:
-	case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN_MAP:
-	case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN:
-	case CU_LAUNCH_ATTRIBUTE_PREFERRED_CLUSTER_DIMENSION:
-	case CU_LAUNCH_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT:
-	case CU_LAUNCH_ATTRIBUTE_NVLINK_UTIL_CENTRIC_SCHEDULING:
-		return 1;
-	default:
-		return 0;
-	}
-}
+#include "proto_launch.h"
 
 int be_kargs_take(be_session *s, uint64_t f_id, const void *params, size_t len, CUfunction *fn, be_kargs *a)
 {
@@ -105,7 +85,7 @@ int be_op_launch(be_session *s, be_req *rq, uint64_t f_id, uint32_t gx, uint32_t
 		memcpy(at, attrs, attrs_len);
 		r = CUDA_SUCCESS;
 		for (unsigned i = 0; i < n; i++) {
-			if (!attr_allowed(at[i].id)) {
+			if (!proto_launch_attr_travels(at[i].id)) {
 				LOG_INFO(BE_LOG, "session %" PRIu64 ": launch attribute %d is not supported remotely", s->id,
 					 (int)at[i].id);
 				r = CUDA_ERROR_NOT_SUPPORTED;
@@ -163,7 +143,7 @@ int be_op_occupancy_clusters(be_session *s, be_req *rq, uint64_t f_id, uint32_t 
 	unsigned n = (unsigned)(attrs_len / sizeof(CUlaunchAttribute));
 	memcpy(at, attrs, attrs_len);
 	for (unsigned i = 0; i < n; i++)
-		if (!attr_allowed(at[i].id))
+		if (!proto_launch_attr_travels(at[i].id))
 			return CUDA_ERROR_NOT_SUPPORTED;
 	CUlaunchConfig cfg = {
 		.gridDimX = gx, .gridDimY = gy, .gridDimZ = gz,

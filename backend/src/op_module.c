@@ -227,6 +227,29 @@ static void list_names(be_session *s, proto_msg *m, CUmodule mod)
 	free(text);
 }
 
+/* A request's names list, parsed into entries (pointing into *buf, which the
+ * caller frees); a malformed list is refused before anything is loaded. */
+static int names_of(be_session *s, const char *op, const char *names, size_t names_len, char **buf, entry **ents,
+		    uint32_t *n)
+{
+	char *b = malloc(names_len + 1);
+	if (!b)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	if (names_len)
+		memcpy(b, names, names_len);
+	b[names_len] = 0;
+	int pr = memchr(b, 0, names_len) ? -1 : parse_names(b, ents, n);
+	if (pr) {
+		free(b);
+		if (pr == -2)
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		LOG_INFO(BE_LOG, "session %" PRIu64 ": %s: malformed names list", s->id, op);
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+	*buf = b;
+	return 0;
+}
+
 int be_op_module_load(be_session *s, be_req *rq, uint64_t m_id, const void *hash, size_t hash_len, uint64_t size,
 		      const char *names, size_t names_len)
 {
@@ -252,20 +275,10 @@ int be_op_module_load(be_session *s, be_req *rq, uint64_t m_id, const void *hash
 	hex[32] = 0;
 
 	/* Names first: a malformed list fails before anything is loaded. */
-	char *buf = malloc(names_len + 1);
-	if (!buf)
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	if (names_len)
-		memcpy(buf, names, names_len);
-	buf[names_len] = 0;
-	int pr = memchr(buf, 0, names_len) ? -1 : parse_names(buf, &ents, &n);
-	if (pr) {
-		free(buf);
-		if (pr == -2)
-			return CUDA_ERROR_OUT_OF_MEMORY;
-		LOG_INFO(BE_LOG, "session %" PRIu64 ": module_load: malformed names list", s->id);
-		return CUDA_ERROR_INVALID_VALUE;
-	}
+	char *buf;
+	int nerr = names_of(s, "module_load", names, names_len, &buf, &ents, &n);
+	if (nerr)
+		return nerr;
 
 	if (plen > 0) {
 		char got[CUBIN_HASH_HEX];
@@ -335,20 +348,10 @@ int be_op_module_resolve(be_session *s, be_req *rq, uint64_t m_id, const char *n
 		LOG_INFO(BE_LOG, "session %" PRIu64 ": module_resolve: no module %" PRIu64, s->id, m_id);
 		return CUDA_ERROR_INVALID_HANDLE;
 	}
-	char *buf = malloc(names_len + 1);
-	if (!buf)
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	if (names_len)
-		memcpy(buf, names, names_len);
-	buf[names_len] = 0;
-	int pr = memchr(buf, 0, names_len) ? -1 : parse_names(buf, &ents, &n);
-	if (pr) {
-		free(buf);
-		if (pr == -2)
-			return CUDA_ERROR_OUT_OF_MEMORY;
-		LOG_INFO(BE_LOG, "session %" PRIu64 ": module_resolve: malformed names list", s->id);
-		return CUDA_ERROR_INVALID_VALUE;
-	}
+	char *buf;
+	int err = names_of(s, "module_resolve", names, names_len, &buf, &ents, &n);
+	if (err)
+		return err;
 	proto_msg *m = be_reply_begin(s, rq, 1);
 	msgpack_pack_array(proto_msg_packer(m), n);
 	for (uint32_t i = 0; i < n; i++) {

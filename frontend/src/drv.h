@@ -47,6 +47,9 @@ int fe_drv_dev_of(CUcontext ctx); /* -1 if ctx is not a (live) context */
 CUcontext fe_drv_ctx_current(void);
 uint64_t fe_drv_ctx_id(CUcontext ctx);
 
+/* A file's bytes (malloc'd, NUL-terminated after them: PTX text), for
+ * cuModuleLoad, cuLibraryLoadFromFile and cuLinkAddFile (drv_module.c). */
+CUresult fe_drv_read_file(const char *path, void **data, size_t *size);
 /* The JIT options of a module load or a link (drv_module.c): checked, logs
  * left empty (the server compiles), those that change nothing kept quiet. */
 CUresult fe_drv_jit_options(unsigned n, CUjit_option *o, void **v);

@@ -9,7 +9,6 @@
  * PTX input fails cuLinkComplete here where the driver would fail its
  * cuLinkAddData.
  */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -91,17 +90,12 @@ CUresult cuLinkAddFile(CUlinkState state, CUjitInputType type, const char *path,
 		return CUDA_ERROR_INVALID_HANDLE;
 	if (!path)
 		return CUDA_ERROR_INVALID_VALUE;
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return CUDA_ERROR_FILE_NOT_FOUND;
-	void *buf = NULL;
-	long n = -1;
-	if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) > 0 && fseek(f, 0, SEEK_SET) == 0 && (buf = malloc((size_t)n)) &&
-	    fread(buf, 1, (size_t)n, f) != (size_t)n)
-		n = -1;
-	fclose(f);
-	CUresult r = n > 0 && buf ? cuLinkAddData(state, type, buf, (size_t)n, path, numOptions, options, optionValues)
-				  : CUDA_ERROR_FILE_NOT_FOUND;
+	void *buf;
+	size_t n;
+	CUresult r = fe_drv_read_file(path, &buf, &n);
+	if (r)
+		return r;
+	r = cuLinkAddData(state, type, buf, n, path, numOptions, options, optionValues);
 	free(buf);
 	return r;
 }

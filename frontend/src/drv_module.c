@@ -254,8 +254,7 @@ static CUresult load(void **out, const void *image, int kind)
 	return image_new(out, data, size, kind, NULL);
 }
 
-/* A file's bytes, NUL-terminated (PTX text). */
-static CUresult read_file(const char *path, void **data, size_t *size)
+CUresult fe_drv_read_file(const char *path, void **data, size_t *size)
 {
 	if (!path)
 		return CUDA_ERROR_INVALID_VALUE;
@@ -295,7 +294,7 @@ static CUresult load_file(void **out, const char *path, int kind)
 	CUresult r = (CUresult)fe_rt_init();
 	void *buf;
 	size_t n;
-	if (r || (r = read_file(path, &buf, &n)))
+	if (r || (r = fe_drv_read_file(path, &buf, &n)))
 		return r;
 	const void *data;
 	size_t size;
@@ -518,44 +517,25 @@ CUresult cuLibraryLoadFromFile(CUlibrary *library, const char *fileName, CUjit_o
 
 CUresult cuLibraryUnload(CUlibrary library) { return unload(library); }
 
+/* A library and a module are one image record here, a CUkernel its CUfunction. */
 CUresult cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const char *name)
 {
-	fe_conn *c;
-	CUresult r = DRV_ENTER(&c);
-	if (r)
-		return r;
-	if (!pKernel || !name)
-		return CUDA_ERROR_INVALID_VALUE;
-	return get_kernel(c, (void **)pKernel, library, name);
+	return cuModuleGetFunction((CUfunction *)pKernel, (CUmodule)library, name);
 }
 
 CUresult cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUlibrary library, const char *name)
 {
-	fe_conn *c;
-	CUresult r = DRV_ENTER(&c);
-	if (r)
-		return r;
-	if (!name || (!dptr && !bytes))
-		return CUDA_ERROR_INVALID_VALUE;
-	return get_global(c, dptr, bytes, library, name);
+	return cuModuleGetGlobal(dptr, bytes, (CUmodule)library, name);
 }
 
 CUresult cuLibraryGetKernelCount(unsigned int *count, CUlibrary lib)
 {
-	fe_conn *c;
-	CUresult r = DRV_ENTER(&c);
-	if (r)
-		return r;
-	return count ? enumerate(c, count, NULL, 0, lib) : CUDA_ERROR_INVALID_VALUE;
+	return cuModuleGetFunctionCount(count, (CUmodule)lib);
 }
 
 CUresult cuLibraryEnumerateKernels(CUkernel *kernels, unsigned int numKernels, CUlibrary lib)
 {
-	fe_conn *c;
-	CUresult r = DRV_ENTER(&c);
-	if (r)
-		return r;
-	return kernels ? enumerate(c, NULL, (void **)kernels, numKernels, lib) : CUDA_ERROR_INVALID_VALUE;
+	return cuModuleEnumerateFunctions((CUfunction *)kernels, numKernels, (CUmodule)lib);
 }
 
 /* The module of a library in the current context: the same record. */
@@ -818,85 +798,26 @@ static CUresult extra_buffer(void **extra, const void **buf, size_t *len)
 	return CUDA_SUCCESS;
 }
 
-/* Launch attributes of plain values travel (the server refuses the rest too);
- * the ones that carry a handle or an address do not. */
-static CUresult check_attrs(const CUlaunchAttribute *a, unsigned n, int *cooperative)
-{
-	*cooperative = 0;
-	if (n && !a)
-		return CUDA_ERROR_INVALID_VALUE;
-	for (unsigned i = 0; i < n; i++) {
-		switch (a[i].id) {
-		case CU_LAUNCH_ATTRIBUTE_COOPERATIVE:
-			*cooperative = a[i].value.cooperative != 0;
-			break;
-		case CU_LAUNCH_ATTRIBUTE_IGNORE:
-		case CU_LAUNCH_ATTRIBUTE_SYNCHRONIZATION_POLICY:
-		case CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION:
-		case CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE:
-		case CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION:
-		case CU_LAUNCH_ATTRIBUTE_PRIORITY:
-		case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN_MAP:
-		case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN:
-		case CU_LAUNCH_ATTRIBUTE_PREFERRED_CLUSTER_DIMENSION:
-		case CU_LAUNCH_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT:
-		case CU_LAUNCH_ATTRIBUTE_NVLINK_UTIL_CENTRIC_SCHEDULING:
-			break;
-		default: {
-			char what[64];
-			snprintf(what, sizeof(what), "cuLaunchKernelEx(launch attribute %d)", (int)a[i].id);
-			return unsupported(what);
-		}
-		}
-	}
-	return CUDA_SUCCESS;
-}
-
-/* A cooperative grid must fit on the device at once; the launch is async here,
- * so that is checked before, as the driver fails the call. */
-static CUresult cooperative_fits(fe_kernel *k, dim3 g, dim3 b, size_t shmem)
-{
-	int per_sm = 0;
-	CUresult r = FE_DRV(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, (int)(b.x * b.y * b.z), shmem));
-	if (r)
-		return r;
-	fe_device *d = fe_rt_device(fe_rt_current_device());
-	if (d && (uint64_t)g.x * g.y * g.z > (uint64_t)per_sm * (uint64_t)d->prop.multiProcessorCount)
-		return CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
-	return CUDA_SUCCESS;
-}
-
-static CUresult launch(fe_kernel *k, dim3 g, dim3 b, unsigned shmem, CUstream stream, void **params, void **extra,
-		       const CUlaunchAttribute *attrs, unsigned nattrs)
+static CUresult launch(fe_api_site site, fe_kernel *k, dim3 g, dim3 b, unsigned shmem, CUstream stream,
+		       void **params, void **extra, const CUlaunchAttribute *attrs, unsigned nattrs)
 {
 	if (!k)
 		return CUDA_ERROR_INVALID_HANDLE;
-	if (params && extra)
+	if ((params && extra) || (nattrs && !attrs))
 		return CUDA_ERROR_INVALID_VALUE;
-	int coop;
-	CUresult r = check_attrs(attrs, nattrs, &coop);
-	if (!r && coop)
-		r = cooperative_fits(k, g, b, shmem);
-	if (r)
+	CUresult r;
+	const void *buf = NULL;
+	size_t len = 0;
+	if (extra && (r = extra_buffer(extra, &buf, &len)))
 		return r;
-	if (extra) {
-		const void *buf;
-		size_t len;
-		if ((r = extra_buffer(extra, &buf, &len)))
-			return r;
-		return FE_DRV(fe_kernel_launch_packed(k, g, b, buf, len, shmem, (cudaStream_t)stream, attrs,
-						      nattrs * sizeof(*attrs)));
-	}
-	if (!nattrs)
-		return FE_DRV(cudaLaunchKernel(k, g, b, params, shmem, (cudaStream_t)stream));
-	cudaLaunchConfig_t cfg = {.gridDim = g,
-				  .blockDim = b,
-				  .dynamicSmemBytes = shmem,
-				  .stream = (cudaStream_t)stream,
-				  .attrs = (cudaLaunchAttribute *)attrs,
-				  .numAttrs = nattrs};
-	return FE_DRV(cudaLaunchKernelExC(&cfg, k, params));
+	/* packed: not NULL (an empty buffer for a kernel without parameters) */
+	if (extra && !buf)
+		buf = "";
+	return FE_DRV(fe_kernel_launch_at(site, k, g, b, params, buf, len, shmem, (cudaStream_t)stream, attrs,
+					  nattrs * sizeof(*attrs)));
 }
+/* Counted under the entry point (stats.h). */
+#define launch(...) launch(FE_API_SITE, __VA_ARGS__)
 
 CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
 			unsigned int by, unsigned int bz, unsigned int shmem, CUstream stream, void **params, void **extra)

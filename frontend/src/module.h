@@ -94,10 +94,12 @@ int fe_kernel_valid(const void *p);
 fe_kernel *fe_kernel_of(const void *func);
 /* k's attributes on device dev, asked once, then cached (k loaded there). */
 cudaError_t fe_kernel_attrs(fe_kernel *k, fe_conn *c, int dev);
-/* A launch of kernel record k on the current device whose arguments come
- * packed already (cuLaunchKernel's `extra`): buf of len bytes, exactly the
- * kernel's parameter size. */
-cudaError_t fe_kernel_launch_packed(fe_kernel *k, dim3 g, dim3 b, const void *buf, size_t len, size_t shmem,
-				    cudaStream_t stream, const void *attrs, size_t attrs_len);
+/* A launch of kernel record k (the driver's CUfunction: no second lookup) on
+ * the current device, its arguments as pointers (args) or, with buf not NULL,
+ * packed already (cuLaunchKernel's `extra`: len bytes, the parameter size),
+ * with launch attributes as the wire carries them. Counted under the caller. */
+cudaError_t fe_kernel_launch_at(fe_api_site site, fe_kernel *k, dim3 g, dim3 b, void **args, const void *buf,
+				size_t len, size_t shmem, cudaStream_t stream, const void *attrs, size_t attrs_len);
+#define fe_kernel_launch(...) fe_kernel_launch_at(FE_API_SITE, __VA_ARGS__)
 
 #endif

@@ -6,11 +6,13 @@
  * parameter layout, so a launch packs its arguments by offset with no round trip.
  */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cubin.h"
 #include "module.h"
+#include "proto_launch.h"
 #include "ptrmap.h"
 #include "rg_log.h"
 #include "rpc.h"
@@ -522,14 +524,58 @@ void fe_kargs_free(fe_kargs *a)
 	a->buf = NULL;
 }
 
+/* Launch attributes travel only where the server's driver takes them as they
+ * are (proto_launch.h); *cooperative: a grid-wide launch. */
+static cudaError_t launch_attrs(const void *attrs, size_t len, int *cooperative)
+{
+	*cooperative = 0;
+	if (len % sizeof(CUlaunchAttribute) || (len && !attrs))
+		return cudaErrorInvalidValue;
+	const CUlaunchAttribute *a = attrs;
+	for (size_t i = 0; i < len / sizeof(*a); i++) {
+		if (!proto_launch_attr_travels(a[i].id)) {
+			char what[64];
+			snprintf(what, sizeof(what), "launch attribute %d", (int)a[i].id);
+			rg_log_once("frontend", "not supported (it names state of this process)", what);
+			return cudaErrorNotSupported;
+		}
+		if (a[i].id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE && a[i].value.cooperative)
+			*cooperative = 1;
+	}
+	return cudaSuccess;
+}
+
+/* The driver refuses a cooperative grid that cannot be resident at once; the
+ * launch itself is async here, so ask first and fail the call as CUDA does. */
+static cudaError_t cooperative_fits(fe_conn *c, const fe_kargs *a, dim3 g, dim3 b, size_t shmem)
+{
+	int32_t per_sm = 0;
+	int st = fe_rpc_occupancy(c, a->func_id, (int32_t)(b.x * b.y * b.z), shmem, 0, &per_sm);
+	if (st)
+		return fe_rt_leave(st);
+	fe_device *d = fe_rt_device(fe_rt_current_device());
+	if (d && (uint64_t)g.x * g.y * g.z > (uint64_t)per_sm * (uint64_t)d->prop.multiProcessorCount)
+		return fe_rt_fail(cudaErrorCooperativeLaunchTooLarge);
+	return cudaSuccess;
+}
+
 static cudaError_t launch(fe_api_site site, fe_kernel *k, dim3 g, dim3 b, void **args, const void *packed,
 			  size_t packed_len, size_t shmem, cudaStream_t stream, const void *attrs, size_t attrs_len)
 {
 	fe_conn *c;
 	fe_kargs a;
+	int coop = 0;
 	cudaError_t e = fe_rt_enter_site(&c, site);
-	if (e != cudaSuccess || (e = pack(k, c, g, b, args, packed, packed_len, shmem, &a)) != cudaSuccess)
+	if (e != cudaSuccess)
 		return e;
+	if (attrs_len && (e = launch_attrs(attrs, attrs_len, &coop)) != cudaSuccess)
+		return fe_rt_fail(e);
+	if ((e = pack(k, c, g, b, args, packed, packed_len, shmem, &a)) != cudaSuccess)
+		return e;
+	if (coop && (e = cooperative_fits(c, &a, g, b, shmem)) != cudaSuccess) {
+		fe_kargs_free(&a);
+		return e;
+	}
 	int st = fe_rpc_launch(c, a.func_id, g.x, g.y, g.z, b.x, b.y, b.z, (uint32_t)shmem, fe_rt_stream(stream), a.buf,
 			       a.len, attrs, attrs_len);
 	fe_kargs_free(&a);
@@ -607,10 +653,10 @@ fe_var *fe_image_add_var_locked(fe_fatbin *fb, const char *name)
 	return v;
 }
 
-cudaError_t fe_kernel_launch_packed(fe_kernel *k, dim3 g, dim3 b, const void *buf, size_t len, size_t shmem,
-				    cudaStream_t stream, const void *attrs, size_t attrs_len)
+cudaError_t(fe_kernel_launch_at)(fe_api_site site, fe_kernel *k, dim3 g, dim3 b, void **args, const void *buf,
+				 size_t len, size_t shmem, cudaStream_t stream, const void *attrs, size_t attrs_len)
 {
-	return launch(k, g, b, NULL, buf ? buf : "", len, shmem, stream, attrs, attrs_len);
+	return (launch)(site, k, g, b, args, buf, len, shmem, stream, attrs, attrs_len);
 }
 
 cudaError_t __cudaGetKernel(cudaKernel_t *kernel, const void *func)
@@ -671,16 +717,6 @@ _Static_assert(sizeof(cudaLaunchAttribute) == sizeof(CUlaunchAttribute),
 cudaError_t cudaLaunchCooperativeKernel(const void *func, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,
 					cudaStream_t stream)
 {
-	/* The driver refuses a grid that cannot be resident at once; the launch
-	 * itself is async here, so ask first and fail the call as CUDA does. */
-	int per_sm = 0;
-	cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, func,
-								    (int)(blockDim.x * blockDim.y * blockDim.z), sharedMem);
-	if (e != cudaSuccess)
-		return e;
-	fe_device *d = fe_rt_device(fe_rt_current_device());
-	if (d && (uint64_t)gridDim.x * gridDim.y * gridDim.z > (uint64_t)per_sm * (uint64_t)d->prop.multiProcessorCount)
-		return fe_rt_fail(cudaErrorCooperativeLaunchTooLarge);
 	cudaLaunchAttribute a;
 	memset(&a, 0, sizeof(a));
 	a.id = cudaLaunchAttributeCooperative;
