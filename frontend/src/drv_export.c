@@ -50,8 +50,28 @@ static CUresult slot_unknown(const char *table, int slot)
 
 #define STUB(t, n)                                                                                                     \
 	static CUresult t##_##n(void) { return slot_unknown(#t, n); }
-#define STUBS8(t, a)                                                                                                   \
-	STUB(t, a##0) STUB(t, a##1) STUB(t, a##2) STUB(t, a##3) STUB(t, a##4) STUB(t, a##5) STUB(t, a##6) STUB(t, a##7)
+
+/* Large tables whose meaning is known for a few slots: a stub in every slot
+ * 1..99 (ALL_STUBS), the table's slots listed with ALL_SLOTS (slot 0 its size),
+ * the known ones set after them by designated initializers (LARGE_TABLE). */
+#define STUB10(t, a)                                                                                                   \
+	STUB(t, a##0) STUB(t, a##1) STUB(t, a##2) STUB(t, a##3) STUB(t, a##4) STUB(t, a##5) STUB(t, a##6) STUB(t, a##7) \
+	STUB(t, a##8) STUB(t, a##9)
+#define ALL_STUBS(t)                                                                                                   \
+	STUB(t, 1) STUB(t, 2) STUB(t, 3) STUB(t, 4) STUB(t, 5) STUB(t, 6) STUB(t, 7) STUB(t, 8) STUB(t, 9) STUB10(t, 1) \
+	STUB10(t, 2) STUB10(t, 3) STUB10(t, 4) STUB10(t, 5) STUB10(t, 6) STUB10(t, 7) STUB10(t, 8) STUB10(t, 9)
+#define SLOT10(t, a)                                                                                                   \
+	(void *)t##_##a##0, (void *)t##_##a##1, (void *)t##_##a##2, (void *)t##_##a##3, (void *)t##_##a##4,           \
+		(void *)t##_##a##5, (void *)t##_##a##6, (void *)t##_##a##7, (void *)t##_##a##8, (void *)t##_##a##9
+#define ALL_SLOTS(t, n)                                                                                                \
+	(void *)((n) * sizeof(void *)), (void *)t##_1, (void *)t##_2, (void *)t##_3, (void *)t##_4, (void *)t##_5,      \
+		(void *)t##_6, (void *)t##_7, (void *)t##_8, (void *)t##_9, SLOT10(t, 1), SLOT10(t, 2), SLOT10(t, 3),  \
+		SLOT10(t, 4), SLOT10(t, 5), SLOT10(t, 6), SLOT10(t, 7), SLOT10(t, 8), SLOT10(t, 9)
+/* n slots served (slot 0 says so; 100 are there), the known ones after: */
+#define LARGE_TABLE(t, n, ...)                                                                                         \
+	_Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Woverride-init\"")                            \
+	static const void *const t##_table[100] = {ALL_SLOTS(t, n), __VA_ARGS__};                                      \
+	_Pragma("GCC diagnostic pop")
 
 /* ---- CUDART_INTERFACE (6bd5fb6c-5bf4-e74a-8987-d93912fd9df9): primary
  * contexts and modules from fatbins */
@@ -411,44 +431,8 @@ static CUresult toolsctx_id(CUcontext ctx, uint64_t *id)
 	return cuCtxGetId(ctx, (unsigned long long *)id);
 }
 
-#define TOOLSCTX_SLOTS 95
-STUB(toolsctx, 1) STUB(toolsctx, 2) STUB(toolsctx, 3) STUB(toolsctx, 5) STUB(toolsctx, 6) STUB(toolsctx, 7)
-STUB(toolsctx, 8) STUB(toolsctx, 9) STUBS8(toolsctx, 1) STUBS8(toolsctx, 2) STUBS8(toolsctx, 3) STUBS8(toolsctx, 4)
-STUBS8(toolsctx, 5) STUBS8(toolsctx, 6) STUBS8(toolsctx, 7) STUBS8(toolsctx, 8)
-STUB(toolsctx, 18) STUB(toolsctx, 19) STUB(toolsctx, 28) STUB(toolsctx, 29) STUB(toolsctx, 38) STUB(toolsctx, 39)
-STUB(toolsctx, 48) STUB(toolsctx, 49) STUB(toolsctx, 58) STUB(toolsctx, 59) STUB(toolsctx, 68) STUB(toolsctx, 69)
-STUB(toolsctx, 78) STUB(toolsctx, 79) STUB(toolsctx, 88) STUB(toolsctx, 89) STUB(toolsctx, 90) STUB(toolsctx, 91)
-STUB(toolsctx, 92) STUB(toolsctx, 93) STUB(toolsctx, 94)
-
-#define T10(a)                                                                                                         \
-	(void *)toolsctx_##a##0, (void *)toolsctx_##a##1, (void *)toolsctx_##a##2, (void *)toolsctx_##a##3,            \
-		(void *)toolsctx_##a##4, (void *)toolsctx_##a##5, (void *)toolsctx_##a##6, (void *)toolsctx_##a##7,    \
-		(void *)toolsctx_##a##8, (void *)toolsctx_##a##9
-static const void *const toolsctx_table[TOOLSCTX_SLOTS] = {
-	(void *)(TOOLSCTX_SLOTS * sizeof(void *)),
-	(void *)toolsctx_1,
-	(void *)toolsctx_2,
-	(void *)toolsctx_3,
-	(void *)toolsctx_id,
-	(void *)toolsctx_5,
-	(void *)toolsctx_6,
-	(void *)toolsctx_7,
-	(void *)toolsctx_8,
-	(void *)toolsctx_9,
-	T10(1),
-	T10(2),
-	T10(3),
-	T10(4),
-	T10(5),
-	T10(6),
-	T10(7),
-	T10(8),
-	(void *)toolsctx_90,
-	(void *)toolsctx_91,
-	(void *)toolsctx_92,
-	(void *)toolsctx_93,
-	(void *)toolsctx_94,
-};
+ALL_STUBS(toolsctx)
+LARGE_TABLE(toolsctx, 95, [4] = (void *)toolsctx_id)
 
 /* ---- TOOLS_MODULE (6e163fbe-b958-444d-835c-e182aff1991e): cuFFT walks the
  * functions of a module it loaded through slot 7, calling back
@@ -475,38 +459,8 @@ static uint64_t toolsmod_each_function(CUcontext ctx, CUmodule mod, module_fn_cb
 	return done;
 }
 
-#define TOOLSMOD_SLOTS 64
-STUB(toolsmod, 1) STUB(toolsmod, 2) STUB(toolsmod, 3) STUB(toolsmod, 4) STUB(toolsmod, 5) STUB(toolsmod, 6)
-STUB(toolsmod, 8) STUB(toolsmod, 9) STUBS8(toolsmod, 1) STUBS8(toolsmod, 2) STUBS8(toolsmod, 3) STUBS8(toolsmod, 4)
-STUBS8(toolsmod, 5) STUB(toolsmod, 18) STUB(toolsmod, 19) STUB(toolsmod, 28) STUB(toolsmod, 29) STUB(toolsmod, 38)
-STUB(toolsmod, 39) STUB(toolsmod, 48) STUB(toolsmod, 49) STUB(toolsmod, 58) STUB(toolsmod, 59) STUB(toolsmod, 60)
-STUB(toolsmod, 61) STUB(toolsmod, 62) STUB(toolsmod, 63)
-
-#define M10(a)                                                                                                         \
-	(void *)toolsmod_##a##0, (void *)toolsmod_##a##1, (void *)toolsmod_##a##2, (void *)toolsmod_##a##3,            \
-		(void *)toolsmod_##a##4, (void *)toolsmod_##a##5, (void *)toolsmod_##a##6, (void *)toolsmod_##a##7,    \
-		(void *)toolsmod_##a##8, (void *)toolsmod_##a##9
-static const void *const toolsmod_table[TOOLSMOD_SLOTS] = {
-	(void *)(TOOLSMOD_SLOTS * sizeof(void *)),
-	(void *)toolsmod_1,
-	(void *)toolsmod_2,
-	(void *)toolsmod_3,
-	(void *)toolsmod_4,
-	(void *)toolsmod_5,
-	(void *)toolsmod_6,
-	(void *)toolsmod_each_function,
-	(void *)toolsmod_8,
-	(void *)toolsmod_9,
-	M10(1),
-	M10(2),
-	M10(3),
-	M10(4),
-	M10(5),
-	(void *)toolsmod_60,
-	(void *)toolsmod_61,
-	(void *)toolsmod_62,
-	(void *)toolsmod_63,
-};
+ALL_STUBS(toolsmod)
+LARGE_TABLE(toolsmod, 64, [7] = (void *)toolsmod_each_function)
 
 /* ---- COMPILER (1734dc26-800d-4745-8726-c0f1e7dd8bca): asked for by NVRTC,
  * nvJitLink and cuBLASLt; its meaning is not known. A caller crashed on the
@@ -514,38 +468,8 @@ static const void *const toolsmod_table[TOOLSMOD_SLOTS] = {
  * is served, every slot a stub that logs its number once and answers
  * CUDA_ERROR_NOT_SUPPORTED. */
 
-#define COMPILER_SLOTS 64
-STUB(compiler, 1) STUB(compiler, 2) STUB(compiler, 3) STUB(compiler, 4) STUB(compiler, 5) STUB(compiler, 6)
-STUB(compiler, 7) STUB(compiler, 8) STUB(compiler, 9) STUBS8(compiler, 1) STUBS8(compiler, 2) STUBS8(compiler, 3)
-STUBS8(compiler, 4) STUBS8(compiler, 5) STUB(compiler, 18) STUB(compiler, 19) STUB(compiler, 28) STUB(compiler, 29)
-STUB(compiler, 38) STUB(compiler, 39) STUB(compiler, 48) STUB(compiler, 49) STUB(compiler, 58) STUB(compiler, 59)
-STUB(compiler, 60) STUB(compiler, 61) STUB(compiler, 62) STUB(compiler, 63)
-
-#define C10(a)                                                                                                         \
-	(void *)compiler_##a##0, (void *)compiler_##a##1, (void *)compiler_##a##2, (void *)compiler_##a##3,            \
-		(void *)compiler_##a##4, (void *)compiler_##a##5, (void *)compiler_##a##6, (void *)compiler_##a##7,    \
-		(void *)compiler_##a##8, (void *)compiler_##a##9
-static const void *const compiler_table[COMPILER_SLOTS] = {
-	(void *)(COMPILER_SLOTS * sizeof(void *)),
-	(void *)compiler_1,
-	(void *)compiler_2,
-	(void *)compiler_3,
-	(void *)compiler_4,
-	(void *)compiler_5,
-	(void *)compiler_6,
-	(void *)compiler_7,
-	(void *)compiler_8,
-	(void *)compiler_9,
-	C10(1),
-	C10(2),
-	C10(3),
-	C10(4),
-	C10(5),
-	(void *)compiler_60,
-	(void *)compiler_61,
-	(void *)compiler_62,
-	(void *)compiler_63,
-};
+ALL_STUBS(compiler)
+LARGE_TABLE(compiler, 64)
 
 /* ---- the tables by UUID */
 
