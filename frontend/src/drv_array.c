@@ -87,16 +87,14 @@ CUresult cuArray3DGetDescriptor(CUDA_ARRAY3D_DESCRIPTOR *pArrayDescriptor, CUarr
 /* Of any array, 3D ones too (their width and height). */
 CUresult cuArrayGetDescriptor(CUDA_ARRAY_DESCRIPTOR *pArrayDescriptor, CUarray hArray)
 {
-	fe_array a;
+	CUDA_ARRAY3D_DESCRIPTOR d;
 	if (!pArrayDescriptor)
 		return CUDA_ERROR_INVALID_VALUE;
-	if (fe_array_get((cudaArray_const_t)hArray, &a) != cudaSuccess)
-		return CUDA_ERROR_INVALID_HANDLE;
-	*pArrayDescriptor = (CUDA_ARRAY_DESCRIPTOR){.Width = a.extent.width,
-						    .Height = a.extent.height,
-						    .Format = (CUarray_format)a.format,
-						    .NumChannels = a.channels};
-	return CUDA_SUCCESS;
+	CUresult r = cuArray3DGetDescriptor(&d, hArray);
+	if (r == CUDA_SUCCESS)
+		*pArrayDescriptor = (CUDA_ARRAY_DESCRIPTOR){
+			.Width = d.Width, .Height = d.Height, .Format = d.Format, .NumChannels = d.NumChannels};
+	return r;
 }
 
 /* ---- copies ---- */

@@ -7,7 +7,9 @@ CUresult fe_drv_result(cudaError_t e)
 {
 	/* Most codes are the same number in both APIs; the runtime's own (bad
 	 * pitch, direction, symbol, configuration...) are invalid values to the
-	 * driver. */
+	 * driver. (Success, every driver call's usual answer, first.) */
+	if (e == cudaSuccess)
+		return CUDA_SUCCESS;
 	if (fe_error_lookup(fe_drv_error_texts, fe_drv_error_texts_n, (int)e))
 		return (CUresult)e;
 	switch (e) {
