@@ -5,8 +5,8 @@
  * tensor_map_encode): device addresses are the same here and there, so the map
  * comes back valid as it is.
  *
- * Checked here as cuda.h documents, before anything travels: the map pointer
- * (non-NULL, 64-byte aligned), the enums, the rank (1..5; 3..5 for im2col and
+ * Checked here as an H100's driver checks, before anything travels: the map
+ * pointer (non-NULL; not its alignment), the enums, the rank (1..5; 3..5 for im2col and
  * with interleave), the address's and strides' alignment (32 bytes with 32-byte
  * interleave or the 16-byte-aligned packed types, else 16), each dimension,
  * stride, box size and element stride within its limits (elementStrides[0] is
@@ -141,7 +141,7 @@ static CUresult common(proto_tmap_params *p, const CUtensorMap *map, CUtensorMap
 		       CUtensorMapL2promotion l2, CUtensorMapFloatOOBfill oob)
 {
 	memset(p, 0, sizeof(*p));
-	if (!map || (uintptr_t)map % 64)
+	if (!map)
 		return CUDA_ERROR_INVALID_VALUE;
 	if ((unsigned)dtype > CU_TENSOR_MAP_DATA_TYPE_16U6_ALIGN16B ||
 	    (unsigned)interleave > CU_TENSOR_MAP_INTERLEAVE_32B ||
@@ -154,7 +154,7 @@ static CUresult common(proto_tmap_params *p, const CUtensorMap *map, CUtensorMap
 	if (rank < min_rank || rank > PROTO_TMAP_MAX_RANK)
 		return CUDA_ERROR_INVALID_VALUE;
 	uint64_t align = alignment(dtype, interleave);
-	if ((uintptr_t)addr % align || !dim || !estride || (rank > 1 && !stride))
+	if ((uintptr_t)addr % align || !dim || !estride || !stride) /* even at rank 1 */
 		return CUDA_ERROR_INVALID_VALUE;
 	for (cuuint32_t i = 0; i < rank; i++) {
 		if (dim[i] == 0 || dim[i] > (1ull << 32))

@@ -1,10 +1,12 @@
 /*
  * drv_link: the driver's linker (cuLinkCreate, cuLinkAddData, cuLinkAddFile,
- * cuLinkComplete, cuLinkDestroy). This program's own fatbin (the one with the
- * test kernels) is linked, the image loaded and a kernel of it launched, the
- * result checked word for word; then the argument errors. Through
- * libremote.so the inputs travel at cuLinkComplete and the server's driver
- * links them (the driver test double gives a single input back).
+ * cuLinkComplete, cuLinkDestroy). A kernel is linked, the image loaded and the
+ * kernel launched, the result checked word for word; then the argument errors.
+ * Through libremote.so the inputs travel at cuLinkComplete and the server's
+ * driver links them. The input is PTX on a GPU (as CuPy links), and this
+ * program's own fatbin on the driver test double, which compiles nothing and
+ * gives a single input back (a real driver links no executable cubin:
+ * CUDA_ERROR_NO_BINARY_FOR_GPU).
  */
 #include <unistd.h>
 
@@ -13,7 +15,34 @@
 
 #define N 4096
 
-static void link_and_run(const void *img, size_t size, const char *how, int from_file)
+/* rgtest_fill_u32 (rgtest_kernels.cuh) without its grid-stride loop. */
+static const char fill_ptx[] = ".version 8.0\n"
+			       ".target sm_75\n"
+			       ".address_size 64\n"
+			       ".visible .entry rgtest_fill_u32(.param .u64 p, .param .u32 v, .param .u64 n)\n"
+			       "{\n"
+			       "	.reg .pred %q;\n"
+			       "	.reg .b32 %r<5>;\n"
+			       "	.reg .b64 %d<7>;\n"
+			       "	ld.param.u64 %d1, [p];\n"
+			       "	ld.param.u32 %r1, [v];\n"
+			       "	ld.param.u64 %d2, [n];\n"
+			       "	cvta.to.global.u64 %d1, %d1;\n"
+			       "	mov.u32 %r2, %ctaid.x;\n"
+			       "	mov.u32 %r3, %ntid.x;\n"
+			       "	mov.u32 %r4, %tid.x;\n"
+			       "	cvt.u64.u32 %d3, %r4;\n"
+			       "	mad.wide.u32 %d4, %r2, %r3, %d3;\n"
+			       "	setp.ge.u64 %q, %d4, %d2;\n"
+			       "	@%q bra done;\n"
+			       "	shl.b64 %d5, %d4, 2;\n"
+			       "	add.s64 %d6, %d1, %d5;\n"
+			       "	st.global.u32 [%d6], %r1;\n"
+			       "done:\n"
+			       "	ret;\n"
+			       "}\n";
+
+static void link_and_run(CUjitInputType type, const void *img, size_t size, const char *how, int from_file)
 {
 	CUlinkState st;
 	char log[256] = "x";
@@ -29,10 +58,10 @@ static void link_and_run(const void *img, size_t size, const char *how, int from
 			exit(1);
 		}
 		fclose(f);
-		CK(cuLinkAddFile(st, CU_JIT_INPUT_FATBINARY, path, 0, NULL, NULL));
+		CK(cuLinkAddFile(st, type, path, 0, NULL, NULL));
 		unlink(path);
 	} else {
-		CK(cuLinkAddData(st, CU_JIT_INPUT_FATBINARY, (void *)img, size, "own", 0, NULL, NULL));
+		CK(cuLinkAddData(st, type, (void *)img, size, "own", 0, NULL, NULL));
 	}
 	void *out = NULL;
 	size_t out_size = 0;
@@ -64,13 +93,18 @@ int main(void)
 {
 	CUdevice dev;
 	rg_start(&dev);
-	size_t size = 0;
-	const void *img = rg_own_fatbin("rgtest_fill_u32", &size);
-	check("own fatbin found", img != NULL);
+	CUjitInputType type = CU_JIT_INPUT_PTX;
+	size_t size = sizeof(fill_ptx);
+	const void *img = fill_ptx;
+	if (fake) {
+		type = CU_JIT_INPUT_FATBINARY;
+		img = rg_own_fatbin("rgtest_fill_u32", &size);
+	}
+	check("input found", img != NULL);
 	if (!img)
 		return rg_finish("drv_link");
-	link_and_run(img, size, "linked from memory", 0);
-	link_and_run(img, size, "linked from a file", 1);
+	link_and_run(type, img, size, "linked from memory", 0);
+	link_and_run(type, img, size, "linked from a file", 1);
 
 	CUlinkState st;
 	void *out;

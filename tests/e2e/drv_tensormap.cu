@@ -81,7 +81,12 @@ static void tiled_maps(void)
 	u = t;
 	u.rank = 1;
 	u.dim[0] = 4096;
-	expect("rank 1, no strides", cuTensorMapEncodeTiled(&m2, u.dtype, 1, (void *)A, u.dim, NULL, u.box, u.estride,
+	/* Rank 1 uses no stride, but an H100's driver refuses NULL strides. */
+	expect("rank 1, NULL strides", cuTensorMapEncodeTiled(&m2, u.dtype, 1, (void *)A, u.dim, NULL, u.box, u.estride,
+							      u.interleave, u.swizzle, u.l2, u.oob),
+	       BAD);
+	cuuint64_t none = 0;
+	expect("rank 1, no strides", cuTensorMapEncodeTiled(&m2, u.dtype, 1, (void *)A, u.dim, &none, u.box, u.estride,
 							    u.interleave, u.swizzle, u.l2, u.oob),
 	       CUDA_SUCCESS);
 
@@ -129,7 +134,8 @@ static void tiled_errors(void)
 	CK(t.encode(&keep));
 
 	expect("tiled: NULL map", t.encode(NULL), BAD);
-	expect("tiled: map not 64-byte aligned", t.encode((CUtensorMap *)(raw + 32)), BAD);
+	/* cuda.h asks for a 64-byte aligned map; an H100's driver writes one 32 bytes past. */
+	expect("tiled: a map 32 bytes past 64-byte alignment", t.encode((CUtensorMap *)(raw + 32)), CUDA_SUCCESS);
 	u = t;
 	u.rank = 0;
 	expect("tiled: rank 0", u.encode(&m), BAD);
@@ -190,13 +196,14 @@ static void tiled_errors(void)
 	u.stride[0] = 32;
 	u.stride[1] = 32 * 64;
 	u.interleave = CU_TENSOR_MAP_INTERLEAVE_32B;
-	expect("tiled: 32-byte interleave without 32-byte swizzle", u.encode(&m), BAD);
+	/* cuda.h asks for the 32-byte swizzle here; an H100's driver does not. */
+	expect("tiled: 32-byte interleave without 32-byte swizzle", u.encode(&m), CUDA_SUCCESS);
 	u = t;
 	u.dtype = CU_TENSOR_MAP_DATA_TYPE_UINT32;
 	u.oob = CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA;
 	expect("tiled: NaN fill of an integer type", u.encode(&m), BAD);
 
-	expect("replace: NULL map", cuTensorMapReplaceAddress(NULL, (void *)B), BAD);
+	/* Not cuTensorMapReplaceAddress(NULL, ...): an H100's driver crashes on it. */
 	m = keep;
 	expect("replace: address 8 bytes past 16-byte alignment", cuTensorMapReplaceAddress(&m, (void *)(B + 8)), BAD);
 	check_bytes("a refused replace leaves the map", &m, &keep, sizeof m);
@@ -248,7 +255,7 @@ static void im2col(void)
 	check("im2col: other corners give another map", !same(m2, m1));
 	expect("im2col: rank 2", IM2COL(&m2, 2, lo, up, 64), BAD);
 	expect("im2col: rank 6", IM2COL(&m2, 6, lo, up, 64), BAD);
-	expect("im2col: NULL lower corner", IM2COL(&m2, 4, NULL, up, 64), BAD);
+	/* Not a NULL corner: an H100's driver crashes on it. */
 	lo[0] = -129;
 	expect("im2col: corner -129 with rank 4", IM2COL(&m2, 4, lo, up, 64), BAD);
 	lo[0] = 128;

@@ -25,7 +25,10 @@
 #
 # Environment: OUT (report folder), RG_BUILD_DIR (default <repo>/build-gpu),
 # RG_COMMIT (commit to name when the tree has no .git), RG_PROGRAMS=0 (skip
-# the programs and the server tests), RG_LIBS=0 (skip the
+# the programs and the server tests), RG_ONLY="a b" (of the programs, only
+# these; the server tests still run, and those that compare with a program's
+# local output fail without it: copies threads streams matmul reduction
+# memsets), RG_LIBS=0 (skip the
 # library checks and the ResNet-50 benchmark, torch_libs.sh), RG_BENCH=0 (skip
 # bench/run-gpu.sh), RG_GPUD and
 # RG_LIBREMOTE (use these binaries, skip the CMake build), RG_GPU_BUDGET_S
@@ -55,7 +58,7 @@ EXAMPLES=(vector_add matmul reduction unified_add texture_blur)
 # Programs that end in a sticky error run last, each on a fresh server: on a GPU a
 # sticky error may leave the whole server process unusable (see fault_isolation).
 FAULTING=(sticky fault)
-HELPERS=(probe copyloop holder)
+HELPERS=(probe copyloop holder leftover)
 # The programs again, built with nvcc's default static runtime (static_NAME): it
 # reaches only the driver API, which libremote.so answers as libcuda.so.1. And
 # the driver API test programs (tests/e2e/drv_*.cu), built the same way.
@@ -409,10 +412,11 @@ run_pair() { # NAME [nomem]: local then remote; fills a table row
   note "$v $p (local $lrc, remote $rrc, same $same, expected $exp, memory $mem)"
 }
 
+wanted() { [ -z "${RG_ONLY:-}" ] || [[ " $RG_ONLY " == *" $1 "* ]]; }
 if [ "${RG_PROGRAMS:-1}" = 1 ]; then
-  for p in "${E2E_PROGRAMS[@]}" "${EXAMPLES[@]}"; do run_pair "$p"; done
-  for p in "${STATIC_PROGRAMS[@]}"; do run_pair "static_$p"; done
-  for p in "${DRV_PROGRAMS[@]}"; do run_pair "$p"; done
+  for p in "${E2E_PROGRAMS[@]}" "${EXAMPLES[@]}"; do wanted "$p" && run_pair "$p"; done
+  for p in "${STATIC_PROGRAMS[@]}"; do wanted "static_$p" && run_pair "static_$p"; done
+  for p in "${DRV_PROGRAMS[@]}"; do wanted "$p" && run_pair "$p"; done
 fi
 
 # ---- server tests ------------------------------------------------------------------------
@@ -505,6 +509,46 @@ elif [ $server_ok = 1 ] && [ "$(left)" -gt 60 ]; then
     sverdict "fault_isolation_$p" "a new client works and memory is back after $p's sticky error" "${problems[@]}"
   done
 
+  # A fresh allocation shows nothing another client left: a writer fills 2 GiB
+  # with a pattern and frees it, then a reader allocates 2 GiB; once after the
+  # writer ended, once while it is still connected. Process isolation (this
+  # server) and thread isolation (a second server, one process for all
+  # sessions); the local driver alone as the reference.
+  fresh_memory() { # PORT LABEL
+    local port=$1 label=$2 out
+    for how in ended connected; do
+      if [ $how = ended ]; then
+        timeout 60 unshare -m --propagation private bash "$work/gpuless.sh" \
+          env REMOTE_GPU=127.0.0.1:$port LD_PRELOAD="$lib" "$bin/leftover" write 2048 >/dev/null 2>&1
+      else
+        coproc W { timeout 60 unshare -m --propagation private bash "$work/gpuless.sh" \
+          env REMOTE_GPU=127.0.0.1:$port LD_PRELOAD="$lib" "$bin/leftover" write 2048 hold 2>/dev/null; }
+        read -r -t 30 _ <&"${W[0]}"
+      fi
+      out=$(timeout 60 unshare -m --propagation private bash "$work/gpuless.sh" \
+        env REMOTE_GPU=127.0.0.1:$port LD_PRELOAD="$lib" "$bin/leftover" read 2048 2>&1 | tail -n1)
+      [ $how = connected ] && { eval "exec ${W[1]}>&-"; wait "$W_PID" 2>/dev/null; }
+      note "fresh_memory $label, writer $how: $out"
+      [[ "$out" == "pattern words 0 of "* ]] || problems+=("$label, writer $how: reader saw $out")
+    done
+  }
+  problems=()
+  "$bin/leftover" write 2048 >/dev/null 2>&1
+  note "fresh_memory local driver, writer ended: $("$bin/leftover" read 2048 2>&1 | tail -n1)"
+  fresh_memory "$srv_port" "process isolation"
+  tpf=$work/thread.port
+  "$gpud" --listen 127.0.0.1:0 --port-file "$tpf" --isolation thread >>"$work/server-thread.log" 2>&1 &
+  tpid=$!
+  for _ in $(seq 100); do [ -s "$tpf" ] && break; sleep 0.1; done
+  if [ -s "$tpf" ]; then
+    fresh_memory "$(cat "$tpf")" "thread isolation"
+  else
+    problems+=("the thread-isolation server did not start")
+  fi
+  kill -TERM $tpid 2>/dev/null
+  wait $tpid 2>/dev/null
+  sverdict fresh_memory "a 2 GiB allocation shows none of the pattern another client wrote and freed" "${problems[@]}"
+
   # SIGTERM with a client connected
   healthy_server || note "(no healthy server for the SIGTERM test)"
   problems=()
@@ -521,7 +565,7 @@ elif [ $server_ok = 1 ] && [ "$(left)" -gt 60 ]; then
   sverdict sigterm "clean exit 0 with a client connected" "${problems[@]}"
 else
   for p in "${FAULTING[@]}"; do run_pair "$p" nomem; done
-  for t in multi_client kill_mid_copy garbage fault_isolation_sticky fault_isolation_fault sigterm; do
+  for t in multi_client kill_mid_copy garbage fault_isolation_sticky fault_isolation_fault fresh_memory sigterm; do
     sverdict $t "not run" "server not available or out of time"
   done
 fi
