@@ -125,7 +125,14 @@ static CUresult check_prop(const CUmemAllocationProp *p, const char *fn)
 	/* A POSIX file descriptor handle is asked for by allocators that might
 	 * share the memory with another process later (PyTorch's expandable
 	 * segments, after FABRIC): the allocation is made without one, and only
-	 * its export is refused. Other handle kinds cannot be made at all. */
+	 * its export is refused. Other handle kinds cannot be made at all. A
+	 * fabric handle is refused as by a driver whose device has none (the
+	 * attribute says so, rt_device.c): PyTorch tries one first and goes on
+	 * with a file descriptor, so that refusal is no news worth a warning. */
+	if (p->requestedHandleTypes & CU_MEM_HANDLE_TYPE_FABRIC) {
+		LOG_DEBUG("frontend", "%s: no fabric handles (HANDLE_TYPE_FABRIC_SUPPORTED is 0)", fn);
+		return CUDA_ERROR_NOT_SUPPORTED;
+	}
 	if (p->requestedHandleTypes & ~(unsigned)CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) {
 		rg_log_once("frontend", "not supported (shareable handles do not cross hosts)", fn);
 		return CUDA_ERROR_NOT_SUPPORTED;
