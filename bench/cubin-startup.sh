@@ -2,8 +2,10 @@
 # Issue 3's benchmark, on the GPU machine: a client that imports torch and runs one
 # kernel, timed from process start to the first result, and the kernel-image bytes
 # it had to send: locally on the GPU; remotely with an empty store; remotely with a
-# store extracted from libtorch_cuda.so beforehand. Writes cubin-startup.md to $OUT
-# (or bench/results/).
+# store extracted from libtorch_cuda.so beforehand. Then a cuDNN client (a conv2d
+# forward and backward): locally, and remotely twice on one store, cold (it
+# uploads what cuDNN loads) and warm (it must upload nothing). Writes
+# cubin-startup.md to $OUT (or bench/results/).
 #
 #   bench/cubin-startup.sh BUILD_DIR GPULESS_WRAPPER
 #
@@ -29,9 +31,11 @@ serve() { # STORE -> port in $work/port
 	srv=$!
 	for _ in $(seq 400); do [ -s "$work/port" ] && return; sleep 0.05; done
 }
-client() { # -> "ms uploaded_images uploaded_bytes"
+conv='import torch; x = torch.randn(8, 16, 32, 32, device="cuda", requires_grad=True); w = torch.randn(32, 16, 3, 3, device="cuda", requires_grad=True); y = torch.nn.functional.conv2d(x, w, padding=1); y.sum().backward(); print("result", y.sum().item(), x.grad.sum().item())'
+client() { # [PROGRAM] -> "ms uploaded_images uploaded_bytes"
+	local py=${1:-$py}
 	t=$(date +%s%N)
-	$wrap env REMOTE_GPU=127.0.0.1:$(cat "$work/port") REMOTE_GPU_LOG=info LD_PRELOAD="$B/frontend/libremote.so" \
+	$wrap env REMOTE_GPU=127.0.0.1:$(cat "$work/port") REMOTE_GPU_LOG=info LD_PRELOAD="$B/frontend/libremote.so" LD_LIBRARY_PATH="$B/frontend/driver" \
 		python3 -c "$py" >"$work/client.out" 2>"$work/client.err"
 	el=$(ms $t)
 	up=$(sed -n 's/.*kernel images: [0-9]* loaded, \([0-9]*\) uploaded (\([0-9]*\) bytes).*/\1 \2/p' "$work/client.err" | tail -n1)
@@ -50,6 +54,12 @@ serve "$work/pre"
 warm=$(for i in $(seq $runs); do client; done | sort -n | awk '{a[NR]=$0} END {print a[int((NR+1)/2)]}')
 kill $srv; wait $srv 2>/dev/null
 
+conv_local_ms=$(for i in $(seq $runs); do t=$(date +%s%N); python3 -c "$conv" >/dev/null 2>&1; ms $t; done | median)
+serve "$work/cudnn"
+conv_cold=$(client "$conv")
+conv_warm=$(for i in $(seq $runs); do client "$conv"; done | sort -n | awk '{a[NR]=$0} END {print a[int((NR+1)/2)]}')
+kill $srv; wait $srv 2>/dev/null
+
 {
 	echo "# Startup with and without a preloaded cubin store"
 	echo
@@ -66,6 +76,16 @@ kill $srv; wait $srv 2>/dev/null
 	echo "| remote, empty store | $1 ms | $2 | $3 | +$(( $1 - local_ms )) ms |"
 	set -- $warm
 	echo "| remote, store from libtorch_cuda.so | $1 ms | $2 | $3 | +$(( $1 - local_ms )) ms |"
+	echo
+	echo "cuDNN: \`python3 -c '$conv'\`; the warm runs on the store the cold run filled"
+	echo
+	echo "| run | time to first result | images uploaded | bytes uploaded | vs local |"
+	echo "|---|---|---|---|---|"
+	echo "| local GPU | ${conv_local_ms} ms | - | - | - |"
+	set -- $conv_cold
+	echo "| remote, empty store (cold) | $1 ms | $2 | $3 | +$(( $1 - conv_local_ms )) ms |"
+	set -- $conv_warm
+	echo "| remote, the same store (warm) | $1 ms | $2 | $3 | +$(( $1 - conv_local_ms )) ms |"
 } >"$out/cubin-startup.md"
 cat "$out/cubin-startup.md"
 rm -rf "$work"
