@@ -77,6 +77,7 @@ typedef struct be_server {
 	atomic_uint_fast64_t next_session;
 	int no_fastpath; /* REMOTE_GPU_NO_FASTPATH: every sync call goes through the waiter (tests) */
 	const char *store; /* --cubin-store: kernel images on disk, shared by every session process */
+	uint64_t store_quota; /* --store-quota: bytes of uploads each tenant may add to the store */
 } be_server;
 
 extern be_server be_srv;
@@ -308,7 +309,7 @@ int be_executor_run_inline(be_session *s, be_req *rq);
 int be_executor_idle(be_session *s);
 void be_executor_stop(be_session *s);
 
-/* imgcache.c: the server-wide kernel image cache (hash: 32 hex digits) */
+/* imgcache.c: the server-wide kernel image cache (hash: cubin_hash, 64 hex digits) */
 typedef struct be_img be_img;
 be_img *be_imgcache_get(const char *hash);                     /* a reference, or NULL */
 be_img *be_imgcache_add(const char *hash, void *data, size_t size); /* takes data (malloc'd) */
@@ -318,6 +319,14 @@ void be_imgcache_put(be_img *e);
 void be_imgcache_clear(void);
 /* Opens (creates) the on-disk store behind the cache; logs how many images it holds. */
 int be_imgcache_open_store(const char *dir);
+
+/* store_quota.c: each tenant's uploads to the store, within be_srv.store_quota.
+ * admits: 1 when size more bytes would fit now; charge: records them, 0 or
+ * CUDA_ERROR_OUT_OF_MEMORY when they would not fit (nothing recorded). */
+int be_quota_admits(uint64_t size);
+/* A --store-quota value: digits with an optional K, M, G or T (powers of 1024). */
+int be_quota_parse(const char *v, uint64_t *out);
+int be_quota_charge(const char *hash, uint64_t size);
 
 /* op_copy.c, for every copy: logs a device range that is not the session's and
  * returns CUDA_ERROR_INVALID_VALUE; after an H2D copy from the staging buffer pb

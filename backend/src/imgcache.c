@@ -1,5 +1,5 @@
 /*
- * The kernel image cache: content hash (cubin_hash: XXH3-128, 32 hex digits) ->
+ * The kernel image cache: content hash (cubin_hash: SHA-256, 64 hex digits) ->
  * the fatbin bytes. Behind the in-memory cache of this process sits the on-disk
  * store (--cubin-store, cubin-tools/include/cubin_store.h), shared by every
  * session process and filled ahead of time by `remote-cubin extract` or by
@@ -7,6 +7,11 @@
  * its modules by hash without sending the images again. Entries read from disk
  * are hashed before use; a damaged one counts as missing (the client uploads it
  * and the upload replaces it).
+ *
+ * Whatever is here is served to every session, so only images that are what
+ * their address says and that loaded come in: the store an operator extracted,
+ * and uploads that op_module.c verified (hash) and loaded in the uploading
+ * session first (be_imgcache_add is called only then).
  *
  * Images are kept in least-recently-used order and evicted beyond
  * BE_IMGCACHE_MAX bytes, unless a session is loading one right now (refs).
@@ -25,7 +30,7 @@
 #define BE_IMGCACHE_MAX (2ull << 30)
 
 struct be_img {
-	char hash[33];
+	char hash[CUBIN_HASH_HEX];
 	void *data;
 	size_t size;
 	unsigned refs;
@@ -67,7 +72,7 @@ static void push_front(be_img *e)
 static be_img *find(const char *hash)
 {
 	for (be_img *e = C.head; e; e = e->next)
-		if (memcmp(e->hash, hash, 32) == 0)
+		if (memcmp(e->hash, hash, CUBIN_HASH_LEN) == 0)
 			return e;
 	return NULL;
 }
@@ -78,8 +83,8 @@ static be_img *cache_insert(const char *hash, void *data, size_t size);
 static be_img *store_load(const char *hash)
 {
 	char h[CUBIN_HASH_HEX], path[4096];
-	memcpy(h, hash, 32);
-	h[32] = 0;
+	memcpy(h, hash, CUBIN_HASH_LEN);
+	h[CUBIN_HASH_LEN] = 0;
 	if (!be_srv.store || cubin_store_path(be_srv.store, h, path, sizeof(path)) != CUBIN_OK)
 		return NULL;
 	FILE *f = fopen(path, "rb");
@@ -97,7 +102,7 @@ static be_img *store_load(const char *hash)
 		return NULL;
 	char got[CUBIN_HASH_HEX];
 	cubin_hash(data, (size_t)size, got);
-	if (memcmp(got, h, 32) != 0) {
+	if (memcmp(got, h, CUBIN_HASH_LEN) != 0) {
 		LOG_WARN(BE_LOG, "cubin store: %s is damaged (its bytes hash to %s): asking the client for the image", path, got);
 		free(data);
 		return NULL;
@@ -121,7 +126,13 @@ be_img *be_imgcache_get(const char *hash)
 
 int be_imgcache_open_store(const char *dir)
 {
-	if (cubin_store_init(dir) != CUBIN_OK) {
+	int r = cubin_store_init(dir);
+	if (r == CUBIN_ESTOREFMT) {
+		LOG_ERROR(BE_LOG, "--cubin-store %s: %s (images are now named by SHA-256; "
+				  "`remote-cubin extract` rebuilds a store)", dir, cubin_strerror(r));
+		return -1;
+	}
+	if (r != CUBIN_OK) {
 		LOG_ERROR(BE_LOG, "--cubin-store %s: cannot create or open it: %s", dir, strerror(errno));
 		return -1;
 	}
@@ -147,7 +158,7 @@ static void store_save(const char *hash, const void *data, size_t size)
 		return;
 	int r = cubin_store_put(be_srv.store, data, size, h);
 	if (r < 0) {
-		LOG_WARN(BE_LOG, "cubin store: cannot save %.32s: %s", hash, cubin_strerror(r));
+		LOG_WARN(BE_LOG, "cubin store: cannot save %.64s: %s", hash, cubin_strerror(r));
 		return;
 	}
 	if (r > 0) {
@@ -173,7 +184,7 @@ static be_img *cache_insert(const char *hash, void *data, size_t size)
 		free(data);
 		return NULL;
 	}
-	memcpy(e->hash, hash, 32);
+	memcpy(e->hash, hash, CUBIN_HASH_LEN);
 	e->data = data;
 	e->size = size;
 	e->refs = 1;
@@ -195,7 +206,7 @@ static be_img *cache_insert(const char *hash, void *data, size_t size)
 	pthread_mutex_unlock(&C.mu);
 	while (victims) {
 		be_img *next = victims->next;
-		LOG_DEBUG(BE_LOG, "image cache: evicted %.32s (%zu bytes)", victims->hash, victims->size);
+		LOG_DEBUG(BE_LOG, "image cache: evicted %.64s (%zu bytes)", victims->hash, victims->size);
 		free(victims->data);
 		free(victims);
 		victims = next;
@@ -203,7 +214,7 @@ static be_img *cache_insert(const char *hash, void *data, size_t size)
 	return e;
 }
 
-/* An uploaded image (already checked against its hash by the caller). */
+/* An uploaded image, checked against its hash and loaded by the caller. */
 be_img *be_imgcache_add(const char *hash, void *data, size_t size)
 {
 	store_save(hash, data, size);

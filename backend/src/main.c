@@ -58,7 +58,9 @@ static void usage(FILE *f)
 		"  --cublaslt PATH     cuBLASLt (default libcublasLt.so.13; also REMOTE_GPU_CUBLASLT)\n"
 		"  --token T           clients must present this token (also REMOTE_GPU_TOKEN)\n"
 		"  --cubin-store DIR   kernel images on disk (remote-cubin extract; uploads are added)\n"
-		"                      default: $TMPDIR/remote-gpud-cubins-<uid>\n"
+		"                      default: $TMPDIR/remote-gpud-store2-<uid>\n"
+		"  --store-quota N     bytes of images each tenant may upload to the store\n"
+		"                      (suffix K, M, G; default 1G; 0: no uploads)\n"
 		"  --isolation MODE    process (default): each session in a process of its own, so a\n"
 		"                      kernel fault cannot reach other clients; thread: all in one\n"
 		"                      process (faster session start, no fault isolation)\n"
@@ -298,7 +300,7 @@ static int serve_sent(const transport_addr *addr, const char *driver, int device
 int main(int argc, char **argv)
 {
 	const char *listen = DEFAULT_LISTEN, *port_file = NULL, *driver = NULL, *token = NULL;
-	const char *isolation = "process", *store = NULL, *run_dir = NULL;
+	const char *isolation = "process", *store = NULL, *run_dir = NULL, *store_quota = "1G";
 	int metrics_port = -1;
 	int device = 0;
 	transport_addr addr;
@@ -331,6 +333,8 @@ int main(int argc, char **argv)
 			isolation = v;
 		else if (!strcmp(a, "--cubin-store"))
 			store = v;
+		else if (!strcmp(a, "--store-quota"))
+			store_quota = v;
 		else if (!strcmp(a, "--run-dir"))
 			run_dir = v;
 		else if (!strcmp(a, "--metrics-port")) {
@@ -365,6 +369,10 @@ int main(int argc, char **argv)
 		}
 		i++;
 	}
+	if (be_quota_parse(store_quota, &be_srv.store_quota) != 0) {
+		fprintf(stderr, "remote-gpud: --store-quota %s: not a size (bytes, or with K, M, G)\n", store_quota);
+		return 2;
+	}
 	if (!token)
 		token = getenv("REMOTE_GPU_TOKEN");
 	be_srv.token = token && *token ? token : NULL;
@@ -380,7 +388,8 @@ int main(int argc, char **argv)
 	static char default_store[512];
 	if (!store) {
 		const char *tmp = getenv("TMPDIR");
-		snprintf(default_store, sizeof(default_store), "%s/remote-gpud-cubins-%d", tmp && *tmp ? tmp : "/tmp",
+		/* store2: SHA-256 addresses; a store of XXH3 ones is never opened as one. */
+		snprintf(default_store, sizeof(default_store), "%s/remote-gpud-store2-%d", tmp && *tmp ? tmp : "/tmp",
 			 (int)getuid());
 		store = default_store;
 	}
@@ -431,6 +440,8 @@ int main(int argc, char **argv)
 		}
 		child_argv[n++] = "--cubin-store";
 		child_argv[n++] = (char *)store;
+		child_argv[n++] = "--store-quota";
+		child_argv[n++] = (char *)store_quota;
 		if (be_srv.token) { /* the child also reads REMOTE_GPU_TOKEN; pass --token explicitly */
 			child_argv[n++] = "--token";
 			child_argv[n++] = (char *)be_srv.token;

@@ -2,10 +2,17 @@
  * module_load: loads a kernel image into the session's context and resolves
  * the kernels and variables the client registered from it, in one round trip.
  *
- * Images are named by content hash. A client first sends the hash alone; if the
- * server-wide cache (imgcache.c) lacks it the answer is CUDA_ERROR_FILE_NOT_FOUND
- * and the client sends it again with the image as payload, which is verified
- * (size, hash) before it is cached and loaded.
+ * Images are named by content hash (SHA-256). A client first sends the hash
+ * alone; if the server-wide cache (imgcache.c) lacks it the answer is
+ * CUDA_ERROR_FILE_NOT_FOUND and the client sends it again with the image as
+ * payload. An upload is a claim that other tenants will trust, so:
+ *   - its bytes must hash to the address named (and have the size announced),
+ *     or it is refused with CUDA_ERROR_INVALID_SOURCE and nothing is kept;
+ *   - it must fit the tenant's store quota (store_quota.c), or it is refused
+ *     with CUDA_ERROR_OUT_OF_MEMORY;
+ *   - it is loaded from the session's own copy first, and joins the cache and
+ *     the store only when the driver loaded it: junk never reaches another
+ *     session.
  *
  * names: entries separated by '\n' (empty ones are skipped):
  *   f:<func id>:<kernel name>   resolve a kernel, register it under func id
@@ -30,6 +37,7 @@
 #include <string.h>
 
 #include "cubin.h"
+#include "cubin_store.h"
 #include "ops.h"
 
 #define MAX_PARAMS 32768 /* a parameter buffer holds at most 32764 bytes */
@@ -40,20 +48,55 @@ typedef struct entry {
 	const char *name;
 } entry;
 
+static int check_upload(be_session *s, const char *hex, const void *p, uint64_t plen, uint64_t size);
+static int publish_upload(be_session *s, const char *hex, void *data, size_t size);
 static int parse_names(char *buf, entry **out, uint32_t *n);
 static void resolve_func(be_session *s, proto_msg *m, CUmodule mod, const entry *e);
 static void resolve_var(be_session *s, proto_msg *m, CUmodule mod, const entry *e);
 static void list_names(be_session *s, proto_msg *m, CUmodule mod);
 
-static int is_hex_hash(const void *p, size_t n)
+/* An uploaded image, checked: CUDA_SUCCESS, or why it is refused. */
+static int check_upload(be_session *s, const char *hex, const void *p, uint64_t plen, uint64_t size)
 {
-	const char *h = p;
-	if (n != 32)
-		return 0;
-	for (size_t i = 0; i < n; i++)
-		if (!((h[i] >= '0' && h[i] <= '9') || (h[i] >= 'a' && h[i] <= 'f')))
-			return 0;
-	return 1;
+	char got[CUBIN_HASH_HEX];
+
+	if (plen != size) {
+		LOG_INFO(BE_LOG, "session %" PRIu64 ": module_load %s: image of %" PRIu64 " bytes, announced %" PRIu64,
+			 s->id, hex, plen, size);
+		return CUDA_ERROR_INVALID_SOURCE;
+	}
+	cubin_hash(p, (size_t)plen, got);
+	if (memcmp(got, hex, CUBIN_HASH_LEN) != 0) {
+		LOG_WARN(BE_LOG, "session %" PRIu64 ": module_load: refused an upload that hashes to %s, not to %s", s->id,
+			 got, hex);
+		return CUDA_ERROR_INVALID_SOURCE;
+	}
+	if (!be_quota_admits(plen)) {
+		LOG_WARN(BE_LOG, "session %" PRIu64 ": module_load %s: an upload of %" PRIu64 " bytes passes the store quota (%" PRIu64 " bytes)",
+			 s->id, hex, plen, be_srv.store_quota);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	return CUDA_SUCCESS;
+}
+
+/* An upload that loaded: counted against the tenant's quota, then shared. The
+ * count comes after the load so that junk costs nothing; admits() before the
+ * load refused what was over already, this refuses what a concurrent upload of
+ * the same tenant pushed over. Takes data. */
+static int publish_upload(be_session *s, const char *hex, void *data, size_t size)
+{
+	be_img *img;
+
+	if (!(be_srv.store && cubin_store_has(be_srv.store, hex, size)) && be_quota_charge(hex, size) != 0) {
+		LOG_WARN(BE_LOG, "session %" PRIu64 ": module_load %s: the store quota (%" PRIu64 " bytes) is used up", s->id,
+			 hex, be_srv.store_quota);
+		free(data);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	if ((img = be_imgcache_add(hex, data, size)))
+		be_imgcache_put(img);
+	LOG_DEBUG(BE_LOG, "session %" PRIu64 ": image %s (%zu bytes) uploaded", s->id, hex, size);
+	return CUDA_SUCCESS;
 }
 
 /* Splits buf (NUL-terminated, modified in place) into entries. Returns 0, or -1
@@ -255,8 +298,10 @@ int be_op_module_load(be_session *s, be_req *rq, uint64_t m_id, const void *hash
 {
 	uint64_t plen = be_req_payload_len(rq);
 	be_buf *pb = be_req_payload(rq);
-	char hex[33];
-	be_img *img;
+	char hex[CUBIN_HASH_HEX];
+	be_img *img = NULL;
+	void *upload = NULL;
+	const void *image;
 	entry *ents = NULL;
 	uint32_t n = 0;
 	CUmodule mod;
@@ -267,12 +312,13 @@ int be_op_module_load(be_session *s, be_req *rq, uint64_t m_id, const void *hash
 			 m_id ? "already in use" : "0 is reserved");
 		return CUDA_ERROR_INVALID_HANDLE;
 	}
-	if (!is_hex_hash(hash, hash_len)) {
-		LOG_INFO(BE_LOG, "session %" PRIu64 ": module_load: hash is not 32 lowercase hex digits", s->id);
+	if (!cubin_hash_valid(hash, hash_len)) {
+		LOG_INFO(BE_LOG, "session %" PRIu64 ": module_load: hash is not %d lowercase hex digits (SHA-256)", s->id,
+			 CUBIN_HASH_LEN);
 		return CUDA_ERROR_INVALID_VALUE;
 	}
-	memcpy(hex, hash, 32);
-	hex[32] = 0;
+	memcpy(hex, hash, CUBIN_HASH_LEN);
+	hex[CUBIN_HASH_LEN] = 0;
 
 	/* Names first: a malformed list fails before anything is loaded. */
 	char *buf;
@@ -281,35 +327,29 @@ int be_op_module_load(be_session *s, be_req *rq, uint64_t m_id, const void *hash
 		return nerr;
 
 	if (plen > 0) {
-		char got[CUBIN_HASH_HEX];
-		if (plen != size) {
-			LOG_INFO(BE_LOG, "session %" PRIu64 ": module_load %s: image of %" PRIu64 " bytes, announced %" PRIu64,
-				 s->id, hex, plen, size);
-			r = CUDA_ERROR_INVALID_IMAGE;
+		if ((r = check_upload(s, hex, pb->p, plen, size)) != CUDA_SUCCESS)
 			goto out;
-		}
-		cubin_hash(pb->p, (size_t)plen, got);
-		if (memcmp(got, hex, 32) != 0) {
-			LOG_INFO(BE_LOG, "session %" PRIu64 ": module_load: image hashes to %s, announced %s", s->id, got, hex);
-			r = CUDA_ERROR_INVALID_IMAGE;
-			goto out;
-		}
-		img = be_imgcache_add(hex, pb->p, (size_t)plen); /* takes the buffer */
+		upload = pb->p; /* ours until it loaded (publish_upload) or failed */
 		*pb = (be_buf){0};
-		if (!img) {
-			r = CUDA_ERROR_OUT_OF_MEMORY;
-			goto out;
-		}
-		LOG_DEBUG(BE_LOG, "session %" PRIu64 ": image %s (%" PRIu64 " bytes) uploaded", s->id, hex, plen);
-	} else if (!(img = be_imgcache_get(hex))) {
+		image = upload;
+	} else if ((img = be_imgcache_get(hex))) {
+		image = be_img_data(img);
+	} else {
 		r = CUDA_ERROR_FILE_NOT_FOUND; /* the client sends it again with the image */
 		goto out;
 	}
 
-	r = be_drv.cuModuleLoadData(&mod, be_img_data(img));
-	be_imgcache_put(img);
+	r = be_drv.cuModuleLoadData(&mod, image);
+	if (img)
+		be_imgcache_put(img);
 	if (r != CUDA_SUCCESS) {
-		LOG_INFO(BE_LOG, "session %" PRIu64 ": cuModuleLoadData(%s): %s", s->id, hex, be_errname(r));
+		LOG_INFO(BE_LOG, "session %" PRIu64 ": cuModuleLoadData(%s): %s%s", s->id, hex, be_errname(r),
+			 upload ? " (the upload is not kept)" : "");
+		free(upload);
+		goto out;
+	}
+	if (upload && (r = publish_upload(s, hex, upload, (size_t)plen)) != CUDA_SUCCESS) {
+		be_drv.cuModuleUnload(mod);
 		goto out;
 	}
 	int err = be_htab_add(&s->modules, m_id, mod, 0);

@@ -24,6 +24,7 @@ enum cubin_err {
 	CUBIN_ENOMEM = -4,
 	CUBIN_EIO = -5,
 	CUBIN_ENOTFOUND = -6,
+	CUBIN_ESTOREFMT = -7, /* a store of another format (older XXH3-128 addresses) */
 };
 const char *cubin_strerror(int err);
 
@@ -78,8 +79,11 @@ typedef int (*cubin_fatbin_fn)(void *ctx, const void *fatbin, size_t size);
 int cubin_elf_each_fatbin(const void *elf, size_t size, cubin_fatbin_fn fn, void *ctx);
 
 /* Content hash that identifies a fatbin everywhere (frontend, store, backend):
- * XXH3-128 of its bytes, as 32 lowercase hex digits. */
-#define CUBIN_HASH_HEX 33
+ * SHA-256 of its bytes, as CUBIN_HASH_LEN lowercase hex digits (a C string). */
+#define CUBIN_HASH_LEN 64
+#define CUBIN_HASH_HEX (CUBIN_HASH_LEN + 1)
 void cubin_hash(const void *data, size_t size, char out[CUBIN_HASH_HEX]);
+/* 1 when s[0..len) is a hash as cubin_hash writes it (length and digits). */
+int cubin_hash_valid(const char *s, size_t len);
 
 #endif

@@ -7,6 +7,12 @@
  *                      cubin_fatbin_size() bytes; or a standalone cubin)
  *   DIR/index          one line per image: "<hash> <size> <source>\n", where
  *                      source is the file it came from (the rest of the line)
+ *   DIR/FORMAT         "remote-gpu cubin store 2 sha256": <hash> is SHA-256 (64
+ *                      hex digits). A directory with images or an index but no
+ *                      such FORMAT (a store of XXH3-128 addresses, from before) is
+ *                      refused with CUBIN_ESTOREFMT, never read.
+ *   DIR/tenants/<id>   (mode 0700) what one tenant uploaded: "<hash> <size>\n"
+ *                      per image; its sum is counted against the tenant's quota.
  *
  * Writers never leave a partial file under a final name: images and the index
  * are written to a temporary name in DIR and renamed. Index updates are
@@ -34,8 +40,12 @@ typedef struct cubin_store_index {
 	size_t n;
 } cubin_store_index;
 
-/* Creates DIR if missing (its parent must exist). */
+/* Creates DIR if missing (its parent must exist) and checks or writes its
+ * FORMAT; CUBIN_ESTOREFMT for a store of another format. */
 int cubin_store_init(const char *dir);
+/* The same check without writing (for readers): CUBIN_OK for a store of this
+ * format or a directory without one, CUBIN_ESTOREFMT otherwise. */
+int cubin_store_check(const char *dir);
 /* DIR/<hash>.fatbin into buf; CUBIN_ENOMEM when len is too small. */
 int cubin_store_path(const char *dir, const char *hash, char *buf, size_t len);
 /* 1 when DIR/<hash>.fatbin exists with this size, 0 when not (contents unchecked:
@@ -52,5 +62,13 @@ int cubin_store_index_read(const char *dir, cubin_store_index *out, size_t *bad)
  * rewrites DIR/index atomically, under the lock. */
 int cubin_store_index_add(const char *dir, const cubin_store_rec *recs, size_t n);
 void cubin_store_index_free(cubin_store_index *ix);
+
+/* Bytes tenant (a name of [0-9a-z] characters) has uploaded, from DIR/tenants. */
+int cubin_store_tenant_usage(const char *dir, const char *tenant, uint64_t *bytes);
+/* Records that tenant uploaded image hash of size bytes, if its uploads stay
+ * within quota bytes: 1 when recorded, 0 when that would pass the quota (nothing
+ * recorded), or a CUBIN_E* error. Check and record are one step under a lock on
+ * the tenant's file, so concurrent uploads of one tenant cannot both pass. */
+int cubin_store_tenant_charge(const char *dir, const char *tenant, const char *hash, uint64_t size, uint64_t quota);
 
 #endif

@@ -14,6 +14,9 @@ const char *cubin_strerror(int err)
 	case CUBIN_ENOMEM: return "out of memory";
 	case CUBIN_EIO: return "input/output error";
 	case CUBIN_ENOTFOUND: return "not found";
+	case CUBIN_ESTOREFMT:
+		return "a store of an older format (XXH3-128 addresses, or no FORMAT file): "
+		       "remove it, or extract into a new directory";
 	default: return "unknown error";
 	}
 }

@@ -11,6 +11,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +25,12 @@
 
 #define INDEX_NAME "index"
 #define LOCK_NAME "index.lock"
+#define FORMAT_NAME "FORMAT"
+/* The first line of DIR/FORMAT. Stores from before it named images by XXH3-128
+ * (32 hex digits) and had no FORMAT file: such a store is refused, never read
+ * with the new addresses (its names would simply never match, and a reader
+ * could not tell a stale store from an empty one). */
+#define FORMAT_LINE "remote-gpu cubin store 2 sha256\n"
 
 typedef struct hkey {
 	char h[CUBIN_HASH_HEX];
@@ -33,6 +40,8 @@ static int write_all(int fd, const void *data, size_t size);
 static int tmp_open(const char *dir, char *path, size_t len);
 static int same_contents(const char *path, const void *data, size_t size);
 static int valid_hash(const char *s);
+static int has_store_files(const char *dir);
+static int check_format(const char *dir, int write);
 static int cmp_key(const void *a, const void *b);
 static int put_rec(cubin_store_index *ix, size_t *cap, const char *hash, uint64_t size, const char *src);
 
@@ -87,10 +96,58 @@ static int same_contents(const char *path, const void *data, size_t size)
 
 static int valid_hash(const char *s)
 {
-	for (int i = 0; i < 32; i++)
-		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-			return 0;
-	return 1;
+	return cubin_hash_valid(s, CUBIN_HASH_LEN);
+}
+
+/* 1 when dir holds anything a store writes (an old store without FORMAT). */
+static int has_store_files(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	int found = 0;
+
+	if (!d)
+		return 0;
+	while (!found && (de = readdir(d))) {
+		size_t len = strlen(de->d_name);
+		found = !strcmp(de->d_name, INDEX_NAME) ||
+			(len > 7 && !strcmp(de->d_name + len - 7, ".fatbin"));
+	}
+	closedir(d);
+	return found;
+}
+
+/* Checks DIR/FORMAT; when write, writes it into a store that is new (empty
+ * of images). */
+static int check_format(const char *dir, int write)
+{
+	char path[4096], tmp[4096], line[128] = "";
+	FILE *f;
+	int fd, rc;
+
+	if ((size_t)snprintf(path, sizeof(path), "%s/" FORMAT_NAME, dir) >= sizeof(path))
+		return CUBIN_ENOMEM;
+	if ((f = fopen(path, "re"))) {
+		int ok = fgets(line, sizeof(line), f) && !strcmp(line, FORMAT_LINE);
+		fclose(f);
+		return ok ? CUBIN_OK : CUBIN_ESTOREFMT;
+	}
+	if (errno != ENOENT)
+		return CUBIN_EIO;
+	if (has_store_files(dir))
+		return CUBIN_ESTOREFMT;
+	if (!write)
+		return CUBIN_OK;
+	if ((fd = tmp_open(dir, tmp, sizeof(tmp))) < 0)
+		return CUBIN_EIO;
+	rc = write_all(fd, FORMAT_LINE, strlen(FORMAT_LINE));
+	if (close(fd) != 0 && rc == CUBIN_OK)
+		rc = CUBIN_EIO;
+	if (rc == CUBIN_OK && rename(tmp, path) != 0)
+		rc = CUBIN_EIO;
+	if (rc != CUBIN_OK)
+		unlink(tmp);
+	return rc;
 }
 
 int cubin_store_init(const char *dir)
@@ -100,12 +157,17 @@ int cubin_store_init(const char *dir)
 		return CUBIN_EIO;
 	if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
 		return CUBIN_EIO;
-	return CUBIN_OK;
+	return check_format(dir, 1);
+}
+
+int cubin_store_check(const char *dir)
+{
+	return check_format(dir, 0);
 }
 
 int cubin_store_path(const char *dir, const char *hash, char *buf, size_t len)
 {
-	if ((size_t)snprintf(buf, len, "%s/%.32s.fatbin", dir, hash) >= len)
+	if ((size_t)snprintf(buf, len, "%s/%.64s.fatbin", dir, hash) >= len)
 		return CUBIN_ENOMEM;
 	return CUBIN_OK;
 }
@@ -158,8 +220,8 @@ static int put_rec(cubin_store_index *ix, size_t *cap, const char *hash, uint64_
 		*cap = ncap;
 	}
 	r = &ix->r[ix->n];
-	memcpy(r->hash, hash, 32);
-	r->hash[32] = '\0';
+	memcpy(r->hash, hash, CUBIN_HASH_LEN);
+	r->hash[CUBIN_HASH_LEN] = '\0';
 	r->size = size;
 	if (!(r->source = strdup(src ? src : "")))
 		return CUBIN_ENOMEM;
@@ -190,12 +252,13 @@ int cubin_store_index_read(const char *dir, cubin_store_index *out, size_t *bad)
 			line[--len] = '\0';
 		if (len == 0)
 			continue;
-		if (len < 34 || !valid_hash(line) || line[32] != ' ' || line[33] < '0' || line[33] > '9') {
+		if (len < CUBIN_HASH_LEN + 2 || !valid_hash(line) || line[CUBIN_HASH_LEN] != ' ' ||
+		    line[CUBIN_HASH_LEN + 1] < '0' || line[CUBIN_HASH_LEN + 1] > '9') {
 			nbad++;
 			continue;
 		}
 		errno = 0;
-		size = strtoull(line + 33, &end, 10);
+		size = strtoull(line + CUBIN_HASH_LEN + 1, &end, 10);
 		if (errno || (*end != ' ' && *end != '\0')) {
 			nbad++;
 			continue;
@@ -257,8 +320,8 @@ int cubin_store_index_add(const char *dir, const cubin_store_rec *recs, size_t n
 		hkey k;
 		size_t j;
 
-		memcpy(k.h, recs[i].hash, 32);
-		k.h[32] = '\0';
+		memcpy(k.h, recs[i].hash, CUBIN_HASH_LEN);
+		k.h[CUBIN_HASH_LEN] = '\0';
 		if (!valid_hash(k.h) || bsearch(&k, known, nknown, sizeof(*known), cmp_key))
 			continue;
 		if ((rc = put_rec(&ix, &cap, k.h, recs[i].size, recs[i].source)) != CUBIN_OK)

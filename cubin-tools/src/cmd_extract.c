@@ -184,8 +184,10 @@ int cmd_extract(int argc, char **argv)
 		tool_error(NULL, "usage: remote-cubin extract FILE... --store DIR");
 		return 2;
 	}
-	if (cubin_store_init(store) != CUBIN_OK) {
-		tool_error(store, "cannot create or open the store directory");
+	int irc = cubin_store_init(store);
+	if (irc != CUBIN_OK) {
+		tool_error(store, "%s", irc == CUBIN_ESTOREFMT ? cubin_strerror(irc)
+							: "cannot create or open the store directory");
 		return 1;
 	}
 	for (int i = 0; i < argc; i++) {

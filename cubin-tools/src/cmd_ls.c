@@ -175,7 +175,7 @@ static int ls_store(lsctx *c, const char *dir)
 	size_t bad = 0;
 	int status = 0, rc;
 
-	if ((rc = cubin_store_index_read(dir, &ix, &bad)) != CUBIN_OK) {
+	if ((rc = cubin_store_check(dir)) != CUBIN_OK || (rc = cubin_store_index_read(dir, &ix, &bad)) != CUBIN_OK) {
 		tool_error(dir, "cannot read index: %s", cubin_strerror(rc));
 		return 1;
 	}

@@ -87,10 +87,10 @@ static void note_unindexed(const char *dir, const cubin_store_index *ix)
 	while ((de = readdir(d))) {
 		size_t len = strlen(de->d_name);
 		cubin_store_rec key;
-		if (len != 32 + 7 || strcmp(de->d_name + 32, ".fatbin") != 0)
+		if (len != CUBIN_HASH_LEN + 7 || strcmp(de->d_name + CUBIN_HASH_LEN, ".fatbin") != 0)
 			continue;
-		memcpy(key.hash, de->d_name, 32);
-		key.hash[32] = '\0';
+		memcpy(key.hash, de->d_name, CUBIN_HASH_LEN);
+		key.hash[CUBIN_HASH_LEN] = '\0';
 		if (!ix->n || !bsearch(&key, sorted, ix->n, sizeof(*sorted), cmp_hash))
 			printf("note     %s not in the index\n", de->d_name);
 	}
@@ -115,7 +115,7 @@ int cmd_verify(int argc, char **argv)
 		tool_error(dir, "not a directory");
 		return 1;
 	}
-	if ((rc = cubin_store_index_read(dir, &ix, &bad)) != CUBIN_OK) {
+	if ((rc = cubin_store_check(dir)) != CUBIN_OK || (rc = cubin_store_index_read(dir, &ix, &bad)) != CUBIN_OK) {
 		tool_error(dir, "cannot read index: %s", cubin_strerror(rc));
 		return 1;
 	}

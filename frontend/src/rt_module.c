@@ -141,7 +141,7 @@ static int send_load(fe_conn *c, fe_fatbin *fb, uint64_t mid, const char *names,
 	proto_msg m;
 	proto_msg_begin(&m, PROTO_OP_MODULE_LOAD, fe_conn_next_seq(c), 4);
 	proto_msg_u64(&m, mid);
-	proto_msg_bin(&m, fb->hash, 32);
+	proto_msg_bin(&m, fb->hash, CUBIN_HASH_LEN);
 	proto_msg_u64(&m, fb->size);
 	proto_msg_str(&m, names);
 	return fe_conn_call(c, &m, with_image ? fb->data : NULL, with_image ? fb->size : 0, NULL, 0, r);
@@ -206,7 +206,7 @@ static int load_locked(fe_fatbin *fb, int dev, fe_conn *c)
 	if (!fb->data)
 		return CUDA_ERROR_INVALID_IMAGE;
 	if (!fb->hash[0])
-		cubin_hash(fb->data, fb->size, fb->hash);
+		fe_hashcache_get(fb->data, fb->size, fb->hash);
 	for (fe_kernel *k = fb->kernels; k; k = k->next_in_fb)
 		k->load_id = fe_rt_new_id();
 	char *names = load_names(fb);
@@ -219,6 +219,15 @@ static int load_locked(fe_fatbin *fb, int dev, fe_conn *c)
 		st = send_load(c, fb, mid, names, 1, &r);
 		U.uploads++;
 		U.upload_bytes += fb->size;
+		/* The bytes do not hash to the name sent: a stale cached hash. */
+		if (st == CUDA_ERROR_INVALID_SOURCE && fe_hashcache_forget(fb->data, fb->size)) {
+			LOG_WARN("frontend", "image hash cache: a stale entry for an image of %zu bytes; hashing it", fb->size);
+			fe_hashcache_get(fb->data, fb->size, fb->hash);
+			if ((st = send_load(c, fb, mid, names, 0, &r)) == CUDA_ERROR_FILE_NOT_FOUND)
+				st = send_load(c, fb, mid, names, 1, &r);
+		}
+		if (st == CUDA_ERROR_OUT_OF_MEMORY)
+			LOG_WARN("frontend", "the server refused an image of %zu bytes: its store quota is used up", fb->size);
 	}
 	if (U.loads++ == 0)
 		atexit(report_uploads);

@@ -36,7 +36,8 @@
 #include <msgpack.h>
 
 #define PROTO_MAGIC 0x52475055u
-#define PROTO_VERSION 2
+/* 3: module_load names images by SHA-256 (64 hex digits), not XXH3-128. */
+#define PROTO_VERSION 3
 #define PROTO_HDR_SIZE 40
 /* Hostile-size limits: a header larger than this is a protocol error. Payloads
  * larger than PROTO_MAX_PAYLOAD are split by the sender into several frames. */

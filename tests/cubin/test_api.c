@@ -113,11 +113,15 @@ static void fb_end(fb_builder *b)
 static void test_hash(void)
 {
 	char h[CUBIN_HASH_HEX];
-	/* XXH3-128 test vectors (xxhsum -H2): canonical form, high half first. */
+	/* SHA-256 test vectors (FIPS 180-2; sha256sum prints the same). */
 	cubin_hash("", 0, h);
-	CHECK(strcmp(h, "99aa06d3014798d86001c324468d497f") == 0);
+	CHECK(strcmp(h, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855") == 0);
 	cubin_hash("abc", 3, h);
-	CHECK(strcmp(h, "06b05ab6733a618578af5f94892f3950") == 0);
+	CHECK(strcmp(h, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad") == 0);
+	CHECK(cubin_hash_valid(h, CUBIN_HASH_LEN));
+	CHECK(!cubin_hash_valid(h, 32)); /* the old XXH3-128 length */
+	h[5] = 'A';
+	CHECK(!cubin_hash_valid(h, CUBIN_HASH_LEN));
 }
 
 static void test_fatbin_size(void)
