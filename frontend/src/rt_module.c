@@ -26,17 +26,20 @@ static fe_fatbin *images;
 
 void fe_module_lock(void) { pthread_mutex_lock(&lock); }
 void fe_module_unlock(void) { pthread_mutex_unlock(&lock); }
-/* Images loaded, and those the server did not hold and we had to send (lock). */
+/* Images loaded, those the server did not hold and we had to send, and of
+ * those the ones it refused (lock). A refused upload is not stored (one that
+ * does not load on the device, or past the quota), so it is sent again by the
+ * next program. */
 static struct {
-	unsigned loads, uploads;
+	unsigned loads, uploads, refused;
 	uint64_t upload_bytes;
 } U;
 
 static void report_uploads(void)
 {
 	if (U.loads)
-		LOG_INFO("frontend", "kernel images: %u loaded, %u uploaded (%llu bytes)", U.loads, U.uploads,
-			 (unsigned long long)U.upload_bytes);
+		LOG_INFO("frontend", "kernel images: %u loaded, %u uploaded (%llu bytes), %u of them refused", U.loads,
+			 U.uploads, (unsigned long long)U.upload_bytes, U.refused);
 }
 
 struct fatbin_wrapper {
@@ -228,6 +231,7 @@ static int load_locked(fe_fatbin *fb, int dev, fe_conn *c)
 		}
 		if (st == CUDA_ERROR_OUT_OF_MEMORY)
 			LOG_WARN("frontend", "the server refused an image of %zu bytes: its store quota is used up", fb->size);
+		U.refused += st > 0;
 	}
 	if (U.loads++ == 0)
 		atexit(report_uploads);
