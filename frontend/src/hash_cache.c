@@ -36,7 +36,7 @@
 #include <unistd.h>
 
 #include "cubin.h"
-#include "module.h"
+#include "hash_cache.h"
 #include "rg_log.h"
 
 typedef struct hc_entry {

@@ -65,13 +65,6 @@ struct fe_fatbin {
 	struct fe_fatbin *next_image;
 };
 
-/* hash_cache.c: an image's cubin_hash, from the per-user cache of hashes of
- * library files' images when it lies in one (else computed, and filed there).
- * forget: drops what the cache says of it (the server found it wrong); 1 if it
- * had an entry. */
-void fe_hashcache_get(const void *data, size_t size, char out[CUBIN_HASH_HEX]);
-int fe_hashcache_forget(const void *data, size_t size);
-
 /* The lock over every image, kernel and variable record. */
 void fe_module_lock(void);
 void fe_module_unlock(void);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cubin.h"
+#include "hash_cache.h"
 #include "module.h"
 #include "proto_launch.h"
 #include "ptrmap.h"
