@@ -49,6 +49,8 @@
 #define BE_SESSION_LISTEN_MS 10000   /* rdma: a session process's time to report its port */
 #define BE_SESSION_CONNECT_MS 30000  /* rdma: its client's time to come (then it gives up) */
 #define BE_MAX_LAUNCH_ATTRS 16
+#define BE_HELLO_MAX_MSG (16u << 10) /* before authentication: the largest msgpack part (a hello) */
+#define BE_EXIT_AUTH 3               /* a session process's exit status after a wrong token (isolate.c) */
 
 /* ---- spinning ---- */
 
@@ -78,6 +80,9 @@ typedef struct be_server {
 	int no_fastpath; /* REMOTE_GPU_NO_FASTPATH: every sync call goes through the waiter (tests) */
 	const char *store; /* --cubin-store: kernel images on disk, shared by every session process */
 	uint64_t store_quota; /* --store-quota: bytes of uploads each tenant may add to the store */
+	unsigned hello_timeout_ms; /* --hello-timeout: a connection must authenticate within it (0: never) */
+	unsigned idle_timeout_ms;  /* --idle-timeout: an authenticated session with no call in flight (0: off) */
+	atomic_int auth_failed;    /* a session process: its client presented a wrong token (exit BE_EXIT_AUTH) */
 } be_server;
 
 extern be_server be_srv;
@@ -190,11 +195,16 @@ struct be_session {
 
 	/* loop thread */
 	uv_async_t done_async; /* the executor finished the teardown */
+	uv_timer_t deadline;   /* hello deadline, then idle timeout (session.c) */
+	int nclosing;          /* handles above not yet closed: freed at 0 */
+	int hello_seen;        /* a hello frame was let in: nothing else until it succeeds */
+	int admitted;          /* counted by admit.c */
 	be_frame *rx;          /* decoded in payload_dest, awaiting on_frame */
 	be_frame *fp_local;    /* recycled frames the loop thread took (frame_pool.c) */
 	int leaked;            /* the waiter is stuck: never free */
 
 	atomic_int hello_ok;
+	atomic_uint_fast64_t last_active; /* rg_clock_ns of the last frame or reply (idle timeout) */
 	atomic_int closing;  /* on_close ran: tear down */
 	atomic_int rejected; /* refused (hello, protocol error): drop frames until the close */
 	atomic_int latched;  /* first error of an async call not yet reported */
@@ -287,6 +297,8 @@ void be_vmm_teardown(be_session *s);
 /* Transport callbacks (main.c installs them). */
 void *be_on_accept(void *ctx, transport_conn *c);
 void *be_payload_dest(void *ctx, const transport_frame *f);
+/* transport frame_ok: before authentication only a small hello is let in. */
+int be_frame_ok(void *ctx, const proto_hdr *h);
 void be_on_frame(void *ctx, transport_frame *f);
 void be_on_close(void *ctx, int err);
 void be_sessions_shutdown(void); /* no new sessions */

@@ -19,6 +19,7 @@
  * milliseconds, the second can take a second on a large GPU.
  */
 #include "backend.h"
+#include "admit.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -53,11 +54,15 @@ static void child_exited(uv_process_t *p, int64_t status, int signal)
 		LOG_INFO(BE_LOG, "session process %d (%s) ended by the shutdown signal", p->pid, c->peer);
 	else if (signal)
 		LOG_WARN(BE_LOG, "session process %d (%s) killed by signal %d", p->pid, c->peer, signal);
+	else if (status == BE_EXIT_AUTH)
+		/* It logged the wrong token; only we see sources over time. */
+		be_admit_auth_failed(c->peer);
 	else if (status)
 		LOG_WARN(BE_LOG, "session process %d (%s) exited with %lld", p->pid, c->peer, (long long)status);
 	else
 		LOG_INFO(BE_LOG, "session process %d (%s) done", p->pid, c->peer);
 	be_status_reap(p->pid); /* what a process that died could not remove */
+	be_admit_release(c->peer);
 	for (child **pp = &I.children; *pp; pp = &(*pp)->next)
 		if (*pp == c) {
 			*pp = c->next;
@@ -74,12 +79,18 @@ void be_isolate_init(uv_loop_t *loop, char *const *child_argv, char *const *chil
 	I.argv_listen = child_argv_listen;
 }
 
-/* Starts a session process with fd as its fd 3 (closed here either way). */
+/* Starts a session process with fd as its fd 3 (closed here either way), if
+ * admission lets peer in (admit.c); the admission is released when it exits. */
 static child *spawn(char *const *argv, int fd, const char *peer)
 {
+	if (be_admit_take(peer) != 0) {
+		close(fd);
+		return NULL;
+	}
 	child *c = calloc(1, sizeof(*c));
 	if (!c) {
 		LOG_ERROR(BE_LOG, "%s: out of memory: connection dropped", peer);
+		be_admit_release(peer);
 		close(fd);
 		return NULL;
 	}
@@ -102,6 +113,7 @@ static child *spawn(char *const *argv, int fd, const char *peer)
 	close(fd); /* the child has its own copy (or failed to start) */
 	if (r < 0) {
 		LOG_ERROR(BE_LOG, "%s: cannot start a session process: %s", peer, uv_strerror(r));
+		be_admit_release(peer);
 		uv_close((uv_handle_t *)&c->proc, child_closed);
 		return NULL;
 	}

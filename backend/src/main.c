@@ -2,9 +2,11 @@
  * remote-gpud: serves one GPU to remote-gpu clients (libremote.so).
  *
  *   remote-gpud [--listen HOST:PORT] [--port-file FILE] [--device N]
- *               [--driver PATH] [--token T] [--isolation process|thread]
+ *               [--driver PATH] [--token-file FILE] [--isolation process|thread]
  *               [--cublas PATH] [--cublaslt PATH]
- *               [--run-dir DIR] [--metrics-port N]
+ *               [--run-dir DIR] [--metrics-port N] [--hello-timeout S]
+ *               [--idle-timeout S] [--max-connections N] [--max-per-source N]
+ *               [--drain-seconds S]
  *
  * The main thread runs the libuv loop: the listener, the signals and, with
  * --isolation thread, every session's connection callbacks. By default each
@@ -12,10 +14,18 @@
  * `remote-gpud --session-fd 3 ...`, which serves that one connection and exits
  * (rdma: `--session-listen rdma://HOST:0 --port-fd 3`, to which the client is
  * sent, see isolate.c).
- * SIGTERM or SIGINT closes the listener and passes the signal to the session
- * processes; each session tears itself down (freeing all it created on the GPU),
- * and once the last one is gone the loop has nothing left and the process exits
- * 0. A second signal during that exits at once.
+ * SIGTERM or SIGINT drains: the server stops accepting (process mode closes the
+ * listener; thread mode, whose listener holds the sessions' connections,
+ * refuses each new one at once), lets live sessions finish for --drain-seconds,
+ * then passes the signal to the session processes (thread mode: closes the
+ * connections); each session tears itself down (freeing all it created on the
+ * GPU), and once the last one is gone the loop has nothing left and the process
+ * exits 0. A second signal ends the grace at once; a third exits at once. A
+ * session process ends its session at the first signal.
+ *
+ * The token reaches session processes through their environment
+ * (REMOTE_GPU_TOKEN, readable only by this user in /proc/PID/environ), never
+ * through their command line, which every local user can read.
  */
 #include "backend.h"
 #include "lib.h"
@@ -26,9 +36,20 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "admit.h"
+
 #define DEFAULT_LISTEN "127.0.0.1:7420"
+#define DEFAULT_HELLO_TIMEOUT_S 10
+#define DEFAULT_MAX_CONNECTIONS 256
+#define DEFAULT_MAX_PER_SOURCE 64
+#define DEFAULT_DRAIN_S 30
+#define FD_RESERVE 64          /* thread mode: descriptors kept for the listener, logs, the driver */
+#define FD_PER_SESSION 8       /* thread mode: descriptors one session may hold (socket, driver's) */
+#define TOKEN_MAX 4096
 
 be_server be_srv;
 
@@ -43,7 +64,14 @@ static struct {
 	int served;                 /* ... its client came */
 	uint64_t cookie;            /* ... which presents this */
 	uv_timer_t no_client;
-} M = {.session_fd = -1, .port_fd = -1};
+	uv_timer_t drain;           /* supervisor: SIGTERM's grace, checked every DRAIN_TICK_MS */
+	uint64_t drain_end_ns;
+	unsigned drain_s;
+	int ending;                 /* the grace is over: sessions were told to end */
+	int process_mode;           /* supervisor of session processes */
+} M = {.session_fd = -1, .port_fd = -1, .drain_s = DEFAULT_DRAIN_S};
+
+#define DRAIN_TICK_MS 100
 
 static void usage(FILE *f)
 {
@@ -56,21 +84,34 @@ static void usage(FILE *f)
 		"  --driver PATH       CUDA driver library (default libcuda.so.1)\n"
 		"  --cublas PATH       cuBLAS (default libcublas.so.13; also REMOTE_GPU_CUBLAS)\n"
 		"  --cublaslt PATH     cuBLASLt (default libcublasLt.so.13; also REMOTE_GPU_CUBLASLT)\n"
-		"  --token T           clients must present this token (also REMOTE_GPU_TOKEN)\n"
+		"  --token-file FILE   clients must present the token in FILE's first line (the file must\n"
+		"                      not be readable by group or others); or REMOTE_GPU_TOKEN\n"
+		"  --token T           the same, but visible to local users until it is scrubbed: prefer\n"
+		"                      --token-file\n"
 		"  --cubin-store DIR   kernel images on disk (remote-cubin extract; uploads are added)\n"
 		"                      default: $TMPDIR/remote-gpud-store2-<uid>\n"
 		"  --store-quota N     bytes of images each tenant may upload to the store\n"
 		"                      (suffix K, M, G; default 1G; 0: no uploads)\n"
 		"  --isolation MODE    process (default): each session in a process of its own, so a\n"
 		"                      kernel fault cannot reach other clients; thread: all in one\n"
-		"                      process (faster session start, no fault isolation)\n"
+		"                      process (faster session start, no fault isolation; contexts of one\n"
+		"                      process can read each other's device memory, so it serves one\n"
+		"                      tenant: it takes a single token, all clients share it)\n"
+		"  --hello-timeout S   a connection must authenticate within S seconds (default %d; 0: no limit)\n"
+		"  --idle-timeout S    end an authenticated session with no call in flight for S seconds\n"
+		"                      (default 0: never; a program may rightly pause for long)\n"
+		"  --max-connections N connections (process mode: session processes) at once (default %d)\n"
+		"  --max-per-source N  connections from one source address at once (default %d)\n"
+		"  --drain-seconds S   on SIGTERM, stop accepting and let sessions finish for S seconds\n"
+		"                      before ending them (default %d)\n"
 		"  --run-dir DIR       where the status of the server and its sessions is kept for\n"
 		"                      remote-smi (default $TMPDIR/remote-gpud-<port>)\n"
 		"  --metrics-port N    serve Prometheus metrics at http://127.0.0.1:N/metrics\n"
 		"                      (0: any free port, printed at start)\n"
 		"  --help\n"
 		"Logging: REMOTE_GPU_LOG=info (or debug, or \"warn,backend=debug\"), REMOTE_GPU_LOG_FILE,\n"
-		"REMOTE_GPU_LOG_SYNC=1. Status of the server and its sessions: remote-smi.\n");
+		"REMOTE_GPU_LOG_SYNC=1. Status of the server and its sessions: remote-smi.\n",
+		DEFAULT_HELLO_TIMEOUT_S, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_PER_SOURCE, DEFAULT_DRAIN_S);
 }
 
 /* Immutable facts about the device, asked once and handed to every client. */
@@ -148,25 +189,65 @@ static void listener_close_once(void)
 	}
 }
 
-static void on_signal(uv_signal_t *h, int signum)
+static void on_handle_closed(uv_handle_t *h) {}
+
+/* Tells every session to end now: the session processes get signum, thread
+ * mode's connections close with the listener. */
+static void sessions_end(int signum)
 {
-	if (M.stopping) {
-		LOG_WARN(BE_LOG, "%s again: exiting now", strsignal(signum));
-		_exit(1);
-	}
-	M.stopping = 1;
-	LOG_INFO(BE_LOG, "%s: shutting down (%d sessions)", strsignal(signum), be_sessions_live() + be_isolate_live());
+	M.ending = 1;
 	be_sessions_shutdown();
 	be_isolate_shutdown(signum);
 	be_metrics_stop();
 	listener_close_once();
-	/* Keep catching signals (a second one forces the exit), but do not keep
+	/* Keep catching signals (another one forces the exit), but do not keep
 	 * the loop alive for them: it ends when the last session is gone. */
 	uv_unref((uv_handle_t *)&M.sigterm);
 	uv_unref((uv_handle_t *)&M.sigint);
 }
 
-static void on_handle_closed(uv_handle_t *h) {}
+/* Supervisor, during the drain: done once no session is left, or the grace is
+ * over. */
+static void on_drain_tick(uv_timer_t *t)
+{
+	int live = be_sessions_live() + be_isolate_live();
+	if (live > 0 && rg_clock_ns() < M.drain_end_ns)
+		return;
+	if (live > 0)
+		LOG_WARN(BE_LOG, "drain: %d sessions still live after %u s (--drain-seconds): ending them", live,
+			 M.drain_s);
+	uv_timer_stop(t);
+	uv_close((uv_handle_t *)t, on_handle_closed);
+	sessions_end(SIGTERM);
+}
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+	int live = be_sessions_live() + be_isolate_live();
+	int session_process = M.session_fd >= 0 || M.session_listen;
+
+	if (M.ending) {
+		LOG_WARN(BE_LOG, "%s again: exiting now", strsignal(signum));
+		_exit(1);
+	}
+	if (M.stopping || session_process || M.drain_s == 0 || live == 0) {
+		LOG_INFO(BE_LOG, "%s: shutting down (%d sessions)", strsignal(signum), live);
+		if (M.stopping)
+			uv_close((uv_handle_t *)&M.drain, on_handle_closed);
+		M.stopping = 1;
+		sessions_end(signum);
+		return;
+	}
+	M.stopping = 1;
+	LOG_INFO(BE_LOG, "%s: draining: no new connections; %d sessions have %u s to finish (--drain-seconds; "
+		 "a second signal ends them now)", strsignal(signum), live, M.drain_s);
+	be_sessions_shutdown(); /* thread mode: new connections are refused at once */
+	if (M.process_mode)
+		listener_close_once(); /* its sessions are in processes of their own */
+	M.drain_end_ns = rg_clock_ns() + (uint64_t)M.drain_s * 1000000000u;
+	uv_timer_init(&M.loop, &M.drain);
+	uv_timer_start(&M.drain, on_drain_tick, DRAIN_TICK_MS, DRAIN_TICK_MS);
+}
 
 /* Startup failed after the loop was set up: close what is open, exit 1. */
 static int stop_early(void)
@@ -221,6 +302,7 @@ static int serve_one(int fd)
 	static const transport_server_cb cb = {
 		.on_accept = be_on_accept,
 		.payload_dest = be_payload_dest,
+		.frame_ok = be_frame_ok,
 		.on_frame = be_on_frame,
 		.on_close = on_close_last,
 	};
@@ -231,7 +313,8 @@ static int serve_one(int fd)
 		return stop_early();
 	}
 	uv_run(&M.loop, UV_RUN_DEFAULT);
-	return session_process_end();
+	int rc = session_process_end();
+	return atomic_load(&be_srv.auth_failed) ? BE_EXIT_AUTH : rc;
 }
 
 static void *accept_one(void *ctx, transport_conn *c)
@@ -259,6 +342,7 @@ static int serve_sent(const transport_addr *addr, const char *driver, int device
 	static const transport_server_cb cb = {
 		.on_accept = accept_one,
 		.payload_dest = be_payload_dest,
+		.frame_ok = be_frame_ok,
 		.on_frame = be_on_frame,
 		.on_close = on_close_last,
 	};
@@ -294,15 +378,96 @@ static int serve_sent(const transport_addr *addr, const char *driver, int device
 	uv_unref((uv_handle_t *)&M.no_client);
 	uv_run(&M.loop, UV_RUN_DEFAULT);
 	uv_close((uv_handle_t *)&M.no_client, on_handle_closed);
-	return session_process_end();
+	int rc = session_process_end();
+	return atomic_load(&be_srv.auth_failed) ? BE_EXIT_AUTH : rc;
+}
+
+/* A number option in [0, max]: 0, or -1 after saying why. */
+static int parse_uint(const char *opt, const char *v, long max, unsigned *out)
+{
+	char *end;
+	errno = 0;
+	long n = strtol(v, &end, 10);
+	if (errno || *end || end == v || n < 0 || n > max) {
+		fprintf(stderr, "remote-gpud: %s %s: not a number from 0 to %ld\n", opt, v, max);
+		return -1;
+	}
+	*out = (unsigned)n;
+	return 0;
+}
+
+/* --token-file: the first line of a file only this user can read. A file
+ * others can read is refused, not used: the token would be theirs too. */
+static const char *read_token_file(const char *path)
+{
+	static char tok[TOKEN_MAX + 2];
+	struct stat st;
+	FILE *f = fopen(path, "re");
+	if (!f) {
+		fprintf(stderr, "remote-gpud: --token-file %s: %s\n", path, strerror(errno));
+		return NULL;
+	}
+	if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+		fprintf(stderr, "remote-gpud: --token-file %s: not a regular file\n", path);
+		fclose(f);
+		return NULL;
+	}
+	if (st.st_mode & 077) {
+		fprintf(stderr,
+			"remote-gpud: --token-file %s: readable by group or others (mode %04o); "
+			"run: chmod 600 %s\n",
+			path, (unsigned)(st.st_mode & 07777), path);
+		fclose(f);
+		return NULL;
+	}
+	size_t n = fgets(tok, sizeof(tok), f) ? strcspn(tok, "\r\n") : 0;
+	fclose(f);
+	tok[n] = 0;
+	if (n == 0 || n > TOKEN_MAX) {
+		fprintf(stderr, "remote-gpud: --token-file %s: %s\n", path,
+			n ? "token longer than 4096 bytes" : "no token on the first line");
+		return NULL;
+	}
+	return tok;
+}
+
+/* Thread mode keeps every session's descriptors in this process: raise the
+ * soft limit to the hard one, and keep max_conns where they all fit with room
+ * to spare, so the listener never meets EMFILE (libuv then accepts and resets
+ * connections, honest ones included). */
+static void fd_headroom(int thread_mode, unsigned *max_conns)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		return;
+	if (rl.rlim_cur < rl.rlim_max) {
+		rlim_t want = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > (1u << 20) ? (1u << 20) : rl.rlim_max;
+		if (want > rl.rlim_cur) {
+			rl.rlim_cur = want;
+			if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+				getrlimit(RLIMIT_NOFILE, &rl);
+		}
+	}
+	if (!thread_mode)
+		return;
+	rlim_t fit = rl.rlim_cur > FD_RESERVE + FD_PER_SESSION ? (rl.rlim_cur - FD_RESERVE) / FD_PER_SESSION : 1;
+	if (*max_conns == 0 || *max_conns > fit) {
+		LOG_WARN(BE_LOG, "--max-connections %u: the descriptor limit (%llu) fits %llu thread-mode sessions; "
+			 "using %llu", *max_conns, (unsigned long long)rl.rlim_cur, (unsigned long long)fit,
+			 (unsigned long long)fit);
+		*max_conns = (unsigned)fit;
+	}
 }
 
 int main(int argc, char **argv)
 {
 	const char *listen = DEFAULT_LISTEN, *port_file = NULL, *driver = NULL, *token = NULL;
 	const char *isolation = "process", *store = NULL, *run_dir = NULL, *store_quota = "1G";
+	const char *token_file = NULL;
 	int metrics_port = -1;
 	int device = 0;
+	unsigned hello_s = DEFAULT_HELLO_TIMEOUT_S, idle_s = 0, max_conns = DEFAULT_MAX_CONNECTIONS,
+		 max_per_source = DEFAULT_MAX_PER_SOURCE;
 	transport_addr addr;
 	int r;
 
@@ -325,8 +490,31 @@ int main(int argc, char **argv)
 			port_file = v;
 		else if (!strcmp(a, "--driver"))
 			driver = v;
-		else if (!strcmp(a, "--token"))
-			token = v;
+		else if (!strcmp(a, "--token")) {
+			/* Scrubbed from our command line (/proc/PID/cmdline reads
+			 * this memory): seen only until now. */
+			static char tok[TOKEN_MAX + 1];
+			snprintf(tok, sizeof(tok), "%s", v);
+			memset(argv[i + 1], 'x', strlen(argv[i + 1]));
+			token = tok;
+		} else if (!strcmp(a, "--token-file"))
+			token_file = v;
+		else if (!strcmp(a, "--hello-timeout")) {
+			if (parse_uint(a, v, 86400, &hello_s))
+				return 2;
+		} else if (!strcmp(a, "--idle-timeout")) {
+			if (parse_uint(a, v, 86400 * 365, &idle_s))
+				return 2;
+		} else if (!strcmp(a, "--max-connections")) {
+			if (parse_uint(a, v, 1 << 20, &max_conns))
+				return 2;
+		} else if (!strcmp(a, "--max-per-source")) {
+			if (parse_uint(a, v, 1 << 20, &max_per_source))
+				return 2;
+		} else if (!strcmp(a, "--drain-seconds")) {
+			if (parse_uint(a, v, 86400, &M.drain_s))
+				return 2;
+		}
 		else if (be_lib_option(a, v) == 0)
 			; /* a forwarded library's path (lib.c): --cublas, --cublaslt */
 		else if (!strcmp(a, "--isolation") && (!strcmp(v, "process") || !strcmp(v, "thread")))
@@ -369,6 +557,8 @@ int main(int argc, char **argv)
 		}
 		i++;
 	}
+	if (token_file && !(token = read_token_file(token_file)))
+		return 2;
 	if (be_quota_parse(store_quota, &be_srv.store_quota) != 0) {
 		fprintf(stderr, "remote-gpud: --store-quota %s: not a size (bytes, or with K, M, G)\n", store_quota);
 		return 2;
@@ -376,6 +566,8 @@ int main(int argc, char **argv)
 	if (!token)
 		token = getenv("REMOTE_GPU_TOKEN");
 	be_srv.token = token && *token ? token : NULL;
+	be_srv.hello_timeout_ms = hello_s * 1000u;
+	be_srv.idle_timeout_ms = idle_s * 1000u;
 	/* For tests: make every synchronising call take the waiter's path. */
 	const char *nf = getenv("REMOTE_GPU_NO_FASTPATH");
 	be_srv.no_fastpath = nf && *nf && strcmp(nf, "0") != 0;
@@ -414,6 +606,7 @@ int main(int argc, char **argv)
 	static const transport_server_cb cb = {
 		.on_accept = be_on_accept,
 		.payload_dest = be_payload_dest,
+		.frame_ok = be_frame_ok,
 		.on_frame = be_on_frame,
 		.on_close = be_on_close,
 	};
@@ -423,8 +616,11 @@ int main(int argc, char **argv)
 		return serve_one(M.session_fd);
 	}
 	transport_server_cb lcb = cb;
-	char *child_argv[16], *child_argv_listen[20];
-	if (!strcmp(isolation, "process")) {
+	char *child_argv[20], *child_argv_listen[24];
+	M.process_mode = !strcmp(isolation, "process");
+	fd_headroom(!M.process_mode, &max_conns);
+	be_admit_init((int)max_conns, (int)max_per_source);
+	if (M.process_mode) {
 		int n = 0;
 		child_argv[n++] = argv[0];
 		child_argv[n++] = "--session-fd";
@@ -442,11 +638,21 @@ int main(int argc, char **argv)
 		child_argv[n++] = (char *)store;
 		child_argv[n++] = "--store-quota";
 		child_argv[n++] = (char *)store_quota;
-		if (be_srv.token) { /* the child also reads REMOTE_GPU_TOKEN; pass --token explicitly */
-			child_argv[n++] = "--token";
-			child_argv[n++] = (char *)be_srv.token;
-		}
+		static char hellobuf[16], idlebuf[16];
+		snprintf(hellobuf, sizeof(hellobuf), "%u", hello_s);
+		snprintf(idlebuf, sizeof(idlebuf), "%u", idle_s);
+		child_argv[n++] = "--hello-timeout";
+		child_argv[n++] = hellobuf;
+		child_argv[n++] = "--idle-timeout";
+		child_argv[n++] = idlebuf;
 		child_argv[n] = NULL;
+		/* The token goes through the environment, which only this user can
+		 * read, not the command line, which everyone can (ps). An empty one
+		 * from our own environment means none, here as there. */
+		if (be_srv.token ? setenv("REMOTE_GPU_TOKEN", be_srv.token, 1) : unsetenv("REMOTE_GPU_TOKEN")) {
+			fprintf(stderr, "remote-gpud: cannot pass the token on: %s\n", strerror(errno));
+			return stop_early();
+		}
 		/* rdma: the same, but it listens on the address of this listener. */
 		static char listen_addr[300];
 		snprintf(listen_addr, sizeof(listen_addr), strchr(addr.host, ':') ? "%s://[%s]:0" : "%s://%s:0",

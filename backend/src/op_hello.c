@@ -6,6 +6,7 @@
  * queries never cross the wire again.
  */
 #include "backend.h"
+#include "admit.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -64,6 +65,10 @@ int be_op_hello(be_session *s, be_req *rq, uint32_t version, const char *token, 
 	if (!token_ok(token, token_len)) {
 		LOG_WARN(BE_LOG, "session %" PRIu64 " (%s, pid %" PRIu64 " %s): wrong token", s->id, s->client_host, pid,
 			 s->program);
+		/* The source waits before it may try again (admit.c; in a session
+		 * process the supervisor learns it from the exit status). */
+		atomic_store(&be_srv.auth_failed, 1);
+		be_admit_auth_failed(s->peer);
 		be_reply_status(s, rq, CUDA_ERROR_NOT_PERMITTED);
 		be_session_reject(s, "authentication failed");
 		return BE_REPLIED;

@@ -16,8 +16,10 @@
  * still call back into the session.
  */
 #include "backend.h"
+#include "admit.h"
 
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,6 +29,8 @@ static void on_done(uv_async_t *a);
 static void on_done_closed(uv_handle_t *h);
 static void session_free(be_session *s);
 static be_frame *frame_decode(be_session *s, const transport_frame *f);
+static void on_deadline(uv_timer_t *t);
+static int session_busy(be_session *s);
 
 static _Thread_local proto_msg tls_msg; /* replies are built and sent by one thread */
 static _Thread_local uint64_t tls_seq;  /* the seq of the reply in tls_msg */
@@ -116,6 +120,8 @@ static int reply_send(be_session *s, proto_msg *m, const void *payload, size_t l
 	}
 	if (!err)
 		be_stat_sent(s->stat, m->len + len);
+	if (be_srv.idle_timeout_ms)
+		atomic_store_explicit(&s->last_active, rg_clock_ns(), memory_order_relaxed);
 	proto_msg_free(m);
 	if (err) {
 		LOG_DEBUG(BE_LOG, "session %" PRIu64 ": reply not sent: %s", s->id, transport_strerror(err));
@@ -202,13 +208,19 @@ void *be_on_accept(void *ctx, transport_conn *c)
 	uv_loop_t *loop = ctx;
 	be_session *s;
 
-	if (atomic_load(&shutting_down))
+	if (atomic_load(&shutting_down)) {
+		LOG_INFO(BE_LOG, "%s: shutting down: connection refused", c->peer);
+		return NULL;
+	}
+	if (be_admit_take(c->peer) != 0) /* logged there */
 		return NULL;
 	s = calloc(1, sizeof(*s));
 	if (!s) {
 		LOG_ERROR(BE_LOG, "%s: out of memory for a session", c->peer);
+		be_admit_release(c->peer);
 		return NULL;
 	}
+	s->admitted = 1;
 	s->id = atomic_fetch_add(&be_srv.next_session, 1) + 1;
 	s->conn = c;
 	snprintf(s->peer, sizeof(s->peer), "%s", c->peer);
@@ -232,6 +244,7 @@ void *be_on_accept(void *ctx, transport_conn *c)
 	be_ranges_init(&s->ranges);
 	if (be_staging_init(&s->staging, BE_CHUNK_SIZE, BE_MAX_CHUNKS, BE_BIG_MAX) != 0 || be_waiter_init(s) != 0) {
 		LOG_ERROR(BE_LOG, "%s: out of memory for a session", c->peer);
+		be_admit_release(c->peer);
 		session_free(s);
 		return NULL;
 	}
@@ -242,15 +255,87 @@ void *be_on_accept(void *ctx, transport_conn *c)
 		LOG_ERROR(BE_LOG, "%s: cannot start the session's threads", c->peer);
 		if (s->w.started)
 			be_waiter_stop(s);
+		s->nclosing = 1;
 		uv_close((uv_handle_t *)&s->done_async, on_done_closed);
 		atomic_fetch_add(&nsessions, 1); /* on_done_closed counts it down */
 		return NULL;
 	}
+	/* Nothing is spent on a connection that does not authenticate: it has
+	 * hello_timeout to do so (then the same timer watches for idleness). */
+	uv_timer_init(loop, &s->deadline);
+	s->deadline.data = s;
+	atomic_store(&s->last_active, rg_clock_ns());
+	unsigned first = be_srv.hello_timeout_ms ? be_srv.hello_timeout_ms : be_srv.idle_timeout_ms;
+	if (first)
+		uv_timer_start(&s->deadline, on_deadline, first, 0);
 	atomic_fetch_add(&nsessions, 1);
 	be_status_session_open(s, loop);
 	be_status_count_session();
 	LOG_INFO(BE_LOG, "session %" PRIu64 ": connection from %s", s->id, s->peer);
 	return s;
+}
+
+/* Whether the executor or the waiter has a call of s in hand. */
+static int session_busy(be_session *s)
+{
+	return !be_executor_idle(s) || atomic_load(&s->w.busy) > 0;
+}
+
+/* Loop thread: the hello deadline, then (with --idle-timeout) the idle check. */
+static void on_deadline(uv_timer_t *t)
+{
+	be_session *s = t->data;
+	char why[96];
+
+	if (atomic_load(&s->rejected) || atomic_load(&s->closing))
+		return;
+	if (!atomic_load(&s->hello_ok)) {
+		if (s->hello_seen && be_srv.hello_timeout_ms) {
+			/* The hello arrived and is being served (a context takes a
+			 * while on a large GPU): not the client's delay. */
+			uv_timer_start(t, on_deadline, 1000, 0);
+			return;
+		}
+		snprintf(why, sizeof(why), "no hello within %u ms (--hello-timeout)", be_srv.hello_timeout_ms);
+		be_session_reject(s, why);
+		return;
+	}
+	if (!be_srv.idle_timeout_ms)
+		return;
+	uint64_t idle_ns = (uint64_t)be_srv.idle_timeout_ms * 1000000u;
+	uint64_t quiet = rg_clock_ns() - atomic_load(&s->last_active);
+	if (session_busy(s)) {
+		uv_timer_start(t, on_deadline, be_srv.idle_timeout_ms, 0);
+		return;
+	}
+	if (quiet >= idle_ns) {
+		snprintf(why, sizeof(why), "idle for %u s (--idle-timeout)", be_srv.idle_timeout_ms / 1000);
+		be_session_reject(s, why);
+		return;
+	}
+	uv_timer_start(t, on_deadline, (idle_ns - quiet) / 1000000u + 1, 0);
+}
+
+int be_frame_ok(void *ctx, const proto_hdr *h)
+{
+	be_session *s = ctx;
+	char why[96];
+
+	if (atomic_load_explicit(&s->hello_ok, memory_order_acquire))
+		return 1;
+	/* Before authentication, one small hello and nothing else: a frame's
+	 * msgpack part and payload are allocated as they arrive, and an
+	 * unauthenticated peer must not make us allocate (a 1 GiB module_load
+	 * once could). The client waits for the hello's reply before its next
+	 * frame, and hello_ok is set before that reply is sent. */
+	if (h->op == PROTO_OP_HELLO && !s->hello_seen && h->payload_len == 0 && h->hdr_len <= BE_HELLO_MAX_MSG) {
+		s->hello_seen = 1;
+		return 1;
+	}
+	snprintf(why, sizeof(why), "%s frame (%u + %llu bytes) before authentication", proto_op_name(h->op),
+		 h->hdr_len, (unsigned long long)h->payload_len);
+	be_session_reject(s, why);
+	return 0;
 }
 
 /* Allocates a frame and decodes its msgpack part; NULL (session rejected) if
@@ -283,6 +368,12 @@ void *be_payload_dest(void *ctx, const transport_frame *f)
 
 	if (atomic_load(&s->rejected))
 		return NULL;
+	/* A transport without the frame_ok hook still allocates no payload
+	 * before authentication (the hello has none). */
+	if (!atomic_load(&s->hello_ok)) {
+		be_session_reject(s, "payload before authentication");
+		return NULL;
+	}
 	be_frame *fr = frame_decode(s, f);
 	if (!fr)
 		return NULL;
@@ -345,6 +436,8 @@ void be_on_frame(void *ctx, transport_frame *f)
 		s->rx = NULL;
 	else
 		fr = NULL;
+	if (be_srv.idle_timeout_ms)
+		atomic_store_explicit(&s->last_active, rg_clock_ns(), memory_order_relaxed);
 	if (atomic_load(&s->rejected)) {
 		if (fr)
 			be_frame_free(s, fr);
@@ -433,12 +526,20 @@ static void on_done(uv_async_t *a)
 		transport_close(s->conn);
 	s->conn = NULL;
 	be_status_session_close(s);
+	s->nclosing = 2;
+	uv_close((uv_handle_t *)&s->deadline, on_done_closed);
 	uv_close((uv_handle_t *)&s->done_async, on_done_closed);
 }
 
+/* Once both handles of s are closed (libuv may run their callbacks in either
+ * order), s can go. */
 static void on_done_closed(uv_handle_t *h)
 {
 	be_session *s = h->data;
+	if (--s->nclosing > 0)
+		return;
+	if (s->admitted)
+		be_admit_release(s->peer);
 	if (!s->leaked)
 		session_free(s);
 	atomic_fetch_sub(&nsessions, 1);

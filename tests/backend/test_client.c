@@ -86,7 +86,7 @@ static int srv_start(srv *s, const char *token, const char *quota)
 		return -1;
 	if (s->pid == 0) {
 		const char *fixed[] = {g_server, "--listen", "127.0.0.1:0", "--port-file", pf, "--driver", g_driver,
-				       "--cubin-store", store};
+				       "--cubin-store", store, "--drain-seconds", "0"};
 		for (size_t i = 0; i < sizeof(fixed) / sizeof(*fixed); i++)
 			argv[n++] = fixed[i];
 		if (token) {
@@ -945,9 +945,9 @@ static void t_bad_input(srv *s)
 	uint64_t keep = mem_alloc(&other, 4096);
 	CHECK_EQ(post(&other, NULL, 0, PROTO_OP_MEMSET, "uuuuu", keep, U(7), U(1), U(4096), U(0)), 0);
 
-	/* an op before hello: an error, then the connection is closed */
+	/* an op before hello: the connection is closed, unanswered (issue 24) */
 	if (CHECK(cli_open(&k, s->port) == 0)) {
-		CHECK_EQ(call(&k, NULL, NULL, 0, NULL, 0, PROTO_OP_MEM_ALLOC, "u", U(16)), CUDA_ERROR_NOT_INITIALIZED);
+		CHECK(call(&k, NULL, NULL, 0, NULL, 0, PROTO_OP_MEM_ALLOC, "u", U(16)) < 0);
 		CHECK(closed_by_server(&k));
 		cli_close(&k);
 	}
@@ -1367,10 +1367,25 @@ static void t_token(void)
 		CHECK(closed_by_server(&k));
 		cli_close(&k);
 	}
+	/* the source is in back-off (250 ms after one wrong token): closed
+	 * unanswered, once the supervisor has learnt of the failure from the
+	 * session process's exit */
+	int r = 0;
+	for (int i = 0; i < 100 && r >= 0; i++) {
+		if (!CHECK(cli_open(&k, s2.port) == 0))
+			break;
+		r = hello(&k, PROTO_VERSION, "s3cret", NULL);
+		cli_close(&k);
+		if (r >= 0)
+			sleep_ms(5);
+	}
+	CHECK(r < 0);
+	sleep_ms(400);
 	if (CHECK(cli_open(&k, s2.port) == 0)) {
 		CHECK_EQ(hello(&k, PROTO_VERSION, NULL, NULL), CUDA_ERROR_NOT_PERMITTED);
 		cli_close(&k);
 	}
+	sleep_ms(1000); /* the second back-off: 500 ms */
 	if (CHECK(cli_open(&k, s2.port) == 0)) {
 		CHECK_EQ(hello(&k, PROTO_VERSION, "s3cret", NULL), 0);
 		CHECK(mem_free_bytes(&k) > 0);

@@ -414,17 +414,20 @@ t_warm_store() {
 
 t_sigterm() {
   problems=()
-  # a client still connected (holding memory) when the signal comes
+  # A client still connected (holding memory) when the signal comes: the server
+  # drains (--drain-seconds, default 30), so the client finishes its work (a
+  # copy back and a free, after the signal) and then the server exits 0.
   start_holder || problems+=("the holder client did not start")
   kill -TERM "$srv_pid"
+  sleep 0.2
+  stop_holder || problems+=("the client live at SIGTERM could not finish during the drain: $(tail -n 2 "$work/holder.err")")
   if wait_pid "$srv_pid" 10; then
     [ "$wait_status" -eq 0 ] || problems+=("remote-gpud exit status $wait_status after SIGTERM")
   else
-    problems+=("remote-gpud still running 10 s after SIGTERM")
+    problems+=("remote-gpud still running 10 s after SIGTERM and its last session's end")
     kill -KILL "$srv_pid" 2>/dev/null
   fi
   srv_pid=
-  stop_holder >/dev/null 2>&1 # it lost its server: only make sure it ends
   report sigterm "${problems[@]}"
   [ ${#problems[@]} -eq 0 ] || tail -n 10 "$work/server.log" | sed 's/^/  | /'
 }

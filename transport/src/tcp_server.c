@@ -525,6 +525,8 @@ static int on_header(sconn *c)
 		return err;
 	}
 	c->frame.msg = NULL;
+	if (c->l->cb.frame_ok && !c->l->cb.frame_ok(c->conn_ctx, &c->frame.hdr))
+		return TRANSPORT_ECLOSED;
 	if (c->frame.hdr.hdr_len && !(c->frame.msg = malloc(c->frame.hdr.hdr_len)))
 		return TRANSPORT_ENOMEM;
 	c->frame.payload = NULL;
