@@ -197,6 +197,7 @@ struct be_session {
 	uv_async_t done_async; /* the executor finished the teardown */
 	uv_timer_t deadline;   /* hello deadline, then idle timeout (session.c) */
 	int nclosing;          /* handles above not yet closed: freed at 0 */
+	uint64_t accept_ns;    /* rg_clock_ns at accept (hello deadline) */
 	int hello_seen;        /* a hello frame was let in: nothing else until it succeeds */
 	int admitted;          /* counted by admit.c */
 	be_frame *rx;          /* decoded in payload_dest, awaiting on_frame */

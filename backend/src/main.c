@@ -431,6 +431,39 @@ static const char *read_token_file(const char *path)
 	return tok;
 }
 
+/* A directory in a shared temporary folder (sticky and world-writable, as
+ * /tmp) that another user made, or a symlink there, is refused: whoever made it
+ * could have planted kernel images in it for every tenant to load. 0, or -1
+ * after saying why. (Elsewhere a store another user prepared is an operator's
+ * choice.) */
+static int dir_not_planted(const char *dir, const char *opt)
+{
+	struct stat st, pst;
+	char parent[4096];
+	if (lstat(dir, &st) != 0)
+		return 0; /* made by us, later */
+	snprintf(parent, sizeof(parent), "%s", dir);
+	char *slash = strrchr(parent, '/');
+	while (slash && slash > parent && slash[1] == 0) { /* "dir/" */
+		*slash = 0;
+		slash = strrchr(parent, '/');
+	}
+	if (!slash)
+		snprintf(parent, sizeof(parent), ".");
+	else
+		slash[slash == parent] = 0; /* "/x" -> "/" */
+	if (stat(parent, &pst) != 0 || !(pst.st_mode & S_ISVTX) || !(pst.st_mode & S_IWOTH))
+		return 0;
+	if (S_ISLNK(st.st_mode) || st.st_uid != geteuid()) {
+		fprintf(stderr,
+			"remote-gpud: %s %s: %s in the shared folder %s, not by this user (uid %d): refused; "
+			"remove it or choose another with %s\n",
+			opt, dir, S_ISLNK(st.st_mode) ? "a symlink" : "made by another user", parent, (int)geteuid(), opt);
+		return -1;
+	}
+	return 0;
+}
+
 /* Thread mode keeps every session's descriptors in this process: raise the
  * soft limit to the hard one, and keep max_conns where they all fit with room
  * to spare, so the listener never meets EMFILE (libuv then accepts and resets
@@ -599,7 +632,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 
-	if (be_imgcache_open_store(store) != 0)
+	if (dir_not_planted(store, "--cubin-store") != 0 || be_imgcache_open_store(store) != 0)
 		return 1;
 
 	loop_start();

@@ -183,24 +183,10 @@ char *be_metrics_render(const be_snap *snaps, size_t n, size_t *len)
 			fprintf(f, "} %" PRIu64 "\n", snaps[i].sessions_started);
 		}
 
-	family(f, "remote_gpud_session_info", "gauge", "A live session and its client; always 1.");
-	for (size_t i = 0; i < n; i++)
-		for (size_t j = 0; j < snaps[i].nsess; j++) {
-			const be_snap_session *x = &snaps[i].sess[j];
-			char v[32];
-			fputs("remote_gpud_session_info{", f);
-			session_labels(f, &snaps[i], x);
-			fputc(',', f);
-			put_label(f, "peer", x->peer);
-			fputc(',', f);
-			put_label(f, "client_host", x->client_host);
-			snprintf(v, sizeof(v), "%" PRId64, x->client_pid);
-			fputc(',', f);
-			put_label(f, "client_pid", x->state == BE_STAT_RUNNING ? v : "");
-			fputc(',', f);
-			put_label(f, "program", x->program);
-			fputs("} 1\n", f);
-		}
+	/* No family names a session's client (host, pid, command line): /metrics
+	 * answers anyone who can reach the port, and a tenant's command line is
+	 * not the others' business. remote-smi shows them to the server's user,
+	 * from the run directory (mode 0700). */
 	session_family(f, snaps, n, "remote_gpud_session_start_time_seconds", "gauge",
 		       "When the session was accepted (Unix time).", V_START);
 	session_family(f, snaps, n, "remote_gpud_session_memory_bytes", "gauge",

@@ -264,8 +264,11 @@ void *be_on_accept(void *ctx, transport_conn *c)
 	 * hello_timeout to do so (then the same timer watches for idleness). */
 	uv_timer_init(loop, &s->deadline);
 	s->deadline.data = s;
-	atomic_store(&s->last_active, rg_clock_ns());
-	unsigned first = be_srv.hello_timeout_ms ? be_srv.hello_timeout_ms : be_srv.idle_timeout_ms;
+	s->accept_ns = rg_clock_ns();
+	atomic_store(&s->last_active, s->accept_ns);
+	unsigned first = be_srv.hello_timeout_ms;
+	if (!first || (be_srv.idle_timeout_ms && be_srv.idle_timeout_ms < first))
+		first = be_srv.idle_timeout_ms;
 	if (first)
 		uv_timer_start(&s->deadline, on_deadline, first, 0);
 	atomic_fetch_add(&nsessions, 1);
@@ -289,21 +292,28 @@ static void on_deadline(uv_timer_t *t)
 
 	if (atomic_load(&s->rejected) || atomic_load(&s->closing))
 		return;
+	uint64_t now = rg_clock_ns();
 	if (!atomic_load(&s->hello_ok)) {
-		if (s->hello_seen && be_srv.hello_timeout_ms) {
-			/* The hello arrived and is being served (a context takes a
-			 * while on a large GPU): not the client's delay. */
-			uv_timer_start(t, on_deadline, 1000, 0);
-			return;
+		uint64_t age_ms = (now - s->accept_ns) / 1000000u;
+		unsigned next = 1000; /* the hello is being served (a context takes a while on a large GPU) */
+		if (be_srv.hello_timeout_ms && !s->hello_seen) {
+			if (age_ms >= be_srv.hello_timeout_ms) {
+				snprintf(why, sizeof(why), "no hello within %u ms (--hello-timeout)",
+					 be_srv.hello_timeout_ms);
+				be_session_reject(s, why);
+				return;
+			}
+			next = be_srv.hello_timeout_ms - (unsigned)age_ms;
 		}
-		snprintf(why, sizeof(why), "no hello within %u ms (--hello-timeout)", be_srv.hello_timeout_ms);
-		be_session_reject(s, why);
+		if (be_srv.idle_timeout_ms && be_srv.idle_timeout_ms < next)
+			next = be_srv.idle_timeout_ms;
+		uv_timer_start(t, on_deadline, next, 0);
 		return;
 	}
 	if (!be_srv.idle_timeout_ms)
 		return;
 	uint64_t idle_ns = (uint64_t)be_srv.idle_timeout_ms * 1000000u;
-	uint64_t quiet = rg_clock_ns() - atomic_load(&s->last_active);
+	uint64_t quiet = now - atomic_load(&s->last_active);
 	if (session_busy(s)) {
 		uv_timer_start(t, on_deadline, be_srv.idle_timeout_ms, 0);
 		return;

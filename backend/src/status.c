@@ -57,17 +57,23 @@ const char *be_status_dir(void) { return S.dir; }
 void be_status_use_dir(const char *dir) { snprintf(S.dir, sizeof(S.dir), "%s", dir ? dir : ""); }
 
 /* The directory must be ours and a real directory: $TMPDIR is shared, and a
- * directory another user planted (or a symlink) must not receive our files. */
+ * directory another user planted (or a symlink) must not receive our files.
+ * It is 0700 (and its files 0600): it names every session's client host, pid
+ * and command line, which are for this user (remote-smi) only. */
 static int ensure_dir(const char *dir)
 {
 	struct stat st;
-	if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+	if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
 		LOG_WARN(BE_LOG, "run directory %s: %s", dir, strerror(errno));
 		return -1;
 	}
 	if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid()) {
-		LOG_WARN(BE_LOG, "run directory %s: not a directory of this user; no status for remote-smi "
-			 "(choose one with --run-dir)", dir);
+		LOG_ERROR(BE_LOG, "run directory %s: owned by another user (or not a directory): refused, no status "
+			  "for remote-smi (choose one of yours with --run-dir)", dir);
+		return -1;
+	}
+	if ((st.st_mode & 077) && chmod(dir, 0700) != 0) { /* made by an older version */
+		LOG_WARN(BE_LOG, "run directory %s: chmod 0700: %s", dir, strerror(errno));
 		return -1;
 	}
 	return 0;
@@ -79,9 +85,10 @@ static int map_new(const char *path, size_t len, void **out)
 {
 	char tmp[4200];
 	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	int fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+	int fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)
 		return -1;
+	fchmod(fd, 0600); /* a leftover of an older version kept its mode */
 	if (ftruncate(fd, (off_t)len) != 0) {
 		close(fd);
 		unlink(tmp);
