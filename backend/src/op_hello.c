@@ -1,7 +1,8 @@
 /*
  * hello: the handshake. Checks the protocol version and the token, creates the
- * session's own context on the server's device (one context per session: a
- * tenant's kernels cannot reach another tenant's memory), and answers with
+ * session's own context on the server's device (one per session; contexts of
+ * one process share the GPU's address space, so tenants are kept apart by
+ * processes, not by contexts: docs/SECURITY.md), and answers with
  * everything the client caches about the device, so that property and attribute
  * queries never cross the wire again.
  */

@@ -207,11 +207,6 @@ typedef struct transport_server_cb {
 	/* A new connection; returns the upper layer's per-connection object or NULL to refuse. */
 	void *(*on_accept)(void *ctx, transport_conn *c);
 	transport_payload_dest_fn payload_dest; /* ctx = the per-connection object */
-	/* Optional (tcp): each frame's fixed header, before the rest of the frame
-	 * is read or any memory is allocated for it; 0 refuses the frame and ends
-	 * the connection (the upper layer logs why). Lets a server spend nothing
-	 * on what a peer that has not authenticated sends. */
-	int (*frame_ok)(void *conn_ctx, const proto_hdr *h);
 	/* A whole frame arrived; ownership of f->msg passes to the callee (free it
 	 * with transport_frame_free). f itself is only valid during the call. */
 	void (*on_frame)(void *conn_ctx, transport_frame *f);
@@ -231,6 +226,12 @@ typedef struct transport_server_cb {
 	 * that client is served there; the client connects again by itself. A
 	 * return outside 1..65535 refuses the request. */
 	int (*on_redirect)(void *ctx, const char *peer, uint64_t *cookie);
+	/* Optional (tcp; last, so positional initialisers of the slots above
+	 * stay right): each frame's fixed header, before the rest of the frame
+	 * is read or any memory is allocated for it; 0 refuses the frame and ends
+	 * the connection (the upper layer logs why). Lets a server spend nothing
+	 * on what a peer that has not authenticated sends. */
+	int (*frame_ok)(void *conn_ctx, const proto_hdr *h);
 } transport_server_cb;
 
 typedef struct transport_listener transport_listener;
