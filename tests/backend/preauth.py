@@ -22,6 +22,7 @@ Prints one line per check and exits 1 if any failed.
 """
 import os
 import resource
+import re
 import socket
 import struct
 import subprocess
@@ -30,7 +31,10 @@ import tempfile
 import time
 
 GPUD, DRIVER = sys.argv[1], sys.argv[2]
-MAGIC, VERSION = 0x52475055, 2
+MAGIC = 0x52475055
+# the protocol's version, as the C side has it
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../protocol/include/proto.h")) as f:
+    VERSION = int(re.search(r"#define PROTO_VERSION (\d+)", f.read()).group(1))
 OP_HELLO, OP_MODULE_LOAD = 1, 2
 NOT_PERMITTED = 800  # CUDA_ERROR_NOT_PERMITTED
 failed = 0
