@@ -7,6 +7,7 @@
  *               [--run-dir DIR] [--metrics-port N] [--hello-timeout S]
  *               [--idle-timeout S] [--max-connections N] [--max-per-source N]
  *               [--drain-seconds S]
+ *               [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]] [--insecure]
  *
  * The main thread runs the libuv loop: the listener, the signals and, with
  * --isolation thread, every session's connection callbacks. By default each
@@ -29,6 +30,7 @@
  */
 #include "backend.h"
 #include "lib.h"
+#include "listen_tls.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -108,6 +110,10 @@ static void usage(FILE *f)
 		"                      remote-smi (default $TMPDIR/remote-gpud-<port>)\n"
 		"  --metrics-port N    serve Prometheus metrics at http://127.0.0.1:N/metrics\n"
 		"                      (0: any free port, printed at start)\n"
+		"  --tls-cert FILE     TLS: certificate chain (PEM); clients connect with tls://\n"
+		"  --tls-key FILE      TLS: its private key (PEM)\n"
+		"  --tls-client-ca F   TLS: clients must present a certificate this CA signed\n"
+		"  --insecure          listen off loopback without TLS (tcp) or on rdma, in clear\n"
 		"  --help\n"
 		"Logging: REMOTE_GPU_LOG=info (or debug, or \"warn,backend=debug\"), REMOTE_GPU_LOG_FILE,\n"
 		"REMOTE_GPU_LOG_SYNC=1. Status of the server and its sessions: remote-smi.\n",
@@ -307,7 +313,7 @@ static int serve_one(int fd)
 		.on_close = on_close_last,
 	};
 	pthread_setname_np(pthread_self(), "rg-session"); /* not "exe", from /proc/self/exe */
-	int r = transport_adopt(&M.loop, "tcp", fd, &cb, &M.loop, &M.listener);
+	int r = transport_adopt(&M.loop, be_tls_adopt_scheme(), fd, &cb, &M.loop, &M.listener);
 	if (r != TRANSPORT_OK) {
 		LOG_ERROR(BE_LOG, "--session-fd %d: %s", fd, transport_strerror(r));
 		return stop_early();
@@ -512,6 +518,8 @@ int main(int argc, char **argv)
 			usage(stdout);
 			return 0;
 		}
+		if (be_tls_flag(a) == 0)
+			continue;
 		if (!v || strncmp(a, "--", 2) != 0) {
 			fprintf(stderr, "remote-gpud: %s: %s\n", a, v ? "unknown argument" : "missing value or unknown option");
 			usage(stderr);
@@ -550,6 +558,8 @@ int main(int argc, char **argv)
 		}
 		else if (be_lib_option(a, v) == 0)
 			; /* a forwarded library's path (lib.c): --cublas, --cublaslt */
+		else if (be_tls_option(a, v) == 0)
+			; /* --tls-cert, --tls-key, --tls-client-ca (listen_tls.c) */
 		else if (!strcmp(a, "--isolation") && (!strcmp(v, "process") || !strcmp(v, "thread")))
 			isolation = v;
 		else if (!strcmp(a, "--cubin-store"))
@@ -610,6 +620,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "remote-gpud: --listen %s: bad address (expected HOST:PORT)\n", listen);
 		return 2;
 	}
+	if ((r = be_tls_setup(&addr, M.session_fd >= 0 || M.session_listen)) != 0)
+		return r;
 	static char default_store[512];
 	if (!store) {
 		const char *tmp = getenv("TMPDIR");
@@ -649,7 +661,7 @@ int main(int argc, char **argv)
 		return serve_one(M.session_fd);
 	}
 	transport_server_cb lcb = cb;
-	char *child_argv[20], *child_argv_listen[24];
+	char *child_argv[24], *child_argv_listen[28];
 	M.process_mode = !strcmp(isolation, "process");
 	fd_headroom(!M.process_mode, &max_conns);
 	be_admit_init((int)max_conns, (int)max_per_source);
@@ -678,6 +690,7 @@ int main(int argc, char **argv)
 		child_argv[n++] = hellobuf;
 		child_argv[n++] = "--idle-timeout";
 		child_argv[n++] = idlebuf;
+		n = be_tls_child_args(child_argv, n);
 		child_argv[n] = NULL;
 		/* The token goes through the environment, which only this user can
 		 * read, not the command line, which everyone can (ps). An empty one
@@ -721,9 +734,9 @@ int main(int argc, char **argv)
 		return stop_early();
 	}
 	/* Printed whatever REMOTE_GPU_LOG says: scripts wait for it. */
-	rg_log_write(RG_LOG_INFO, BE_LOG, "listening on %s:%d, device %d: %s (%zu MiB)%s, a %s per session", addr.host,
-		     port, device, be_srv.name, be_srv.total_mem >> 20, be_srv.token ? ", token required" : "",
-		     isolation);
+	rg_log_write(RG_LOG_INFO, BE_LOG, "listening on %s:%d, device %d: %s (%zu MiB)%s%s, a %s per session",
+		     addr.host, port, device, be_srv.name, be_srv.total_mem >> 20, be_srv.token ? ", token required" : "",
+		     strcmp(addr.scheme, "tls") ? "" : ", tls", isolation);
 	if (mport > 0)
 		rg_log_write(RG_LOG_INFO, BE_LOG, "metrics at http://127.0.0.1:%d/metrics", mport);
 

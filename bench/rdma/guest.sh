@@ -70,7 +70,7 @@ pp_stop() { kill "$pp_pid"; wait "$pp_pid" 2>/dev/null; }
 gpud_start() {
   local b=$1 scheme=$2 log=$3; shift 3
   rm -f "$out/gpud.port"
-  env "$@" "$b/backend/remote-gpud" --listen "$scheme://$ip:0" --port-file "$out/gpud.port" \
+  env "$@" "$b/backend/remote-gpud" --insecure --listen "$scheme://$ip:0" --port-file "$out/gpud.port" \
     --driver "$b/tests/fakecuda/libcuda.so.1" >"$log" 2>&1 &
   gpud_pid=$!
   gpud_port=

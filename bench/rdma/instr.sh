@@ -45,7 +45,7 @@ for n in 200 1200; do
 
   rm -f "$out/gpud.port"
   env "${EV[@]}" valgrind --tool=callgrind --callgrind-out-file="$out/gpud.$n.%p" \
-    "$B/backend/remote-gpud" --isolation thread --listen "rdma://$ip:0" --port-file "$out/gpud.port" \
+    "$B/backend/remote-gpud" --isolation thread --insecure --listen "rdma://$ip:0" --port-file "$out/gpud.port" \
     --driver "$B/tests/fakecuda/libcuda.so.1" >/dev/null 2>&1 &
   s=$!
   wait_file "$out/gpud.port"

@@ -120,6 +120,9 @@ int fe_hello(fe_device *d)
 		if (st == CUDA_ERROR_NOT_SUPPORTED || st == PROTO_EVERSION)
 			LOG_ERROR("frontend", "%s speaks another protocol version (ours is %d): upgrade one side",
 				  fe_conn_peer(d->conn), PROTO_VERSION);
+		else if (st == PROTO_ETLS)
+			LOG_ERROR("frontend", "%s takes only TLS connections: use REMOTE_GPU=tls://host:port",
+				  fe_conn_peer(d->conn));
 		else if (st == CUDA_ERROR_NOT_PERMITTED)
 			LOG_ERROR("frontend", "%s refused the session: REMOTE_GPU_TOKEN does not match", fe_conn_peer(d->conn));
 		else

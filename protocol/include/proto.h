@@ -60,6 +60,7 @@ enum proto_err {
 	PROTO_ETYPE = -5,    /* an argument has the wrong type */
 	PROTO_ERANGE = -6,   /* an argument index past the end */
 	PROTO_ENOMEM = -7,
+	PROTO_ETLS = -8, /* the server takes only TLS (tls://) connections */
 };
 
 typedef struct proto_hdr {
@@ -121,6 +122,10 @@ int proto_msg_finish(proto_msg *m, uint16_t flags, uint64_t payload_len);
  * with status PROTO_EVERSION and our version as its result. A peer whose
  * header differs from ours still reads the version field and fails cleanly. */
 int proto_msg_version_reply(proto_msg *m);
+/* The answer to a plain client on a TLS port, sent in clear: a reply to its
+ * first frame (seq) with status PROTO_ETLS, so that its user reads "use
+ * tls://", not a reset. */
+int proto_msg_tls_reply(proto_msg *m, uint64_t seq);
 void proto_msg_free(proto_msg *m);
 
 /*

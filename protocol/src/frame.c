@@ -84,6 +84,7 @@ const char *proto_strerror(int err)
 	case PROTO_ETYPE: return "argument of the wrong type";
 	case PROTO_ERANGE: return "missing argument";
 	case PROTO_ENOMEM: return "out of memory";
+	case PROTO_ETLS: return "the server requires TLS (tls://host:port)";
 	}
 	return "unknown protocol error";
 }

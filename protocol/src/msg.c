@@ -116,6 +116,12 @@ int proto_msg_version_reply(proto_msg *m)
 	return proto_msg_finish(m, PROTO_F_REPLY, 0);
 }
 
+int proto_msg_tls_reply(proto_msg *m, uint64_t seq)
+{
+	proto_msg_begin_reply(m, seq, PROTO_ETLS, 0, 0);
+	return proto_msg_finish(m, PROTO_F_REPLY, 0);
+}
+
 void proto_msg_free(proto_msg *m)
 {
 	if (m->data && m->data != m->inline_buf)

@@ -76,7 +76,7 @@ trap cleanup EXIT
 
 start_server() { # [VAR=VALUE...] for the server; sets srv_pid and port
   rm -f "$work/port"
-  env "$@" REMOTE_GPU_LOG=warn,transport=debug FAKECUDA_LAUNCH_LOG=$work/launch.log "$gpud" --listen "rdma://$ip:0" --port-file "$work/port" \
+  env "$@" REMOTE_GPU_LOG=warn,transport=debug FAKECUDA_LAUNCH_LOG=$work/launch.log "$gpud" --insecure --listen "rdma://$ip:0" --port-file "$work/port" \
     --driver "$fake" >>"$work/server.log" 2>&1 &
   srv_pid=$!
   local n=300

@@ -109,7 +109,7 @@ static void test_errors(void)
 	CHECK(proto_decode_hdr(b, &h) < 0);
 
 	/* every error has a message */
-	for (int e = PROTO_OK; e >= PROTO_ENOMEM; e--)
+	for (int e = PROTO_OK; e >= PROTO_ETLS; e--)
 		CHECK(proto_strerror(e) && *proto_strerror(e));
 	CHECK(proto_strerror(-99) != NULL);
 }

@@ -172,7 +172,21 @@ typedef struct transport_addr {
 
 int transport_parse_addr(const char *s, transport_addr *out);
 
-/* Client: connect by scheme (tcp, rdma, shm). */
+/* Whether every address host resolves to is a loopback one (127/8, ::1):
+ * the server listens in clear there only. 0 when it does not resolve. */
+int transport_addr_is_loopback(const transport_addr *a);
+
+/* TLS (scheme "tls": TCP inside TLS 1.3, OpenSSL). Server: the certificate
+ * chain and key (PEM files) every tls listener and adopted tls connection of
+ * this process presents, and with client_ca (may be NULL) the CA that must
+ * have signed a client's certificate (clients without one are refused).
+ * Returns TRANSPORT_OK, or TRANSPORT_EADDR after logging what is wrong with
+ * which file. The client reads REMOTE_GPU_TLS_CA, REMOTE_GPU_TLS_CERT and
+ * REMOTE_GPU_TLS_KEY (transport/src/tls.c). */
+int transport_tls_server_setup(const char *cert, const char *key, const char *client_ca);
+int transport_tls_server_ready(void);
+
+/* Client: connect by scheme (tcp, tls, rdma, shm). */
 int transport_connect(const transport_addr *a, transport_conn **out);
 
 static inline int transport_sendv(transport_conn *c, const struct iovec *iov, int n)
@@ -246,7 +260,8 @@ int transport_listener_port(const transport_listener *l);
 /* Serves one already connected socket (fd, from on_accept_fd in another process)
  * as if it had just been accepted: on_accept runs for it, then the usual
  * callbacks. The returned listener owns the connection's machinery: close it
- * with transport_listener_close as any other. tcp only. */
+ * with transport_listener_close as any other. tcp and tls only (tls: the
+ * handshake happens here, in the process that serves the connection). */
 int transport_adopt(uv_loop_t *loop, const char *scheme, int fd, const transport_server_cb *cb, void *ctx,
 		    transport_listener **out);
 

@@ -14,7 +14,10 @@
  */
 #include "transport_int.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,7 +36,7 @@ static int scheme_valid(const char *s, size_t n);
 
 /* Schemes the design names; they parse even when their provider is not built, so
  * that connect can answer "not supported" rather than "bad address". */
-static const char *const known_schemes[] = {"tcp", "rdma", "shm"};
+static const char *const known_schemes[] = {"tcp", "tls", "rdma", "shm"};
 
 static struct {
 	pthread_once_t once;
@@ -98,6 +101,7 @@ static int provider_add_locked(const transport_provider *p)
 static void providers_init(void)
 {
 	provider_add_locked(&transport_tcp_provider);
+	provider_add_locked(&transport_tls_provider);
 #ifdef RG_TRANSPORT_RDMA
 	provider_add_locked(&transport_rdma_provider);
 #endif
@@ -161,7 +165,7 @@ int transport_parse_addr(const char *s, transport_addr *out)
 		for (size_t i = 0; i < sizeof(known_schemes) / sizeof(known_schemes[0]); i++)
 			known |= strcmp(out->scheme, known_schemes[i]) == 0;
 		if (!known && !provider_find(out->scheme))
-			return addr_fail(s, "unknown scheme (tcp, rdma or shm)");
+			return addr_fail(s, "unknown scheme (tcp, tls, rdma or shm)");
 		host = p + 3;
 	} else {
 		strcpy(out->scheme, "tcp");
@@ -211,6 +215,29 @@ int transport_parse_addr(const char *s, transport_addr *out)
 	return TRANSPORT_OK;
 }
 
+int transport_addr_is_loopback(const transport_addr *a)
+{
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+	struct addrinfo *res = NULL;
+	int loop = 1;
+
+	if (getaddrinfo(a->host, "0", &hints, &res) != 0)
+		return 0;
+	for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+		if (ai->ai_family == AF_INET) {
+			const struct sockaddr_in *s4 = (const void *)ai->ai_addr;
+			loop &= (ntohl(s4->sin_addr.s_addr) >> 24) == 127;
+		} else if (ai->ai_family == AF_INET6) {
+			const struct sockaddr_in6 *s6 = (const void *)ai->ai_addr;
+			loop &= IN6_IS_ADDR_LOOPBACK(&s6->sin6_addr);
+		} else {
+			loop = 0;
+		}
+	}
+	freeaddrinfo(res);
+	return loop;
+}
+
 /* ---- dispatch ---- */
 
 int transport_connect(const transport_addr *a, transport_conn **out)
@@ -238,7 +265,7 @@ const char *transport_strerror(int err)
 	case TRANSPORT_ETIMEDOUT: return "timed out";
 	case TRANSPORT_ENOMEM: return "out of memory";
 	}
-	if (err < 0 && err >= PROTO_ENOMEM)
+	if (err < 0 && err >= PROTO_ETLS)
 		return proto_strerror(err);
 	return "unknown transport error";
 }

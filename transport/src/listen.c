@@ -14,6 +14,7 @@ extern const transport_provider transport_rdma_listen_provider; /* rdma_server.c
 
 static const transport_provider *const listeners[] = {
 	&transport_tcp_listen_provider,
+	&transport_tls_listen_provider,
 #ifdef RG_TRANSPORT_RDMA
 	&transport_rdma_listen_provider,
 #endif
@@ -33,15 +34,16 @@ int transport_listen(uv_loop_t *loop, const transport_addr *a, const transport_s
 	return TRANSPORT_ENOTSUP;
 }
 
-int tcp_adopt(uv_loop_t *loop, int fd, const transport_server_cb *cb, void *ctx, transport_listener **out);
+int tcp_adopt(uv_loop_t *loop, int fd, int tls, const transport_server_cb *cb, void *ctx, transport_listener **out);
 
 int transport_adopt(uv_loop_t *loop, const char *scheme, int fd, const transport_server_cb *cb, void *ctx,
 		    transport_listener **out)
 {
 	*out = NULL;
-	if (strcmp(scheme, "tcp") != 0)
+	int tls = strcmp(scheme, "tls") == 0;
+	if (!tls && strcmp(scheme, "tcp") != 0)
 		return TRANSPORT_ENOTSUP; /* an RDMA connection cannot change process */
-	return tcp_adopt(loop, fd, cb, ctx, out);
+	return tcp_adopt(loop, fd, tls, cb, ctx, out);
 }
 
 void transport_listener_close(transport_listener *l)

@@ -15,6 +15,10 @@
  * past the end of its frame. Protocol errors are latched too: after a bad header
  * the stream cannot be resynchronised.
  *
+ * tls:// is the same over TLS (tls.c): the handshake right after connect(),
+ * then sends through tls_session_write_all and receives through sock_recv,
+ * which reads plaintext with the semantics of recv().
+ *
  * Shutdown (any thread) sets a flag and shuts the socket down, which wakes a
  * thread blocked in recv() (it sees end of stream) or in send() (EPIPE); both
  * then report TRANSPORT_ECLOSED. The descriptor stays open until close(), so a
@@ -47,6 +51,7 @@
 typedef struct tcp_client {
 	transport_conn base;
 	int fd;
+	tls_session *tls; /* tls://: NULL for plain tcp */
 	atomic_int shut; /* set by shutdown(); every call then answers ECLOSED */
 
 	pthread_mutex_t send_lock;
@@ -61,6 +66,9 @@ typedef struct tcp_client {
 } tcp_client;
 
 static int client_connect(const transport_addr *a, transport_conn **out);
+static int client_connect_tls(const transport_addr *a, transport_conn **out);
+static int connect_as(const transport_addr *a, int tls, transport_conn **out);
+static ssize_t sock_recv(tcp_client *c, void *buf, size_t n, int flags);
 static int client_sendv(transport_conn *c, const struct iovec *iov, int iovcnt);
 static int client_recv_frame(transport_conn *c, transport_frame *f, transport_payload_dest_fn dest, void *ctx);
 static void client_shutdown(transport_conn *c);
@@ -69,21 +77,25 @@ static int rx_read(tcp_client *c, void *dst, size_t n);
 static ssize_t rx_poll(tcp_client *c);
 static int connect_one(const struct addrinfo *ai, int *err_out);
 
-static const transport_ops tcp_client_ops = {
-	.scheme = "tcp",
-	.sendv = client_sendv,
-	.recv_frame = client_recv_frame,
-	.reg_mem = tcp_reg_mem,
-	.dereg_mem = tcp_dereg_mem,
-	.shutdown = client_shutdown,
-	.close = client_close,
-};
+/* tcp and tls connections differ only in what they read and write through. */
+#define OPS(sch)                                                                                                       \
+	{                                                                                                              \
+		.scheme = sch, .sendv = client_sendv, .recv_frame = client_recv_frame, .reg_mem = tcp_reg_mem,          \
+		.dereg_mem = tcp_dereg_mem, .shutdown = client_shutdown, .close = client_close,                          \
+	}
+static const transport_ops tcp_client_ops = OPS("tcp");
+static const transport_ops tls_client_ops = OPS("tls");
 
 /* The client half only: listening lives in tcp_server.c (server library), so that
  * libremote.so links no libuv. */
 const transport_provider transport_tcp_provider = {
 	.scheme = "tcp",
 	.connect = client_connect,
+};
+
+const transport_provider transport_tls_provider = {
+	.scheme = "tls",
+	.connect = client_connect_tls,
 };
 
 /* ---- connect ---- */
@@ -118,7 +130,11 @@ static int connect_one(const struct addrinfo *ai, int *err_out)
 	return fd;
 }
 
-static int client_connect(const transport_addr *a, transport_conn **out)
+static int client_connect(const transport_addr *a, transport_conn **out) { return connect_as(a, 0, out); }
+
+static int client_connect_tls(const transport_addr *a, transport_conn **out) { return connect_as(a, 1, out); }
+
+static int connect_as(const transport_addr *a, int tls, transport_conn **out)
 {
 	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV};
 	struct addrinfo *res = NULL;
@@ -143,13 +159,22 @@ static int client_connect(const transport_addr *a, transport_conn **out)
 	if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) < 0)
 		LOG_WARN("transport", "TCP_NODELAY: %s", strerror(errno));
 
+	/* The handshake before anything else: the hello (and its token) is the
+	 * first thing sent, and must go out encrypted. */
+	tls_session *ts = NULL;
+	if (tls && (err = tls_client_handshake(fd, a->host, &ts)) != TRANSPORT_OK) {
+		close(fd);
+		return err;
+	}
 	tcp_client *c = calloc(1, sizeof(*c));
 	if (!c) {
+		tls_session_free(ts);
 		close(fd);
 		return TRANSPORT_ENOMEM;
 	}
-	c->base.ops = &tcp_client_ops;
+	c->base.ops = tls ? &tls_client_ops : &tcp_client_ops;
 	c->fd = fd;
+	c->tls = ts;
 	atomic_init(&c->shut, 0);
 	pthread_mutex_init(&c->send_lock, NULL);
 	tcp_peer_name(fd, c->base.peer, sizeof(c->base.peer));
@@ -170,7 +195,8 @@ static int client_sendv(transport_conn *base, const struct iovec *iov, int iovcn
 		err = TRANSPORT_ECLOSED;
 	else if (c->send_err)
 		err = c->send_err;
-	else if ((err = tcp_write_all(c->fd, iov, iovcnt, &c->shut)) != TRANSPORT_OK)
+	else if ((err = c->tls ? tls_session_write_all(c->tls, iov, iovcnt, &c->shut)
+			       : tcp_write_all(c->fd, iov, iovcnt, &c->shut)) != TRANSPORT_OK)
 		c->send_err = err;
 	pthread_mutex_unlock(&c->send_lock);
 	return err;
@@ -196,6 +222,38 @@ static uint64_t mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* recv() on the socket, or its equivalent through TLS: > 0 bytes, 0 at end
+ * of stream, -1 with errno. Through TLS a read may return fewer bytes than
+ * MSG_WAITALL asks (the callers loop), and the socket is non-blocking, so
+ * waiting is a poll() outside the TLS lock: a sender may go on meanwhile. */
+static ssize_t sock_recv(tcp_client *c, void *buf, size_t n, int flags)
+{
+	if (!c->tls)
+		return recv(c->fd, buf, n, flags);
+	for (;;) {
+		size_t got;
+		int r = tls_session_read(c->tls, buf, n, &got);
+		if (r == TRANSPORT_OK)
+			return (ssize_t)got;
+		if (r == TRANSPORT_ECLOSED)
+			return 0;
+		if (r != TLS_WANT_READ && r != TLS_WANT_WRITE) {
+			errno = EIO;
+			return -1;
+		}
+		if (flags & MSG_DONTWAIT) {
+			errno = EAGAIN;
+			return -1;
+		}
+		if (atomic_load(&c->shut))
+			return 0;
+		/* shutdown() from another thread makes the socket readable (EOF). */
+		struct pollfd pfd = {.fd = c->fd, .events = r == TLS_WANT_READ ? POLLIN : POLLOUT};
+		if (poll(&pfd, 1, -1) < 0 && errno != EINTR)
+			return -1;
+	}
+}
+
 /* Reads what is there into the receive buffer. While replies are flowing (one
  * came within RX_ACTIVE_NS), look for the next one without sleeping for up to
  * RX_SPIN_NS: waking a thread blocked in recv() costs a few microseconds, a
@@ -207,7 +265,7 @@ static ssize_t rx_poll(tcp_client *c)
 	uint64_t t0 = mono_ns();
 	if (t0 - c->last_rx_ns < RX_ACTIVE_NS) {
 		do {
-			ssize_t r = recv(c->fd, c->rx, RXBUF, MSG_DONTWAIT);
+			ssize_t r = sock_recv(c, c->rx, RXBUF, MSG_DONTWAIT);
 			if (r > 0 || r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
 				if (r > 0)
 					c->last_rx_ns = mono_ns();
@@ -216,7 +274,7 @@ static ssize_t rx_poll(tcp_client *c)
 			rg_cpu_relax();
 		} while (mono_ns() - t0 < RX_SPIN_NS && !atomic_load(&c->shut));
 	}
-	ssize_t r = recv(c->fd, c->rx, RXBUF, 0);
+	ssize_t r = sock_recv(c, c->rx, RXBUF, 0);
 	if (r > 0)
 		c->last_rx_ns = mono_ns();
 	return r;
@@ -244,7 +302,7 @@ static int rx_read(tcp_client *c, void *dst, size_t n)
 		if (d && n >= DIRECT_MIN) {
 			/* Straight into the destination, never more than this frame
 			 * holds. MSG_WAITALL saves wakeups on big payloads. */
-			r = recv(c->fd, d, n, MSG_WAITALL);
+			r = sock_recv(c, d, n, MSG_WAITALL);
 			if (r > 0) {
 				d += r;
 				n -= (size_t)r;
@@ -319,6 +377,7 @@ static void client_close(transport_conn *base)
 	if (!c)
 		return;
 	client_shutdown(base);
+	tls_session_free(c->tls);
 	close(c->fd);
 	pthread_mutex_destroy(&c->send_lock);
 	free(c);

@@ -32,6 +32,17 @@
  * connection object is freed when both the handle is closed and the upper
  * layer has called transport_close, whichever comes last.
  *
+ * tls (scheme "tls", tls.c). libuv cannot read through TLS, so a tls
+ * connection is not a uv_tcp_t: its socket is watched by a uv_poll_t, and
+ * when it is readable the loop thread drives the handshake, then reads
+ * plaintext with SSL straight into the same destinations (scratch, or the
+ * payload's own memory) and parses it exactly as plain bytes. The handshake
+ * happens after on_accept (so the upper layer's deadlines cover it) and
+ * before any frame is delivered. A peer whose first bytes are a remote-gpu
+ * frame, not a TLS ClientHello, is answered in clear with PROTO_ETLS.
+ * Listening on "tls" with on_accept_fd hands the raw socket over: the
+ * process that serves it shakes hands (transport_adopt(..., "tls", ...)).
+ *
  * Lock order: send_lock -> conn.lock -> the listener's loopq lock. conn.lock
  * and the loopq lock are only held for a few instructions, never across I/O.
  */
@@ -41,6 +52,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,7 +73,12 @@ enum rx_state { RX_HDR, RX_MSG, RX_PAYLOAD };
 
 typedef struct sconn {
 	transport_conn base;
-	uv_tcp_t handle;
+	uv_tcp_t handle; /* plain tcp */
+	uv_poll_t poll;  /* tls: the socket, watched (tls owns it, not libuv) */
+	int is_tls;
+	tls_session *tls;
+	int tls_peeked; /* the first bytes were looked at (a plain client?) */
+	int tls_ready;  /* handshake done: frames may flow */
 	tcp_listener *l; /* valid until the handle is closed */
 	void *conn_ctx;  /* NULL: refused, no on_close */
 	int fd;
@@ -92,6 +110,7 @@ struct tcp_listener {
 	transport_loopq q; /* connections to tear down, the close */
 	transport_server_cb cb;
 	void *ctx;
+	int tls; /* serve connections through TLS */
 
 	/* loop thread only */
 	int close_started;
@@ -103,6 +122,8 @@ struct tcp_listener {
 static void on_connection(uv_stream_t *server, int status);
 static tcp_listener *listener_new(uv_loop_t *loop, const transport_server_cb *cb, void *ctx);
 static void on_async(uv_async_t *a);
+static void tls_poll_cb(uv_poll_t *p, int status, int events);
+static void on_bytes(sconn *c, const uv_buf_t *buf, ssize_t nread);
 static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
 static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 static void conn_close_cb(uv_handle_t *h);
@@ -115,17 +136,18 @@ static void server_shutdown(transport_conn *c);
 static void server_close(transport_conn *c);
 int tcp_listen(uv_loop_t *loop, const transport_addr *a, const transport_server_cb *cb, void *ctx,
 	       transport_listener **out);
+static int tls_listen(uv_loop_t *loop, const transport_addr *a, const transport_server_cb *cb, void *ctx,
+		      transport_listener **out);
 void tcp_listener_close(transport_listener *l);
 
-static const transport_ops tcp_server_ops = {
-	.scheme = "tcp",
-	.sendv = server_sendv,
-	.recv_frame = server_recv_frame,
-	.reg_mem = tcp_reg_mem,
-	.dereg_mem = tcp_dereg_mem,
-	.shutdown = server_shutdown,
-	.close = server_close,
-};
+/* tcp and tls connections differ only in what they read and write through. */
+#define OPS(sch)                                                                                                       \
+	{                                                                                                              \
+		.scheme = sch, .sendv = server_sendv, .recv_frame = server_recv_frame, .reg_mem = tcp_reg_mem,          \
+		.dereg_mem = tcp_dereg_mem, .shutdown = server_shutdown, .close = server_close,                          \
+	}
+static const transport_ops tcp_server_ops = OPS("tcp");
+static const transport_ops tls_server_ops = OPS("tls");
 
 /* ---- listen ---- */
 
@@ -176,13 +198,17 @@ static int bind_socket(const transport_addr *a, int *port_out)
 	return fd;
 }
 
-int tcp_listen(uv_loop_t *loop, const transport_addr *a, const transport_server_cb *cb, void *ctx,
-	       transport_listener **out)
+static int listen_as(uv_loop_t *loop, const transport_addr *a, const transport_server_cb *cb, void *ctx, int tls,
+		     transport_listener **out)
 {
 	int port = 0, r;
-	int fd = bind_socket(a, &port);
 
 	*out = NULL;
+	if (tls && !transport_tls_server_ready()) {
+		LOG_ERROR("transport", "cannot listen on tls://%s:%d: no server certificate", a->host, a->port);
+		return TRANSPORT_ENOTSUP;
+	}
+	int fd = bind_socket(a, &port);
 	if (fd < 0)
 		return fd;
 	tcp_listener *l = listener_new(loop, cb, ctx);
@@ -191,6 +217,7 @@ int tcp_listen(uv_loop_t *loop, const transport_addr *a, const transport_server_
 		return TRANSPORT_ENOMEM;
 	}
 	l->base.port = port;
+	l->tls = tls;
 	if ((r = uv_tcp_open(&l->tcp, fd)) < 0 || (r = uv_listen((uv_stream_t *)&l->tcp, SOMAXCONN, on_connection)) < 0) {
 		LOG_ERROR("transport", "cannot listen on %s:%d: %s", a->host, a->port, uv_strerror(r));
 		if (uv_fileno((uv_handle_t *)&l->tcp, &(uv_os_fd_t){0}) != 0)
@@ -200,9 +227,21 @@ int tcp_listen(uv_loop_t *loop, const transport_addr *a, const transport_server_
 		uv_close((uv_handle_t *)&l->q.async, listener_close_cb);
 		return TRANSPORT_EIO;
 	}
-	LOG_INFO("transport", "listening on %s:%d", a->host, port);
+	LOG_INFO("transport", "listening on %s:%d%s", a->host, port, tls ? " (tls)" : "");
 	*out = &l->base;
 	return TRANSPORT_OK;
+}
+
+int tcp_listen(uv_loop_t *loop, const transport_addr *a, const transport_server_cb *cb, void *ctx,
+	       transport_listener **out)
+{
+	return listen_as(loop, a, cb, ctx, 0, out);
+}
+
+static int tls_listen(uv_loop_t *loop, const transport_addr *a, const transport_server_cb *cb, void *ctx,
+		      transport_listener **out)
+{
+	return listen_as(loop, a, cb, ctx, 1, out);
 }
 
 /* Any thread. The work happens on the loop thread (on_async). */
@@ -214,6 +253,12 @@ void tcp_listener_close(transport_listener *base)
 const transport_provider transport_tcp_listen_provider = {
 	.scheme = "tcp",
 	.listen = tcp_listen,
+	.listener_close = tcp_listener_close,
+};
+
+const transport_provider transport_tls_listen_provider = {
+	.scheme = "tls",
+	.listen = tls_listen,
 	.listener_close = tcp_listener_close,
 };
 
@@ -256,7 +301,7 @@ static void on_async(uv_async_t *a)
 
 /* ---- accept ---- */
 
-static sconn *conn_new(tcp_listener *l)
+static sconn *conn_alloc(tcp_listener *l)
 {
 	sconn *c = calloc(1, sizeof(*c));
 	if (!c)
@@ -269,10 +314,47 @@ static sconn *conn_new(tcp_listener *l)
 	atomic_init(&c->shut, 0);
 	rg_list_init(&c->node);
 	rg_list_init(&c->req_node);
+	return c;
+}
+
+static sconn *conn_new(tcp_listener *l)
+{
+	sconn *c = conn_alloc(l);
+	if (!c)
+		return NULL;
 	uv_tcp_init(l->loop, &c->handle);
 	c->handle.data = c;
 	l->nhandles++;
 	return c;
+}
+
+/* A tls connection on fd (ours from now on, closed with the handle); NULL
+ * (fd closed) when that fails. */
+static sconn *conn_new_tls(tcp_listener *l, int fd)
+{
+	sconn *c = conn_alloc(l);
+	int r = c ? uv_poll_init_socket(l->loop, &c->poll, fd) : UV_ENOMEM;
+	if (r < 0) {
+		LOG_WARN("transport", "tls connection: %s", uv_strerror(r));
+		if (c) {
+			pthread_mutex_destroy(&c->lock);
+			pthread_mutex_destroy(&c->send_lock);
+			free(c);
+		}
+		close(fd);
+		return NULL;
+	}
+	c->base.ops = &tls_server_ops;
+	c->is_tls = 1;
+	c->fd = fd;
+	c->poll.data = c;
+	l->nhandles++;
+	return c;
+}
+
+static uv_handle_t *conn_handle(sconn *c)
+{
+	return c->is_tls ? (uv_handle_t *)&c->poll : (uv_handle_t *)&c->handle;
 }
 
 /* Gives up a connection nobody else knows yet. */
@@ -280,7 +362,19 @@ static void conn_discard(sconn *c)
 {
 	c->released = 1;
 	c->torn_down = 1;
-	uv_close((uv_handle_t *)&c->handle, conn_close_cb);
+	uv_close(conn_handle(c), conn_close_cb);
+}
+
+/* What uv_tcp_nodelay and uv_tcp_keepalive do, for a socket libuv does not own. */
+static void tls_socket_options(int fd)
+{
+	int one = 1, idle = KEEPALIVE_S;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+	int fl = fcntl(fd, F_GETFL);
+	if (fl >= 0)
+		fcntl(fd, F_SETFL, fl | O_NONBLOCK); /* SSL calls must never block the loop */
 }
 
 /* The handle holds an open socket: hand it to the upper layer and start reading. */
@@ -289,8 +383,12 @@ static void conn_start(tcp_listener *l, sconn *c, uv_os_fd_t fd)
 	int r;
 	c->fd = fd;
 	c->fd_open = 1;
-	uv_tcp_nodelay(&c->handle, 1);
-	uv_tcp_keepalive(&c->handle, 1, KEEPALIVE_S);
+	if (c->is_tls) {
+		tls_socket_options(fd);
+	} else {
+		uv_tcp_nodelay(&c->handle, 1);
+		uv_tcp_keepalive(&c->handle, 1, KEEPALIVE_S);
+	}
 	tcp_peer_name(fd, c->base.peer, sizeof(c->base.peer));
 	rg_list_add_tail(&l->conns, &c->node);
 
@@ -305,7 +403,17 @@ static void conn_start(tcp_listener *l, sconn *c, uv_os_fd_t fd)
 		teardown(c, TRANSPORT_ECLOSED);
 		return;
 	}
-	if ((r = uv_read_start((uv_stream_t *)&c->handle, alloc_cb, read_cb)) < 0) {
+	if (c->is_tls) {
+		/* The handshake runs from tls_poll_cb, once the ClientHello is there. */
+		if ((r = tls_server_session(fd, &c->tls)) != TRANSPORT_OK) {
+			teardown(c, r);
+			return;
+		}
+		r = uv_poll_start(&c->poll, UV_READABLE, tls_poll_cb);
+	} else {
+		r = uv_read_start((uv_stream_t *)&c->handle, alloc_cb, read_cb);
+	}
+	if (r < 0) {
 		LOG_WARN("transport", "%s: read: %s", c->base.peer, uv_strerror(r));
 		teardown(c, TRANSPORT_EIO);
 	}
@@ -348,6 +456,18 @@ static void on_connection(uv_stream_t *server, int status)
 			l->cb.on_accept_fd(l->ctx, own, peer);
 		return;
 	}
+	if (l->tls) {
+		/* Served here through TLS: the socket moves to a poll handle. */
+		int own = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+		conn_discard(c);
+		if (own < 0) {
+			LOG_WARN("transport", "accept: dup: %s", strerror(errno));
+			return;
+		}
+		if ((c = conn_new_tls(l, own)))
+			conn_start(l, c, own);
+		return;
+	}
 	conn_start(l, c, fd);
 }
 
@@ -374,19 +494,28 @@ static tcp_listener *listener_new(uv_loop_t *loop, const transport_server_cb *cb
 	return l;
 }
 
-int tcp_adopt(uv_loop_t *loop, int fd, const transport_server_cb *cb, void *ctx, transport_listener **out)
+int tcp_adopt(uv_loop_t *loop, int fd, int tls, const transport_server_cb *cb, void *ctx, transport_listener **out)
 {
 	*out = NULL;
+	if (tls && !transport_tls_server_ready()) {
+		LOG_ERROR("transport", "cannot serve descriptor %d through tls: no server certificate", fd);
+		close(fd);
+		return TRANSPORT_ENOTSUP;
+	}
 	tcp_listener *l = listener_new(loop, cb, ctx);
 	if (!l)
 		return TRANSPORT_ENOMEM;
-	sconn *c = conn_new(l);
-	int r = c ? uv_tcp_open(&c->handle, fd) : UV_ENOMEM;
+	l->tls = tls;
+	sconn *c = NULL;
+	int r;
+	if (tls)
+		r = (c = conn_new_tls(l, fd)) ? 0 : UV_ENOMEM; /* fd closed on failure */
+	else if ((r = (c = conn_new(l)) ? uv_tcp_open(&c->handle, fd) : UV_ENOMEM) < 0)
+		close(fd);
 	if (r < 0) {
 		LOG_ERROR("transport", "cannot serve descriptor %d: %s", fd, uv_strerror(r));
 		if (c)
 			conn_discard(c);
-		close(fd);
 		l->close_started = 1;
 		uv_close((uv_handle_t *)&l->tcp, listener_close_cb);
 		uv_close((uv_handle_t *)&l->q.async, listener_close_cb);
@@ -439,7 +568,10 @@ static void teardown(sconn *c, int err)
 
 	transport_loopq_cancel(&l->q, &c->req_node);
 
-	uv_read_stop((uv_stream_t *)&c->handle);
+	if (c->is_tls)
+		uv_poll_stop(&c->poll);
+	else
+		uv_read_stop((uv_stream_t *)&c->handle);
 	/* Once we hold send_lock no writer is inside sendmsg/poll on fd, and
 	 * later ones see shut; only then may uv_close close the descriptor. */
 	pthread_mutex_lock(&c->send_lock);
@@ -455,7 +587,7 @@ static void teardown(sconn *c, int err)
 		if (l->cb.on_close)
 			l->cb.on_close(c->conn_ctx, err);
 	}
-	uv_close((uv_handle_t *)&c->handle, conn_close_cb);
+	uv_close(conn_handle(c), conn_close_cb);
 }
 
 static void conn_close_cb(uv_handle_t *h)
@@ -463,6 +595,14 @@ static void conn_close_cb(uv_handle_t *h)
 	sconn *c = h->data;
 	tcp_listener *l = c->l;
 	int free_now;
+
+	if (c->is_tls) {
+		/* A poll handle does not own its socket; no writer is left (shut
+		 * was set before teardown took send_lock). */
+		tls_session_free(c->tls);
+		c->tls = NULL;
+		close(c->fd);
+	}
 
 	rg_list_del(&c->node);
 	pthread_mutex_lock(&c->lock);
@@ -502,9 +642,12 @@ static void send_version_reply(sconn *c)
 	proto_msg m;
 
 	if (proto_msg_version_reply(&m) == PROTO_OK && pthread_mutex_trylock(&c->send_lock) == 0) {
-		if (!atomic_load(&c->shut) && !c->send_err)
-			if (send(c->fd, m.data, m.len, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)m.len)
+		struct iovec iov = {m.data, m.len};
+		if (!atomic_load(&c->shut) && !c->send_err) {
+			if (c->tls ? tls_session_write_all(c->tls, &iov, 1, &c->shut) != TRANSPORT_OK
+				   : send(c->fd, m.data, m.len, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)m.len)
 				c->send_err = TRANSPORT_EIO;
+		}
 		pthread_mutex_unlock(&c->send_lock);
 	}
 	proto_msg_free(&m);
@@ -633,10 +776,11 @@ static void parse(sconn *c, const uint8_t *p, size_t n)
 	}
 }
 
-static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
-{
-	sconn *c = s->data;
+static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) { on_bytes(s->data, buf, nread); }
 
+/* nread bytes arrived in buf (from alloc_cb), or the stream ended (< 0). */
+static void on_bytes(sconn *c, const uv_buf_t *buf, ssize_t nread)
+{
 	if (nread < 0) {
 		int at_boundary = c->rx_state == RX_HDR && c->rx_got == 0;
 		if (nread != UV_EOF)
@@ -660,6 +804,91 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 	parse(c, (const uint8_t *)buf->base, (size_t)nread);
 }
 
+/* ---- tls ---- */
+
+/* Before the handshake: a remote-gpu frame where a ClientHello should be is a
+ * plain tcp:// client. Tell it so in clear rather than leaving it to guess
+ * from a reset. Returns 1 when that is what came (the connection then ends). */
+static int tls_refuse_plain(sconn *c)
+{
+	uint8_t b[PROTO_HDR_SIZE];
+	proto_hdr h = {0};
+	ssize_t n = recv(c->fd, b, sizeof(b), MSG_PEEK | MSG_DONTWAIT);
+	if (n <= 0)
+		return 0; /* nothing yet (or the end): the handshake will say */
+	c->tls_peeked = 1;
+	if (b[0] == 0x16 || !proto_magic_prefix_ok(b, (size_t)n))
+		return 0; /* a TLS record, or garbage the handshake rejects */
+	LOG_WARN("transport", "%s: a plain tcp:// client on a TLS port (it must connect with tls://)", c->base.peer);
+	/* The reply goes to its first call (the hello), which it waits for. */
+	if (n == (ssize_t)sizeof(b) && proto_decode_hdr(b, &h) != PROTO_OK)
+		h.seq = 0;
+	/* Take in what it sent (its hello): closing a socket with unread bytes
+	 * resets the connection, and the reset could overtake our answer. */
+	while (recv(c->fd, c->l->scratch, SCRATCH_SIZE, MSG_DONTWAIT) > 0)
+		;
+	proto_msg m;
+	if (proto_msg_tls_reply(&m, h.seq) == PROTO_OK)
+		if (send(c->fd, m.data, m.len, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+			LOG_DEBUG("transport", "%s: %s", c->base.peer, strerror(errno));
+	proto_msg_free(&m);
+	teardown(c, PROTO_ETLS);
+	return 1;
+}
+
+/* Loop thread: the tls socket is ready. Drives the handshake, then reads
+ * plaintext into where alloc_cb says, as read_cb does for plain sockets. */
+static void tls_poll_cb(uv_poll_t *p, int status, int events)
+{
+	sconn *c = p->data;
+	int r;
+
+	if (stopped(c))
+		return;
+	if (status < 0) {
+		LOG_INFO("transport", "%s: poll: %s", c->base.peer, uv_strerror(status));
+		teardown(c, TRANSPORT_EIO);
+		return;
+	}
+	if (!c->tls_ready) {
+		if (!c->tls_peeked && tls_refuse_plain(c))
+			return;
+		r = tls_session_handshake(c->tls, c->base.peer);
+		if (r == TLS_WANT_READ || r == TLS_WANT_WRITE) {
+			uv_poll_start(p, r == TLS_WANT_READ ? UV_READABLE : UV_WRITABLE, tls_poll_cb);
+			return;
+		}
+		if (r != TRANSPORT_OK) {
+			teardown(c, TRANSPORT_EIO);
+			return;
+		}
+		c->tls_ready = 1;
+		events = UV_WRITABLE; /* back to reading, below */
+	}
+	if (events & UV_WRITABLE)
+		uv_poll_start(p, UV_READABLE, tls_poll_cb);
+	/* Until the socket is drained; after a while yield the loop to other
+	 * connections (the poll is level-triggered: it comes back) unless SSL
+	 * holds bytes already read from the socket, which no poll would see. */
+	for (int i = 0;; i++) {
+		uv_buf_t buf;
+		size_t got;
+		alloc_cb((uv_handle_t *)p, 0, &buf);
+		r = tls_session_read(c->tls, buf.base, buf.len, &got);
+		if (r == TLS_WANT_READ)
+			return;
+		if (r == TLS_WANT_WRITE) {
+			uv_poll_start(p, UV_READABLE | UV_WRITABLE, tls_poll_cb);
+			return;
+		}
+		on_bytes(c, &buf, r == TRANSPORT_OK ? (ssize_t)got : r == TRANSPORT_ECLOSED ? UV_EOF : UV_EIO);
+		if (r != TRANSPORT_OK || c->torn_down)
+			return;
+		if (i >= 64 && !tls_session_pending(c->tls))
+			return;
+	}
+}
+
 /* ---- connection ops ---- */
 
 static int server_sendv(transport_conn *base, const struct iovec *iov, int iovcnt)
@@ -674,7 +903,9 @@ static int server_sendv(transport_conn *base, const struct iovec *iov, int iovcn
 		err = TRANSPORT_ECLOSED;
 	else if (c->send_err)
 		err = c->send_err;
-	else if ((err = tcp_write_all(c->fd, iov, iovcnt, &c->shut)) != TRANSPORT_OK && !atomic_load(&c->shut)) {
+	else if ((err = c->tls ? tls_session_write_all(c->tls, iov, iovcnt, &c->shut)
+			       : tcp_write_all(c->fd, iov, iovcnt, &c->shut)) != TRANSPORT_OK &&
+		 !atomic_load(&c->shut)) {
 		/* The peer is gone or the stream is mid-frame: end it. */
 		c->send_err = err;
 		request_teardown(c, err);

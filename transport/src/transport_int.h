@@ -51,6 +51,8 @@ int transport_register_provider(const transport_provider *p);
  * (server library, listen.c). */
 extern const transport_provider transport_tcp_provider;
 extern const transport_provider transport_tcp_listen_provider;
+extern const transport_provider transport_tls_provider;
+extern const transport_provider transport_tls_listen_provider;
 #ifdef RG_TRANSPORT_RDMA
 extern const transport_provider transport_rdma_provider;
 #endif
@@ -82,5 +84,30 @@ void tcp_peer_name(int fd, char *buf, size_t len);
  * alike. */
 int tcp_reg_mem(transport_conn *c, void *addr, size_t len, transport_mr **out);
 int tcp_dereg_mem(transport_conn *c, transport_mr *mr);
+
+/* ---- tls.c: TCP inside TLS, for tcp_client.c and tcp_server.c ---- */
+
+typedef struct tls_session tls_session;
+
+/* Besides TRANSPORT_E* codes: call again once the socket is readable/writable. */
+#define TLS_WANT_READ 1
+#define TLS_WANT_WRITE 2
+
+/* Client: a connected blocking fd; shakes hands verifying host (a name or an
+ * IP address), then makes fd non-blocking. Logs why it failed. */
+int tls_client_handshake(int fd, const char *host, tls_session **out);
+/* Server: a session for an accepted non-blocking fd with the context of
+ * transport_tls_server_setup; tls_session_handshake drives the handshake. */
+int tls_server_session(int fd, tls_session **out);
+int tls_session_handshake(tls_session *t, const char *peer);
+/* Non-blocking read of up to n plaintext bytes (see tls.c). */
+int tls_session_read(tls_session *t, void *buf, size_t n, size_t *got);
+/* tcp_write_all's contract, through TLS (the caller holds its send lock). */
+int tls_session_write_all(tls_session *t, const struct iovec *iov, int iovcnt, atomic_int *stop);
+/* Whether the kernel encrypts what is sent (kTLS). */
+int tls_session_ktls_send(const tls_session *t);
+/* Whether SSL holds bytes already read from the socket (a poll cannot see them). */
+int tls_session_pending(tls_session *t);
+void tls_session_free(tls_session *t);
 
 #endif
