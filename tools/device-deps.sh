@@ -6,6 +6,7 @@
 #
 #     tools/device-deps.sh                # libuv1-dev libmsgpack-dev libxxhash-dev
 #                                         # libzstd-dev liblz4-dev (cubin-tools) nettle-dev
+#                                         # libssl-dev (tls://; libssl3 is linked shared)
 #     tools/device-deps.sh libfoo-dev     # ... plus these
 #
 # then, on the other machine (with .deps carried along):
@@ -26,7 +27,7 @@ set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 dest="$root/.deps"
-default_pkgs=(libuv1-dev libmsgpack-dev libxxhash-dev libzstd-dev liblz4-dev nettle-dev)
+default_pkgs=(libuv1-dev libmsgpack-dev libxxhash-dev libzstd-dev liblz4-dev nettle-dev libssl-dev)
 pkgs=("${default_pkgs[@]}" "$@")
 
 die() { echo "device-deps: $*" >&2; exit 1; }

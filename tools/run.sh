@@ -12,11 +12,11 @@ if ! ldconfig -p | grep -q 'libcuda.so.1' || ! ls /dev/nvidia0 >/dev/null 2>&1; 
 This machine has no NVIDIA GPU (no libcuda.so.1 / /dev/nvidia0), so remote-gpud has
 nothing to serve here. On a GPU node run:
 
-    $B/backend/remote-gpud --listen 0.0.0.0:7420
+    $B/backend/remote-gpud --listen 0.0.0.0:7420 --tls-cert CERT.pem --tls-key KEY.pem
 
 and on any host without a GPU:
 
-    REMOTE_GPU=gpu-node:7420 LD_PRELOAD=$B/frontend/libremote.so ./your-cuda-program
+    REMOTE_GPU=tls://gpu-node:7420 REMOTE_GPU_TLS_CA=CA.pem LD_PRELOAD=$B/frontend/libremote.so ./your-cuda-program
 
 For a look at the whole path now, a test program whose kernels the driver test
 double emulates runs against remote-gpud on that double (device memory in host RAM):

@@ -859,6 +859,12 @@ static void tls_poll_cb(uv_poll_t *p, int status, int events)
 			return;
 		}
 		if (r != TRANSPORT_OK) {
+			/* OpenSSL queued an alert saying why (unknown CA, no
+			 * certificate); TLS 1.3 clients learn it only when they read,
+			 * after they sent their hello. Closing with that hello unread
+			 * would reset the connection and could drop the alert. */
+			while (recv(c->fd, c->l->scratch, SCRATCH_SIZE, MSG_DONTWAIT) > 0)
+				;
 			teardown(c, TRANSPORT_EIO);
 			return;
 		}

@@ -42,6 +42,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,6 +67,7 @@ struct tls_session {
 	int fd;
 	pthread_mutex_t lock; /* every SSL_* call on ssl */
 	int ktls_tx, ktls_rx;
+	int client; /* in the user's program: a write must not raise SIGPIPE */
 	uint8_t gather[GATHER_BUF]; /* writers only (the caller's send lock) */
 };
 
@@ -80,6 +82,43 @@ static SSL_CTX *ctx_new(int server);
 static int session_new(SSL_CTX *ctx, int fd, tls_session **out);
 static void session_after_handshake(tls_session *t, const char *peer);
 static int wait_fd(int fd, short events, atomic_int *stop);
+
+/* OpenSSL's socket BIO writes with write(), not send(MSG_NOSIGNAL): to a peer
+ * that is gone that raises SIGPIPE, whose default kills the user's program.
+ * In the client, SIGPIPE is blocked in the writing thread around SSL calls
+ * that write, and one the call raised is taken back (libpq does the same).
+ * A SIGPIPE already pending in that thread may be taken with it. The server
+ * ignores SIGPIPE altogether. */
+typedef struct pipe_guard {
+	sigset_t old;
+	int on;
+} pipe_guard;
+
+static void pipe_guard_begin(pipe_guard *g, int client)
+{
+	sigset_t s;
+	g->on = client;
+	if (!client)
+		return;
+	sigemptyset(&s);
+	sigaddset(&s, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &s, &g->old);
+}
+
+static void pipe_guard_end(pipe_guard *g, int sys_errno)
+{
+	if (!g->on)
+		return;
+	if (sys_errno == EPIPE) {
+		sigset_t s;
+		struct timespec zero = {0, 0};
+		sigemptyset(&s);
+		sigaddset(&s, SIGPIPE);
+		while (sigtimedwait(&s, NULL, &zero) < 0 && errno == EINTR)
+			;
+	}
+	pthread_sigmask(SIG_SETMASK, &g->old, NULL);
+}
 
 /* ---- contexts ---- */
 
@@ -321,15 +360,20 @@ int tls_client_handshake(int fd, const char *host, tls_session **out)
 		tls_session_free(t);
 		return TRANSPORT_EADDR;
 	}
+	t->client = 1;
+	pipe_guard g;
+	pipe_guard_begin(&g, 1);
 	errno = 0;
 	int r = SSL_connect(t->ssl);
+	pipe_guard_end(&g, errno);
 	if (r != 1) {
 		int e = SSL_get_error(t->ssl, r);
 		long v = SSL_get_verify_result(t->ssl);
 		if (v != X509_V_OK)
 			LOG_ERROR("transport", "tls: %s: the server's certificate is not trusted: %s", host,
 				  X509_verify_cert_error_string(v));
-		else if ((e == SSL_ERROR_SYSCALL || e == SSL_ERROR_SSL) && ERR_peek_error() == 0)
+		else if (e != SSL_ERROR_SSL && ERR_peek_error() == 0)
+			/* IGNORE_UNEXPECTED_EOF makes an end of stream ZERO_RETURN */
 			LOG_ERROR("transport", "tls: %s closed the connection during the TLS handshake "
 					       "(a plain tcp:// server, or it refused us: see its log)", host);
 		else
@@ -434,11 +478,14 @@ static int write_ssl(tls_session *t, const uint8_t *p, size_t n, atomic_int *sto
 
 	while (n > 0) {
 		size_t k = n < WRITE_CHUNK ? n : WRITE_CHUNK, w = 0;
+		pipe_guard g;
 		pthread_mutex_lock(&t->lock);
+		pipe_guard_begin(&g, t->client);
 		errno = 0;
 		int r = SSL_write_ex(t->ssl, p, k, &w);
-		int e = r == 1 ? SSL_ERROR_NONE : SSL_get_error(t->ssl, r);
 		int sys = errno;
+		pipe_guard_end(&g, sys);
+		int e = r == 1 ? SSL_ERROR_NONE : SSL_get_error(t->ssl, r);
 		if (e == SSL_ERROR_SSL)
 			LOG_WARN("transport", "tls: write: %s", ssl_errstr(eb, sizeof(eb)));
 		ERR_clear_error();
