@@ -15,6 +15,8 @@
 #   tls_to_plain   a tls:// client on a plain port fails at once, saying why
 #   client_cert    --tls-client-ca: no client certificate, or one of another CA, is
 #                  refused; one the CA signed is served
+#   silent_server  a server that accepts but never answers the handshake: the client
+#                  gives up after 10 s, saying so
 #   refuse_start   off loopback without certificates and without --insecure the server
 #                  refuses to start; with --insecure it starts; half a TLS setup is refused
 #
@@ -26,7 +28,7 @@ root=$(cd "$here/../.." && pwd)
 build=${RG_BUILD_DIR:-$root/build}
 only=
 keep=0
-CASES=(e2e thread capture wrong_ca wrong_host plain_to_tls tls_to_plain client_cert refuse_start)
+CASES=(e2e thread capture wrong_ca wrong_host plain_to_tls tls_to_plain client_cert silent_server refuse_start)
 
 while [ $# -gt 0 ]; do
   case $1 in
@@ -191,6 +193,19 @@ case_client_cert() {
     refused "client certificate of another CA" "unknown ca" "tls://localhost:$port" \
       REMOTE_GPU_TLS_CERT="$P/cli-other.pem" REMOTE_GPU_TLS_KEY="$P/cli.key" &&
     same_output copies "tls://localhost:$port" REMOTE_GPU_TLS_CERT="$P/cli.pem" REMOTE_GPU_TLS_KEY="$P/cli.key"
+}
+
+case_silent_server() {
+  python3 -c 'import socket,sys,time
+s=socket.socket(); s.bind(("127.0.0.1",0)); s.listen(8)
+open(sys.argv[1],"w").write("%d\n" % s.getsockname()[1]); time.sleep(120)' "$work/silent.port" & pids+=($!)
+  for _ in $(seq 50); do [ -s "$work/silent.port" ] && break; sleep 0.1; done
+  local t0=$SECONDS
+  client "$work/silent.out" "$work/silent.err" "tls://127.0.0.1:$(cat "$work/silent.port")" -- "$bin/copies" &&
+    { echo "  served by a silent server?"; return 1; }
+  [ $((SECONDS - t0)) -le 30 ] || { echo "  took $((SECONDS - t0)) s"; return 1; }
+  grep -q "did not complete the TLS handshake" "$work/silent.err" ||
+    { echo "  stderr does not say why:"; sed 's/^/  | /' "$work/silent.err"; return 1; }
 }
 
 # expect_refusal WHAT PATTERN ARGS...: remote-gpud ARGS exits 2 at once saying PATTERN

@@ -46,7 +46,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 
 #include <openssl/err.h>
 #include <openssl/ssl.h>
@@ -54,6 +56,8 @@
 
 #include "rg_log.h"
 
+/* A server that accepts but never answers the handshake fails it after this. */
+#define CLIENT_HANDSHAKE_S 10
 /* Gather iovecs shorter than this into one record with their neighbours. */
 #define GATHER_MIN 4096
 #define GATHER_BUF (16 * 1024)
@@ -361,17 +365,26 @@ int tls_client_handshake(int fd, const char *host, tls_session **out)
 		return TRANSPORT_EADDR;
 	}
 	t->client = 1;
+	/* Bounded: connect() returned, so a server that never answers would
+	 * otherwise hold the program in SSL_connect for good. */
+	struct timeval tv = {CLIENT_HANDSHAKE_S, 0}, none = {0, 0};
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	pipe_guard g;
 	pipe_guard_begin(&g, 1);
 	errno = 0;
 	int r = SSL_connect(t->ssl);
-	pipe_guard_end(&g, errno);
+	int sys = errno;
+	pipe_guard_end(&g, sys);
 	if (r != 1) {
 		int e = SSL_get_error(t->ssl, r);
 		long v = SSL_get_verify_result(t->ssl);
 		if (v != X509_V_OK)
 			LOG_ERROR("transport", "tls: %s: the server's certificate is not trusted: %s", host,
 				  X509_verify_cert_error_string(v));
+		else if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE || sys == EAGAIN)
+			LOG_ERROR("transport", "tls: %s did not complete the TLS handshake within %d s", host,
+				  CLIENT_HANDSHAKE_S);
 		else if (e != SSL_ERROR_SSL && ERR_peek_error() == 0)
 			/* IGNORE_UNEXPECTED_EOF makes an end of stream ZERO_RETURN */
 			LOG_ERROR("transport", "tls: %s closed the connection during the TLS handshake "
@@ -382,6 +395,8 @@ int tls_client_handshake(int fd, const char *host, tls_session **out)
 		tls_session_free(t);
 		return TRANSPORT_ECONNECT;
 	}
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof(none));
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &none, sizeof(none));
 	/* From here on the socket is shared by a reader and writers that must
 	 * never sleep inside SSL with the lock held. */
 	int fl = fcntl(fd, F_GETFL);
