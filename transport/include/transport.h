@@ -31,6 +31,7 @@
  *    the middle of a frame is TRANSPORT_EIO.
  *  - transport_shutdown: any thread, at any time, idempotent; wakes threads
  *    blocked in send or recv, which return TRANSPORT_ECLOSED.
+ *  - transport_progress: any thread; see there.
  *  - transport_close: once, when no other thread is inside a call on c
  *    (shut down, join the users, then close). Frees c.
  *
@@ -151,6 +152,8 @@ typedef struct transport_ops {
 	/* Stops further I/O; pending and later calls fail with TRANSPORT_ECLOSED. */
 	void (*shutdown)(transport_conn *c);
 	void (*close)(transport_conn *c);
+	/* Optional (NULL: always 0): transport_progress. */
+	uint64_t (*progress)(transport_conn *c);
 } transport_ops;
 
 struct transport_conn {
@@ -214,6 +217,17 @@ static inline int transport_recv_frame(transport_conn *c, transport_frame *f, tr
 	return c->ops->recv_frame(c, f, dest, ctx);
 }
 static inline void transport_shutdown(transport_conn *c) { c->ops->shutdown(c); }
+/* Client side, any thread: a count that grows whenever the peer shows life on
+ * the connection (tcp: bytes received, and a large frame of ours going out
+ * past what our own buffers took, a step per MiB in either direction; rdma:
+ * messages heard from the peer's process). Only its changes mean anything:
+ * a caller that expects an answer and sees it stand still knows the peer is
+ * silent (the frontend's liveness watchdog: only the caller knows whether
+ * silence is wrong, as a call may rightly take an hour). 0 where not counted. */
+static inline uint64_t transport_progress(transport_conn *c)
+{
+	return c->ops->progress ? c->ops->progress(c) : 0;
+}
 static inline void transport_close(transport_conn *c) { c->ops->close(c); }
 
 /* Server: the upper layer's side of a listener. Callbacks run on the loop thread. */

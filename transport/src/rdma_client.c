@@ -47,6 +47,7 @@ static int client_sendv(transport_conn *c, const struct iovec *iov, int iovcnt);
 static int client_recv_frame(transport_conn *c, transport_frame *f, transport_payload_dest_fn dest, void *ctx);
 static void client_shutdown(transport_conn *c);
 static void client_close(transport_conn *c);
+static uint64_t client_progress(transport_conn *c);
 
 static const transport_ops rdma_client_ops = {
 	.scheme = "rdma",
@@ -56,6 +57,7 @@ static const transport_ops rdma_client_ops = {
 	.dereg_mem = rdma_dereg_mem,
 	.shutdown = client_shutdown,
 	.close = client_close,
+	.progress = client_progress,
 };
 
 /* The client half; listening is in rdma_server.c (server library). */
@@ -442,6 +444,13 @@ static void client_shutdown(transport_conn *base)
 	if (write(c->wake_fd, &one, sizeof(one)) < 0) {
 		/* the counter is full: the leader wakes anyway */
 	}
+}
+
+/* Messages from the server's process: credits, acks and frames all say it runs
+ * (a keepalive's acknowledgement comes from its NIC alone and does not count). */
+static uint64_t client_progress(transport_conn *base)
+{
+	return atomic_load_explicit(&((rdma_client *)base)->ep.heard_n, memory_order_relaxed);
 }
 
 static void client_close(transport_conn *base)

@@ -431,6 +431,7 @@ static void on_recv(rdma_ep *ep, unsigned idx, uint32_t len)
 	 * costs a tenth of a turnaround): the next liveness check, the only
 	 * reader, stamps it. Timeouts may then start up to one wait later. */
 	ep->heard = 1;
+	atomic_fetch_add_explicit(&ep->heard_n, 1, memory_order_relaxed);
 	if (m->credits) {
 		ep->credits += m->credits;
 		ep->need_sent = 0;

@@ -71,6 +71,7 @@
 #define RDMA_INT_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "rdma_lib.h"
@@ -288,6 +289,7 @@ typedef struct rdma_ep {
 	uint64_t last_peer_ns;   /* last message or read completion from the peer */
 	uint64_t last_msg_ns;    /* last message from the peer's process */
 	int heard;               /* a message came since: rdma_ep_check stamps it */
+	atomic_uint_fast64_t heard_n; /* messages from the peer's process (transport_progress) */
 	int ka_inflight;
 	int err;       /* latched failure; 0 while usable */
 	int peer_gone; /* DISCONNECTED seen (frames already received still count) */

@@ -19,6 +19,13 @@
  * then sends through tls_session_write_all and receives through sock_recv,
  * which reads plaintext with the semantics of recv().
  *
+ * Progress (transport_progress): each recv system call that got bytes counts
+ * one, and so does each send call of a frame after its first (the first lands
+ * in our own buffer and proves nothing); a large frame moves at most
+ * TCP_PROGRESS_STEP per call in either direction. So a server that takes a
+ * 1 GiB copy slowly still shows life, while one that stopped reading (SIGSTOP:
+ * its kernel still ACKs until the buffers are full) soon shows none.
+ *
  * Shutdown (any thread) sets a flag and shuts the socket down, which wakes a
  * thread blocked in recv() (it sees end of stream) or in send() (EPIPE); both
  * then report TRANSPORT_ECLOSED. The descriptor stays open until close(), so a
@@ -53,6 +60,7 @@ typedef struct tcp_client {
 	int fd;
 	tls_session *tls; /* tls://: NULL for plain tcp */
 	atomic_int shut; /* set by shutdown(); every call then answers ECLOSED */
+	atomic_uint_fast64_t progress; /* system calls that moved bytes (transport_progress) */
 
 	pthread_mutex_t send_lock;
 	int send_err; /* under send_lock: latched failure, stream mid-frame */
@@ -73,6 +81,7 @@ static int client_sendv(transport_conn *c, const struct iovec *iov, int iovcnt);
 static int client_recv_frame(transport_conn *c, transport_frame *f, transport_payload_dest_fn dest, void *ctx);
 static void client_shutdown(transport_conn *c);
 static void client_close(transport_conn *c);
+static uint64_t client_progress(transport_conn *c);
 static int rx_read(tcp_client *c, void *dst, size_t n);
 static ssize_t rx_poll(tcp_client *c);
 static int connect_one(const struct addrinfo *ai, int *err_out);
@@ -81,7 +90,7 @@ static int connect_one(const struct addrinfo *ai, int *err_out);
 #define OPS(sch)                                                                                                       \
 	{                                                                                                              \
 		.scheme = sch, .sendv = client_sendv, .recv_frame = client_recv_frame, .reg_mem = tcp_reg_mem,          \
-		.dereg_mem = tcp_dereg_mem, .shutdown = client_shutdown, .close = client_close,                          \
+		.dereg_mem = tcp_dereg_mem, .shutdown = client_shutdown, .close = client_close, .progress = client_progress,   \
 	}
 static const transport_ops tcp_client_ops = OPS("tcp");
 static const transport_ops tls_client_ops = OPS("tls");
@@ -176,6 +185,7 @@ static int connect_as(const transport_addr *a, int tls, transport_conn **out)
 	c->fd = fd;
 	c->tls = ts;
 	atomic_init(&c->shut, 0);
+	atomic_init(&c->progress, 0);
 	pthread_mutex_init(&c->send_lock, NULL);
 	tcp_peer_name(fd, c->base.peer, sizeof(c->base.peer));
 	LOG_DEBUG("transport", "connected to %s", c->base.peer);
@@ -195,8 +205,8 @@ static int client_sendv(transport_conn *base, const struct iovec *iov, int iovcn
 		err = TRANSPORT_ECLOSED;
 	else if (c->send_err)
 		err = c->send_err;
-	else if ((err = c->tls ? tls_session_write_all(c->tls, iov, iovcnt, &c->shut)
-			       : tcp_write_all(c->fd, iov, iovcnt, &c->shut)) != TRANSPORT_OK)
+	else if ((err = c->tls ? tls_session_write_all(c->tls, iov, iovcnt, &c->shut, &c->progress)
+			       : tcp_write_all_counted(c->fd, iov, iovcnt, &c->shut, &c->progress)) != TRANSPORT_OK)
 		c->send_err = err;
 	pthread_mutex_unlock(&c->send_lock);
 	return err;
@@ -301,8 +311,9 @@ static int rx_read(tcp_client *c, void *dst, size_t n)
 		ssize_t r;
 		if (d && n >= DIRECT_MIN) {
 			/* Straight into the destination, never more than this frame
-			 * holds. MSG_WAITALL saves wakeups on big payloads. */
-			r = sock_recv(c, d, n, MSG_WAITALL);
+			 * holds. MSG_WAITALL saves wakeups on big payloads; a step
+			 * at a time, so that a large one shows progress. */
+			r = sock_recv(c, d, n < TCP_PROGRESS_STEP ? n : TCP_PROGRESS_STEP, MSG_WAITALL);
 			if (r > 0) {
 				d += r;
 				n -= (size_t)r;
@@ -313,6 +324,8 @@ static int rx_read(tcp_client *c, void *dst, size_t n)
 			if (r > 0)
 				c->rx_len = (size_t)r;
 		}
+		if (r > 0)
+			atomic_fetch_add_explicit(&c->progress, 1, memory_order_relaxed);
 		if (r > 0 && atomic_load(&c->shut))
 			return TRANSPORT_ECLOSED;
 		if (r == 0 || (r < 0 && errno != EINTR))
@@ -369,6 +382,11 @@ static void client_shutdown(transport_conn *base)
 	tcp_client *c = (tcp_client *)base;
 	if (!atomic_exchange(&c->shut, 1))
 		shutdown(c->fd, SHUT_RDWR); /* wakes blocked recv/send */
+}
+
+static uint64_t client_progress(transport_conn *base)
+{
+	return atomic_load_explicit(&((tcp_client *)base)->progress, memory_order_relaxed);
 }
 
 static void client_close(transport_conn *base)

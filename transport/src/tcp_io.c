@@ -28,8 +28,30 @@
 
 int tcp_write_all(int fd, const struct iovec *iov, int iovcnt, atomic_int *stop)
 {
+	return tcp_write_all_counted(fd, iov, iovcnt, stop, NULL);
+}
+
+/* Keeps at most TCP_PROGRESS_STEP bytes of the window: a blocking sendmsg
+ * returns only once it queued everything it was given, so a 1 GiB payload in
+ * one call would show no progress until its very end. */
+static int window_cap(struct iovec *win, int n)
+{
+	size_t total = 0;
+	for (int i = 0; i < n; i++) {
+		if (win[i].iov_len >= TCP_PROGRESS_STEP - total) {
+			win[i].iov_len = TCP_PROGRESS_STEP - total;
+			return i + 1;
+		}
+		total += win[i].iov_len;
+	}
+	return n;
+}
+
+int tcp_write_all_counted(int fd, const struct iovec *iov, int iovcnt, atomic_int *stop, atomic_uint_fast64_t *progress)
+{
 	struct iovec win[WINDOW];
 	size_t off = 0; /* bytes of iov[0] already written */
+	int calls = 0;  /* sendmsg calls that wrote something */
 
 	for (;;) {
 		/* Skip what is done (and empty iovecs, which sendmsg would accept but
@@ -39,7 +61,7 @@ int tcp_write_all(int fd, const struct iovec *iov, int iovcnt, atomic_int *stop)
 			iov++;
 			iovcnt--;
 		}
-		if (iovcnt == 0)
+		if (iovcnt <= 0)
 			return TRANSPORT_OK;
 		if (stop && atomic_load(stop))
 			return TRANSPORT_ECLOSED;
@@ -48,10 +70,18 @@ int tcp_write_all(int fd, const struct iovec *iov, int iovcnt, atomic_int *stop)
 		memcpy(win, iov, (size_t)n * sizeof(*win));
 		win[0].iov_base = (char *)win[0].iov_base + off;
 		win[0].iov_len -= off;
+		if (progress)
+			n = window_cap(win, n);
 
 		struct msghdr mh = {.msg_iov = win, .msg_iovlen = (size_t)n};
 		ssize_t w = sendmsg(fd, &mh, MSG_NOSIGNAL);
 		if (w >= 0) {
+			/* Only the calls after the first: what the kernel takes at
+			 * once lands in our own send buffer and proves nothing (a
+			 * stopped peer's kernel takes pings too); room made later
+			 * was made by the peer reading. */
+			if (progress && w > 0 && calls++ > 0)
+				atomic_fetch_add_explicit(progress, 1, memory_order_relaxed);
 			off += (size_t)w;
 			continue;
 		}

@@ -644,7 +644,7 @@ static void send_version_reply(sconn *c)
 	if (proto_msg_version_reply(&m) == PROTO_OK && pthread_mutex_trylock(&c->send_lock) == 0) {
 		struct iovec iov = {m.data, m.len};
 		if (!atomic_load(&c->shut) && !c->send_err) {
-			if (c->tls ? tls_session_write_all(c->tls, &iov, 1, &c->shut) != TRANSPORT_OK
+			if (c->tls ? tls_session_write_all(c->tls, &iov, 1, &c->shut, NULL) != TRANSPORT_OK
 				   : send(c->fd, m.data, m.len, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)m.len)
 				c->send_err = TRANSPORT_EIO;
 		}
@@ -909,7 +909,7 @@ static int server_sendv(transport_conn *base, const struct iovec *iov, int iovcn
 		err = TRANSPORT_ECLOSED;
 	else if (c->send_err)
 		err = c->send_err;
-	else if ((err = c->tls ? tls_session_write_all(c->tls, iov, iovcnt, &c->shut)
+	else if ((err = c->tls ? tls_session_write_all(c->tls, iov, iovcnt, &c->shut, NULL)
 			       : tcp_write_all(c->fd, iov, iovcnt, &c->shut)) != TRANSPORT_OK &&
 		 !atomic_load(&c->shut)) {
 		/* The peer is gone or the stream is mid-frame: end it. */

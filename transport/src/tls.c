@@ -486,8 +486,11 @@ int tls_session_read(tls_session *t, void *buf, size_t n, size_t *got)
 	}
 }
 
-/* Writes n bytes through SSL, waiting for the socket with the lock released. */
-static int write_ssl(tls_session *t, const uint8_t *p, size_t n, atomic_int *stop)
+/* Writes n bytes through SSL, waiting for the socket with the lock released.
+ * Progress (transport_progress): each write of a frame after its first (*calls
+ * counts them), as tcp_write_all_counted counts its sends. */
+static int write_ssl(tls_session *t, const uint8_t *p, size_t n, atomic_int *stop, int *calls,
+		     atomic_uint_fast64_t *progress)
 {
 	char eb[256];
 
@@ -508,6 +511,8 @@ static int write_ssl(tls_session *t, const uint8_t *p, size_t n, atomic_int *sto
 		if (e == SSL_ERROR_NONE) {
 			p += w;
 			n -= w;
+			if (progress && (*calls)++ > 0)
+				atomic_fetch_add(progress, 1);
 			continue;
 		}
 		int err;
@@ -524,13 +529,14 @@ static int write_ssl(tls_session *t, const uint8_t *p, size_t n, atomic_int *sto
 	return TRANSPORT_OK;
 }
 
-int tls_session_write_all(tls_session *t, const struct iovec *iov, int iovcnt, atomic_int *stop)
+int tls_session_write_all(tls_session *t, const struct iovec *iov, int iovcnt, atomic_int *stop,
+			  atomic_uint_fast64_t *progress)
 {
 	if (t->ktls_tx) /* the kernel encrypts: the plain path, iovecs and all */
-		return tcp_write_all(t->fd, iov, iovcnt, stop);
+		return tcp_write_all_counted(t->fd, iov, iovcnt, stop, progress);
 
 	size_t fill = 0;
-	int err;
+	int err, calls = 0;
 	for (int i = 0; i < iovcnt; i++) {
 		const uint8_t *p = iov[i].iov_base;
 		size_t n = iov[i].iov_len;
@@ -546,19 +552,19 @@ int tls_session_write_all(tls_session *t, const struct iovec *iov, int iovcnt, a
 			 * header then travels in the payload's first record. */
 			size_t k = GATHER_BUF - fill < n ? GATHER_BUF - fill : n;
 			memcpy(t->gather + fill, p, k);
-			if ((err = write_ssl(t, t->gather, fill + k, stop)) != TRANSPORT_OK)
+			if ((err = write_ssl(t, t->gather, fill + k, stop, &calls, progress)) != TRANSPORT_OK)
 				return err;
 			fill = 0;
 			p += k;
 			n -= k;
 		}
 		if (n >= GATHER_MIN || i + 1 == iovcnt) {
-			if ((err = write_ssl(t, p, n, stop)) != TRANSPORT_OK)
+			if ((err = write_ssl(t, p, n, stop, &calls, progress)) != TRANSPORT_OK)
 				return err;
 		} else {
 			memcpy(t->gather, p, n);
 			fill = n;
 		}
 	}
-	return fill ? write_ssl(t, t->gather, fill, stop) : TRANSPORT_OK;
+	return fill ? write_ssl(t, t->gather, fill, stop, &calls, progress) : TRANSPORT_OK;
 }

@@ -74,6 +74,12 @@ extern const transport_provider transport_shm_provider;
  * mid-frame: the caller must not write on it again.
  */
 int tcp_write_all(int fd, const struct iovec *iov, int iovcnt, atomic_int *stop);
+/* The same, writing at most TCP_PROGRESS_STEP bytes per system call and
+ * counting in *progress (the client's transport_progress) each one after the
+ * first that wrote something: a large frame then shows the peer taking it
+ * while it goes out, a small one (a ping into a stopped peer) shows nothing. */
+#define TCP_PROGRESS_STEP (1u << 20)
+int tcp_write_all_counted(int fd, const struct iovec *iov, int iovcnt, atomic_int *stop, atomic_uint_fast64_t *progress);
 
 /* Formats the address of the other end of fd as "host:port" ("[v6]:port"). */
 void tcp_peer_name(int fd, char *buf, size_t len);
@@ -103,7 +109,8 @@ int tls_session_handshake(tls_session *t, const char *peer);
 /* Non-blocking read of up to n plaintext bytes (see tls.c). */
 int tls_session_read(tls_session *t, void *buf, size_t n, size_t *got);
 /* tcp_write_all's contract, through TLS (the caller holds its send lock). */
-int tls_session_write_all(tls_session *t, const struct iovec *iov, int iovcnt, atomic_int *stop);
+int tls_session_write_all(tls_session *t, const struct iovec *iov, int iovcnt, atomic_int *stop,
+			  atomic_uint_fast64_t *progress);
 /* Whether the kernel encrypts what is sent (kTLS). */
 int tls_session_ktls_send(const tls_session *t);
 /* Whether SSL holds bytes already read from the socket (a poll cannot see them). */
