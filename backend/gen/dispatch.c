@@ -1744,6 +1744,11 @@ static int gen_link(be_session *s, be_req *rq)
 	return be_op_link(s, rq, inputs, inputs_len);
 }
 
+static int gen_ping(be_session *s, be_req *rq)
+{
+	return be_op_ping(s, rq);
+}
+
 const be_op_desc be_ops[PROTO_OP_COUNT] = {
 	[PROTO_OP_HELLO] = {gen_hello, BE_OP_SYNC},
 	[PROTO_OP_MODULE_LOAD] = {gen_module_load, BE_OP_SYNC | BE_OP_PAYLOAD},
@@ -1840,6 +1845,7 @@ const be_op_desc be_ops[PROTO_OP_COUNT] = {
 	[PROTO_OP_VMM_RETAIN] = {gen_vmm_retain, BE_OP_SYNC},
 	[PROTO_OP_TENSOR_MAP_ENCODE] = {gen_tensor_map_encode, BE_OP_SYNC | BE_OP_QUICK},
 	[PROTO_OP_LINK] = {gen_link, BE_OP_SYNC | BE_OP_PAYLOAD},
+	[PROTO_OP_PING] = {gen_ping, BE_OP_ASYNC | BE_OP_LOOP},
 	/* api/cublas.api (backend/gen/lib_cublas.c) */
 	[PROTO_OP_CUBLASCREATE_V2] = {be_gen_cublasCreate_v2, BE_OP_ASYNC},
 	[PROTO_OP_CUBLASDESTROY_V2] = {be_gen_cublasDestroy_v2, BE_OP_ASYNC},

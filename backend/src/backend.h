@@ -186,6 +186,22 @@ void be_hostfn_release_all(be_session *s);
 /* Teardown, after the context is gone: frees records of callbacks never run. */
 void be_hostfn_cleanup(be_session *s);
 
+/* ---- answers to the client's pings (pong.c) ---- */
+
+typedef struct be_pong {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int due, stop, started; /* (mu) */
+	pthread_t thread;
+} be_pong;
+
+/* At accept, before anything can fail (session_free destroys what it made). */
+void be_pong_init(be_session *s);
+/* Loop thread, once the connection is closed: ends the thread (if a ping
+ * started one) before the connection goes. */
+void be_pong_stop(be_session *s);
+void be_pong_destroy(be_session *s);
+
 /* ---- the session ---- */
 
 struct be_session {
@@ -247,6 +263,8 @@ struct be_session {
 	be_staging staging;
 	struct be_lib_sess *lib; /* objects of forwarded libraries (lib.c), on first use */
 	struct be_vmm_sess *vmm; /* virtual memory management (op_vmm.c), on first use */
+
+	be_pong pong;
 
 	/* host functions */
 	pthread_mutex_t hf_mu;

@@ -229,6 +229,7 @@ void *be_on_accept(void *ctx, transport_conn *c)
 	s->q_tail = &s->q_head;
 	pthread_mutex_init(&s->hf_mu, NULL);
 	pthread_cond_init(&s->hf_cv, NULL);
+	be_pong_init(s);
 	be_htab_init(&s->streams);
 	be_htab_init(&s->events);
 	be_htab_init(&s->modules);
@@ -531,6 +532,7 @@ static void on_done(uv_async_t *a)
 	be_session *s = a->data;
 
 	pthread_join(s->exec_thread, NULL);
+	be_pong_stop(s);
 	/* A stuck waiter may still send on the connection: leak it with the rest. */
 	if (!s->leaked)
 		transport_close(s->conn);
@@ -577,6 +579,7 @@ static void session_free(be_session *s)
 	pthread_cond_destroy(&s->q_cv);
 	pthread_mutex_destroy(&s->hf_mu);
 	pthread_cond_destroy(&s->hf_cv);
+	be_pong_destroy(s);
 	if (s->w.tail) {
 		pthread_mutex_destroy(&s->w.mu);
 		pthread_cond_destroy(&s->w.cv);

@@ -36,7 +36,10 @@
 #include <msgpack.h>
 
 #define PROTO_MAGIC 0x52475055u
-/* 3: module_load names images by SHA-256 (64 hex digits), not XXH3-128. */
+/* 3: module_load names images by SHA-256 (64 hex digits), not XXH3-128; and
+ * the server answers ping (PROTO_OP_PING) on its I/O thread, which the
+ * client's liveness watchdog relies on: an older server would queue pings
+ * behind a long call and be taken for dead. */
 #define PROTO_VERSION 3
 #define PROTO_HDR_SIZE 40
 /* Hostile-size limits: a header larger than this is a protocol error. Payloads

@@ -17,6 +17,7 @@ host=${1:?host}
 port=${2:?port}
 
 MAGIC='\x55\x50\x47\x52'
+V=3 # PROTO_VERSION
 # le N VALUE: VALUE as N little-endian bytes, in printf escapes
 le() { local n=$1 v=$2 i out=; for ((i = 0; i < n; i++)); do out+=$(printf '\\x%02x' $(( (v >> (8 * i)) & 255 ))); done; printf '%s' "$out"; }
 # hdr VERSION FLAGS HDR_LEN OP PAYLOAD_LEN [SEQ STATUS LATCHED]: a frame header
@@ -45,17 +46,17 @@ send "random 4 KiB" "$rnd"
 send "http request" 'GET / HTTP/1.0\r\nHost: x\r\n\r\n'
 send "wrong version" "$(hdr 0x7777 0 5 1 0)\x92\x01\x01\x01\x01"
 send "version 1 header" "${MAGIC}\x01\x00\x00\x00\x03\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x93\x01\x01\x00"
-send "hdr_len 4 GiB" "$(hdr 2 0 0xffffffff 1 0)"
-send "payload_len 2^64-1" "$(hdr 2 0 1 1 -1)\x91\x00"
-send "status on a request" "$(hdr 2 0 1 1 0 1 700)\x91\x01"
-send "malformed msgpack" "$(hdr 2 0 16 1 0)$(printf '\\xc1%.0s' $(seq 16))"
-send "msgpack not an array" "$(hdr 2 0 1 1 0)\x2a"
-send "unknown op" "$(hdr 2 0 1 9999 0)\x91\x01"
-send "reply flag from a client" "$(hdr 2 1 1 0 0)\x91\x00"
+send "hdr_len 4 GiB" "$(hdr $V 0 0xffffffff 1 0)"
+send "payload_len 2^64-1" "$(hdr $V 0 1 1 -1)\x91\x00"
+send "status on a request" "$(hdr $V 0 1 1 0 1 700)\x91\x01"
+send "malformed msgpack" "$(hdr $V 0 16 1 0)$(printf '\\xc1%.0s' $(seq 16))"
+send "msgpack not an array" "$(hdr $V 0 1 1 0)\x2a"
+send "unknown op" "$(hdr $V 0 1 9999 0)\x91\x01"
+send "reply flag from a client" "$(hdr $V 1 1 0 0)\x91\x00"
 send "truncated header" "${MAGIC}\x02\x00\x00\x00\x64"
-send "truncated msgpack" "$(hdr 2 0 100 1 0)\x95\x01\x01" 1
-send "truncated payload" "$(hdr 2 0 1 8 16)\x91\x01abcdef" 1
-send "a header alone, op 0" "$(hdr 2 0 0 0 0)"
+send "truncated msgpack" "$(hdr $V 0 100 1 0)\x95\x01\x01" 1
+send "truncated payload" "$(hdr $V 0 1 8 16)\x91\x01abcdef" 1
+send "a header alone, op 0" "$(hdr $V 0 0 0 0)"
 send "empty connection" ""
 # many connections at once, all dropped without a byte
 for _ in $(seq 32); do exec {fd}<>"/dev/tcp/$host/$port" && fds+=("$fd"); done 2>/dev/null
