@@ -6,7 +6,12 @@
  * caller waits for (detached copies, host function events). A synchronous call
  * then costs the server's round trip and nothing more: no thread hand-off, which
  * is tens of microseconds where cores are few (a wake-up) and a cache line
- * transfer where they are not. */
+ * transfer where they are not.
+ *
+ * A liveness watchdog (live.c) watches the channel while anything waits for
+ * the server; when the server has been silent too long it fails the channel
+ * like a broken connection (conn_fail, then a transport shutdown that wakes
+ * whoever is blocked in a send or a receive). */
 #define _GNU_SOURCE /* pthread_setname_np */
 
 #include "conn.h"
@@ -15,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "live.h"
 #include "rg_clock.h"
 #include "rg_log.h"
 #include "sendq.h"
@@ -62,6 +68,10 @@ struct fe_conn {
 	int rx_view_ok;
 	fe_hostfn_cb hostfn;
 	void *hostfn_ctx;
+
+	fe_live *live;          /* NULL: REMOTE_GPU_TIMEOUT=0 */
+	atomic_int pings;       /* the server answers pings (after the hello) */
+	atomic_uint_fast64_t rx_frames; /* a sign of life where the transport counts none */
 };
 
 static fe_pending *pending_find_locked(fe_conn *c, uint64_t seq)
@@ -180,6 +190,8 @@ static void rx_event(fe_conn *c)
 	uint64_t id;
 	if (c->rx_view.op == PROTO_OP_HOSTFN && proto_arg_u64(&c->rx_view, 0, &id) == PROTO_OK && c->hostfn)
 		c->hostfn(c->hostfn_ctx, id);
+	else if (c->rx_view.op == PROTO_OP_PING)
+		; /* an answer to the watchdog's ping: its arrival was the point */
 	else
 		LOG_WARN("frontend", "unexpected event op %u from server", c->rx_view.op);
 }
@@ -195,6 +207,7 @@ static int rx_one(fe_conn *c)
 		conn_fail(c, err);
 		return err;
 	}
+	atomic_fetch_add_explicit(&c->rx_frames, 1, memory_order_relaxed);
 	if (!c->rx_classified)
 		rx_classify(c, &f);
 	if (!c->rx_view_ok) {
@@ -310,6 +323,59 @@ static void *rx_main(void *arg)
 	}
 }
 
+/* ---- liveness (live.h's ops; the watchdog thread) ---- */
+
+static int live_busy(void *ctx)
+{
+	fe_conn *c = ctx;
+	pthread_mutex_lock(&c->lock);
+	int waiting = c->pending != NULL; /* sync calls and detached copies */
+	pthread_mutex_unlock(&c->lock);
+	return waiting || fe_sendq_busy(c->sq);
+}
+
+static uint64_t live_progress(void *ctx)
+{
+	fe_conn *c = ctx;
+	return transport_progress(c->t) + atomic_load_explicit(&c->rx_frames, memory_order_relaxed);
+}
+
+/* Queued like an async call (behind whatever is being written: a send that
+ * is stuck is judged by its own progress), never written here. The server
+ * answers with a ping event, which whoever reads takes as any frame. Seq 0:
+ * nothing waits for it by number. */
+static void live_ping(void *ctx)
+{
+	fe_conn *c = ctx;
+	if (!atomic_load(&c->pings))
+		return; /* before the hello, the server refuses every other op */
+	proto_msg m;
+	proto_msg_begin(&m, PROTO_OP_PING, 0, 0);
+	if (proto_msg_finish(&m, PROTO_F_ASYNC, 0) == PROTO_OK)
+		fe_sendq_post_nowait(c->sq, m.data, m.len);
+	proto_msg_free(&m);
+}
+
+static void live_dead(void *ctx, double quiet_s, double timeout_s)
+{
+	fe_conn *c = ctx;
+	pthread_mutex_lock(&c->lock);
+	if (!c->dead)
+		LOG_ERROR("frontend",
+			  "no sign of life from %s for %.1f s while a call waited (REMOTE_GPU_TIMEOUT=%g): server "
+			  "stopped, dead or unreachable; every call on this device fails from now on "
+			  "(cudaErrorDevicesUnavailable)",
+			  c->t->peer, quiet_s, timeout_s);
+	c->dead = 1;
+	pthread_mutex_unlock(&c->lock);
+	conn_fail(c, TRANSPORT_ETIMEDOUT); /* completes every waiting call */
+	transport_shutdown(c->t);          /* wakes threads blocked in send or recv */
+}
+
+static const fe_live_ops live_ops = {live_busy, live_progress, live_ping, live_dead};
+
+void fe_conn_enable_pings(fe_conn *c) { atomic_store(&c->pings, 1); }
+
 int fe_conn_open(const transport_addr *a, fe_hostfn_cb hostfn, void *hostfn_ctx, fe_conn **out)
 {
 	fe_conn *c = calloc(1, sizeof(*c));
@@ -339,12 +405,17 @@ int fe_conn_open(const transport_addr *a, fe_hostfn_cb hostfn, void *hostfn_ctx,
 		free(c);
 		return TRANSPORT_ENOMEM;
 	}
+	if ((err = fe_live_start(&live_ops, c, &c->live)) != 0) {
+		fe_conn_close(c);
+		return err;
+	}
 	*out = c;
 	return 0;
 }
 
 void fe_conn_close(fe_conn *c)
 {
+	fe_live_stop(c->live); /* first: it uses the queue and the transport */
 	fe_sendq_close(c->sq);
 	pthread_mutex_lock(&c->lock);
 	c->closing = 1;
@@ -381,6 +452,10 @@ void fe_conn_on_before_send(fe_conn_before_fn fn) { before_send = fn; }
 
 int fe_conn_post(fe_conn *c, proto_msg *m, const void *payload, uint64_t len)
 {
+	if (atomic_load_explicit(&c->dead, memory_order_relaxed)) {
+		proto_msg_free(m);
+		return FE_EDEAD;
+	}
 	if (before_send)
 		before_send(m->op);
 	int err = conn_send(c, m, PROTO_F_ASYNC, payload, len);

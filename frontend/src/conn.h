@@ -97,5 +97,8 @@ int fe_conn_take_latched(fe_conn *c);
 /* The server may send events from now on (a host function was enqueued): the
  * receiver thread keeps reading even when no call is outstanding. */
 void fe_conn_expect_events(fe_conn *c);
+/* The session is established (hello done): the liveness watchdog (live.h) may
+ * ping the server from now on. Before, it judges by the replies alone. */
+void fe_conn_enable_pings(fe_conn *c);
 
 #endif

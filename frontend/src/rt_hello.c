@@ -152,6 +152,7 @@ int fe_hello(fe_device *d)
 		LOG_ERROR("frontend", "malformed handshake reply from %s", fe_conn_peer(d->conn));
 		return cudaErrorInitializationError;
 	}
+	fe_conn_enable_pings(d->conn);
 	d->driver_version = drv;
 	d->prio_least = lo;
 	d->prio_greatest = hi;

@@ -29,6 +29,7 @@ struct fe_sendq {
 	atomic_size_t pending; /* len, readable without the lock by the spinning sender */
 	int sleeping, closing;
 	atomic_int err;        /* written under qlock, read without it by writers */
+	atomic_int writing;    /* a writer is inside transport_sendv (fe_sendq_busy) */
 	pthread_t thread;
 };
 
@@ -86,8 +87,11 @@ static int write_locked(fe_sendq *q, const void *frame, size_t len, const void *
 			iov[n++] = (struct iovec){(void *)frame, len};
 		if (plen)
 			iov[n++] = (struct iovec){(void *)payload, plen};
-		if (n)
+		if (n) {
+			atomic_store_explicit(&q->writing, 1, memory_order_relaxed);
 			err = transport_sendv(q->t, iov, n);
+			atomic_store_explicit(&q->writing, 0, memory_order_relaxed);
+		}
 	}
 	if (qb)
 		give_back(q, qb, qcap);
@@ -141,6 +145,7 @@ int fe_sendq_open(transport_conn *t, fe_sendq **out)
 	pthread_cond_init(&q->qcond, NULL);
 	atomic_init(&q->pending, 0);
 	atomic_init(&q->err, 0);
+	atomic_init(&q->writing, 0);
 	if (pthread_create(&q->thread, NULL, sender_main, q) != 0) {
 		free(q);
 		return TRANSPORT_ENOMEM;
@@ -169,13 +174,14 @@ int fe_sendq_write(fe_sendq *q, const void *frame, size_t len, const void *paylo
 	return err;
 }
 
-int fe_sendq_post(fe_sendq *q, const void *frame, size_t len, const void *payload, size_t plen)
+/* may_write: a frame that does not fit the queue is written by the caller. */
+static int post(fe_sendq *q, const void *frame, size_t len, const void *payload, size_t plen, int may_write)
 {
-	if (plen > COPY_MAX)
+	if (plen > COPY_MAX && may_write)
 		return fe_sendq_write(q, frame, len, payload, plen);
 	pthread_mutex_lock(&q->qlock);
 	int err = q->err;
-	if (!err && q->len + len + plen > QUEUE_MAX) {
+	if (!err && q->len + len + plen > QUEUE_MAX && may_write) {
 		pthread_mutex_unlock(&q->qlock);
 		return fe_sendq_write(q, frame, len, payload, plen);
 	}
@@ -202,4 +208,16 @@ int fe_sendq_post(fe_sendq *q, const void *frame, size_t len, const void *payloa
 	}
 	pthread_mutex_unlock(&q->qlock);
 	return err;
+}
+
+int fe_sendq_post(fe_sendq *q, const void *frame, size_t len, const void *payload, size_t plen)
+{
+	return post(q, frame, len, payload, plen, 1);
+}
+
+int fe_sendq_post_nowait(fe_sendq *q, const void *frame, size_t len) { return post(q, frame, len, NULL, 0, 0); }
+
+int fe_sendq_busy(fe_sendq *q)
+{
+	return atomic_load(&q->pending) > 0 || atomic_load_explicit(&q->writing, memory_order_relaxed);
 }

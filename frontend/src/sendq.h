@@ -24,5 +24,10 @@ void fe_sendq_close(fe_sendq *q);
 int fe_sendq_post(fe_sendq *q, const void *frame, size_t len, const void *payload, size_t plen);
 /* Writes the queue and then this frame, from the calling thread. */
 int fe_sendq_write(fe_sendq *q, const void *frame, size_t len, const void *payload, size_t plen);
+/* Queues a small frame even past the queue's limit: never writes it itself, so
+ * it never waits for the network (the liveness watchdog's pings). */
+int fe_sendq_post_nowait(fe_sendq *q, const void *frame, size_t len);
+/* Bytes are queued or being written: the server has something to take. */
+int fe_sendq_busy(fe_sendq *q);
 
 #endif
