@@ -29,6 +29,10 @@
  */
 #include "fake.h"
 
+#include <errno.h>
+#include <stdlib.h>
+#include <time.h>
+
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -209,6 +213,20 @@ static void log_launch(const fk_func *fn, const fk_op *op)
 	free(line);
 }
 
+/* FAKECUDA_KERNEL_MS: a long kernel. Streams run eagerly, so the call that
+ * executes it (the launch, a graph launch) takes that long: what a client of a
+ * server busy with a long kernel must wait out (tests/e2e/liveness.sh). */
+static void kernel_delay(void)
+{
+	const char *v = getenv("FAKECUDA_KERNEL_MS");
+	long ms = v ? strtol(v, NULL, 10) : 0;
+	if (ms > 0) {
+		struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+		while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+			;
+	}
+}
+
 CUresult fk_kernel_run(fk_ctx *c, const fk_op *op)
 {
 	fk_func *fn = fk_handle_get(op->u.k.func, FK_FUNC, c);
@@ -218,6 +236,7 @@ CUresult fk_kernel_run(fk_ctx *c, const fk_op *op)
 		return CUDA_ERROR_INVALID_HANDLE;
 	log_launch(fn, op);
 	emulate(c, fn, op->u.k.args);
+	kernel_delay();
 	return CUDA_SUCCESS;
 }
 

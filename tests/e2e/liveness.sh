@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# Liveness: a client waiting on a server that stopped (SIGSTOP of its session
+# process: the socket stays open and the kernel still ACKs, as in a partition
+# or a hung host) or died fails within REMOTE_GPU_TIMEOUT with
+# cudaErrorDevicesUnavailable (46), logs it once, and keeps failing; a server
+# busy with a kernel longer than the timeout is not taken for dead (it answers
+# pings from its I/O thread); REMOTE_GPU_TIMEOUT=0 waits for a stopped server
+# until it goes on.
+#   liveness.sh REMOTE_GPUD FAKE_LIBCUDA LIBREMOTE LIVENESS_PROGRAM
+set -u
+gpud=$1 fake=$2 lib=$3 prog=$4
+TIMEOUT=2      # the clients' REMOTE_GPU_TIMEOUT
+KERNEL_MS=5000 # every kernel on the server: well past the timeout
+BOUND=6        # a failure must come within this many seconds (generous)
+work=$(mktemp -d /tmp/rg-live.XXXXXX)
+srv=
+sess=
+fail=0
+pass=0
+
+cleanup() {
+	if [ -n "$sess" ]; then kill -CONT "$sess" 2>/dev/null; kill -KILL "$sess" 2>/dev/null; fi
+	if [ -n "$srv" ]; then kill -TERM "$srv" 2>/dev/null; wait "$srv" 2>/dev/null; fi
+	if [ $fail -eq 0 ]; then rm -rf "$work"; else echo "scratch folder kept: $work"; fi
+}
+trap cleanup EXIT
+
+FAKECUDA_KERNEL_MS=$KERNEL_MS "$gpud" --listen 127.0.0.1:0 --port-file "$work/port" --driver "$fake" \
+	2>"$work/server.log" &
+srv=$!
+for _ in $(seq 100); do [ -s "$work/port" ] && break; sleep 0.05; done
+[ -s "$work/port" ] || { echo "remote-gpud did not start:"; tail -n 5 "$work/server.log"; fail=1; exit 1; }
+port=$(cat "$work/port")
+
+bad() {
+	echo "FAIL $name: $*"
+	sed 's/^/  | /' "$work/$name.out" "$work/$name.err" | tail -n 12
+	fail=$((fail + 1))
+}
+
+# run NAME MODE ACTION TIMEOUT: starts the client, waits for "ready", finds its
+# session process (the server's newest child), does ACTION to it (stop, kill,
+# none), lets the client make its call; the client's pid is in $cli.
+run() {
+	name=$1
+	local mode=$2 action=$3 t=$4
+	rm -f "$work/go.$name"
+	REMOTE_GPU=127.0.0.1:$port REMOTE_GPU_TIMEOUT=$t LD_PRELOAD=$lib timeout 60 \
+		"$prog" "$mode" "$work/go.$name" >"$work/$name.out" 2>"$work/$name.err" &
+	cli=$!
+	for _ in $(seq 300); do
+		grep -q '^ready' "$work/$name.out" 2>/dev/null && break
+		kill -0 $cli 2>/dev/null || break
+		sleep 0.1
+	done
+	sess=$(pgrep -n -P "$srv")
+	if ! grep -q '^ready' "$work/$name.out" || [ -z "$sess" ]; then
+		bad "client not ready or no session process"
+		return 1
+	fi
+	case $action in
+	stop) kill -STOP "$sess" ;;
+	kill) kill -KILL "$sess" ;;
+	esac
+	touch "$work/go.$name"
+}
+
+# finish: waits for the client and ends its session process.
+finish() {
+	wait $cli
+	kill -CONT "$sess" 2>/dev/null
+	kill -KILL "$sess" 2>/dev/null
+	sess=
+}
+
+# expect MODE CODE MIN_S MAX_S AFTER_CODE: judges the client's lines.
+expect() {
+	local line code secs after
+	line=$(grep "^$1: " "$work/$name.out")
+	read -r _ _ code secs <<<"$line"
+	after=$(sed -n 's/^after: [A-Za-z]* \([0-9]*\)$/\1/p' "$work/$name.out")
+	if [ -z "$line" ]; then bad "no result line"; return; fi
+	if [ "$code" != "$2" ]; then bad "code $code, want $2"; return; fi
+	if ! awk -v s="$secs" -v lo="$3" -v hi="$4" 'BEGIN { exit !(s >= lo && s <= hi) }'; then
+		bad "took $secs s, want $3..$4 s"
+		return
+	fi
+	if [ "$after" != "$5" ]; then bad "the call after: code '$after', want $5"; return; fi
+	if [ "$2" = 46 ] && [ "$(grep -c 'no sign of life\|connection to .* lost' "$work/$name.err")" != 1 ]; then
+		bad "want one log line saying the server is lost"
+		return
+	fi
+	echo "ok   $name: $line"
+	pass=$((pass + 1))
+}
+
+# A kernel twice the timeout: pings keep the session alive, the call succeeds.
+run busy_sync sync none $TIMEOUT && { finish; expect sync 0 $((KERNEL_MS / 1000 - 1)) 30 0; }
+
+# Stopped: the waiting call and a copy the socket cannot take both fail in time
+# (not at once: the server is given the whole timeout).
+run stopped_sync sync stop $TIMEOUT && { finish; expect sync 46 1 $BOUND 46; }
+run stopped_h2d h2d stop $TIMEOUT && { finish; expect h2d 46 1 $BOUND 46; }
+
+# Killed: the connection breaks, the call fails at once.
+run killed_sync sync kill $TIMEOUT && { finish; expect sync 46 0 $BOUND 46; }
+run killed_h2d h2d kill $TIMEOUT && { finish; expect h2d 46 0 $BOUND 46; }
+
+# REMOTE_GPU_TIMEOUT=0: still waiting after twice the timeout, and done once
+# the server goes on.
+if run forever_sync sync stop 0; then
+	sleep $((2 * TIMEOUT))
+	if kill -0 $cli 2>/dev/null; then
+		kill -CONT "$sess"
+		finish
+		expect sync 0 $((2 * TIMEOUT)) 30 0
+	else
+		finish
+		bad "the client did not wait for a stopped server with REMOTE_GPU_TIMEOUT=0"
+	fi
+fi
+
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]
