@@ -53,7 +53,7 @@ send "malformed msgpack" "$(hdr $V 0 16 1 0)$(printf '\\xc1%.0s' $(seq 16))"
 send "msgpack not an array" "$(hdr $V 0 1 1 0)\x2a"
 send "unknown op" "$(hdr $V 0 1 9999 0)\x91\x01"
 send "reply flag from a client" "$(hdr $V 1 1 0 0)\x91\x00"
-send "truncated header" "${MAGIC}\x02\x00\x00\x00\x64"
+send "truncated header" "${MAGIC}\x03\x00\x00\x00\x64"
 send "truncated msgpack" "$(hdr $V 0 100 1 0)\x95\x01\x01" 1
 send "truncated payload" "$(hdr $V 0 1 8 16)\x91\x01abcdef" 1
 send "a header alone, op 0" "$(hdr $V 0 0 0 0)"
