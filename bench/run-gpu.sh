@@ -11,7 +11,9 @@
 #      bench/results/<date>-<gpu>.md and .json, or into $OUT when it is set.
 #
 # Environment: RG_BUILD (build folder, default build), RG_DEVICE (GPU, default 0),
-# RG_COMMIT (commit to name when there is no .git, as on the device machine).
+# RG_COMMIT (commit to name when there is no .git, as on the device machine), RG_TLS=1
+# (a second remote run over tls://, reported as <date>-<gpu>-tls.md: TLS's cost is the
+# difference between the two reports, against the same local baselines).
 # Arguments are passed to both remote-bench runs (e.g. --min-time 0.1 --iters 5000).
 # Takes under a minute when all works (local run about 15 s on an H200 machine); the
 # steps' time limits (local 60 s, server start 20 s, remote 85 s, shutdown 5 s) keep the
@@ -104,15 +106,16 @@ rc=${PIPESTATUS[0]}
 [ "$rc" = 0 ] || notes+=("local run exited with $rc$(limit_note "$rc")")
 
 # ---- 2. remote: remote-gpud on the GPU, GPU-less client through libremote.so ----
-remote_json=
-if [ ! -x "$gpud" ] || [ ! -f "$lib" ]; then
-	notes+=("remote run not made: $gpud or $lib missing")
-elif ! command -v unshare >/dev/null; then
-	notes+=("remote run not made: unshare missing")
-else
-	lib=$(readlink -f "$lib")
-	echo "== run-gpu: remote run (remote-gpud --device $dev, client GPU-less with libremote.so)"
-	"$gpud" --listen 127.0.0.1:0 --port-file "$work/port" --device "$dev" >"$work/gpud.log" 2>&1 &
+# remote_run NAME SCHEME [SERVER ARGS...]: a remote-bench run through libremote.so,
+# into $work/NAME.json and NAME.txt; sets remote_json_NAME when it produced one.
+remote_run() {
+	local name=$1 scheme=$2 host=127.0.0.1
+	shift 2
+	[ "$scheme" = tls ] && host=localhost # the name the certificate holds
+	echo "== run-gpu: remote run $name (remote-gpud --device $dev $*, client GPU-less with libremote.so)"
+	rm -f "$work/port"
+	REMOTE_GPU_LOG=${gpud_log:-warn} "$gpud" --listen 127.0.0.1:0 --port-file "$work/port" --device "$dev" "$@" \
+		>"$work/gpud-$name.log" 2>&1 &
 	gpud_pid=$!
 	for _ in $(seq 200); do
 		[ -s "$work/port" ] && break
@@ -121,28 +124,56 @@ else
 	done
 	port=$(cat "$work/port" 2>/dev/null)
 	if [ -z "$port" ]; then
-		notes+=("remote-gpud did not write its port (log: $(tail -3 "$work/gpud.log" | tr '\n' ' '))")
+		notes+=("remote-gpud ($name) did not write its port (log: $(tail -3 "$work/gpud-$name.log" | tr '\n' ' '))")
 	else
 		timeout 85 unshare -m bash "$root/bench/run-gpu.sh" --gpu-less "$bench" \
-			env REMOTE_GPU="127.0.0.1:$port" LD_PRELOAD="$lib" \
-			"$bench" --only cuda --device 0 --json "$work/remote.json" "$@" 2>&1 | tee "$work/remote.txt"
+			env REMOTE_GPU="$scheme://$host:$port" REMOTE_GPU_TLS_CA="$work/ca.pem" LD_PRELOAD="$lib" \
+			"$bench" --only cuda --device 0 --json "$work/$name.json" "${bench_args[@]}" 2>&1 | tee "$work/$name.txt"
 		rc=${PIPESTATUS[0]}
-		[ "$rc" = 0 ] || notes+=("remote run exited with $rc$(limit_note "$rc")")
-		[ -s "$work/remote.json" ] && remote_json=$work/remote.json
+		[ "$rc" = 0 ] || notes+=("remote run $name exited with $rc$(limit_note "$rc")")
+		[ -s "$work/$name.json" ] && eval "remote_json_$name=\$work/\$name.json"
 	fi
 	if kill -0 "$gpud_pid" 2>/dev/null; then
 		kill -TERM "$gpud_pid"
 		for _ in $(seq 50); do kill -0 "$gpud_pid" 2>/dev/null || break; sleep 0.1; done
 		if kill -0 "$gpud_pid" 2>/dev/null; then
-			notes+=("remote-gpud still running 5 s after SIGTERM: killed")
+			notes+=("remote-gpud ($name) still running 5 s after SIGTERM: killed")
 			kill -KILL "$gpud_pid"
 		fi
 	fi
 	wait "$gpud_pid"
 	rc=$?
 	gpud_pid=
-	[ "$rc" = 0 ] || notes+=("remote-gpud exited with $rc after SIGTERM (expected 0)")
+	[ "$rc" = 0 ] || notes+=("remote-gpud ($name) exited with $rc after SIGTERM (expected 0)")
+}
+
+bench_args=("$@")
+remote_json_remote= remote_json_tls=
+if [ ! -x "$gpud" ] || [ ! -f "$lib" ]; then
+	notes+=("remote run not made: $gpud or $lib missing")
+elif ! command -v unshare >/dev/null; then
+	notes+=("remote run not made: unshare missing")
+else
+	lib=$(readlink -f "$lib")
+	# --drain-seconds 0: SIGTERM at the end ends the (finished) sessions at once
+	remote_run remote tcp --drain-seconds 0
+	# RG_TLS=1: the same over tls:// (a throwaway CA and certificate for localhost)
+	if [ "${RG_TLS:-0}" = 1 ]; then
+		if openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /CN=rg-ca \
+			-keyout "$work/ca.key" -out "$work/ca.pem" >/dev/null 2>&1 &&
+			openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=localhost \
+				-keyout "$work/srv.key" -out "$work/srv.csr" >/dev/null 2>&1 &&
+			openssl x509 -req -in "$work/srv.csr" -CA "$work/ca.pem" -CAkey "$work/ca.key" -CAcreateserial \
+				-days 1 -extfile <(printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\n') \
+				-out "$work/srv.pem" >/dev/null 2>&1; then
+			gpud_log=warn,transport=info remote_run tls tls --drain-seconds 0 --tls-cert "$work/srv.pem" --tls-key "$work/srv.key"
+			grep -h "kernel TLS" "$work/gpud-tls.log" | tail -n 1 | sed 's/^/run-gpu: /'
+		else
+			notes+=("tls run not made: openssl could not make a certificate")
+		fi
+	fi
 fi
+remote_json=$remote_json_remote
 
 # ---- 3. report ----
 outdir=${OUT:-$root/bench/results}
@@ -162,8 +193,12 @@ EOF
 python3 "$root/bench/report.py" --meta "$work/meta.json" --local "$work/local.json" \
 	${remote_json:+--remote "$remote_json"} \
 	--md "$outdir/$date-$slug.md" --json "$outdir/$date-$slug.json" >/dev/null || exit 1
+if [ -n "$remote_json_tls" ]; then
+	python3 "$root/bench/report.py" --meta "$work/meta.json" --local "$work/local.json" --remote "$remote_json_tls" \
+		--md "$outdir/$date-$slug-tls.md" --json "$outdir/$date-$slug-tls.json" >/dev/null || exit 1
+fi
 if [ -n "${OUT:-}" ]; then
-	for f in local.txt remote.txt gpud.log; do [ -f "$work/$f" ] && cp "$work/$f" "$OUT/"; done
+	for f in local.txt remote.txt tls.txt gpud-remote.log gpud-tls.log; do [ -f "$work/$f" ] && cp "$work/$f" "$OUT/"; done
 fi
 echo
 cat "$outdir/$date-$slug.md"
