@@ -25,7 +25,8 @@
 #
 # Environment: OUT (report folder), RG_BUILD_DIR (default <repo>/build-gpu),
 # RG_COMMIT (commit to name when the tree has no .git), RG_PROGRAMS=0 (skip
-# the programs and the server tests), RG_ONLY="a b" (of the programs, only
+# the programs and the server tests), RG_FRONTIER=1 (issue 18's programs,
+# tests/gpu/frontier.py), RG_ONLY="a b" (of the programs, only
 # these; the server tests still run, and those that compare with a program's
 # local output fail without it: copies threads streams matmul reduction
 # memsets), RG_LIBS=0 (skip the
@@ -554,15 +555,18 @@ elif [ $server_ok = 1 ] && [ "$(left)" -gt 60 ]; then
   problems=()
   start_holder remote || problems+=("holder did not start")
   kill -TERM "$srv_pid"
+  sleep 1
+  kill -0 "$srv_pid" 2>/dev/null || problems+=("ended at SIGTERM with a client live: no drain")
+  # the holder, served through the drain, checks its memory and frees it
+  stop_holder >/dev/null 2>&1 || problems+=("the client failed during the drain (exit $wait_status)")
   if wait_pid "$srv_pid" 10; then
     [ "$wait_status" -eq 0 ] || problems+=("exit status $wait_status")
   else
-    problems+=("still running 10 s after SIGTERM")
+    problems+=("still running 10 s after its last client ended")
     kill -KILL "$srv_pid"
   fi
   srv_pid=
-  stop_holder >/dev/null 2>&1
-  sverdict sigterm "clean exit 0 with a client connected" "${problems[@]}"
+  sverdict sigterm "SIGTERM with a client connected: served until it ended, then exit 0" "${problems[@]}"
 else
   for p in "${FAULTING[@]}"; do run_pair "$p" nomem; done
   for t in multi_client kill_mid_copy garbage fault_isolation_sticky fault_isolation_fault fresh_memory sigterm; do
@@ -686,6 +690,15 @@ if [ -n "${RG_EXAMPLES:-}" ] && [ "$(left)" -gt 120 ]; then
   OUT=$report_dir RG_PROBE=$bin/probe timeout $(( $(left) - 30 )) bash "$here/torch_examples.sh" "$B" \
     "unshare -m --propagation private bash $work/gpuless.sh" "$srv_port" "${RG_EXAMPLE_STEPS:-50}" $RG_EXAMPLES \
     >"$work/examples.log" 2>&1 || note "torch_examples.sh: exit $?"
+fi
+
+# ---- issue 18's programs (torch.compile, graphs, CuPy, JAX, NVML, printf): where they stand
+if [ "${RG_FRONTIER:-0}" = 1 ] && [ "$(left)" -gt 120 ]; then
+  healthy_server
+  note "frontier: issue 18's programs"
+  timeout $(( $(left) - 30 )) python3 "$here/frontier.py" "unshare -m --propagation private bash $work/gpuless.sh" \
+    "$srv_port" "$lib" "$report_dir/frontier.md" >"$work/frontier.log" 2>&1 || note "frontier.py: exit $?"
+  grep '^frontier:' "$work/frontier.log" | tee -a "$log"
 fi
 
 # ---- the libraries torch reaches through the driver API, and ResNet-50 ---------------

@@ -1,0 +1,162 @@
+#!/usr/bin/env python3
+"""What the programs of the next frontier (issue 18: compilers, graphs, CuPy, JAX,
+NVML, device printf and asserts) do through libremote.so: each case runs locally
+and remotely, and the report says whether it ran, whether its output equals the
+local one, and the first error line where it did not.
+
+  frontier.py WRAPPER PORT LIBREMOTE OUT.md
+
+WRAPPER runs a command in the GPU-less namespace (tests/gpu/run.sh's gpuless.sh).
+Cases print "result ..." lines, compared local vs remote; anything else is noise.
+"""
+import os
+import subprocess
+import sys
+import tempfile
+
+wrap, port, lib, out = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+driver_dir = os.path.join(os.path.dirname(lib), "driver")
+work = tempfile.mkdtemp(prefix="rg-frontier.")
+
+PY = {
+    "torch.compile (default)": """
+import torch
+torch.manual_seed(0)
+m = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.GELU(), torch.nn.Linear(512, 256)).cuda()
+x = torch.randn(64, 256, device="cuda")
+y = torch.compile(m)(x)
+print("result", y.double().sum().item(), y.abs().max().item())
+""",
+    "torch.compile (reduce-overhead)": """
+import torch
+torch.manual_seed(0)
+m = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 256)).cuda()
+x = torch.randn(64, 256, device="cuda")
+f = torch.compile(m, mode="reduce-overhead")
+for _ in range(3):
+    y = f(x)
+print("result", y.double().sum().item())
+""",
+    "torch.cuda.graph": """
+import torch
+torch.manual_seed(0)
+m = torch.nn.Linear(512, 512).cuda()
+x = torch.randn(32, 512, device="cuda")
+s = torch.cuda.Stream()
+s.wait_stream(torch.cuda.current_stream())
+with torch.cuda.stream(s):
+    for _ in range(3):
+        m(x)
+torch.cuda.current_stream().wait_stream(s)
+g = torch.cuda.CUDAGraph()
+with torch.cuda.graph(g):
+    y = m(x)
+x.copy_(torch.randn(32, 512, device="cuda"))
+g.replay()
+torch.cuda.synchronize()
+print("result", y.double().sum().item())
+""",
+    "CuPy elementwise and matmul": """
+import cupy as cp
+k = cp.ElementwiseKernel("float32 x, float32 y", "float32 z", "z = x * y + 1", "fma1")
+a = cp.arange(1 << 20, dtype=cp.float32) / 1000
+b = cp.ones_like(a) * 2
+c = k(a, b)
+m = cp.arange(256 * 256, dtype=cp.float32).reshape(256, 256) / 65536
+print("result", float(c.sum()), float((m @ m).sum()))
+""",
+    "CuPy RawKernel": """
+import cupy as cp
+k = cp.RawKernel(r'''extern "C" __global__ void sq(const float* x, float* y, int n) {
+  int i = blockDim.x * blockIdx.x + threadIdx.x; if (i < n) y[i] = x[i] * x[i]; }''', "sq")
+x = cp.arange(4096, dtype=cp.float32)
+y = cp.empty_like(x)
+k((16,), (256,), (x, y, cp.int32(4096)))
+print("result", float(y.sum()))
+""",
+    "JAX jit": """
+import jax, jax.numpy as jnp
+print("result devices", [d.platform for d in jax.devices()])
+f = jax.jit(lambda x: jnp.sin(x) @ x.T)
+x = jnp.arange(256 * 256, dtype=jnp.float32).reshape(256, 256) / 65536
+print("result", float(f(x).sum()))
+""",
+    "NVML device count": """
+import ctypes
+n = ctypes.CDLL("libnvidia-ml.so.1")
+print("result init", n.nvmlInit_v2())
+c = ctypes.c_uint()
+print("result count", n.nvmlDeviceGetCount_v2(ctypes.byref(c)), c.value)
+""",
+    "transformers GPT-2 generate": """
+import torch
+from transformers import GPT2Config, GPT2LMHeadModel
+torch.manual_seed(0)
+m = GPT2LMHeadModel(GPT2Config(n_layer=2, n_head=4, n_embd=128)).cuda().eval()
+ids = torch.tensor([[1, 2, 3, 4]], device="cuda")
+out = m.generate(ids, max_new_tokens=16, do_sample=False, pad_token_id=0)
+print("result", out.tolist())
+""",
+}
+
+CU = {
+    "device printf": r'''#include <cstdio>
+__global__ void k() { printf("block %d thread %d\n", blockIdx.x, threadIdx.x); }
+int main() { k<<<2, 2>>>(); cudaDeviceSynchronize(); printf("result host after\n"); return 0; }
+''',
+    "device assert": r'''#include <cstdio>
+#include <cassert>
+__global__ void k(int v) { assert(v == 0); }
+int main() { k<<<1, 1>>>(1); cudaError_t e = cudaDeviceSynchronize();
+printf("result %s\n", cudaGetErrorName(e)); return 0; }
+''',
+}
+
+
+def run(cmd, remote, timeout=240):
+    env = dict(os.environ)
+    pre = []
+    if remote:
+        pre = wrap.split() + ["env", f"REMOTE_GPU=127.0.0.1:{port}", f"LD_PRELOAD={lib}",
+                              f"LD_LIBRARY_PATH={driver_dir}", f"TRITON_LIBCUDA_PATH={driver_dir}"]
+    try:
+        p = subprocess.run(pre + cmd, env=env, capture_output=True, text=True, timeout=timeout)
+        return p.returncode, p.stdout, p.stderr
+    except subprocess.TimeoutExpired as e:
+        return "timeout", (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or ""), ""
+
+
+def first_error(err):
+    lines = [l for l in err.splitlines() if l.strip()]
+    for l in reversed(lines):
+        if "Error" in l or "error" in l or "not supported" in l:
+            return l.strip()[:220]
+    return lines[-1].strip()[:220] if lines else ""
+
+
+rows = []
+cases = [(n, ["python3", "-c", s]) for n, s in PY.items()]
+for name, src in CU.items():
+    f = os.path.join(work, name.replace(" ", "_") + ".cu")
+    exe = f[:-3]
+    with open(f, "w") as fh:
+        fh.write(src)
+    b = subprocess.run(["nvcc", "-o", exe, f], capture_output=True, text=True)
+    cases.append((name, [exe] if b.returncode == 0 else ["false"]))
+for name, cmd in cases:
+    lrc, lout, lerr = run(cmd, False)
+    rrc, rout, rerr = run(cmd, True)
+    lres = [l for l in lout.splitlines() if not l.startswith("time")]
+    rres = [l for l in rout.splitlines() if not l.startswith("time")]
+    same = "yes" if lres == rres and lres else "no"
+    unsup = sum(1 for l in rerr.splitlines() if "not supported" in l)
+    why = "" if same == "yes" else first_error(rerr) or "(no error text)"
+    rows.append((name, lrc, rrc, same, unsup, why, lres[-1][:80] if lres else first_error(lerr)))
+    print(f"frontier: {name}: local {lrc} remote {rrc} same {same} {why}", flush=True)
+
+with open(out, "w") as f:
+    f.write("# The next frontier (issue 18) through libremote.so\n\n")
+    f.write("Each case locally and remotely (GPU-less namespace); *same*: its output lines equal.\n\n")
+    f.write("| case | local exit | remote exit | same | 'not supported' lines | remote's error | local result |\n|---|---|---|---|---|---|---|\n")
+    for r in rows:
+        f.write("| " + " | ".join(str(x).replace("|", "/") for x in r) + " |\n")
