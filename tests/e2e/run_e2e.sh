@@ -90,6 +90,15 @@ if [ -z "$driver" ]; then
   [ -f "$fake" ] || skip "driver test double not built ($fake)"
   driver=$fake
 fi
+# A sanitizer build of libremote.so (tests/asan/run.sh) needs its runtime ahead
+# of everything in the program, which is not instrumented: first in LD_PRELOAD.
+preload=$lib
+san_rt=$(ldd "$lib" 2>/dev/null | sed -n 's/^[[:space:]]*libasan\.so[^ ]* => \([^ ]*\).*/\1/p')
+[ -n "$san_rt" ] && preload=$san_rt:$lib
+# Leaks are checked in the server; the test programs' own (and their CUDA
+# runtime's) are not what this suite is about.
+srv_asan_options=${ASAN_OPTIONS:-}
+[ -n "$san_rt" ] && export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
 fake_mode=0
 [ "$(realpath "$driver")" = "$(realpath "$fake" 2>/dev/null)" ] && fake_mode=1
 
@@ -160,7 +169,7 @@ start_server() {
   local pf=$work/port
   rm -f "$pf"
   echo "--- remote-gpud start $(date +%T)" >>"$work/server.log"
-  FAKECUDA_LAUNCH_LOG=$launch_log "$gpud" --listen 127.0.0.1:0 --port-file "$pf" --driver "$driver" \
+  ASAN_OPTIONS=$srv_asan_options FAKECUDA_LAUNCH_LOG=$launch_log "$gpud" --listen 127.0.0.1:0 --port-file "$pf" --driver "$driver" \
     >>"$work/server.log" 2>&1 &
   srv_pid=$!
   local n=100
@@ -183,7 +192,7 @@ server_alive() { [ -n "$srv_pid" ] && kill -0 "$srv_pid" 2>/dev/null; }
 # (the driver folder: programs with the static runtime, or linked with -lcuda,
 # find libremote.so as libcuda.so.1)
 client() {
-  REMOTE_GPU=127.0.0.1:$srv_port LD_PRELOAD=$lib LD_LIBRARY_PATH=$build/frontend/driver${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
+  REMOTE_GPU=127.0.0.1:$srv_port LD_PRELOAD=$preload LD_LIBRARY_PATH=$build/frontend/driver${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
     RGTEST_FAKE=$fake_mode timeout "$timeout_s" "$@"
 }
 
@@ -354,7 +363,7 @@ t_kill_mid_copy() {
   for round in 1 2; do
     delay=$([ $round = 1 ] && echo 0.3 || echo 1.1)
     local out=$work/copyloop.$round
-    REMOTE_GPU=127.0.0.1:$srv_port LD_PRELOAD=$lib RGTEST_FAKE=$fake_mode "$bin/copyloop" >"$out" 2>"$out.err" &
+    REMOTE_GPU=127.0.0.1:$srv_port LD_PRELOAD=$preload RGTEST_FAKE=$fake_mode "$bin/copyloop" >"$out" 2>"$out.err" &
     local pid=$! n=300
     while [ $n -gt 0 ] && ! grep -q '^ready' "$out" 2>/dev/null && kill -0 $pid 2>/dev/null; do
       sleep 0.1
