@@ -381,7 +381,11 @@ int fe_conn_open(const transport_addr *a, fe_hostfn_cb hostfn, void *hostfn_ctx,
 	fe_conn *c = calloc(1, sizeof(*c));
 	if (!c)
 		return TRANSPORT_ENOMEM;
-	int err = transport_connect(a, &c->t);
+	/* Bounded by REMOTE_GPU_TIMEOUT too: the watchdog starts only once there
+	 * is a connection to watch, and an unreachable host must not hold the
+	 * program for the kernel's SYN retries. */
+	double t = fe_live_timeout();
+	int err = transport_connect_within(a, (unsigned)(t * 1000 + 0.5), &c->t);
 	if (err) {
 		free(c);
 		return err;

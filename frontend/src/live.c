@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -44,8 +45,10 @@ double fe_live_timeout(void)
 	char *end;
 	double t = strtod(v, &end);
 	if (end == v || *end || !(t >= 0 && t <= MAX_TIMEOUT_S)) {
-		LOG_WARN("frontend", "REMOTE_GPU_TIMEOUT=%s is not a number of seconds (0: wait forever); using %g", v,
-			 DEFAULT_TIMEOUT_S);
+		static atomic_int warned; /* read at each connect and each watchdog start */
+		if (!atomic_exchange(&warned, 1))
+			LOG_WARN("frontend", "REMOTE_GPU_TIMEOUT=%s is not a number of seconds (0: wait forever); using %g", v,
+				 DEFAULT_TIMEOUT_S);
 		return DEFAULT_TIMEOUT_S;
 	}
 	return t;

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "live.h"
 #include "rg_log.h"
 #include "managed.h"
 #include "rt.h"
@@ -92,6 +93,13 @@ static void atfork_child(void)
 static cudaError_t device_connect(fe_device *d, const char *spec)
 {
 	int err = fe_conn_open(&d->addr, fe_hostfn_dispatch, d, &d->conn);
+	if (err == TRANSPORT_ETIMEDOUT && fe_live_timeout() > 0) {
+		/* as a server lost later is: REMOTE_GPU_TIMEOUT bounds both */
+		LOG_ERROR("frontend", "cannot reach remote GPU at %s: no connection within %g s (REMOTE_GPU_TIMEOUT)",
+			  spec, fe_live_timeout());
+		d->conn = NULL;
+		return cudaErrorDevicesUnavailable;
+	}
 	if (err) {
 		LOG_ERROR("frontend", "cannot reach remote GPU at %s: %s", spec, transport_strerror(err));
 		d->conn = NULL;

@@ -5,7 +5,8 @@
 # cudaErrorDevicesUnavailable (46), logs it once, and keeps failing; a server
 # busy with a kernel longer than the timeout is not taken for dead (it answers
 # pings from its I/O thread); REMOTE_GPU_TIMEOUT=0 waits for a stopped server
-# until it goes on.
+# until it goes on; a host that drops SYNs fails the first call within
+# REMOTE_GPU_TIMEOUT.
 #   liveness.sh REMOTE_GPUD FAKE_LIBCUDA LIBREMOTE LIVENESS_PROGRAM
 set -u
 gpud=$1 fake=$2 lib=$3 prog=$4
@@ -118,6 +119,42 @@ if run forever_sync sync stop 0; then
 		finish
 		bad "the client did not wait for a stopped server with REMOTE_GPU_TIMEOUT=0"
 	fi
+fi
+
+# Unreachable: a host that drops SYNs (a loopback listener whose accept queue
+# is full: Linux then drops further SYNs, as from a host that is down) fails
+# the first call in REMOTE_GPU_TIMEOUT with 46, saying so, rather than after
+# the kernel's two minutes of SYN retries.
+name=unreachable
+python3 -c 'import socket, sys, time
+l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(0)
+fill = []
+while len(fill) < 16:
+    c = socket.socket(); c.settimeout(0.3)
+    try: c.connect(l.getsockname())
+    except OSError: break
+    fill.append(c)
+open(sys.argv[1], "w").write("%d\n" % l.getsockname()[1]); time.sleep(120)' "$work/hole.port" &
+hole=$!
+for _ in $(seq 50); do [ -s "$work/hole.port" ] && break; sleep 0.1; done
+t0=$(date +%s.%N)
+REMOTE_GPU=127.0.0.1:$(cat "$work/hole.port") REMOTE_GPU_TIMEOUT=$TIMEOUT LD_PRELOAD=$lib timeout 60 \
+	"$(dirname "$prog")/probe" >"$work/$name.out" 2>"$work/$name.err"
+rc=$?
+secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
+kill "$hole" 2>/dev/null
+wait "$hole" 2>/dev/null
+if [ $rc = 0 ]; then
+	bad "served by a host that drops SYNs?"
+elif ! grep -q '(46)$' "$work/$name.err"; then
+	bad "want cudaErrorDevicesUnavailable (46)"
+elif ! grep -q "no connection within $TIMEOUT s (REMOTE_GPU_TIMEOUT)" "$work/$name.err"; then
+	bad "want a log line naming the host and REMOTE_GPU_TIMEOUT"
+elif ! awk -v s="$secs" -v lo=$((TIMEOUT - 1)) -v hi=$BOUND 'BEGIN { exit !(s >= lo && s <= hi) }'; then
+	bad "took $secs s, want $((TIMEOUT - 1))..$BOUND s"
+else
+	echo "ok   $name: failed with 46 after $secs s"
+	pass=$((pass + 1))
 fi
 
 echo "$pass passed, $fail failed"

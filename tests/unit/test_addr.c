@@ -85,7 +85,7 @@ static void test_parse_bad(void)
 /* A provider that only counts calls: dispatch reaches it once registered, and
  * its missing slots are filled. */
 static int fake_connects;
-static int fake_connect(const transport_addr *a, transport_conn **out)
+static int fake_connect(const transport_addr *a, unsigned timeout_ms, transport_conn **out)
 {
 	fake_connects++;
 	*out = NULL;

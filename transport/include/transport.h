@@ -189,8 +189,18 @@ int transport_addr_is_loopback(const transport_addr *a);
 int transport_tls_server_setup(const char *cert, const char *key, const char *client_ca);
 int transport_tls_server_ready(void);
 
-/* Client: connect by scheme (tcp, tls, rdma, shm). */
-int transport_connect(const transport_addr *a, transport_conn **out);
+/* Client: connect by scheme (tcp, tls, rdma, shm), giving up after timeout_ms
+ * (0: no limit of our own, the kernel's and the transport's defaults apply):
+ * everything up to a usable connection (each address the host resolves to, in
+ * turn, a share of the time each, and the TLS handshake) fits in it, so that an
+ * unreachable host (SYNs dropped) fails in timeout_ms, not in the kernel's two
+ * minutes. Returns TRANSPORT_ETIMEDOUT when time ran out. Name resolution
+ * itself (getaddrinfo) is not bounded. */
+int transport_connect_within(const transport_addr *a, unsigned timeout_ms, transport_conn **out);
+static inline int transport_connect(const transport_addr *a, transport_conn **out)
+{
+	return transport_connect_within(a, 0, out);
+}
 
 static inline int transport_sendv(transport_conn *c, const struct iovec *iov, int n)
 {

@@ -16,17 +16,19 @@
 
 #include <arpa/inet.h>
 #include <ctype.h>
+#include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "rg_clock.h"
 #include "rg_log.h"
 
 #define MAX_PROVIDERS 8
 
-static int enotsup_connect(const transport_addr *a, transport_conn **out);
+static int enotsup_connect(const transport_addr *a, unsigned timeout_ms, transport_conn **out);
 static int enotsup_listen(uv_loop_t *loop, const transport_addr *a, const transport_server_cb *cb, void *ctx,
 			  transport_listener **out);
 static void noop_listener_close(transport_listener *l);
@@ -47,7 +49,7 @@ static struct {
 
 /* ---- providers ---- */
 
-static int enotsup_connect(const transport_addr *a, transport_conn **out)
+static int enotsup_connect(const transport_addr *a, unsigned timeout_ms, transport_conn **out)
 {
 	*out = NULL;
 	return TRANSPORT_ENOTSUP;
@@ -240,7 +242,7 @@ int transport_addr_is_loopback(const transport_addr *a)
 
 /* ---- dispatch ---- */
 
-int transport_connect(const transport_addr *a, transport_conn **out)
+int transport_connect_within(const transport_addr *a, unsigned timeout_ms, transport_conn **out)
 {
 	const transport_provider *prov = provider_find(a->scheme);
 	*out = NULL;
@@ -248,7 +250,25 @@ int transport_connect(const transport_addr *a, transport_conn **out)
 		LOG_WARN("transport", "scheme \"%s\" is not supported by this build", a->scheme);
 		return TRANSPORT_ENOTSUP;
 	}
-	return prov->connect(a, out);
+	return prov->connect(a, timeout_ms, out);
+}
+
+/* ---- deadlines ---- */
+
+uint64_t transport_deadline(unsigned timeout_ms)
+{
+	return timeout_ms ? rg_clock_ns() + (uint64_t)timeout_ms * 1000000ull : 0;
+}
+
+int transport_deadline_left_ms(uint64_t end)
+{
+	if (!end)
+		return -1;
+	uint64_t now = rg_clock_ns();
+	if (now >= end)
+		return 0;
+	uint64_t ms = (end - now + 999999) / 1000000;
+	return ms > INT_MAX ? INT_MAX : (int)ms;
 }
 
 /* ---- misc ---- */

@@ -42,7 +42,7 @@ typedef struct rdma_client {
 	atomic_int shut;
 } rdma_client;
 
-static int client_connect(const transport_addr *a, transport_conn **out);
+static int client_connect(const transport_addr *a, unsigned timeout_ms, transport_conn **out);
 static int client_sendv(transport_conn *c, const struct iovec *iov, int iovcnt);
 static int client_recv_frame(transport_conn *c, transport_frame *f, transport_payload_dest_fn dest, void *ctx);
 static void client_shutdown(transport_conn *c);
@@ -124,10 +124,23 @@ static int wait_event(struct rdma_event_channel *ch, int ms, enum rdma_cm_event_
 	return 0;
 }
 
-static int expect(struct rdma_event_channel *ch, enum rdma_cm_event_type want, const char *what, const char *host)
+/* How long one step of connection setup may take: REMOTE_GPU_RDMA_CONNECT_MS,
+ * or what is left of the caller's deadline (end, 0: none) if that is less, so
+ * that the steps together (address, route, connect, and again after a
+ * redirect) end by the deadline rather than each taking the full step time. */
+static int step_ms(uint64_t end)
+{
+	int ms = rdma_conf()->connect_ms, left = transport_deadline_left_ms(end);
+	if (left >= 0 && left < ms)
+		ms = left > 0 ? left : 1; /* a timeout of 0 is no timeout to rdma_cm */
+	return ms;
+}
+
+static int expect(struct rdma_event_channel *ch, uint64_t end, enum rdma_cm_event_type want, const char *what,
+		  const char *host)
 {
 	enum rdma_cm_event_type t;
-	int status, r = wait_event(ch, rdma_conf()->connect_ms, &t, &status, NULL, NULL, NULL);
+	int status, r = wait_event(ch, step_ms(end), &t, &status, NULL, NULL, NULL);
 	if (r) {
 		LOG_WARN("transport", "rdma: %s %s: %s", what, host, r == TRANSPORT_ETIMEDOUT ? "timed out" : "failed");
 		return r;
@@ -141,7 +154,8 @@ static int expect(struct rdma_event_channel *ch, enum rdma_cm_event_type want, c
 
 /* One connection attempt, presenting cookie; redirect->port: where the server
  * sent us instead (the attempt then failed). */
-static int connect_once(const transport_addr *a, uint64_t cookie, transport_conn **out, rredirect *redirect)
+static int connect_once(const transport_addr *a, uint64_t cookie, uint64_t end, transport_conn **out,
+			rredirect *redirect)
 {
 	const rdma_conf_t *cf = rdma_conf();
 	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV};
@@ -183,17 +197,18 @@ static int connect_once(const transport_addr *a, uint64_t cookie, transport_conn
 			LOG_WARN("transport", "rdma: rdma_create_id: %m");
 			goto fail;
 		}
-		if (rdma_v.resolve_addr(id, NULL, ai->ai_addr, cf->connect_ms) == 0 &&
-		    (r = expect(c->cm, RDMA_CM_EVENT_ADDR_RESOLVED, "address resolution of", c->base.peer)) == 0)
+		if (rdma_v.resolve_addr(id, NULL, ai->ai_addr, step_ms(end)) == 0 &&
+		    (r = expect(c->cm, end, RDMA_CM_EVENT_ADDR_RESOLVED, "address resolution of", c->base.peer)) == 0)
 			break;
 		rdma_v.destroy_id(id);
 		id = NULL;
-		r = TRANSPORT_ECONNECT;
+		if (r != TRANSPORT_ETIMEDOUT || transport_deadline_left_ms(end) != 0)
+			r = TRANSPORT_ECONNECT;
 	}
 	if (!id)
 		goto fail;
-	if (rdma_v.resolve_route(id, cf->connect_ms) != 0 ||
-	    (r = expect(c->cm, RDMA_CM_EVENT_ROUTE_RESOLVED, "route resolution to", c->base.peer)) != 0) {
+	if (rdma_v.resolve_route(id, step_ms(end)) != 0 ||
+	    (r = expect(c->cm, end, RDMA_CM_EVENT_ROUTE_RESOLVED, "route resolution to", c->base.peer)) != 0) {
 		r = r ? r : TRANSPORT_ECONNECT;
 		goto fail;
 	}
@@ -232,7 +247,7 @@ static int connect_once(const transport_addr *a, uint64_t cookie, transport_conn
 	}
 	enum rdma_cm_event_type t;
 	int status, have_h;
-	if ((r = wait_event(c->cm, cf->connect_ms, &t, &status, &theirs, &have_h, redirect)) != 0) {
+	if ((r = wait_event(c->cm, step_ms(end), &t, &status, &theirs, &have_h, redirect)) != 0) {
 		LOG_WARN("transport", "rdma: connect to %s: %s", c->base.peer, transport_strerror(r));
 		goto fail;
 	}
@@ -274,13 +289,13 @@ fail:
 
 /* A server that serves each session in a process of its own sends the client
  * to that process's port (transport_server_cb.on_redirect): follow, once. */
-static int client_connect(const transport_addr *a, transport_conn **out)
+static int client_connect(const transport_addr *a, unsigned timeout_ms, transport_conn **out)
 {
 	transport_addr cur = *a;
-	uint64_t cookie = 0;
+	uint64_t cookie = 0, end = transport_deadline(timeout_ms);
 	for (int hop = 0;; hop++) {
 		rredirect rd = {0};
-		int r = connect_once(&cur, cookie, out, &rd);
+		int r = connect_once(&cur, cookie, end, out, &rd);
 		if (!rd.port)
 			return r;
 		if (hop == 1) {

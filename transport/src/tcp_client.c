@@ -36,6 +36,7 @@
 #include "transport_int.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -73,9 +74,12 @@ typedef struct tcp_client {
 	uint8_t rx[RXBUF];
 } tcp_client;
 
-static int client_connect(const transport_addr *a, transport_conn **out);
-static int client_connect_tls(const transport_addr *a, transport_conn **out);
-static int connect_as(const transport_addr *a, int tls, transport_conn **out);
+static int client_connect(const transport_addr *a, unsigned timeout_ms, transport_conn **out);
+static int client_connect_tls(const transport_addr *a, unsigned timeout_ms, transport_conn **out);
+static int connect_as(const transport_addr *a, int tls, unsigned timeout_ms, transport_conn **out);
+static int connect_any(const struct addrinfo *res, uint64_t end, int *err_out, int *tried);
+static int connect_wait(int fd, uint64_t end);
+static unsigned handshake_ms(uint64_t end);
 static ssize_t sock_recv(tcp_client *c, void *buf, size_t n, int flags);
 static int client_sendv(transport_conn *c, const struct iovec *iov, int iovcnt);
 static int client_recv_frame(transport_conn *c, transport_frame *f, transport_payload_dest_fn dest, void *ctx);
@@ -84,7 +88,7 @@ static void client_close(transport_conn *c);
 static uint64_t client_progress(transport_conn *c);
 static int rx_read(tcp_client *c, void *dst, size_t n);
 static ssize_t rx_poll(tcp_client *c);
-static int connect_one(const struct addrinfo *ai, int *err_out);
+static int connect_one(const struct addrinfo *ai, uint64_t end, int *err_out);
 
 /* tcp and tls connections differ only in what they read and write through. */
 #define OPS(sch)                                                                                                       \
@@ -109,46 +113,117 @@ const transport_provider transport_tls_provider = {
 
 /* ---- connect ---- */
 
-/* Returns a connected socket or -1 with *err_out = errno. A connect()
- * interrupted by a signal goes on in the background: wait for it to finish
- * rather than starting over (which would fail with EALREADY). */
-static int connect_one(const struct addrinfo *ai, int *err_out)
+/* Waits until the non-blocking connect() on fd finished or end passed: 0, or
+ * an errno (ETIMEDOUT when end passed). */
+static int connect_wait(int fd, uint64_t end)
 {
-	int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+	struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+	int soerr = 0;
+	socklen_t sl = sizeof(soerr);
+
+	for (;;) {
+		int ms = transport_deadline_left_ms(end);
+		if (ms == 0)
+			return ETIMEDOUT;
+		int n = poll(&pfd, 1, ms);
+		if (n > 0)
+			break;
+		if (n < 0 && errno != EINTR)
+			return errno;
+	}
+	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0)
+		return errno;
+	return soerr;
+}
+
+/* Returns a connected, blocking socket or -1 with *err_out = errno. The
+ * connect() is non-blocking so that it can give up at end (0: wait as long as
+ * the kernel does): a host that drops SYNs would otherwise hold the caller for
+ * the kernel's SYN retries, about two minutes, before any watchdog starts. */
+static int connect_one(const struct addrinfo *ai, uint64_t end, int *err_out)
+{
+	int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol);
 	if (fd < 0) {
 		*err_out = errno;
 		return -1;
 	}
-	if (connect(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
-		if (errno != EINTR) {
-			*err_out = errno;
-			close(fd);
-			return -1;
-		}
-		struct pollfd pfd = {.fd = fd, .events = POLLOUT};
-		int soerr = 0;
-		socklen_t sl = sizeof(soerr);
-		while (poll(&pfd, 1, -1) < 0 && errno == EINTR)
-			;
-		if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0 || soerr) {
-			*err_out = soerr ? soerr : errno;
-			close(fd);
-			return -1;
-		}
+	int err = 0;
+	if (connect(fd, ai->ai_addr, ai->ai_addrlen) < 0)
+		err = errno == EINPROGRESS || errno == EINTR ? connect_wait(fd, end) : errno;
+	int fl = err ? 0 : fcntl(fd, F_GETFL);
+	if (!err && (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0))
+		err = errno;
+	if (err) {
+		*err_out = err;
+		close(fd);
+		return -1;
 	}
 	return fd;
 }
 
-static int client_connect(const transport_addr *a, transport_conn **out) { return connect_as(a, 0, out); }
+static int client_connect(const transport_addr *a, unsigned timeout_ms, transport_conn **out)
+{
+	return connect_as(a, 0, timeout_ms, out);
+}
 
-static int client_connect_tls(const transport_addr *a, transport_conn **out) { return connect_as(a, 1, out); }
+static int client_connect_tls(const transport_addr *a, unsigned timeout_ms, transport_conn **out)
+{
+	return connect_as(a, 1, timeout_ms, out);
+}
 
-static int connect_as(const transport_addr *a, int tls, transport_conn **out)
+/* Tries each address in turn, the next one as soon as one fails. Under a
+ * deadline each gets an equal share of the time left (the last one all of
+ * it), so one address that drops SYNs (an IPv6 address with no route to the
+ * server, say) cannot use up the time of those after it. Returns the socket,
+ * or -1 with *err_out (ETIMEDOUT when every try ran out of time) and *tried. */
+static int connect_any(const struct addrinfo *res, uint64_t end, int *err_out, int *tried)
+{
+	int n = 0, fd = -1, timed_out = 0;
+	for (const struct addrinfo *ai = res; ai; ai = ai->ai_next)
+		n++;
+	*tried = 0;
+	for (const struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next, n--) {
+		uint64_t now = rg_clock_ns(), mine = end;
+		if (end && now >= end)
+			break;
+		if (end)
+			mine = now + (end - now) / (uint64_t)n;
+		fd = connect_one(ai, mine, err_out);
+		(*tried)++;
+		if (fd < 0) {
+			char h[INET6_ADDRSTRLEN] = "?";
+			getnameinfo(ai->ai_addr, ai->ai_addrlen, h, sizeof(h), NULL, 0, NI_NUMERICHOST);
+			LOG_DEBUG("transport", "connect to %s: %s", h, strerror(*err_out));
+			timed_out |= *err_out == ETIMEDOUT;
+		}
+	}
+	/* A refusal from one address and silence from another: say the silence,
+	 * which is what took the time. */
+	if (fd < 0 && timed_out)
+		*err_out = ETIMEDOUT;
+	return fd;
+}
+
+/* Without a deadline a server that accepts but never answers the handshake
+ * still fails it after this (connect() returned, so nothing else would end
+ * SSL_connect). */
+#define TLS_HANDSHAKE_MS 10000
+
+/* The handshake's time: what the deadline left, at least 1 ms (the handshake
+ * fails at once then, with the same message). */
+static unsigned handshake_ms(uint64_t end)
+{
+	int ms = transport_deadline_left_ms(end);
+	return ms < 0 ? TLS_HANDSHAKE_MS : ms == 0 ? 1 : (unsigned)ms;
+}
+
+static int connect_as(const transport_addr *a, int tls, unsigned timeout_ms, transport_conn **out)
 {
 	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV};
 	struct addrinfo *res = NULL;
 	char port[8];
-	int fd = -1, err = 0, one = 1;
+	int fd = -1, err = 0, one = 1, tried = 0;
+	uint64_t end = transport_deadline(timeout_ms);
 
 	*out = NULL;
 	snprintf(port, sizeof(port), "%d", a->port);
@@ -157,9 +232,13 @@ static int connect_as(const transport_addr *a, int tls, transport_conn **out)
 		LOG_WARN("transport", "cannot resolve %s: %s", a->host, gai_strerror(gai));
 		return TRANSPORT_EADDR;
 	}
-	for (struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next)
-		fd = connect_one(ai, &err);
+	fd = connect_any(res, end, &err, &tried);
 	freeaddrinfo(res);
+	if (fd < 0 && err == ETIMEDOUT && timeout_ms) {
+		LOG_WARN("transport", "cannot connect to %s:%d: no answer within %.3g s (%d address%s tried)", a->host,
+			 a->port, timeout_ms / 1000.0, tried, tried == 1 ? "" : "es");
+		return TRANSPORT_ETIMEDOUT;
+	}
 	if (fd < 0) {
 		LOG_WARN("transport", "cannot connect to %s:%d: %s", a->host, a->port, strerror(err));
 		return err == ETIMEDOUT ? TRANSPORT_ETIMEDOUT : TRANSPORT_ECONNECT;
@@ -171,7 +250,7 @@ static int connect_as(const transport_addr *a, int tls, transport_conn **out)
 	/* The handshake before anything else: the hello (and its token) is the
 	 * first thing sent, and must go out encrypted. */
 	tls_session *ts = NULL;
-	if (tls && (err = tls_client_handshake(fd, a->host, &ts)) != TRANSPORT_OK) {
+	if (tls && (err = tls_client_handshake(fd, a->host, handshake_ms(end), &ts)) != TRANSPORT_OK) {
 		close(fd);
 		return err;
 	}

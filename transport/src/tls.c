@@ -56,8 +56,6 @@
 
 #include "rg_log.h"
 
-/* A server that accepts but never answers the handshake fails it after this. */
-#define CLIENT_HANDSHAKE_S 10
 /* Gather iovecs shorter than this into one record with their neighbours. */
 #define GATHER_MIN 4096
 #define GATHER_BUF (16 * 1024)
@@ -340,9 +338,9 @@ static int wait_fd(int fd, short events, atomic_int *stop)
 	}
 }
 
-/* The client: connect() succeeded on fd (blocking); shake hands, verifying
- * that the server's certificate names host. */
-int tls_client_handshake(int fd, const char *host, tls_session **out)
+/* The client: connect() succeeded on fd (blocking); shake hands within
+ * timeout_ms, verifying that the server's certificate names host. */
+int tls_client_handshake(int fd, const char *host, unsigned timeout_ms, tls_session **out)
 {
 	char eb[256];
 	SSL_CTX *ctx = client_ctx();
@@ -367,7 +365,7 @@ int tls_client_handshake(int fd, const char *host, tls_session **out)
 	t->client = 1;
 	/* Bounded: connect() returned, so a server that never answers would
 	 * otherwise hold the program in SSL_connect for good. */
-	struct timeval tv = {CLIENT_HANDSHAKE_S, 0}, none = {0, 0};
+	struct timeval tv = {(time_t)(timeout_ms / 1000), (suseconds_t)(timeout_ms % 1000) * 1000}, none = {0, 0};
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	pipe_guard g;
@@ -377,14 +375,16 @@ int tls_client_handshake(int fd, const char *host, tls_session **out)
 	int sys = errno;
 	pipe_guard_end(&g, sys);
 	if (r != 1) {
-		int e = SSL_get_error(t->ssl, r);
+		int e = SSL_get_error(t->ssl, r), ret = TRANSPORT_ECONNECT;
 		long v = SSL_get_verify_result(t->ssl);
 		if (v != X509_V_OK)
 			LOG_ERROR("transport", "tls: %s: the server's certificate is not trusted: %s", host,
 				  X509_verify_cert_error_string(v));
-		else if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE || sys == EAGAIN)
-			LOG_ERROR("transport", "tls: %s did not complete the TLS handshake within %d s", host,
-				  CLIENT_HANDSHAKE_S);
+		else if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE || sys == EAGAIN) {
+			LOG_ERROR("transport", "tls: %s did not complete the TLS handshake within %.3g s", host,
+				  timeout_ms / 1000.0);
+			ret = TRANSPORT_ETIMEDOUT;
+		}
 		else if (e != SSL_ERROR_SSL && ERR_peek_error() == 0)
 			/* IGNORE_UNEXPECTED_EOF makes an end of stream ZERO_RETURN */
 			LOG_ERROR("transport", "tls: %s closed the connection during the TLS handshake "
@@ -393,7 +393,7 @@ int tls_client_handshake(int fd, const char *host, tls_session **out)
 			LOG_ERROR("transport", "tls: handshake with %s failed: %s", host, ssl_errstr(eb, sizeof(eb)));
 		ERR_clear_error();
 		tls_session_free(t);
-		return TRANSPORT_ECONNECT;
+		return ret;
 	}
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof(none));
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &none, sizeof(none));

@@ -25,7 +25,8 @@
 
 typedef struct transport_provider {
 	const char *scheme;
-	int (*connect)(const transport_addr *a, transport_conn **out);
+	/* timeout_ms: see transport_connect_within (0: none). */
+	int (*connect)(const transport_addr *a, unsigned timeout_ms, transport_conn **out);
 	/* Called on the loop thread (or before the loop runs). */
 	int (*listen)(uv_loop_t *loop, const transport_addr *a, const transport_server_cb *cb, void *ctx,
 		      transport_listener **out);
@@ -59,6 +60,14 @@ extern const transport_provider transport_rdma_provider;
 #ifdef RG_TRANSPORT_SHM
 extern const transport_provider transport_shm_provider;
 #endif
+
+/* ---- connect deadlines (tcp_client.c, rdma_client.c) ---- */
+
+/* The CLOCK_MONOTONIC time timeout_ms from now; 0 (no deadline) for 0. */
+uint64_t transport_deadline(unsigned timeout_ms);
+/* Milliseconds left until end (rounded up, so a wait never ends early), 0
+ * once it passed, -1 for no deadline (end 0): poll()'s timeout argument. */
+int transport_deadline_left_ms(uint64_t end);
 
 /* ---- shared by tcp_client.c and tcp_server.c (tcp_io.c) ---- */
 
@@ -100,8 +109,9 @@ typedef struct tls_session tls_session;
 #define TLS_WANT_WRITE 2
 
 /* Client: a connected blocking fd; shakes hands verifying host (a name or an
- * IP address), then makes fd non-blocking. Logs why it failed. */
-int tls_client_handshake(int fd, const char *host, tls_session **out);
+ * IP address) within timeout_ms (> 0), then makes fd non-blocking. Logs why
+ * it failed; TRANSPORT_ETIMEDOUT when the server did not answer in time. */
+int tls_client_handshake(int fd, const char *host, unsigned timeout_ms, tls_session **out);
 /* Server: a session for an accepted non-blocking fd with the context of
  * transport_tls_server_setup; tls_session_handshake drives the handshake. */
 int tls_server_session(int fd, tls_session **out);
