@@ -8,8 +8,18 @@
 # until it goes on; a host that drops SYNs fails the first call within
 # REMOTE_GPU_TIMEOUT.
 #   liveness.sh REMOTE_GPUD FAKE_LIBCUDA LIBREMOTE LIVENESS_PROGRAM
+# With LIVENESS_TLS_CERT, LIVENESS_TLS_KEY and LIVENESS_TLS_CA set (files of
+# tests/tls/run_tls.sh's test CA, for 127.0.0.1), all of it runs over tls://:
+# there reads and writes, and so the progress the watchdog watches, go through
+# OpenSSL.
 set -u
 gpud=$1 fake=$2 lib=$3 prog=$4
+scheme= tls_args=() tls_env=()
+if [ -n "${LIVENESS_TLS_CA:-}" ]; then
+	scheme=tls://
+	tls_args=(--tls-cert "$LIVENESS_TLS_CERT" --tls-key "$LIVENESS_TLS_KEY")
+	tls_env=(REMOTE_GPU_TLS_CA="$LIVENESS_TLS_CA")
+fi
 TIMEOUT=2      # the clients' REMOTE_GPU_TIMEOUT
 KERNEL_MS=5000 # every kernel on the server: well past the timeout
 BOUND=6        # a failure must come within this many seconds (generous)
@@ -27,7 +37,7 @@ cleanup() {
 trap cleanup EXIT
 
 FAKECUDA_KERNEL_MS=$KERNEL_MS "$gpud" --listen 127.0.0.1:0 --port-file "$work/port" --driver "$fake" \
-	2>"$work/server.log" &
+	"${tls_args[@]}" 2>"$work/server.log" &
 srv=$!
 for _ in $(seq 100); do [ -s "$work/port" ] && break; sleep 0.05; done
 [ -s "$work/port" ] || { echo "remote-gpud did not start:"; tail -n 5 "$work/server.log"; fail=1; exit 1; }
@@ -46,7 +56,7 @@ run() {
 	name=$1
 	local mode=$2 action=$3 t=$4
 	rm -f "$work/go.$name"
-	REMOTE_GPU=127.0.0.1:$port REMOTE_GPU_TIMEOUT=$t LD_PRELOAD=$lib timeout 60 \
+	env "${tls_env[@]}" REMOTE_GPU=${scheme}127.0.0.1:$port REMOTE_GPU_TIMEOUT=$t LD_PRELOAD=$lib timeout 60 \
 		"$prog" "$mode" "$work/go.$name" >"$work/$name.out" 2>"$work/$name.err" &
 	cli=$!
 	for _ in $(seq 300); do
@@ -138,7 +148,8 @@ open(sys.argv[1], "w").write("%d\n" % l.getsockname()[1]); time.sleep(120)' "$wo
 hole=$!
 for _ in $(seq 50); do [ -s "$work/hole.port" ] && break; sleep 0.1; done
 t0=$(date +%s.%N)
-REMOTE_GPU=127.0.0.1:$(cat "$work/hole.port") REMOTE_GPU_TIMEOUT=$TIMEOUT LD_PRELOAD=$lib timeout 60 \
+env "${tls_env[@]}" REMOTE_GPU=${scheme}127.0.0.1:$(cat "$work/hole.port") REMOTE_GPU_TIMEOUT=$TIMEOUT \
+	LD_PRELOAD=$lib timeout 60 \
 	"$(dirname "$prog")/probe" >"$work/$name.out" 2>"$work/$name.err"
 rc=$?
 secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')

@@ -19,6 +19,8 @@
 #                  gives up after 10 s, saying so
 #   refuse_start   off loopback without certificates and without --insecure the server
 #                  refuses to start; with --insecure it starts; half a TLS setup is refused
+#   liveness       tests/e2e/liveness.sh over tls://: a stopped, killed, busy or
+#                  unreachable server seen from a waiting client
 #
 # Exit status: 0 all passed, 1 some failed, 77 skipped (nothing built, no openssl).
 set -u -o pipefail
@@ -28,7 +30,8 @@ root=$(cd "$here/../.." && pwd)
 build=${RG_BUILD_DIR:-$root/build}
 only=
 keep=0
-CASES=(e2e thread capture wrong_ca wrong_host plain_to_tls tls_to_plain client_cert silent_server refuse_start)
+CASES=(e2e thread capture wrong_ca wrong_host plain_to_tls tls_to_plain client_cert silent_server refuse_start
+  liveness)
 
 while [ $# -gt 0 ]; do
   case $1 in
@@ -227,6 +230,12 @@ case_refuse_start() {
       --tls-key "$P/cli.key" || return 1
   start_server insecure --listen 0.0.0.0:0 --insecure || return 1
   same_output copies "127.0.0.1:$port"
+}
+
+case_liveness() {
+  [ -x "$bin/liveness" ] && [ -x "$bin/probe" ] || { echo "  tests/e2e liveness programs not built"; return 1; }
+  LIVENESS_TLS_CERT=$P/srv.pem LIVENESS_TLS_KEY=$P/srv.key LIVENESS_TLS_CA=$P/ca.pem \
+    "$root/tests/e2e/liveness.sh" "$gpud" "$fake" "$lib" "$bin/liveness" | sed 's/^/  /'
 }
 
 if [ -n "$only" ]; then IFS=, read -r -a run <<<"$only"; else run=("${CASES[@]}"); fi
