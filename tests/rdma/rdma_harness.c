@@ -108,6 +108,12 @@ static void *srv_payload_dest(void *ctx, const transport_frame *f)
 	r->cur = NULL;
 	if (op == OP_DISCARD)
 		return NULL;
+	if (op == OP_REFUSE) {
+		pthread_mutex_lock(&r->s->mu);
+		r->refused_dest++;
+		pthread_mutex_unlock(&r->s->mu);
+		return NULL;
+	}
 	if (op == OP_DATA_REG && r->arena_mr && n + GUARD <= r->arena_len) {
 		r->cur = r->arena;
 		r->cur_reg = 1;
@@ -214,6 +220,18 @@ static void srv_frame(void *ctx, transport_frame *f)
 	transport_frame_free(f);
 }
 
+/* Sees each frame's header first, as the backend's admission check does. */
+static int srv_frame_ok(void *ctx, const proto_hdr *h)
+{
+	conn_rec *r = ctx;
+	pthread_mutex_lock(&r->s->mu);
+	r->nhdr++;
+	r->nrefused += h->op == OP_REFUSE;
+	pthread_cond_broadcast(&r->s->cv);
+	pthread_mutex_unlock(&r->s->mu);
+	return h->op != OP_REFUSE;
+}
+
 static void srv_close(void *ctx, int err)
 {
 	conn_rec *r = ctx;
@@ -237,7 +255,13 @@ static void *loop_main(void *arg)
 	return NULL;
 }
 
-static const transport_server_cb srv_cb = {srv_accept, srv_payload_dest, srv_frame, srv_close};
+static const transport_server_cb srv_cb = {
+	.on_accept = srv_accept,
+	.payload_dest = srv_payload_dest,
+	.on_frame = srv_frame,
+	.on_close = srv_close,
+	.frame_ok = srv_frame_ok,
+};
 
 void *loop_main_front(uv_loop_t *loop)
 {

@@ -27,7 +27,8 @@
 
 
 
-enum { OP_DATA = 10, OP_DATA_REG = 11, OP_DISCARD = 20, OP_ECHO = 30, OP_BIGMSG = 40, OP_PULL_ASYNC = 50, OP_KEEP = 60 };
+enum { OP_DATA = 10, OP_DATA_REG = 11, OP_DISCARD = 20, OP_ECHO = 30, OP_BIGMSG = 40, OP_PULL_ASYNC = 50, OP_KEEP = 60,
+       OP_REFUSE = 70 /* the server's frame_ok refuses it (as before authentication) */ };
 
 
 
@@ -55,6 +56,7 @@ typedef struct conn_rec {
 	int nlent, lent_bad;  /* frames whose msg the transport lent; lent with a payload */
 	transport_frame kept; /* OP_KEEP: the frame, made the test's own */
 	int nkept;
+	int nhdr, nrefused, refused_dest; /* frame_ok: headers seen, refused; payload_dest for a refused one */
 } conn_rec;
 
 
@@ -156,6 +158,7 @@ void test_sent_async(void);
 void test_redirect(void);
 void test_bulk_and_calls(void);
 void test_lent(void);
+void test_frame_refused(void);
 /* test_rdma_faults.c */
 void test_qp_error(void);
 void test_vanish(void);

@@ -77,7 +77,7 @@ int main(int argc, char **argv)
 		{"vanish", test_vanish},         {"redirect", test_redirect},
 		{"client_death", test_client_death}, {"server_death", test_server_death},
 		{"sent_async", test_sent_async},   {"bulk_and_calls", test_bulk_and_calls},
-		{"lent", test_lent},
+		{"lent", test_lent},             {"frame_refused", test_frame_refused},
 		{"listener_close", test_listener_close}, /* last: it closes the listener */
 	};
 	const char *only = getenv("RDMA_TEST_ONLY");

@@ -514,3 +514,35 @@ out:
 	if (c)
 		transport_close(c);
 }
+
+/* frame_ok sees each frame's header before anything of it is read: a refused
+ * frame never reaches payload_dest or on_frame, even one whose msgpack part
+ * is large enough to be pulled with RDMA READs, and the connection ends
+ * (ECLOSED). One refused inline, one refused that would need reads. */
+void test_frame_refused(void)
+{
+	static const size_t extra[2] = {100, 512 * 1024};
+	for (int k = 0; k < 2; k++) {
+		transport_conn *c;
+		conn_rec *r = connect_rec(&c);
+		if (!r)
+			goto next;
+		CHECK_EQ(send_frame(c, OP_DATA, 1, 300, NULL, 0), 0);
+		CHECK(WAIT_FOR(r->nframes == 1, 10000));
+		uint8_t *p = malloc(1 << 20);
+		fill(p, 2, 1 << 20);
+		send_frame(c, OP_REFUSE, 2, extra[k], p, 1 << 20); /* may fail: the server closes */
+		free(p);
+		CHECK(WAIT_FOR(r->nclose == 1, 10000));
+		pthread_mutex_lock(&S.mu);
+		CHECK_EQ(r->nhdr, 2);
+		CHECK_EQ(r->nrefused, 1);
+		CHECK_EQ(r->refused_dest, 0);
+		CHECK_EQ(r->nframes, 1);
+		CHECK_EQ(r->close_err, TRANSPORT_ECLOSED);
+		pthread_mutex_unlock(&S.mu);
+	next:
+		if (c)
+			transport_close(c);
+	}
+}

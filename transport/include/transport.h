@@ -264,7 +264,7 @@ typedef struct transport_server_cb {
 	 * that client is served there; the client connects again by itself. A
 	 * return outside 1..65535 refuses the request. */
 	int (*on_redirect)(void *ctx, const char *peer, uint64_t *cookie);
-	/* Optional (tcp; last, so positional initialisers of the slots above
+	/* Optional (tcp, tls, rdma; last, so positional initialisers of the slots above
 	 * stay right): each frame's fixed header, before the rest of the frame
 	 * is read or any memory is allocated for it; 0 refuses the frame and ends
 	 * the connection (the upper layer logs why). Lets a server spend nothing

@@ -428,7 +428,7 @@ static int client_recv_frame(transport_conn *base, transport_frame *f, transport
 		return TRANSPORT_ECLOSED;
 	pthread_mutex_lock(&ep->mu);
 	for (;;) {
-		r = rdma_ep_rx(ep, f, dest, ctx);
+		r = rdma_ep_rx(ep, f, NULL, dest, ctx);
 		if (r == 1) {
 			r = TRANSPORT_OK;
 			break;

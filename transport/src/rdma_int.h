@@ -384,10 +384,16 @@ int rdma_ep_sendv_async(rdma_ep *ep, const struct iovec *iov, int iovcnt, rdma_w
  * (*err = the error). Returns how many. */
 unsigned rdma_ep_take_sent(rdma_ep *ep, rdma_sent *out, unsigned max, int *err);
 
+/* The server's look at each frame's fixed header (transport_server_cb.frame_ok). */
+typedef int (*rdma_frame_ok_fn)(void *ctx, const proto_hdr *h);
+
 /* (mu) Advances the receive side without blocking: 1 a frame is complete (in
- * *out), 0 waiting for the peer, < 0 error (latched). payload_dest is called
- * (mu dropped) once the msgpack part is in. */
-int rdma_ep_rx(rdma_ep *ep, transport_frame *out, transport_payload_dest_fn dest, void *ctx);
+ * *out), 0 waiting for the peer, < 0 error (latched). ok (may be NULL) is
+ * called (mu dropped) with each frame's header before anything of the frame
+ * is allocated or read: 0 refuses it and fails the connection with
+ * TRANSPORT_ECLOSED. payload_dest is called (mu dropped) once the msgpack part
+ * is in. Both get ctx. */
+int rdma_ep_rx(rdma_ep *ep, transport_frame *out, rdma_frame_ok_fn ok, transport_payload_dest_fn dest, void *ctx);
 /* (mu) A frame is partly received (an end now is TRANSPORT_EIO). */
 int rdma_ep_rx_busy(const rdma_ep *ep);
 /* (mu) Frees a frame cut short (its msgpack part). */

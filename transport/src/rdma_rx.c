@@ -58,6 +58,26 @@ static int hdr_fail(rdma_ep *ep, int e)
 	return e;
 }
 
+/* Whether the upper layer takes the frame whose header was just decoded into
+ * rx.f.hdr, asked before its msgpack part is allocated or any of it read
+ * (RDMA READs of a large one): before authentication a server spends nothing
+ * on a frame that is not a small hello, as tcp's frame_ok does. mu dropped
+ * for the call, as for payload_dest: the hook may shut the connection down;
+ * the message stays at the queue's head meanwhile (only this side takes it). */
+static int rx_admit(rdma_ep *ep, rdma_frame_ok_fn ok, void *ctx)
+{
+	if (!ok)
+		return 0;
+	proto_hdr h = ep->rx.f.hdr;
+	pthread_mutex_unlock(&ep->mu);
+	int yes = ok(ctx, &h);
+	pthread_mutex_lock(&ep->mu);
+	if (yes)
+		return 0;
+	rdma_ep_fail(ep, TRANSPORT_ECLOSED);
+	return TRANSPORT_ECLOSED;
+}
+
 /* The frame's msgpack part (none when hl is 0: a reply that is a status only
  * costs no allocation). */
 static int rx_alloc_msg(rdma_ep *ep, uint64_t hl)
@@ -102,7 +122,7 @@ static void *call_dest(rdma_ep *ep, transport_payload_dest_fn dest, void *ctx)
 }
 
 /* The next frame of the BATCH at the head of the queue (whole, inline). */
-static int rx_batch(rdma_ep *ep, transport_payload_dest_fn dest, void *ctx)
+static int rx_batch(rdma_ep *ep, rdma_frame_ok_fn ok, transport_payload_dest_fn dest, void *ctx)
 {
 	rdma_rx *x = &ep->rx;
 	uint32_t len;
@@ -124,6 +144,8 @@ static int rx_batch(rdma_ep *ep, transport_payload_dest_fn dest, void *ctx)
 	uint64_t hl = x->f.hdr.hdr_len, total = hl + x->f.hdr.payload_len;
 	if (x->batch_off + PROTO_HDR_SIZE + total > len)
 		return proto_fail(ep, "batch shorter than its frames");
+	if ((e = rx_admit(ep, ok, ctx)) != 0)
+		return e;
 	if (rx_alloc_msg(ep, hl) != 0)
 		return TRANSPORT_ENOMEM;
 	b += PROTO_HDR_SIZE;
@@ -152,7 +174,7 @@ static int rx_batch(rdma_ep *ep, transport_payload_dest_fn dest, void *ctx)
 }
 
 /* The FRAME at the head of the queue starts a frame. */
-static int rx_begin(rdma_ep *ep, transport_payload_dest_fn dest, void *ctx)
+static int rx_begin(rdma_ep *ep, rdma_frame_ok_fn ok, transport_payload_dest_fn dest, void *ctx)
 {
 	rdma_rx *x = &ep->rx;
 	uint32_t len;
@@ -161,7 +183,7 @@ static int rx_begin(rdma_ep *ep, transport_payload_dest_fn dest, void *ctx)
 	int e;
 
 	if (m->type == RM_BATCH)
-		return rx_batch(ep, dest, ctx);
+		return rx_batch(ep, ok, dest, ctx);
 	if (m->type != RM_FRAME)
 		return proto_fail(ep, "segments without a frame");
 	if (len < RDMA_FRAME_HDR)
@@ -175,6 +197,8 @@ static int rx_begin(rdma_ep *ep, transport_payload_dest_fn dest, void *ctx)
 		return proto_fail(ep, "inline bytes do not fit the frame");
 	if (inl == total && (!(m->flags & RMF_LAST) || m->nsegs))
 		return proto_fail(ep, "segments after a complete frame");
+	if ((e = rx_admit(ep, ok, ctx)) != 0)
+		return e;
 	/* A whole frame without payload, on the server: on_frame reads its
 	 * msgpack part where it landed (see transport_frame). */
 	int lend = ep->server && hl > 0 && inl == total && x->f.hdr.payload_len == 0;
@@ -305,7 +329,7 @@ void rdma_ep_rx_abort(rdma_ep *ep)
 	rdma_ep_rx_release(ep);
 }
 
-int rdma_ep_rx(rdma_ep *ep, transport_frame *out, transport_payload_dest_fn dest, void *ctx)
+int rdma_ep_rx(rdma_ep *ep, transport_frame *out, rdma_frame_ok_fn ok, transport_payload_dest_fn dest, void *ctx)
 {
 	rdma_rx *x = &ep->rx;
 	int r;
@@ -326,7 +350,7 @@ int rdma_ep_rx(rdma_ep *ep, transport_frame *out, transport_payload_dest_fn dest
 				rdma_ep_flush_ctrl(ep);
 				return 0;
 			}
-			if ((r = rx_begin(ep, dest, ctx)) != 0) {
+			if ((r = rx_begin(ep, ok, dest, ctx)) != 0) {
 				rdma_ep_rx_abort(ep);
 				return r;
 			}

@@ -565,7 +565,7 @@ static void progress(sconn *c)
 		fire_sent(ep);
 		while (!atomic_load(&c->shut)) {
 			transport_frame f;
-			r = rdma_ep_rx(ep, &f, l->cb.payload_dest, c->conn_ctx);
+			r = rdma_ep_rx(ep, &f, l->cb.frame_ok, l->cb.payload_dest, c->conn_ctx);
 			if (r <= 0)
 				break;
 			got = 1;
