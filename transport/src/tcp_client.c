@@ -184,8 +184,10 @@ static int connect_any(const struct addrinfo *res, uint64_t end, int *err_out, i
 	*tried = 0;
 	for (const struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next, n--) {
 		uint64_t now = rg_clock_ns(), mine = end;
-		if (end && now >= end)
+		if (end && now >= end) { /* slow name resolution can use it all */
+			timed_out = 1;
 			break;
+		}
 		if (end)
 			mine = now + (end - now) / (uint64_t)n;
 		fd = connect_one(ai, mine, err_out);
