@@ -5,8 +5,9 @@
  * instead of NVIDIA's. It implements a slice of the driver API truthfully enough
  * that the tests can assert on what the backend did:
  *
- *  - "device memory" is host memory: cuMemAlloc returns the address of a malloc'd
- *    block, so the backend's copies really move bytes and can be read back;
+ *  - "device memory" is host memory: cuMemAlloc returns an address in an arena
+ *    apart from every host heap (devmem.c), so the backend's copies really move
+ *    bytes and can be read back, and no host pointer ever equals a device one;
  *  - every device range a copy, memset or emulated kernel touches must lie inside one
  *    allocation of the current context, else the call fails: a backend that forwards
  *    a bad range is caught here, not by a segfault;
@@ -126,6 +127,14 @@ fk_pool *fk_pool_new(int dev);
 void fk_pool_put(fk_pool *p, size_t charged);
 /* A synchronisation: every pool of dev releases its reserve down to its threshold. */
 void fk_pools_sync(int dev);
+
+/* ---- the device arena (devmem.c) ---- */
+
+/* charged bytes (a multiple of FK_ALIGN) of device addresses, apart from every
+ * host heap; 0 if none are left. */
+uintptr_t fk_devmem_alloc(size_t charged);
+/* Back to the arena: base and charged as fk_devmem_alloc gave and took them. */
+void fk_devmem_free(uintptr_t base, size_t charged);
 
 /* ---- device allocations (memory.c) ---- */
 

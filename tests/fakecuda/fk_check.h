@@ -99,6 +99,7 @@ void hex(char *out, const void *p, size_t n);
 void test_exports(void);
 void test_device(void);
 void test_memory(CUcontext ctx);
+void test_memory_placement(void);
 void test_handles(void);
 #ifdef FK_KERNELS_DIR
 /* test_fakecuda_kernels.c */

@@ -1,9 +1,10 @@
 /*
  * memory.c: device allocations, pinned host memory, pointer queries.
  *
- * Device memory is host memory: cuMemAlloc returns the address of a block from
- * posix_memalign (aligned to FK_ALIGN), so copies really move bytes and emulated
- * kernels really write them. Each context keeps its allocations in an array sorted by
+ * Device memory is host memory: cuMemAlloc returns the address of a block of the
+ * device arena (devmem.c, aligned to FK_ALIGN, apart from every host heap as a
+ * GPU's memory is), so copies really move bytes and emulated kernels really
+ * write them. Each context keeps its allocations in an array sorted by
  * base address; fk_range_ok() binary-searches it to decide whether a range lies
  * inside one allocation, which is what every copy, memset and emulated kernel checks.
  * Module globals are allocations too (kind FK_MEM_GLOBAL), valid as ranges but not
@@ -102,7 +103,6 @@ int fk_range2d_ok(const fk_ctx *c, uintptr_t p, size_t pitch, size_t width, size
 static CUresult mem_new(fk_ctx *c, size_t size, int kind, fk_pool *pool, uintptr_t *out)
 {
 	fk_dev *d = &fk_devs[c->dev];
-	void *mem;
 
 	if (size == 0)
 		return CUDA_ERROR_INVALID_VALUE;
@@ -125,10 +125,9 @@ static CUresult mem_new(fk_ctx *c, size_t size, int kind, fk_pool *pool, uintptr
 		c->allocs = a;
 		c->capallocs = cap;
 	}
-	if (posix_memalign(&mem, FK_ALIGN, charged) != 0)
+	uintptr_t base = fk_devmem_alloc(charged);
+	if (!base)
 		return CUDA_ERROR_OUT_OF_MEMORY;
-
-	uintptr_t base = (uintptr_t)mem;
 	size_t i = alloc_pos(c, base);
 	memmove(&c->allocs[i + 1], &c->allocs[i], (c->nallocs - i) * sizeof *c->allocs);
 	c->allocs[i] = (fk_alloc){ base, size, charged, kind, next_buffer_id++, pool };
@@ -187,7 +186,7 @@ static void release_at(fk_ctx *c, size_t i)
 		fk_pool_put(a.pool, a.charged); /* into the pool's reserve */
 	else
 		d->used -= a.charged;
-	free((void *)a.base);
+	fk_devmem_free(a.base, a.charged);
 }
 
 CUresult fk_mem_free(fk_ctx *c, uintptr_t p, unsigned kinds)

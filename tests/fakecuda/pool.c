@@ -8,8 +8,8 @@
  * cuStreamSynchronize, cuEventSynchronize) releases the reserve down to the
  * pool's release threshold (0 by default), or cuMemPoolTrimTo down to what it
  * is told to keep; a new allocation takes from the reserve first. The blocks
- * themselves are malloc'd and freed one by one (memory.c): only the accounting
- * is pooled. Unlike a GPU, reserved is exact (no granularity).
+ * themselves come from the device arena and go back one by one (memory.c):
+ * only the accounting is pooled. Unlike a GPU, reserved is exact (no granularity).
  *
  * Destroying a pool with live allocations returns at once; they stay usable,
  * and the pool goes with the last of them (cuMemPoolDestroy's contract). The

@@ -61,6 +61,7 @@ int main(int argc, char **argv)
 		CK(p_cuCtxCreate(&ctx, NULL, 0x100, 0), CUDA_ERROR_INVALID_VALUE);
 		OK(p_cuCtxCreate(&ctx, NULL, 0, 0));
 		test_memory(ctx);
+		test_memory_placement();
 		test_handles();
 #ifdef FK_KERNELS_DIR
 		test_modules();

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -160,6 +161,63 @@ void test_device(void)
 }
 
 /* ---- memory ---- */
+
+/* Whether writing one byte at p kills a child process with a signal. */
+static int write_faults(uintptr_t p)
+{
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid == 0) {
+		*(volatile unsigned char *)p = 1;
+		_exit(0);
+	}
+	int st = 0;
+	return pid > 0 && waitpid(pid, &st, 0) == pid && WIFSIGNALED(st);
+}
+
+/* The line of /proc/self/maps whose range holds p, into line ("" if none). */
+static void mapping_of(uintptr_t p, char *line, size_t cap)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	line[0] = 0;
+	while (f && fgets(line, (int)cap, f)) {
+		unsigned long lo, hi;
+		if (sscanf(line, "%lx-%lx", &lo, &hi) == 2 && p >= lo && p < hi) {
+			fclose(f);
+			return;
+		}
+	}
+	line[0] = 0;
+	if (f)
+		fclose(f);
+}
+
+/* Device memory lies apart from the host heap (a pointer of one is never a
+ * pointer of the other, as on a GPU), its end is followed by a guard page, and
+ * freed memory is gone. */
+void test_memory_placement(void)
+{
+	CUdeviceptr d = 0;
+	char line[512];
+	void *h = malloc(1000);
+
+	OK(p_cuMemAlloc(&d, 1000));
+	mapping_of((uintptr_t)d, line, sizeof line);
+	CHECK(line[0] != 0);
+	CHECK(strstr(line, "[heap]") == NULL && strchr(line, '/') == NULL); /* anonymous */
+	char hline[512];
+	mapping_of((uintptr_t)h, hline, sizeof hline);
+	CHECK(strcmp(line, hline) != 0);
+	CHECK((uintptr_t)d >= 0x7d0000000000ull && (uintptr_t)d < 0x7e0000000000ull); /* the hint */
+	free(h);
+
+	OK(p_cuMemsetD8(d, 0x5a, 1000));
+	CHECK(((volatile unsigned char *)(uintptr_t)d)[999] == 0x5a);
+	CHECK(!write_faults((uintptr_t)d + 1023));   /* the charged size is usable */
+	CHECK(write_faults((uintptr_t)d + 1024));    /* the guard page after it */
+	OK(p_cuMemFree(d));
+	CHECK(write_faults((uintptr_t)d));           /* a use after free faults */
+}
 
 void test_memory(CUcontext ctx)
 {
