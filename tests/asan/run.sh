@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The end-to-end suite under AddressSanitizer and UndefinedBehaviorSanitizer:
 # remote-gpud, libremote.so and the driver test double built with
-# -fsanitize=address,undefined in a build dir of their own, then the e2e
-# programs (tests/e2e/run_e2e.sh) and the backend's client test run through
-# them. The test programs themselves (nvcc) are not instrumented; they are
-# taken from the normal build (BUILD, default <repo>/build), so nvcc runs
-# only there.
+# -fsanitize=address,undefined in a build dir of their own, then the driver
+# test double's own test (device memory must lie apart from ASan's heap,
+# which sits at the same addresses in every process), the e2e programs
+# (tests/e2e/run_e2e.sh) and the backend's client test run through them.
+# tools/test.sh runs it. The test programs themselves (nvcc) are not
+# instrumented; they are taken from the normal build (BUILD, default
+# <repo>/build), so nvcc runs only there.
 #
 # libremote.so is preloaded into programs that do not link the sanitizer
 # runtime, and ASan must come first in the library list: run_e2e.sh puts the
@@ -30,7 +32,7 @@ cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRG_LTO=OFF -DRG
 	-DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" \
 	-DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=address,undefined" \
 	-DRG_CUDA_ROOT="${RG_CUDA_ROOT:-/usr/local/cuda}" >/dev/null
-cmake --build "$build" -j "$jobs" --target remote-gpud remote fakecuda test_client
+cmake --build "$build" -j "$jobs" --target remote-gpud remote fakecuda test_client test_fakecuda
 
 logs=$build/san-logs
 rm -rf "$logs"
@@ -45,6 +47,9 @@ export LSAN_OPTIONS="suppressions=$here/lsan.supp:print_suppressions=0"
 status=0
 fatbin=$build/tests/fakecuda/test_kernels.fatbin
 [ -f "$normal/tests/fakecuda/test_kernels.fatbin" ] && fatbin=$normal/tests/fakecuda/test_kernels.fatbin
+echo "== fakecuda (asan)"
+"$build/tests/fakecuda/test_fakecuda" >"$logs/test_fakecuda.out" 2>&1 || { status=1; tail -n 30 "$logs/test_fakecuda.out"; }
+tail -n 1 "$logs/test_fakecuda.out"
 echo "== backend test_client (asan)"
 "$build/tests/backend/test_client" "$build/backend/remote-gpud" "$build/tests/fakecuda/libcuda.so.1" \
 	$([ -f "$fatbin" ] && echo "$fatbin") >"$logs/test_client.out" 2>&1 || { status=1; tail -n 30 "$logs/test_client.out"; }
@@ -60,5 +65,5 @@ if compgen -G "$logs/[au][sb]san*" >/dev/null; then
 	done
 	status=1
 fi
-[ $status = 0 ] && echo "asan: e2e and test_client clean"
+[ $status = 0 ] && echo "asan: fakecuda, e2e and test_client clean"
 exit $status
