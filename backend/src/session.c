@@ -30,6 +30,7 @@ static void on_done_closed(uv_handle_t *h);
 static void session_free(be_session *s);
 static be_frame *frame_decode(be_session *s, const transport_frame *f);
 static void on_deadline(uv_timer_t *t);
+static void teardown_vmm_fresh(be_session *s);
 static int session_busy(be_session *s);
 
 static _Thread_local proto_msg tls_msg; /* replies are built and sent by one thread */
@@ -661,6 +662,22 @@ static void td_module(void *ctx, uint64_t id, void *obj, uint64_t aux)
 	c->failed += be_drv.cuModuleUnload((CUmodule)obj) != CUDA_SUCCESS;
 }
 
+/* The session's VMM objects under a context of its own, when the session's
+ * context had a sticky error (be_session_teardown). Without one they are
+ * only forgotten, and the failure logged. */
+static void teardown_vmm_fresh(be_session *s)
+{
+	CUcontext tmp = NULL;
+	CUresult r = be_drv.cuCtxCreate(&tmp, NULL, 0, be_srv.dev);
+
+	if (r != CUDA_SUCCESS)
+		LOG_WARN(BE_LOG, "session %" PRIu64 ": no context to release VMM memory after a sticky error: %s",
+			 s->id, be_errname(r));
+	be_vmm_teardown(s);
+	if (tmp && (r = be_drv.cuCtxDestroy(tmp)) != CUDA_SUCCESS)
+		LOG_WARN(BE_LOG, "session %" PRIu64 ": cuCtxDestroy: %s", s->id, be_errname(r));
+}
+
 void be_session_teardown(be_session *s)
 {
 	td_count gx = {s}, gr = {s}, ev = {s}, st = {s}, mo = {s}, to = {s}, so = {s}, ar = {s}, po = {s};
@@ -683,6 +700,11 @@ void be_session_teardown(be_session *s)
 			LOG_WARN(BE_LOG, "session %" PRIu64 ": cuCtxSetCurrent: %s", s->id, be_errname(r));
 		if ((r = be_drv.cuCtxSynchronize()) != CUDA_SUCCESS)
 			LOG_INFO(BE_LOG, "session %" PRIu64 ": cuCtxSynchronize at teardown: %s", s->id, be_errname(r));
+		/* A failed synchronize means a sticky error (a kernel faulted): the
+		 * context refuses every later call, cuMemRelease and cuMemUnmap too,
+		 * and VMM memory is the device's, so cuCtxDestroy would not take it
+		 * either. It is released under a fresh context instead, below. */
+		int poisoned = r != CUDA_SUCCESS;
 		be_waiter_cleanup(s);
 		be_lib_teardown(s); /* library handles may use the streams below */
 		be_htab_each(&s->gexecs, td_gexec, &gx);
@@ -694,7 +716,8 @@ void be_session_teardown(be_session *s)
 		be_htab_each(&s->texobjs, td_texobj, &to);
 		be_htab_each(&s->surfobjs, td_surfobj, &so);
 		be_htab_each(&s->arrays, td_array, &ar);
-		be_vmm_teardown(s); /* mappings before the memory behind them, reservations last */
+		if (!poisoned)
+			be_vmm_teardown(s); /* mappings before the memory behind them, reservations last */
 		for (size_t i = 0; i < s->ranges.n; i++) {
 			if (s->ranges.r[i].kind == BE_RANGE_VAR || s->ranges.r[i].kind == BE_RANGE_MAPPED)
 				continue;
@@ -706,6 +729,8 @@ void be_session_teardown(be_session *s)
 		if ((r = be_drv.cuCtxDestroy(s->ctx)) != CUDA_SUCCESS)
 			LOG_WARN(BE_LOG, "session %" PRIu64 ": cuCtxDestroy: %s", s->id, be_errname(r));
 		s->ctx = NULL;
+		if (poisoned)
+			teardown_vmm_fresh(s);
 	} else {
 		be_waiter_cleanup(s);
 		be_staging_destroy(&s->staging);
