@@ -1749,6 +1749,19 @@ static int gen_ping(be_session *s, be_req *rq)
 	return be_op_ping(s, rq);
 }
 
+static int gen_nvml_query(be_session *s, be_req *rq)
+{
+	uint32_t what_w;
+	if (proto_arg_u32(&rq->view, 0, &what_w))
+		return BE_EPROTO;
+	uint32_t what = (uint32_t)what_w;
+	uint32_t arg_w;
+	if (proto_arg_u32(&rq->view, 1, &arg_w))
+		return BE_EPROTO;
+	uint32_t arg = (uint32_t)arg_w;
+	return be_op_nvml_query(s, rq, what, arg);
+}
+
 const be_op_desc be_ops[PROTO_OP_COUNT] = {
 	[PROTO_OP_HELLO] = {gen_hello, BE_OP_SYNC},
 	[PROTO_OP_MODULE_LOAD] = {gen_module_load, BE_OP_SYNC | BE_OP_PAYLOAD},
@@ -1846,6 +1859,7 @@ const be_op_desc be_ops[PROTO_OP_COUNT] = {
 	[PROTO_OP_TENSOR_MAP_ENCODE] = {gen_tensor_map_encode, BE_OP_SYNC | BE_OP_QUICK},
 	[PROTO_OP_LINK] = {gen_link, BE_OP_SYNC | BE_OP_PAYLOAD},
 	[PROTO_OP_PING] = {gen_ping, BE_OP_ASYNC | BE_OP_LOOP},
+	[PROTO_OP_NVML_QUERY] = {gen_nvml_query, BE_OP_SYNC},
 	/* api/cublas.api (backend/gen/lib_cublas.c) */
 	[PROTO_OP_CUBLASCREATE_V2] = {be_gen_cublasCreate_v2, BE_OP_ASYNC},
 	[PROTO_OP_CUBLASDESTROY_V2] = {be_gen_cublasDestroy_v2, BE_OP_ASYNC},

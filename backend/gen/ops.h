@@ -86,5 +86,6 @@ int be_op_vmm_retain(be_session *s, be_req *rq, CUdeviceptr ptr);
 int be_op_tensor_map_encode(be_session *s, be_req *rq, uint32_t kind, CUdeviceptr addr, const void *params, size_t params_len);
 int be_op_link(be_session *s, be_req *rq, const void *inputs, size_t inputs_len);
 int be_op_ping(be_session *s, be_req *rq);
+int be_op_nvml_query(be_session *s, be_req *rq, uint32_t what, uint32_t arg);
 
 #endif

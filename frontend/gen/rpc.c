@@ -1317,3 +1317,60 @@ int fe_rpc_tensor_map_encode(fe_conn *c, uint32_t kind, uint64_t addr, const voi
 	fe_reply_free(&r);
 	return st;
 }
+
+int fe_rpc_nvml_query(fe_conn *c, uint32_t what, uint32_t arg, uint32_t *nvret, uint64_t *v0, uint64_t *v1, uint64_t *v2, uint64_t *v3, void *text, size_t text_cap)
+{
+	proto_msg m;
+	proto_msg_begin(&m, PROTO_OP_NVML_QUERY, fe_conn_next_seq(c), 2);
+	proto_msg_u64(&m, (uint64_t)what);
+	proto_msg_u64(&m, (uint64_t)arg);
+	fe_reply r;
+	int st = fe_conn_call(c, &m, NULL, 0, NULL, 0, &r);
+	if (st != 0)
+		return st;
+	{
+		uint32_t v;
+		if (proto_arg_u32(&r.view, PROTO_REPLY_FIRST + 0, &v))
+			st = PROTO_EDECODE;
+		else
+			*nvret = v;
+	}
+	{
+		uint64_t v;
+		if (proto_arg_u64(&r.view, PROTO_REPLY_FIRST + 1, &v))
+			st = PROTO_EDECODE;
+		else
+			*v0 = v;
+	}
+	{
+		uint64_t v;
+		if (proto_arg_u64(&r.view, PROTO_REPLY_FIRST + 2, &v))
+			st = PROTO_EDECODE;
+		else
+			*v1 = v;
+	}
+	{
+		uint64_t v;
+		if (proto_arg_u64(&r.view, PROTO_REPLY_FIRST + 3, &v))
+			st = PROTO_EDECODE;
+		else
+			*v2 = v;
+	}
+	{
+		uint64_t v;
+		if (proto_arg_u64(&r.view, PROTO_REPLY_FIRST + 4, &v))
+			st = PROTO_EDECODE;
+		else
+			*v3 = v;
+	}
+	{
+		const void *p;
+		size_t n;
+		if (proto_arg_bin(&r.view, PROTO_REPLY_FIRST + 5, &p, &n) || n > text_cap)
+			st = PROTO_EDECODE;
+		else if (n)
+			memcpy(text, p, n);
+	}
+	fe_reply_free(&r);
+	return st;
+}

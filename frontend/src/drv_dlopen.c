@@ -1,6 +1,8 @@
 /*
  * dlopen("libcuda.so.1") -> libremote.so: PyTorch, Triton and the static CUDA
  * runtime open the driver by name; on a host with no driver, libremote.so is it.
+ * So is it for NVML (libnvidia-ml.so.1, nvml_*.c), which torch, XLA and
+ * monitoring tools open by name to count and describe the devices.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -8,11 +10,18 @@
 
 #include "rg_log.h"
 
+static int has_stem(const char *base, const char *stem)
+{
+	size_t n = strlen(stem);
+	return strncmp(base, stem, n) == 0 && (base[n] == 0 || base[n] == '.');
+}
+
+/* libcuda.so, libnvidia-ml.so and their versioned names, in any folder */
 static int is_driver_name(const char *file)
 {
 	const char *base = strrchr(file, '/');
 	base = base ? base + 1 : file;
-	return strncmp(base, "libcuda.so", 10) == 0 && (base[10] == 0 || base[10] == '.');
+	return has_stem(base, "libcuda.so") || has_stem(base, "libnvidia-ml.so");
 }
 
 /* glibc searches the RUNPATH of dlopen's caller (its return address): every

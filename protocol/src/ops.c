@@ -99,6 +99,7 @@ static const char *const names[PROTO_OP_COUNT] = {
 	[PROTO_OP_TENSOR_MAP_ENCODE] = "tensor_map_encode",
 	[PROTO_OP_LINK] = "link",
 	[PROTO_OP_PING] = "ping",
+	[PROTO_OP_NVML_QUERY] = "nvml_query",
 	[PROTO_OP_CUBLASCREATE_V2] = "cublasCreate_v2",
 	[PROTO_OP_CUBLASDESTROY_V2] = "cublasDestroy_v2",
 	[PROTO_OP_CUBLASSETSTREAM_V2] = "cublasSetStream_v2",

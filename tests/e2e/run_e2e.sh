@@ -25,7 +25,8 @@
 # order, byte for byte; and afterwards the server's free memory (cudaMemGetInfo
 # through the remote, by the probe program) is back to its baseline.
 # Other tests: several clients at once, a client killed with SIGKILL in the
-# middle of a 64 MiB copy loop, garbage bytes on the server's port, SIGTERM.
+# middle of a 64 MiB copy loop, garbage bytes on the server's port, NVML with
+# two remote devices (REMOTE_GPU naming the server twice), SIGTERM.
 #
 # Exit status: 0 all passed, 1 some failed, 77 skipped (no nvcc, or the backend,
 # frontend or fake driver not built). The last line is "N passed, N failed".
@@ -42,11 +43,11 @@ timeout_s=${RG_E2E_TIMEOUT:-120}
 
 # sticky last among the programs: on a GPU its error may poison the server
 PROGRAMS=(copies memsets streams graphs graph_build mempools args errors devquery funcattrs pointers threads fork managed textures
-          libhandles drv_memory drv_stream drv_module drv_array drv_tensormap drv_vmm drv_link sticky)
+          libhandles drv_memory drv_stream drv_module drv_array drv_tensormap drv_vmm drv_link nvml sticky)
 # the same programs built with nvcc's default static runtime, which reaches
 # libremote.so as the driver (libcuda.so.1): test static_<name>, same expected output
 STATIC=(copies memsets streams graphs graph_build mempools args devquery funcattrs pointers threads managed textures)
-SPECIAL=(multi_client kill_mid_copy garbage warm_store sigterm)
+SPECIAL=(multi_client kill_mid_copy garbage warm_store nvml_two sigterm)
 HELPERS=(probe copyloop holder)
 
 while [ $# -gt 0 ]; do
@@ -191,8 +192,9 @@ server_alive() { [ -n "$srv_pid" ] && kill -0 "$srv_pid" 2>/dev/null; }
 # client PROG ARGS...: a program through the remote (stdout/stderr as the caller redirects)
 # (the driver folder: programs with the static runtime, or linked with -lcuda,
 # find libremote.so as libcuda.so.1)
+client_gpus= # REMOTE_GPU for the client, if not the one server
 client() {
-  REMOTE_GPU=127.0.0.1:$srv_port LD_PRELOAD=$preload LD_LIBRARY_PATH=$build/frontend/driver${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
+  REMOTE_GPU=${client_gpus:-127.0.0.1:$srv_port} LD_PRELOAD=$preload LD_LIBRARY_PATH=$build/frontend/driver${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
     RGTEST_FAKE=$fake_mode timeout "$timeout_s" "$@"
 }
 
@@ -404,6 +406,19 @@ t_garbage() {
 # warm_store: NVIDIA's libraries register hundreds of images; with the server's
 # store warm (a second run of the same program), no image bytes are sent but
 # those of images the device refused (never stored: issue 24).
+# Two remote devices: two sessions on the one server, which NVML must count
+# and describe as two devices, as CUDA does.
+t_nvml_two() {
+  problems=()
+  client_gpus=127.0.0.1:$srv_port,127.0.0.1:$srv_port
+  run_program nvml "$work/nvml_two" 2
+  client_gpus=
+  server_alive || problems+=("remote-gpud died: $(tail -n 5 "$work/server.log")")
+  server_alive && { mem_back || problems+=("after the client: $mem_detail"); }
+  report nvml_two "${problems[@]}"
+  [ ${#problems[@]} -eq 0 ] || show_files "$work/nvml_two"
+}
+
 t_warm_store() {
   problems=()
   local d=$work/warm_store
@@ -466,6 +481,7 @@ for t in "${tests[@]}"; do
     kill_mid_copy) t_kill_mid_copy ;;
     garbage) t_garbage ;;
     warm_store) t_warm_store ;;
+    nvml_two) t_nvml_two ;;
     *) t_program "$t" ;;
   esac
 done
