@@ -54,7 +54,7 @@ log=$work/gpu-run.log
 bin=$work/bin
 mkdir -p "$bin" "$work/d"
 
-E2E_PROGRAMS=(copies memsets streams graphs graph_build mempools args errors devquery funcattrs pointers threads fork nvrtc managed textures libhandles)
+E2E_PROGRAMS=(copies memsets streams graphs graph_build mempools args errors devquery funcattrs pointers threads fork nvrtc managed textures libhandles nvml)
 EXAMPLES=(vector_add matmul reduction unified_add texture_blur)
 # Programs that end in a sticky error run last, each on a fresh server: on a GPU a
 # sticky error may leave the whole server process unusable (see fault_isolation).
