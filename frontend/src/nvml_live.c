@@ -81,8 +81,10 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *me
 		return r;
 	if (!memory)
 		return NVML_ERROR_INVALID_ARGUMENT;
+	/* What an H100's NVML (driver 580) answers a struct version it does not
+	 * know: not ARGUMENT_VERSION_MISMATCH, as nvml.h suggests. */
 	if (memory->version != nvmlMemory_v2)
-		return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+		return NVML_ERROR_FUNCTION_NOT_FOUND;
 	if ((r = fe_nvml_query(device, PROTO_NVML_MEMORY, 0, v, NULL, 0)) != NVML_SUCCESS)
 		return r;
 	memory->total = v[0];
