@@ -92,6 +92,29 @@ static const char *op_name(uint32_t op, char *buf, size_t cap)
 
 /* ---- text ---- */
 
+static const char *class_name(uint32_t k) { return k == 1 ? "latency" : k == 2 ? "batch" : "?"; }
+
+/* The tenants of --tenants: memory as their quotas count it, sessions. */
+static void print_tenants(const be_snap *s)
+{
+	char m[32], p[32], q[32], n[32];
+	if (!s->ntenants)
+		return;
+	printf("  %-20s %-8s %10s %10s %10s %9s %8s\n", "TENANT", "CLASS", "MEMORY", "PEAK", "QUOTA", "SESSIONS",
+	       "REFUSED");
+	for (size_t i = 0; i < s->ntenants; i++) {
+		const be_snap_tenant *t = &s->tenants[i];
+		if (t->max_sessions)
+			snprintf(n, sizeof(n), "%" PRIu64 "/%u", t->sessions, t->max_sessions);
+		else
+			snprintf(n, sizeof(n), "%" PRIu64, t->sessions);
+		printf("  %-20s %-8s %10s %10s %10s %9s %8" PRIu64 "%s\n", t->name, class_name(t->klass),
+		       human(t->used, m, sizeof(m)), human(t->peak, p, sizeof(p)),
+		       t->quota == UINT64_MAX ? "none" : human(t->quota, q, sizeof(q)), n, t->refused_mem + t->refused_sess,
+		       t->removed ? "  (removed: no new sessions)" : "");
+	}
+}
+
 static void print_text(const be_snap *s, int ops)
 {
 	char a[64], b[64], c[64], e[64];
@@ -115,6 +138,7 @@ static void print_text(const be_snap *s, int ops)
 	} else {
 		printf("%s: no server.stat (sessions only)\n", s->dir);
 	}
+	print_tenants(s);
 	if (!s->nsess) {
 		printf("  no sessions\n");
 		return;
@@ -245,6 +269,29 @@ static void print_json(const be_snap *snaps, size_t n)
 			jstr(s->pci_bus_id);
 			printf(", \"driver_version\": %d, \"total_memory\": %" PRIu64 ", \"used_memory\": %" PRIu64 "}",
 			       s->driver_version, s->total_mem, used);
+		}
+		if (s->tenants) {
+			printf(",\n   \"tenants\": [");
+			for (size_t j = 0; j < s->ntenants; j++) {
+				const be_snap_tenant *t = &s->tenants[j];
+				printf("%s\n    {\"name\": ", j ? "," : "");
+				jstr(t->name);
+				printf(", \"class\": \"%s\", \"memory\": %" PRIu64 ", \"memory_peak\": %" PRIu64
+				       ", \"memory_quota\": ", class_name(t->klass), t->used, t->peak);
+				if (t->quota == UINT64_MAX)
+					printf("null");
+				else
+					printf("%" PRIu64, t->quota);
+				printf(", \"sessions\": %" PRIu64 ", \"max_sessions\": ", t->sessions);
+				if (t->max_sessions)
+					printf("%u", t->max_sessions);
+				else
+					printf("null");
+				printf(", \"sessions_started\": %" PRIu64 ", \"allocations_refused\": %" PRIu64
+				       ", \"sessions_refused\": %" PRIu64 ", \"removed\": %s}",
+				       t->started, t->refused_mem, t->refused_sess, t->removed ? "true" : "false");
+			}
+			printf("%s]", s->ntenants ? "\n   " : "");
 		}
 		printf(",\n   \"sessions\": [");
 		for (size_t j = 0; j < s->nsess; j++) {

@@ -281,6 +281,7 @@ struct be_session {
 	uint64_t pid;
 	char client_host[64], program[128];
 	int unknown_logged;
+	uint32_t tenant_slot; /* 1 + its slot in the tenant ledger (tenants.c); 0: no tenants */
 };
 
 static inline int be_waiter_idle(be_session *s) { return atomic_load(&s->w.busy) == 0; }

@@ -20,6 +20,7 @@
  */
 #include "backend.h"
 #include "admit.h"
+#include "tenants.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -62,6 +63,7 @@ static void child_exited(uv_process_t *p, int64_t status, int signal)
 	else
 		LOG_INFO(BE_LOG, "session process %d (%s) done", p->pid, c->peer);
 	be_status_reap(p->pid); /* what a process that died could not remove */
+	be_tenants_reap(p->pid); /* its tenant's memory and session, however it ended */
 	be_admit_release(c->peer);
 	for (child **pp = &I.children; *pp; pp = &(*pp)->next)
 		if (*pp == c) {
@@ -95,17 +97,20 @@ static child *spawn(char *const *argv, int fd, const char *peer)
 		return NULL;
 	}
 	snprintf(c->peer, sizeof(c->peer), "%s", peer);
-	uv_stdio_container_t stdio[4] = {
+	/* fd 4: the tenant ledger (tenants.c), when there is one. */
+	int ledger = be_tenants_ledger_fd();
+	uv_stdio_container_t stdio[5] = {
 		{.flags = UV_INHERIT_FD, .data.fd = 0},
 		{.flags = UV_INHERIT_FD, .data.fd = 1},
 		{.flags = UV_INHERIT_FD, .data.fd = 2},
 		{.flags = UV_INHERIT_FD, .data.fd = fd},
+		{.flags = UV_INHERIT_FD, .data.fd = ledger},
 	};
 	uv_process_options_t o = {
 		.exit_cb = child_exited,
 		.file = "/proc/self/exe",
 		.args = (char **)argv,
-		.stdio_count = 4,
+		.stdio_count = ledger >= 0 ? 5 : 4,
 		.stdio = stdio,
 	};
 	c->proc.data = c;

@@ -43,6 +43,7 @@
 #include <unistd.h>
 
 #include "admit.h"
+#include "tenants.h"
 
 #define DEFAULT_LISTEN "127.0.0.1:7420"
 #define DEFAULT_HELLO_TIMEOUT_S 10
@@ -94,6 +95,8 @@ static void usage(FILE *f)
 		"                      default: $TMPDIR/remote-gpud-store2-<uid>\n"
 		"  --store-quota N     bytes of images each tenant may upload to the store\n"
 		"                      (suffix K, M, G; default 1G; 0: no uploads)\n"
+		"  --tenants FILE      tenants: each token's name, device memory quota, class and most\n"
+		"                      sessions (format: docs/TENANTS.md); re-read on SIGHUP\n"
 		"  --isolation MODE    process (default): each session in a process of its own, so a\n"
 		"                      kernel fault cannot reach other clients; thread: all in one\n"
 		"                      process (faster session start, no fault isolation; contexts of one\n"
@@ -558,7 +561,10 @@ int main(int argc, char **argv)
 		}
 		else if (be_lib_option(a, v) == 0)
 			; /* a forwarded library's path (lib.c): --cublas, --cublaslt */
-		else if (be_tls_option(a, v) == 0)
+		else if ((r = be_tenants_option(a, v)) >= 0) {
+			if (r)
+				return r; /* --tenants, --ledger-fd (tenants.c) */
+		} else if (be_tls_option(a, v) == 0)
 			; /* --tls-cert, --tls-key, --tls-client-ca (listen_tls.c) */
 		else if (!strcmp(a, "--isolation") && (!strcmp(v, "process") || !strcmp(v, "thread")))
 			isolation = v;
@@ -606,7 +612,13 @@ int main(int argc, char **argv)
 		fprintf(stderr, "remote-gpud: --store-quota %s: not a size (bytes, or with K, M, G)\n", store_quota);
 		return 2;
 	}
-	if (!token)
+	if ((r = be_tenants_setup(M.session_fd >= 0 || M.session_listen, !strcmp(isolation, "thread"))) != 0)
+		return r;
+	if (be_tenants_active() && (token || token_file)) {
+		fprintf(stderr, "remote-gpud: --tenants holds the tokens: leave out --token and --token-file\n");
+		return 2;
+	}
+	if (!token && !be_tenants_active())
 		token = getenv("REMOTE_GPU_TOKEN");
 	be_srv.token = token && *token ? token : NULL;
 	be_srv.hello_timeout_ms = hello_s * 1000u;
@@ -661,7 +673,7 @@ int main(int argc, char **argv)
 		return serve_one(M.session_fd);
 	}
 	transport_server_cb lcb = cb;
-	char *child_argv[24], *child_argv_listen[28];
+	char *child_argv[28], *child_argv_listen[32];
 	M.process_mode = !strcmp(isolation, "process");
 	fd_headroom(!M.process_mode, &max_conns);
 	be_admit_init((int)max_conns, (int)max_per_source);
@@ -691,6 +703,7 @@ int main(int argc, char **argv)
 		child_argv[n++] = "--idle-timeout";
 		child_argv[n++] = idlebuf;
 		n = be_tls_child_args(child_argv, n);
+		n = be_tenants_child_args(child_argv, n);
 		child_argv[n] = NULL;
 		/* The token goes through the environment, which only this user can
 		 * read, not the command line, which everyone can (ps). An empty one
@@ -727,6 +740,12 @@ int main(int argc, char **argv)
 	}
 	if (be_status_server_open(run_dir, addr.host, port, isolation, mport) == 0)
 		setenv("REMOTE_GPUD_RUN_DIR", be_status_dir(), 1); /* for the session processes */
+	if (be_tenants_start(&M.loop, be_status_dir()) != 0) {
+		transport_listener_close(M.listener);
+		be_metrics_stop();
+		be_status_server_close();
+		return stop_early();
+	}
 	if (port_file && write_port_file(port_file, port) != 0) {
 		transport_listener_close(M.listener);
 		be_metrics_stop();
@@ -741,6 +760,7 @@ int main(int argc, char **argv)
 		rg_log_write(RG_LOG_INFO, BE_LOG, "metrics at http://127.0.0.1:%d/metrics", mport);
 
 	uv_run(&M.loop, UV_RUN_DEFAULT);
+	be_tenants_stop();
 	be_status_server_close();
 
 	uv_close((uv_handle_t *)&M.sigterm, on_handle_closed);

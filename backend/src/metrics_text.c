@@ -98,6 +98,46 @@ static void session_family(FILE *f, const be_snap *snaps, size_t n, const char *
 		}
 }
 
+enum { T_USED, T_PEAK, T_QUOTA, T_SESS, T_MAXSESS, T_STARTED, T_REFMEM, T_REFSESS };
+
+/* Per tenant of --tenants: labelled by name and class (names are the
+ * operator's, not a client's). A quota or maximum that is unlimited is left
+ * out, as Prometheus has no infinity worth graphing. */
+static void tenant_family(FILE *f, const be_snap *snaps, size_t n, const char *name, const char *type,
+			  const char *help, int which)
+{
+	int any = 0;
+	for (size_t i = 0; i < n; i++)
+		any |= snaps[i].ntenants > 0;
+	if (!any)
+		return;
+	family(f, name, type, help);
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = 0; j < snaps[i].ntenants; j++) {
+			const be_snap_tenant *t = &snaps[i].tenants[j];
+			uint64_t v = 0;
+			switch (which) {
+			case T_USED: v = t->used; break;
+			case T_PEAK: v = t->peak; break;
+			case T_QUOTA: v = t->quota; break;
+			case T_SESS: v = t->sessions; break;
+			case T_MAXSESS: v = t->max_sessions; break;
+			case T_STARTED: v = t->started; break;
+			case T_REFMEM: v = t->refused_mem; break;
+			case T_REFSESS: v = t->refused_sess; break;
+			}
+			if ((which == T_QUOTA && v == UINT64_MAX) || (which == T_MAXSESS && v == 0))
+				continue;
+			fprintf(f, "%s{", name);
+			server_labels(f, &snaps[i]);
+			fputc(',', f);
+			put_label(f, "tenant", t->name);
+			fputc(',', f);
+			put_label(f, "class", t->klass == 1 ? "latency" : t->klass == 2 ? "batch" : "?");
+			fprintf(f, "} %" PRIu64 "\n", v);
+		}
+}
+
 char *be_metrics_render(const be_snap *snaps, size_t n, size_t *len)
 {
 	char *buf = NULL;
@@ -182,6 +222,22 @@ char *be_metrics_render(const be_snap *snaps, size_t n, size_t *len)
 			server_labels(f, &snaps[i]);
 			fprintf(f, "} %" PRIu64 "\n", snaps[i].sessions_started);
 		}
+
+	tenant_family(f, snaps, n, "remote_gpud_tenant_memory_bytes", "gauge",
+		      "Device memory the tenant's sessions hold now, as its quota counts it.", T_USED);
+	tenant_family(f, snaps, n, "remote_gpud_tenant_memory_peak_bytes", "gauge",
+		      "Most device memory the tenant's sessions held at once.", T_PEAK);
+	tenant_family(f, snaps, n, "remote_gpud_tenant_memory_quota_bytes", "gauge",
+		      "The tenant's device memory quota (absent: unlimited).", T_QUOTA);
+	tenant_family(f, snaps, n, "remote_gpud_tenant_sessions", "gauge", "Live sessions of the tenant.", T_SESS);
+	tenant_family(f, snaps, n, "remote_gpud_tenant_sessions_max", "gauge",
+		      "Sessions the tenant may have at once (absent: unlimited).", T_MAXSESS);
+	tenant_family(f, snaps, n, "remote_gpud_tenant_sessions_started_total", "counter",
+		      "Sessions the tenant started.", T_STARTED);
+	tenant_family(f, snaps, n, "remote_gpud_tenant_allocations_refused_total", "counter",
+		      "Allocations refused because they would pass the tenant's quota.", T_REFMEM);
+	tenant_family(f, snaps, n, "remote_gpud_tenant_sessions_refused_total", "counter",
+		      "Sessions refused because the tenant had its maximum.", T_REFSESS);
 
 	/* No family names a session's client (host, pid, command line): /metrics
 	 * answers anyone who can reach the port, and a tenant's command line is

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "ops.h"
+#include "tenants.h"
 
 /* A box inside an array, or the device or host memory on the other side. */
 typedef struct box {
@@ -33,6 +34,21 @@ static void set_dev(CUDA_MEMCPY3D *c, int dst, CUdeviceptr p, uint64_t pitch, ui
 static void set_host(CUDA_MEMCPY3D *c, int dst, void *p, const box *b);
 static void set_extent(CUDA_MEMCPY3D *c, const box *b);
 static int packed_len(const box *b, uint64_t *out);
+static uint64_t array_bytes(const CUDA_ARRAY3D_DESCRIPTOR *d, uint32_t elem);
+
+/* What an array takes, as the tenant's quota counts it: its elements (the
+ * driver's padding is not known here). UINT64_MAX when that overflows, which
+ * no quota admits. */
+static uint64_t array_bytes(const CUDA_ARRAY3D_DESCRIPTOR *d, uint32_t elem)
+{
+	uint64_t n = elem, dims[3] = {d->Width, d->Height ? d->Height : 1, d->Depth ? d->Depth : 1};
+	for (int i = 0; i < 3; i++) {
+		if (dims[i] && n > UINT64_MAX / dims[i])
+			return UINT64_MAX;
+		n *= dims[i];
+	}
+	return n;
+}
 
 int be_array_elem_size(uint32_t format, uint32_t channels, uint32_t *out)
 {
@@ -78,12 +94,19 @@ int be_op_array_create(be_session *s, be_req *rq, uint64_t id, uint64_t width, u
 	a->d = (CUDA_ARRAY3D_DESCRIPTOR){.Width = (size_t)width, .Height = (size_t)height, .Depth = (size_t)depth,
 					 .Format = (CUarray_format)format, .NumChannels = channels, .Flags = flags};
 	a->elem = elem;
+	a->charged = array_bytes(&a->d, elem);
+	if ((err = be_tenant_charge(s, a->charged))) {
+		free(a);
+		return err;
+	}
 	if ((r = be_drv.cuArray3DCreate(&a->h, &a->d)) != CUDA_SUCCESS) {
+		be_tenant_uncharge(s, a->charged);
 		free(a);
 		return r;
 	}
 	if ((err = be_htab_add(&s->arrays, id, a, 0))) {
 		be_drv.cuArrayDestroy(a->h);
+		be_tenant_uncharge(s, a->charged);
 		free(a);
 		return err == BE_H_ENOMEM ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_INVALID_HANDLE;
 	}
@@ -103,6 +126,7 @@ int be_op_array_destroy(be_session *s, be_req *rq, uint64_t id)
 	if ((r = be_drv.cuArrayDestroy(a->h)) != CUDA_SUCCESS)
 		return r;
 	be_htab_del(&s->arrays, id, NULL, NULL);
+	be_tenant_uncharge(s, a->charged);
 	free(a);
 	return CUDA_SUCCESS;
 }

@@ -8,6 +8,7 @@
  */
 #include "backend.h"
 #include "admit.h"
+#include "tenants.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -63,7 +64,13 @@ int be_op_hello(be_session *s, be_req *rq, uint32_t version, const char *token, 
 		be_session_reject(s, "protocol version mismatch");
 		return BE_REPLIED;
 	}
-	if (!token_ok(token, token_len)) {
+	int denied = be_tenants_active() ? be_tenant_login(s, token, token_len) : !token_ok(token, token_len);
+	if (denied == CUDA_ERROR_TOO_MANY_PEERS) { /* the tenant's --tenants sessions= (logged) */
+		be_reply_status(s, rq, denied);
+		be_session_reject(s, "the tenant has its maximum of sessions");
+		return BE_REPLIED;
+	}
+	if (denied) {
 		LOG_WARN(BE_LOG, "session %" PRIu64 " (%s, pid %" PRIu64 " %s): wrong token", s->id, s->client_host, pid,
 			 s->program);
 		/* The source waits before it may try again (admit.c; in a session

@@ -4,12 +4,16 @@
  * teardown frees. A free must name the start of a live allocation of this
  * session: a pointer into the middle, another session's pointer, a module global
  * or a double free is CUDA_ERROR_INVALID_VALUE and never reaches the driver.
+ * Each allocation is charged to the session's tenant before the driver is
+ * asked (tenants.h), so a tenant over its quota gets CUDA_ERROR_OUT_OF_MEMORY
+ * as from a full device, and a free gives the bytes back.
  */
 #include "backend.h"
 
 #include <inttypes.h>
 
 #include "ops.h"
+#include "tenants.h"
 
 static int record(be_session *s, CUdeviceptr p, uint64_t size, int kind);
 static int check_freeable(be_session *s, CUdeviceptr ptr, const char *what);
@@ -40,11 +44,16 @@ int be_op_mem_alloc(be_session *s, be_req *rq, uint64_t size)
 	CUresult r;
 
 	if (size > 0) { /* cudaMalloc(0) succeeds with a NULL pointer */
-		if ((r = be_drv.cuMemAlloc(&p, (size_t)size)) != CUDA_SUCCESS)
+		int err = be_tenant_charge(s, size);
+		if (err)
+			return err;
+		if ((r = be_drv.cuMemAlloc(&p, (size_t)size)) != CUDA_SUCCESS) {
+			be_tenant_uncharge(s, size);
 			return r;
-		int err = record(s, p, size, BE_RANGE_ALLOC);
-		if (err) {
+		}
+		if ((err = record(s, p, size, BE_RANGE_ALLOC))) {
 			be_drv.cuMemFree(p);
+			be_tenant_uncharge(s, size);
 			return err;
 		}
 	}
@@ -64,7 +73,9 @@ int be_op_mem_free(be_session *s, be_req *rq, CUdeviceptr ptr)
 	 * still there and the teardown must free it. */
 	if ((r = be_drv.cuMemFree(ptr)) != CUDA_SUCCESS)
 		return r;
-	be_ranges_remove(&s->ranges, (uint64_t)ptr, NULL);
+	be_range gone = {0};
+	be_ranges_remove(&s->ranges, (uint64_t)ptr, &gone);
+	be_tenant_uncharge(s, gone.size);
 	return CUDA_SUCCESS;
 }
 
@@ -81,12 +92,19 @@ static int alloc_async(be_session *s, be_req *rq, uint64_t size, CUmemoryPool po
 	if (!pool)
 		pool = s->cur_pool;
 	if (size > 0) {
+		/* Charged as allocated, not as the pool reserves: the pool's cached
+		 * reserve is the driver's, reused by the tenant's next allocation. */
+		if ((err = be_tenant_charge(s, size)))
+			return err;
 		r = pool ? be_drv.cuMemAllocFromPoolAsync(&p, (size_t)size, pool, st)
 			 : be_drv.cuMemAllocAsync(&p, (size_t)size, st);
-		if (r != CUDA_SUCCESS)
+		if (r != CUDA_SUCCESS) {
+			be_tenant_uncharge(s, size);
 			return r;
+		}
 		if ((err = record(s, p, size, BE_RANGE_ASYNC))) {
 			be_drv.cuMemFreeAsync(p, st);
+			be_tenant_uncharge(s, size);
 			return err;
 		}
 	}
@@ -122,6 +140,8 @@ int be_op_mem_free_async(be_session *s, be_req *rq, CUdeviceptr ptr, uint64_t st
 		return r;
 	/* Forgotten now, though the memory lives until the stream gets there:
 	 * later calls may no longer use it, as in CUDA. */
-	be_ranges_remove(&s->ranges, (uint64_t)ptr, NULL);
+	be_range gone = {0};
+	be_ranges_remove(&s->ranges, (uint64_t)ptr, &gone);
+	be_tenant_uncharge(s, gone.size);
 	return CUDA_SUCCESS;
 }

@@ -28,11 +28,16 @@
 #include <stdlib.h>
 
 #include "ops.h"
+#include "tenants.h"
 
 typedef struct vmm_alloc {
 	CUmemGenericAllocationHandle h;
 	uint64_t size;
 	uint64_t refs; /* the client's references: cuMemRelease calls owed */
+	/* size is charged to the tenant (tenants.h) from cuMemCreate to the last
+	 * release; not a record revived by a retain, whose memory was charged
+	 * (and released) already, so nothing is given back twice */
+	int charged;
 } vmm_alloc;
 
 typedef struct vmm_resv {
@@ -244,14 +249,21 @@ int be_op_vmm_create(be_session *s, be_req *rq, uint64_t id, uint64_t size, uint
 	CUmemAllocationProp p = device_prop(type);
 	p.allocFlags.compressionType = (unsigned char)compression;
 	p.allocFlags.usage = (unsigned short)usage;
+	if ((err = be_tenant_charge(s, size))) {
+		free(a);
+		return err;
+	}
 	if ((r = be_drv.cuMemCreate(&a->h, (size_t)size, &p, 0)) != CUDA_SUCCESS) {
+		be_tenant_uncharge(s, size);
 		free(a);
 		return r;
 	}
 	a->size = size;
 	a->refs = 1;
+	a->charged = 1;
 	if (be_htab_add(&v->allocs, id, a, 0) != BE_H_OK) {
 		be_drv.cuMemRelease(a->h);
+		be_tenant_uncharge(s, size);
 		free(a);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
@@ -272,6 +284,8 @@ int be_op_vmm_release(be_session *s, be_req *rq, uint64_t id)
 		return r;
 	if (--a->refs == 0) {
 		be_htab_del(&v->allocs, id, NULL, NULL);
+		if (a->charged)
+			be_tenant_uncharge(s, a->size);
 		free(a);
 	}
 	return CUDA_SUCCESS;

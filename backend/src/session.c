@@ -17,6 +17,7 @@
  */
 #include "backend.h"
 #include "admit.h"
+#include "tenants.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -736,6 +737,7 @@ void be_session_teardown(be_session *s)
 		be_staging_destroy(&s->staging);
 	}
 	be_hostfn_cleanup(s);
+	be_tenant_logout(s); /* after every free: what is left goes back at once */
 	unsigned failed = gx.failed + gr.failed + ev.failed + st.failed + mo.failed + to.failed + so.failed + ar.failed +
 			  po.failed + afailed;
 	LOG_INFO(BE_LOG,

@@ -59,6 +59,7 @@ typedef struct be_array {
 	CUarray h;
 	CUDA_ARRAY3D_DESCRIPTOR d;
 	uint32_t elem; /* bytes per element: channels * format size */
+	uint64_t charged; /* bytes charged to the tenant (tenants.h) */
 } be_array;
 int be_get_array(be_session *s, uint64_t id, be_array **out);
 /* Bytes per element of a driver format with 1, 2 or 4 channels; 0 if the

@@ -167,6 +167,15 @@ typedef struct be_snap_session {
 	uint64_t *op_calls; /* nops entries */
 } be_snap_session;
 
+/* A tenant of --tenants (tenant_ledger.h), as remote-smi and /metrics show it. */
+typedef struct be_snap_tenant {
+	char name[64];
+	uint32_t klass, max_sessions; /* enum be_tenant_class; 0: unlimited */
+	int removed;                  /* gone from the file, sessions left */
+	uint64_t quota;               /* UINT64_MAX: unlimited */
+	uint64_t used, peak, sessions, started, refused_mem, refused_sess;
+} be_snap_tenant;
+
 typedef struct be_snap {
 	char dir[4096];
 	int has_server; /* server.stat read and valid */
@@ -182,12 +191,16 @@ typedef struct be_snap {
 	uint64_t total_mem, sessions_started;
 	be_snap_session *sess; /* live sessions, by pid then id */
 	size_t nsess;
+	be_snap_tenant *tenants; /* with --tenants, else NULL */
+	size_t ntenants;
 } be_snap;
 
 /* Reads one run directory: 0, or -1 when it holds no valid server.stat (the
  * sessions are still read). */
 int be_snap_read(const char *dir, be_snap *out);
 void be_snap_free(be_snap *s);
+/* status_tenants.c, from be_snap_read: the tenants of dir's ledger, if any. */
+int be_snap_read_tenants(const char *dir, be_snap *out);
 /* The default run directory of a port. */
 void be_status_default_dir(int port, char *buf, size_t cap);
 /* Run directories under $TMPDIR (or /tmp) whose server is alive; *dirs and each

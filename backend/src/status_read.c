@@ -173,6 +173,7 @@ int be_snap_read(const char *dir, be_snap *out)
 	closedir(d);
 	if (out->nsess)
 		qsort(out->sess, out->nsess, sizeof(*out->sess), by_pid_id);
+	be_snap_read_tenants(dir, out);
 	return r;
 }
 
@@ -183,6 +184,9 @@ void be_snap_free(be_snap *s)
 	free(s->sess);
 	s->sess = NULL;
 	s->nsess = 0;
+	free(s->tenants);
+	s->tenants = NULL;
+	s->ntenants = 0;
 }
 
 size_t be_status_find_dirs(char ***dirs)

@@ -7,8 +7,9 @@
  * remote-cubin count against nobody.
  *
  * The count lives in the store (cubin_store_tenant_*), shared by the session
- * processes of every server on that store. A tenant is its token for now (the
- * server has one): the id is the token's SHA-256, so the token is never written.
+ * processes of every server on that store. With --tenants the id is the
+ * session's tenant name (tenants.c); without, the tenant is the one token: its
+ * SHA-256, so the token is never written.
  */
 #include "backend.h"
 
@@ -16,6 +17,7 @@
 
 #include "cubin.h"
 #include "cubin_store.h"
+#include "tenants.h"
 
 static void tenant_make(void);
 static const char *tenant_id(void);
@@ -39,6 +41,9 @@ static void tenant_make(void)
 static const char *tenant_id(void)
 {
 	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	const char *name = be_tenants_store_id();
+	if (name)
+		return name;
 	pthread_once(&once, tenant_make);
 	return tenant;
 }

@@ -31,7 +31,7 @@ static int tenant_open(const char *dir, const char *tenant, int create)
 	char path[4096];
 
 	for (const char *t = tenant; *t; t++)
-		if (!((*t >= '0' && *t <= '9') || (*t >= 'a' && *t <= 'z'))) {
+		if (!((*t >= '0' && *t <= '9') || (*t >= 'a' && *t <= 'z') || *t == '-' || *t == '_')) {
 			errno = EINVAL;
 			return -1;
 		}

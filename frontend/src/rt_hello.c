@@ -125,6 +125,9 @@ int fe_hello(fe_device *d)
 				  fe_conn_peer(d->conn));
 		else if (st == CUDA_ERROR_NOT_PERMITTED)
 			LOG_ERROR("frontend", "%s refused the session: REMOTE_GPU_TOKEN does not match", fe_conn_peer(d->conn));
+		else if (st == CUDA_ERROR_TOO_MANY_PEERS)
+			LOG_ERROR("frontend", "%s refused the session: this token's tenant has its maximum of sessions "
+				  "(remote-gpud --tenants)", fe_conn_peer(d->conn));
 		else
 			LOG_ERROR("frontend", "handshake with %s failed: %d", fe_conn_peer(d->conn), st);
 		return st < 0 ? cudaErrorDevicesUnavailable : (st == CUDA_ERROR_NOT_PERMITTED ? cudaErrorNotPermitted : cudaErrorInitializationError);

@@ -1,0 +1,78 @@
+/*
+ * The tenant ledger: one shared mapping that the supervisor and every session
+ * process of a remote-gpud read and write (tenant_ledger.c has the design).
+ * Its layout is also read by remote-smi and GET /metrics (status_read.c), which
+ * map it read-only and load the counters without the lock.
+ */
+#ifndef BE_TENANT_LEDGER_H
+#define BE_TENANT_LEDGER_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "tenants.h"
+
+#define BE_LEDGER_MAGIC 0x544e4752u /* "RGNT" */
+#define BE_LEDGER_VERSION 1
+#define BE_LEDGER_SLOTS 4096 /* sessions at once, over all tenants */
+#define BE_LEDGER_FILE "tenants.stat"
+
+enum be_ledger_state {
+	BE_LT_FREE = 0,
+	BE_LT_ACTIVE = 1,  /* in the file: takes new sessions */
+	BE_LT_REMOVED = 2, /* gone from the file: no new sessions, kept while it has some */
+};
+
+typedef struct be_ledger_tenant {
+	_Atomic uint32_t state;
+	uint32_t klass, max_sessions, pad;
+	char name[BE_TENANT_NAME_MAX];
+	char token_sha[72];
+	_Atomic uint64_t quota;
+	_Atomic uint64_t used, peak;   /* bytes of device memory its sessions hold */
+	_Atomic uint64_t sessions;     /* live now */
+	_Atomic uint64_t started;      /* sessions since the tenant appeared */
+	_Atomic uint64_t refused_mem;  /* allocations refused over the quota */
+	_Atomic uint64_t refused_sess; /* hellos refused at max sessions */
+} be_ledger_tenant;
+
+typedef struct be_ledger_slot {
+	_Atomic int64_t pid; /* 0: free */
+	uint32_t tenant;
+	uint32_t pad;
+	uint64_t charged; /* bytes this session holds */
+} be_ledger_slot;
+
+typedef struct be_ledger {
+	uint32_t magic, version, size, pad;
+	pthread_mutex_t mu; /* process-shared, robust: a session process may die holding it */
+	be_ledger_tenant t[BE_TENANTS_MAX];
+	be_ledger_slot slot[BE_LEDGER_SLOTS];
+} be_ledger;
+
+enum be_ledger_err {
+	BE_LEDGER_OK = 0,
+	BE_LEDGER_UNKNOWN = -1, /* no tenant has this token */
+	BE_LEDGER_FULL = -2,    /* the tenant has its maximum of sessions */
+	BE_LEDGER_NOSLOT = -3,  /* BE_LEDGER_SLOTS sessions live */
+	BE_LEDGER_QUOTA = -4,   /* over the quota */
+	BE_LEDGER_NOROOM = -5,  /* publish: more than BE_TENANTS_MAX tenants with the removed ones */
+};
+
+/* Supervisor: a new ledger in dir/BE_LEDGER_FILE (0600), or in an anonymous
+ * memfd when dir is NULL or empty; *fd gets its descriptor. NULL (logged). */
+be_ledger *be_ledger_create(const char *dir, int *fd);
+/* Session process: maps the ledger its supervisor handed it. NULL (logged). */
+be_ledger *be_ledger_map(int fd);
+/* Supervisor: puts the table in force (at start and on reload). */
+int be_ledger_publish(be_ledger *l, const be_tenant_table *tab);
+/* hello: the tenant whose token hashes to sha, a slot for the session. */
+int be_ledger_login(be_ledger *l, const char *sha, int64_t pid, uint32_t *slot, uint32_t *tenant);
+int be_ledger_charge(be_ledger *l, uint32_t slot, uint64_t size);
+void be_ledger_uncharge(be_ledger *l, uint32_t slot, uint64_t size);
+void be_ledger_logout(be_ledger *l, uint32_t slot);
+/* Supervisor: every slot of process pid is released. */
+void be_ledger_reap(be_ledger *l, int64_t pid);
+
+#endif
