@@ -18,6 +18,7 @@
 #include "tenants.h"
 
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,6 +78,9 @@ int be_tenants_setup(int session_process, int thread_mode)
 
 	T.thread_mode = thread_mode;
 	if (session_process) {
+		/* The supervisor re-reads the file on SIGHUP; `pkill -HUP remote-gpud`
+		 * reaches its session processes too, which must not die of it. */
+		signal(SIGHUP, SIG_IGN);
 		if (T.ledger_fd_arg < 0)
 			return 0;
 		if (!(T.l = be_ledger_map(T.ledger_fd_arg)))
