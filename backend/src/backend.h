@@ -48,6 +48,8 @@
 #define BE_EVPOOL_MAX 64             /* idle internal events kept */
 #define BE_SESSION_LISTEN_MS 10000   /* rdma: a session process's time to report its port */
 #define BE_SESSION_CONNECT_MS 30000  /* rdma: its client's time to come (then it gives up) */
+#define BE_TICKET_CONNECT_MS 10000   /* rdma+tls: the same for a client given the cookie inside TLS, which
+				      * connects at once: the cookie is valid this long, and once */
 #define BE_MAX_LAUNCH_ATTRS 16
 #define BE_HELLO_MAX_MSG (16u << 10) /* before authentication: the largest msgpack part (a hello) */
 #define BE_EXIT_AUTH 3               /* a session process's exit status after a wrong token (isolate.c) */
@@ -83,6 +85,10 @@ typedef struct be_server {
 	unsigned hello_timeout_ms; /* --hello-timeout: a connection must authenticate within it (0: never) */
 	unsigned idle_timeout_ms;  /* --idle-timeout: an authenticated session with no call in flight (0: off) */
 	atomic_int auth_failed;    /* a session process: its client presented a wrong token (exit BE_EXIT_AUTH) */
+	/* An rdma+tls session process (ticket.c): its one client was admitted by
+	 * the cookie the supervisor gave it inside TLS after checking its token,
+	 * so the hello over rdma carries no token (it would cross in clear). */
+	int cookie_auth;
 } be_server;
 
 extern be_server be_srv;
@@ -326,7 +332,9 @@ void be_sessions_shutdown(void); /* no new sessions */
 /* isolate.c: one process per session (see there why). */
 void be_isolate_init(uv_loop_t *loop, char *const *child_argv, char *const *child_argv_listen);
 void be_isolate_accept_fd(void *ctx, int fd, const char *peer);
-int be_isolate_redirect(void *ctx, const char *peer, uint64_t *cookie);
+int be_isolate_redirect(void *ctx, const char *peer, transport_cookie *cookie);
+/* Whether a hello's token is the server's (op_hello.c; constant time). */
+int be_hello_token_ok(const char *token, size_t len);
 void be_isolate_shutdown(int signum);
 int be_isolate_live(void);
 int be_sessions_live(void);

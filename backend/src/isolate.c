@@ -132,10 +132,11 @@ static child *spawn(char *const *argv, int fd, const char *peer)
 
 void be_isolate_accept_fd(void *ctx, int fd, const char *peer) { spawn(I.argv, fd, peer); }
 
-/* Reads the "PORT COOKIE" line the child writes to its fd 3, within ms. */
-static int read_port(int fd, int ms, uint64_t *cookie)
+/* Reads the "PORT COOKIE" line (the cookie in 32 hex digits) the child writes
+ * to its fd 3, within ms. */
+static int read_port(int fd, int ms, transport_cookie *cookie)
 {
-	char buf[48];
+	char buf[64];
 	size_t n = 0;
 	uint64_t end = rg_clock_ns() + (uint64_t)ms * 1000000u;
 	while (n < sizeof(buf) - 1) {
@@ -156,15 +157,20 @@ static int read_port(int fd, int ms, uint64_t *cookie)
 			break;
 	}
 	buf[n] = 0;
-	char *e, *e2;
+	char *e;
 	long port = strtol(buf, &e, 10);
-	if (e == buf || *e != ' ')
+	if (e == buf || *e != ' ' || strlen(e + 1) != 2 * TRANSPORT_COOKIE_LEN + 1 || e[1 + 2 * TRANSPORT_COOKIE_LEN] != '\n')
 		return -1;
-	*cookie = strtoull(e + 1, &e2, 16);
-	return e2 != e + 1 && *e2 == '\n' && port > 0 && port <= 65535 ? (int)port : -1;
+	for (int i = 0; i < TRANSPORT_COOKIE_LEN; i++) {
+		char hex[3] = {e[1 + 2 * i], e[2 + 2 * i], 0}, *x;
+		cookie->b[i] = (uint8_t)strtoul(hex, &x, 16);
+		if (*x)
+			return -1;
+	}
+	return port > 0 && port <= 65535 ? (int)port : -1;
 }
 
-int be_isolate_redirect(void *ctx, const char *peer, uint64_t *cookie)
+int be_isolate_redirect(void *ctx, const char *peer, transport_cookie *cookie)
 {
 	int fds[2];
 	if (pipe2(fds, O_CLOEXEC) != 0) {

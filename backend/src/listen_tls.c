@@ -11,7 +11,11 @@
  * numbers.
  *
  * rdma is not encrypted (the RDMA verbs move memory directly; TLS cannot wrap
- * them): off loopback it needs --insecure as well, and says so.
+ * them): off loopback rdma:// needs --insecure as well, and says so.
+ * rdma+tls:// sets RDMA sessions up inside TLS (ticket.c): the listener is a
+ * tls one, so it takes the certificates, and the token and the cookie that
+ * admits the RDMA connection never cross in clear; the session's data on
+ * RDMA still does, which the docs say.
  *
  * Session processes: with process isolation the supervisor hands the raw
  * socket over, and the session process shakes hands itself (TLS state cannot
@@ -52,13 +56,14 @@ int be_tls_flag(const char *opt)
 int be_tls_setup(transport_addr *addr, int session)
 {
 	int tcp = !strcmp(addr->scheme, "tcp"), tls = !strcmp(addr->scheme, "tls");
+	int rdma_tls = !strcmp(addr->scheme, "rdma+tls");
 
 	if (T.cert || T.key || T.client_ca) {
 		if (!T.cert || !T.key) {
 			fprintf(stderr, "remote-gpud: TLS needs both --tls-cert FILE and --tls-key FILE\n");
 			return 2;
 		}
-		if (!tcp && !tls) {
+		if (!tcp && !tls && !rdma_tls) {
 			fprintf(stderr, "remote-gpud: --tls-cert: TLS is for tcp listeners; %s:// is not encrypted\n",
 				addr->scheme);
 			return 2;
@@ -71,8 +76,8 @@ int be_tls_setup(transport_addr *addr, int session)
 		T.on = 1;
 		return 0;
 	}
-	if (tls) {
-		fprintf(stderr, "remote-gpud: tls:// needs --tls-cert FILE and --tls-key FILE\n");
+	if (tls || rdma_tls) {
+		fprintf(stderr, "remote-gpud: %s:// needs --tls-cert FILE and --tls-key FILE\n", addr->scheme);
 		return 2;
 	}
 	if (session || T.insecure || transport_addr_is_loopback(addr))
@@ -87,7 +92,8 @@ int be_tls_setup(transport_addr *addr, int session)
 		fprintf(stderr,
 			"remote-gpud: refusing to listen on %s://%s:%d: %s sessions are not encrypted (the token\n"
 			"and all data cross the network in clear). Give --insecure to listen anyway, on a\n"
-			"network you trust.\n",
+			"network you trust, or listen on rdma+tls:// with --tls-cert and --tls-key (the token\n"
+			"then crosses inside TLS, the data on rdma still in clear).\n",
 			addr->scheme, addr->host, addr->port, addr->scheme);
 	return 2;
 }

@@ -13,7 +13,8 @@
 int be_tls_option(const char *opt, const char *val);
 /* --insecure (no value): 0 when opt is it. */
 int be_tls_flag(const char *opt);
-/* Sets TLS up for addr (its scheme becomes "tls" when certificates are given)
+/* Sets TLS up for addr (its scheme becomes "tls" when certificates are given,
+ * rdma+tls's too: its listener is the tls one of ticket.c)
  * or refuses: returns 0, or 2 after printing why to stderr. A session process
  * (session != 0) only loads the certificates its supervisor passed. */
 int be_tls_setup(transport_addr *addr, int session);

@@ -31,6 +31,7 @@
 #include "backend.h"
 #include "lib.h"
 #include "listen_tls.h"
+#include "ticket.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -65,7 +66,7 @@ static struct {
 	const char *session_listen; /* rdma session process: listen here for the one client */
 	int port_fd;                /* ... and write the port there */
 	int served;                 /* ... its client came */
-	uint64_t cookie;            /* ... which presents this */
+	transport_cookie cookie;    /* ... which presents this */
 	uv_timer_t no_client;
 	uv_timer_t drain;           /* supervisor: SIGTERM's grace, checked every DRAIN_TICK_MS */
 	uint64_t drain_end_ns;
@@ -80,7 +81,7 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: remote-gpud [options]\n"
-		"  --listen ADDR       [tcp://|rdma://]HOST:PORT to listen on (default " DEFAULT_LISTEN ";\n"
+		"  --listen ADDR       [tcp://|rdma://|rdma+tls://]HOST:PORT to listen on (default " DEFAULT_LISTEN ";\n"
 		"                      port 0: any free port)\n"
 		"  --port-file FILE    write the bound port to FILE once listening\n"
 		"  --device N          GPU ordinal to serve (default 0)\n"
@@ -328,7 +329,7 @@ static int serve_one(int fd)
 
 static void *accept_one(void *ctx, transport_conn *c)
 {
-	if (M.served || c->cookie != M.cookie) {
+	if (M.served || !transport_cookie_equal(&c->cookie, &M.cookie)) {
 		LOG_WARN(BE_LOG, "%s: %s: refused", c->peer,
 			 M.served ? "this session process already serves a client" : "not the client sent here");
 		return NULL;
@@ -340,13 +341,16 @@ static void *accept_one(void *ctx, transport_conn *c)
 
 static void on_no_client(uv_timer_t *t)
 {
-	LOG_WARN(BE_LOG, "the client sent to this session process did not come within %d ms", BE_SESSION_CONNECT_MS);
+	LOG_WARN(BE_LOG, "the client sent to this session process did not come within %d ms",
+		 be_srv.cookie_auth ? BE_TICKET_CONNECT_MS : BE_SESSION_CONNECT_MS);
 	on_close_last(NULL, 0);
 }
 
 /* --session-listen ADDR --port-fd N (rdma, isolate.c): listen, say the port,
- * load the driver, serve the one client the supervisor sends, exit. */
-static int serve_sent(const transport_addr *addr, const char *driver, int device, const char *store)
+ * load the driver, serve the one client the supervisor sends, exit. ADDR
+ * rdma+tls:// (ticket.c): listen on rdma; the client got the cookie inside TLS
+ * after its token was checked, so the cookie authenticates it. */
+static int serve_sent(transport_addr *addr, const char *driver, int device, const char *store)
 {
 	static const transport_server_cb cb = {
 		.on_accept = accept_one,
@@ -356,6 +360,10 @@ static int serve_sent(const transport_addr *addr, const char *driver, int device
 		.on_close = on_close_last,
 	};
 	pthread_setname_np(pthread_self(), "rg-session"); /* not "exe", from /proc/self/exe */
+	if (!strcmp(addr->scheme, "rdma+tls")) {
+		strcpy(addr->scheme, "rdma");
+		be_srv.cookie_auth = 1;
+	}
 	loop_start();
 	int r = transport_listen(&M.loop, addr, &cb, &M.loop, &M.listener);
 	if (r != TRANSPORT_OK) {
@@ -365,15 +373,18 @@ static int serve_sent(const transport_addr *addr, const char *driver, int device
 	}
 	/* The cookie keeps a stranger who finds the port from taking the session
 	 * the supervisor made for its client. */
-	if (getrandom(&M.cookie, sizeof(M.cookie), 0) != sizeof(M.cookie) || !M.cookie) {
+	if (getrandom(&M.cookie, sizeof(M.cookie), 0) != sizeof(M.cookie) ||
+	    !transport_cookie_equal(&M.cookie, &M.cookie)) {
 		LOG_ERROR(BE_LOG, "session process: no random cookie");
 		close(M.port_fd);
 		listener_close_once();
 		return stop_early();
 	}
-	char line[48];
-	int n = snprintf(line, sizeof(line), "%d %016llx\n", transport_listener_port(M.listener),
-			 (unsigned long long)M.cookie);
+	char line[64];
+	int n = snprintf(line, sizeof(line), "%d ", transport_listener_port(M.listener));
+	for (int i = 0; i < TRANSPORT_COOKIE_LEN; i++)
+		n += snprintf(line + n, sizeof(line) - (size_t)n, "%02x", M.cookie.b[i]);
+	n += snprintf(line + n, sizeof(line) - (size_t)n, "\n");
 	int ok = write(M.port_fd, line, (size_t)n) == n;
 	close(M.port_fd);
 	if (!ok || be_driver_load(driver) != 0 || device_info(device) != 0 || be_imgcache_open_store(store) != 0) {
@@ -383,7 +394,8 @@ static int serve_sent(const transport_addr *addr, const char *driver, int device
 	}
 	be_status_use_dir(getenv("REMOTE_GPUD_RUN_DIR"));
 	uv_timer_init(&M.loop, &M.no_client);
-	uv_timer_start(&M.no_client, on_no_client, BE_SESSION_CONNECT_MS, 0);
+	uv_timer_start(&M.no_client, on_no_client, be_srv.cookie_auth ? BE_TICKET_CONNECT_MS : BE_SESSION_CONNECT_MS,
+		       0);
 	uv_unref((uv_handle_t *)&M.no_client);
 	uv_run(&M.loop, UV_RUN_DEFAULT);
 	uv_close((uv_handle_t *)&M.no_client, on_handle_closed);
@@ -632,6 +644,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "remote-gpud: --listen %s: bad address (expected HOST:PORT)\n", listen);
 		return 2;
 	}
+	int rdma_tls = !strcmp(addr.scheme, "rdma+tls"); /* ticket.c; its listener becomes a tls one */
 	if ((r = be_tls_setup(&addr, M.session_fd >= 0 || M.session_listen)) != 0)
 		return r;
 	static char default_store[512];
@@ -675,6 +688,16 @@ int main(int argc, char **argv)
 	transport_server_cb lcb = cb;
 	char *child_argv[28], *child_argv_listen[32];
 	M.process_mode = !strcmp(isolation, "process");
+	if (rdma_tls && !M.process_mode) {
+		fprintf(stderr, "remote-gpud: rdma+tls:// needs --isolation process (a session process per client)\n");
+		return stop_early();
+	}
+	/* The ticket (ticket.c) checks the one token; a tenant's login and its
+	 * ledger slot would have to travel with the cookie, which they do not yet. */
+	if (rdma_tls && be_tenants_active()) {
+		fprintf(stderr, "remote-gpud: rdma+tls:// does not take --tenants yet: use tcp:// or tls://\n");
+		return stop_early();
+	}
 	fd_headroom(!M.process_mode, &max_conns);
 	be_admit_init((int)max_conns, (int)max_per_source);
 	if (M.process_mode) {
@@ -715,7 +738,7 @@ int main(int argc, char **argv)
 		/* rdma: the same, but it listens on the address of this listener. */
 		static char listen_addr[300];
 		snprintf(listen_addr, sizeof(listen_addr), strchr(addr.host, ':') ? "%s://[%s]:0" : "%s://%s:0",
-			 addr.scheme, addr.host);
+			 rdma_tls ? "rdma+tls" : addr.scheme, addr.host);
 		int k = 0;
 		child_argv_listen[k++] = argv[0];
 		child_argv_listen[k++] = "--session-listen";
@@ -727,6 +750,8 @@ int main(int argc, char **argv)
 		be_isolate_init(&M.loop, child_argv, child_argv_listen);
 		lcb.on_accept_fd = be_isolate_accept_fd;
 		lcb.on_redirect = be_isolate_redirect;
+		if (rdma_tls)
+			lcb = *be_ticket_callbacks();
 	}
 	if ((r = transport_listen(&M.loop, &addr, &lcb, &M.loop, &M.listener)) != TRANSPORT_OK) {
 		fprintf(stderr, "remote-gpud: cannot listen on %s: %s\n", listen, transport_strerror(r));
@@ -755,7 +780,7 @@ int main(int argc, char **argv)
 	/* Printed whatever REMOTE_GPU_LOG says: scripts wait for it. */
 	rg_log_write(RG_LOG_INFO, BE_LOG, "listening on %s:%d, device %d: %s (%zu MiB)%s%s, a %s per session",
 		     addr.host, port, device, be_srv.name, be_srv.total_mem >> 20, be_srv.token ? ", token required" : "",
-		     strcmp(addr.scheme, "tls") ? "" : ", tls", isolation);
+		     rdma_tls ? ", rdma+tls" : strcmp(addr.scheme, "tls") ? "" : ", tls", isolation);
 	if (mport > 0)
 		rg_log_write(RG_LOG_INFO, BE_LOG, "metrics at http://127.0.0.1:%d/metrics", mport);
 

@@ -16,11 +16,10 @@
 
 #include "ops.h"
 
-static int token_ok(const char *token, size_t len);
 static void copy_str(char *dst, size_t cap, const char *src, size_t len);
 
 /* Compares in time independent of where the strings differ. */
-static int token_ok(const char *token, size_t len)
+int be_hello_token_ok(const char *token, size_t len)
 {
 	const char *want = be_srv.token;
 	size_t wlen;
@@ -64,7 +63,11 @@ int be_op_hello(be_session *s, be_req *rq, uint32_t version, const char *token, 
 		be_session_reject(s, "protocol version mismatch");
 		return BE_REPLIED;
 	}
-	int denied = be_tenants_active() ? be_tenant_login(s, token, token_len) : !token_ok(token, token_len);
+	/* cookie_auth: the token was checked inside TLS before this client was
+	 * given the cookie that alone let it connect here (ticket.c). */
+	int denied = be_srv.cookie_auth        ? 0
+		     : be_tenants_active() ? be_tenant_login(s, token, token_len)
+					   : !be_hello_token_ok(token, token_len);
 	if (denied == CUDA_ERROR_TOO_MANY_PEERS) { /* the tenant's --tenants sessions= (logged) */
 		be_reply_status(s, rq, denied);
 		be_session_reject(s, "the tenant has its maximum of sessions");

@@ -25,6 +25,7 @@
 #include "rg_log.h"
 #include "sendq.h"
 #include "stats.h"
+#include "ticket.h"
 
 #define SPIN_NS 50000 /* a reply usually comes within tens of microseconds */
 
@@ -71,6 +72,7 @@ struct fe_conn {
 
 	fe_live *live;          /* NULL: REMOTE_GPU_TIMEOUT=0 */
 	atomic_int pings;       /* the server answers pings (after the hello) */
+	int ticketed;           /* rdma+tls: admitted by a cookie got inside TLS (ticket.c) */
 	atomic_uint_fast64_t rx_frames; /* a sign of life where the transport counts none */
 };
 
@@ -385,7 +387,9 @@ int fe_conn_open(const transport_addr *a, fe_hostfn_cb hostfn, void *hostfn_ctx,
 	 * is a connection to watch, and an unreachable host must not hold the
 	 * program for the kernel's SYN retries. */
 	double t = fe_live_timeout();
-	int err = transport_connect_within(a, (unsigned)(t * 1000 + 0.5), &c->t);
+	unsigned ms = (unsigned)(t * 1000 + 0.5);
+	c->ticketed = !strcmp(a->scheme, "rdma+tls");
+	int err = c->ticketed ? fe_ticket_connect(a, ms, &c->t) : transport_connect_within(a, ms, &c->t);
 	if (err) {
 		free(c);
 		return err;
@@ -433,6 +437,8 @@ void fe_conn_close(fe_conn *c)
 }
 
 const char *fe_conn_peer(fe_conn *c) { return c->t->peer; }
+
+int fe_conn_ticketed(fe_conn *c) { return c->ticketed; }
 
 uint64_t fe_conn_next_seq(fe_conn *c) { return atomic_fetch_add(&c->seq, 1); }
 

@@ -60,6 +60,9 @@ int fe_conn_open(const transport_addr *a, fe_hostfn_cb hostfn, void *hostfn_ctx,
 /* Drops the connection without talking to the server (fork child, exit). */
 void fe_conn_close(fe_conn *c);
 const char *fe_conn_peer(fe_conn *c);
+/* Whether c was admitted by a cookie got inside TLS (rdma+tls://): its hello
+ * then carries no token, which would cross RDMA in clear. */
+int fe_conn_ticketed(fe_conn *c);
 
 uint64_t fe_conn_next_seq(fe_conn *c);
 /* The seq the next call will get: every call sent so far has a smaller one. */

@@ -106,7 +106,9 @@ int fe_hello(fe_device *d)
 	char host[256] = "", prog[512];
 	gethostname(host, sizeof(host) - 1);
 	program_name(prog, sizeof(prog));
-	const char *token = getenv("REMOTE_GPU_TOKEN");
+	/* rdma+tls: the token went inside TLS; the cookie that admitted this
+	 * connection stands for it (ticket.c). */
+	const char *token = fe_conn_ticketed(d->conn) ? NULL : getenv("REMOTE_GPU_TOKEN");
 	proto_msg m;
 	proto_msg_begin(&m, PROTO_OP_HELLO, fe_conn_next_seq(d->conn), 5);
 	proto_msg_u64(&m, PROTO_VERSION);

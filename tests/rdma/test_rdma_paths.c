@@ -315,8 +315,8 @@ void test_concurrent(void)
  * on it and later senders fail with EIO at once; the server hears of it. */
 
 static int redirect_port;
-static uint64_t redirect_cookie;
-static int front_redirect(void *ctx, const char *peer, uint64_t *cookie)
+static transport_cookie redirect_cookie;
+static int front_redirect(void *ctx, const char *peer, transport_cookie *cookie)
 {
 	*cookie = redirect_cookie;
 	return redirect_port;
@@ -383,19 +383,44 @@ void test_redirect(void)
 	/* straight to the server: no cookie */
 	transport_conn *d = connect_to(S.port);
 	conn_rec *rd = d ? rec_for(d) : NULL;
+	static const transport_cookie zero;
 	if (CHECK(rd))
-		CHECK_EQ(rd->c->cookie, 0);
+		CHECK(memcmp(&rd->c->cookie, &zero, sizeof(zero)) == 0);
 
-	/* sent on, the cookie comes along, and the connection carries frames */
+	/* sent on, the cookie comes along (all 128 bits), and the connection carries frames */
 	redirect_port = S.port;
-	redirect_cookie = 0x5eed0c00c1e5ull;
+	for (int i = 0; i < TRANSPORT_COOKIE_LEN; i++)
+		redirect_cookie.b[i] = (uint8_t)(0xc0 + i);
 	transport_conn *c = connect_to(fport);
 	conn_rec *r = c ? rec_for(c) : NULL;
 	if (CHECK(r)) {
-		CHECK_EQ(r->c->cookie, redirect_cookie);
+		CHECK(transport_cookie_equal(&r->c->cookie, &redirect_cookie));
 		CHECK_EQ(send_frame(c, OP_DATA, 1, 0, NULL, 0), 0);
 		CHECK(WAIT_FOR(r->nframes == 1, 5000));
 	}
+
+	/* a cookie handed over out of band (inside TLS, by the upper layers)
+	 * arrives as presented */
+	transport_cookie mine;
+	for (int i = 0; i < TRANSPORT_COOKIE_LEN; i++)
+		mine.b[i] = (uint8_t)(0x31 * i + 7);
+	transport_addr sa;
+	snprintf(spec, sizeof(spec), "rdma://%s:%d", ip, S.port);
+	transport_conn *k = NULL;
+	if (CHECK(transport_parse_addr(spec, &sa) == 0) &&
+	    CHECK_EQ(transport_connect_cookie(&sa, 5000, &mine, &k), 0)) {
+		conn_rec *rk = rec_for(k);
+		if (CHECK(rk))
+			CHECK(transport_cookie_equal(&rk->c->cookie, &mine));
+		transport_close(k);
+	}
+	/* ... and a listener that would send that client on is refused, not followed */
+	transport_addr fa;
+	snprintf(spec, sizeof(spec), "rdma://%s:%d", ip, fport);
+	k = NULL;
+	if (CHECK(transport_parse_addr(spec, &fa) == 0))
+		CHECK_EQ(transport_connect_cookie(&fa, 5000, &mine, &k), TRANSPORT_ECONNECT);
+	CHECK(k == NULL);
 
 	/* a redirect refused is a failed connect */
 	redirect_port = 0;

@@ -156,19 +156,32 @@ typedef struct transport_ops {
 	uint64_t (*progress)(transport_conn *c);
 } transport_ops;
 
+/* A one-time secret that admits a client to a listener it was sent to (rdma:
+ * a session process's port): 128 random bits, so that it cannot be guessed
+ * in the time it is valid. All zero: none. */
+#define TRANSPORT_COOKIE_LEN 16
+typedef struct transport_cookie {
+	uint8_t b[TRANSPORT_COOKIE_LEN];
+} transport_cookie;
+
+/* Whether a and b are equal, in time independent of where they differ; an
+ * all-zero cookie equals nothing (it means none was presented). */
+int transport_cookie_equal(const transport_cookie *a, const transport_cookie *b);
+
 struct transport_conn {
 	const transport_ops *ops;
 	char peer[64]; /* "host:port" of the other end, for logs */
 	/* Server side: the cookie the client presented, which it was given when it
-	 * was sent here (on_redirect); 0 when none. */
-	uint64_t cookie;
+	 * was sent here (on_redirect, or out of band: transport_connect_cookie);
+	 * all zero when none. */
+	transport_cookie cookie;
 };
 
 /* Parsed "[scheme://]host:port": scheme "tcp" when absent, an IPv6 host in
  * brackets ("[::1]:7420", host is then "::1"), port 0-65535 (0: listen on any
  * free port). Returns TRANSPORT_EADDR and logs the reason on a bad address. */
 typedef struct transport_addr {
-	char scheme[8];
+	char scheme[16];
 	char host[256];
 	int port;
 } transport_addr;
@@ -201,6 +214,14 @@ static inline int transport_connect(const transport_addr *a, transport_conn **ou
 {
 	return transport_connect_within(a, 0, out);
 }
+/* Like transport_connect_within, presenting cookie to the listener, which
+ * sees it in transport_conn.cookie: a client that was given a port and a
+ * cookie out of band (inside TLS, say) goes straight there. rdma only (it
+ * travels in the connection request's private data); TRANSPORT_ENOTSUP for
+ * other schemes. A listener that sends the client on (on_redirect) is not
+ * followed: the cookie was for that listener alone. */
+int transport_connect_cookie(const transport_addr *a, unsigned timeout_ms, const transport_cookie *cookie,
+			     transport_conn **out);
 
 static inline int transport_sendv(transport_conn *c, const struct iovec *iov, int n)
 {
@@ -262,8 +283,10 @@ typedef struct transport_server_cb {
 	 * returns that listener's port, and in *cookie a secret the client is
 	 * given with it and presents there (transport_conn.cookie), so that only
 	 * that client is served there; the client connects again by itself. A
-	 * return outside 1..65535 refuses the request. */
-	int (*on_redirect)(void *ctx, const char *peer, uint64_t *cookie);
+	 * return outside 1..65535 refuses the request. (The redirect crosses the
+	 * network in clear: transport_connect_cookie is the way to hand a cookie
+	 * over inside an encrypted channel.) */
+	int (*on_redirect)(void *ctx, const char *peer, transport_cookie *cookie);
 	/* Optional (tcp, tls, rdma; last, so positional initialisers of the slots above
 	 * stay right): each frame's fixed header, before the rest of the frame
 	 * is read or any memory is allocated for it; 0 refuses the frame and ends

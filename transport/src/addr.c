@@ -29,6 +29,8 @@
 #define MAX_PROVIDERS 8
 
 static int enotsup_connect(const transport_addr *a, unsigned timeout_ms, transport_conn **out);
+static int enotsup_connect_cookie(const transport_addr *a, unsigned timeout_ms, const transport_cookie *cookie,
+				  transport_conn **out);
 static int enotsup_listen(uv_loop_t *loop, const transport_addr *a, const transport_server_cb *cb, void *ctx,
 			  transport_listener **out);
 static void noop_listener_close(transport_listener *l);
@@ -38,7 +40,7 @@ static int scheme_valid(const char *s, size_t n);
 
 /* Schemes the design names; they parse even when their provider is not built, so
  * that connect can answer "not supported" rather than "bad address". */
-static const char *const known_schemes[] = {"tcp", "tls", "rdma", "shm"};
+static const char *const known_schemes[] = {"tcp", "tls", "rdma", "shm", "rdma+tls"};
 
 static struct {
 	pthread_once_t once;
@@ -55,6 +57,13 @@ static int enotsup_connect(const transport_addr *a, unsigned timeout_ms, transpo
 	return TRANSPORT_ENOTSUP;
 }
 
+static int enotsup_connect_cookie(const transport_addr *a, unsigned timeout_ms, const transport_cookie *cookie,
+				  transport_conn **out)
+{
+	*out = NULL;
+	return TRANSPORT_ENOTSUP;
+}
+
 static int enotsup_listen(uv_loop_t *loop, const transport_addr *a, const transport_server_cb *cb, void *ctx,
 			  transport_listener **out)
 {
@@ -66,12 +75,14 @@ static int enotsup_listen(uv_loop_t *loop, const transport_addr *a, const transp
  * reached; it exists so the slot is filled. */
 static void noop_listener_close(transport_listener *l) {}
 
+/* Lower-case letters, digits and '+' (as in "rdma+tls": rdma whose session
+ * is set up over tls), starting with a letter. */
 static int scheme_valid(const char *s, size_t n)
 {
 	if (n == 0 || n >= sizeof(((transport_addr *)0)->scheme) || !islower((unsigned char)s[0]))
 		return 0;
 	for (size_t i = 0; i < n; i++)
-		if (!islower((unsigned char)s[i]) && !isdigit((unsigned char)s[i]))
+		if (!islower((unsigned char)s[i]) && !isdigit((unsigned char)s[i]) && s[i] != '+')
 			return 0;
 	return 1;
 }
@@ -84,6 +95,8 @@ static int provider_add_locked(const transport_provider *p)
 		return TRANSPORT_EADDR;
 	if (!fill.connect)
 		fill.connect = enotsup_connect;
+	if (!fill.connect_cookie)
+		fill.connect_cookie = enotsup_connect_cookie;
 	if (!fill.listen)
 		fill.listen = enotsup_listen;
 	if (!fill.listener_close)
@@ -167,7 +180,7 @@ int transport_parse_addr(const char *s, transport_addr *out)
 		for (size_t i = 0; i < sizeof(known_schemes) / sizeof(known_schemes[0]); i++)
 			known |= strcmp(out->scheme, known_schemes[i]) == 0;
 		if (!known && !provider_find(out->scheme))
-			return addr_fail(s, "unknown scheme (tcp, tls, rdma or shm)");
+			return addr_fail(s, "unknown scheme (tcp, tls, rdma, rdma+tls or shm)");
 		host = p + 3;
 	} else {
 		strcpy(out->scheme, "tcp");
@@ -251,6 +264,28 @@ int transport_connect_within(const transport_addr *a, unsigned timeout_ms, trans
 		return TRANSPORT_ENOTSUP;
 	}
 	return prov->connect(a, timeout_ms, out);
+}
+
+int transport_connect_cookie(const transport_addr *a, unsigned timeout_ms, const transport_cookie *cookie,
+			     transport_conn **out)
+{
+	const transport_provider *prov = provider_find(a->scheme);
+	*out = NULL;
+	if (!prov) {
+		LOG_WARN("transport", "scheme \"%s\" is not supported by this build", a->scheme);
+		return TRANSPORT_ENOTSUP;
+	}
+	return prov->connect_cookie(a, timeout_ms, cookie, out);
+}
+
+int transport_cookie_equal(const transport_cookie *a, const transport_cookie *b)
+{
+	unsigned char diff = 0, any = 0;
+	for (size_t i = 0; i < TRANSPORT_COOKIE_LEN; i++) {
+		diff |= (unsigned char)(a->b[i] ^ b->b[i]);
+		any |= a->b[i];
+	}
+	return diff == 0 && any != 0;
 }
 
 /* ---- deadlines ---- */

@@ -43,6 +43,8 @@ typedef struct rdma_client {
 } rdma_client;
 
 static int client_connect(const transport_addr *a, unsigned timeout_ms, transport_conn **out);
+static int client_connect_cookie(const transport_addr *a, unsigned timeout_ms, const transport_cookie *cookie,
+				 transport_conn **out);
 static int client_sendv(transport_conn *c, const struct iovec *iov, int iovcnt);
 static int client_recv_frame(transport_conn *c, transport_frame *f, transport_payload_dest_fn dest, void *ctx);
 static void client_shutdown(transport_conn *c);
@@ -64,6 +66,7 @@ static const transport_ops rdma_client_ops = {
 const transport_provider transport_rdma_provider = {
 	.scheme = "rdma",
 	.connect = client_connect,
+	.connect_cookie = client_connect_cookie,
 };
 
 /* ---- names ---- */
@@ -154,8 +157,8 @@ static int expect(struct rdma_event_channel *ch, uint64_t end, enum rdma_cm_even
 
 /* One connection attempt, presenting cookie; redirect->port: where the server
  * sent us instead (the attempt then failed). */
-static int connect_once(const transport_addr *a, uint64_t cookie, uint64_t end, transport_conn **out,
-			rredirect *redirect)
+static int connect_once(const transport_addr *a, const transport_cookie *cookie, uint64_t end,
+			transport_conn **out, rredirect *redirect)
 {
 	const rdma_conf_t *cf = rdma_conf();
 	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV};
@@ -231,7 +234,7 @@ static int connect_once(const transport_addr *a, uint64_t cookie, uint64_t end, 
 	}
 	rhello mine, theirs;
 	rdma_ep_fill_hello(&c->ep, &mine);
-	mine.cookie = cookie;
+	mine.cookie = *cookie;
 	struct rdma_conn_param cp = {
 		.private_data = &mine,
 		.private_data_len = sizeof(mine),
@@ -292,10 +295,11 @@ fail:
 static int client_connect(const transport_addr *a, unsigned timeout_ms, transport_conn **out)
 {
 	transport_addr cur = *a;
-	uint64_t cookie = 0, end = transport_deadline(timeout_ms);
+	transport_cookie cookie = {{0}};
+	uint64_t end = transport_deadline(timeout_ms);
 	for (int hop = 0;; hop++) {
 		rredirect rd = {0};
-		int r = connect_once(&cur, cookie, end, out, &rd);
+		int r = connect_once(&cur, &cookie, end, out, &rd);
 		if (!rd.port)
 			return r;
 		if (hop == 1) {
@@ -307,6 +311,22 @@ static int client_connect(const transport_addr *a, unsigned timeout_ms, transpor
 		cur.port = rd.port;
 		cookie = rd.cookie;
 	}
+}
+
+/* transport_connect_cookie: straight to a listener that expects us (a port and
+ * cookie the client got inside TLS), no redirect followed: a listener that
+ * sends us on is not the one the cookie was for. */
+static int client_connect_cookie(const transport_addr *a, unsigned timeout_ms, const transport_cookie *cookie,
+				 transport_conn **out)
+{
+	rredirect rd = {0};
+	int r = connect_once(a, cookie, transport_deadline(timeout_ms), out, &rd);
+	if (rd.port) {
+		LOG_WARN("transport", "rdma: %s:%d sent us on (to port %d) where a session was expected: refused",
+			 a->host, a->port, rd.port);
+		return TRANSPORT_ECONNECT;
+	}
+	return r;
 }
 
 /* ---- progress ---- */

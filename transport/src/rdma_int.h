@@ -95,7 +95,7 @@
 #define RDMA_INLINE_WANT 256       /* inline send size asked of the QP (a small frame fits) */
 #define RDMA_SQ_DEPTH 128             /* >= RDMA_NSEND + RDMA_MAX_READS + keepalive */
 #define RDMA_NSENT 64                 /* zero-copy sends the peer is still reading (sendv_async) */
-#define RDMA_PROTO_VERSION 2
+#define RDMA_PROTO_VERSION 3
 /* A spinning side looks at its rdma_cm channel this often, so a peer that left
  * is seen within this, not once a long spin (REMOTE_GPU_RDMA_*SPIN_US) ends. */
 #define RDMA_CM_CHECK_NS 100000
@@ -131,8 +131,11 @@ typedef struct rhello {
 	uint32_t msg_size; /* size of each of them */
 	uint32_t ka_rkey;  /* keepalive word the peer may RDMA WRITE */
 	uint64_t ka_addr;
-	uint64_t cookie;   /* client: the one it was sent here with (rredirect), else 0 */
+	transport_cookie cookie; /* client: the one it was sent here with (rredirect or
+				  * transport_connect_cookie), else zero */
 } rhello;
+/* A connect request carries at most 56 bytes of private data (RDMA_PS_TCP). */
+_Static_assert(sizeof(rhello) <= 56, "rhello must fit a connect request's private data");
 
 /* rdma_cm private data of a reject that sends the client to another port of
  * the same host (a session process: transport_server_cb.on_redirect). */
@@ -141,7 +144,8 @@ typedef struct rredirect {
 	uint32_t magic;
 	uint16_t version;
 	uint16_t port;
-	uint64_t cookie; /* to present there (rhello.cookie) */
+	uint32_t pad;
+	transport_cookie cookie; /* to present there (rhello.cookie) */
 } rredirect;
 
 /* Tunables, read once from the environment (rdma_conf()). */

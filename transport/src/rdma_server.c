@@ -341,7 +341,7 @@ static void on_connect_request(rdma_listener *l, struct rdma_cm_id *id, const vo
 	if (!closing && l->cb.on_redirect) {
 		char peer[64];
 		rdma_addr_name(rdma_get_peer_addr(id), peer, sizeof(peer));
-		uint64_t cookie = 0;
+		transport_cookie cookie = {{0}};
 		int port = l->cb.on_redirect(l->ctx, peer, &cookie);
 		if (port > 0 && port <= 65535) {
 			rredirect rd = {.magic = RDMA_REDIRECT_MAGIC,

@@ -27,6 +27,9 @@ typedef struct transport_provider {
 	const char *scheme;
 	/* timeout_ms: see transport_connect_within (0: none). */
 	int (*connect)(const transport_addr *a, unsigned timeout_ms, transport_conn **out);
+	/* transport_connect_cookie (NULL: TRANSPORT_ENOTSUP). */
+	int (*connect_cookie)(const transport_addr *a, unsigned timeout_ms, const transport_cookie *cookie,
+			      transport_conn **out);
 	/* Called on the loop thread (or before the loop runs). */
 	int (*listen)(uv_loop_t *loop, const transport_addr *a, const transport_server_cb *cb, void *ctx,
 		      transport_listener **out);
