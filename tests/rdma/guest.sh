@@ -8,14 +8,16 @@
 # 2. test_rdma: the transport over real verbs (frames, paths, concurrency,
 #    closes, faults);
 # 3. run_rdma_e2e.sh: CUDA test programs through libremote.so over rdma://
-#    against remote-gpud on the driver test double, and its fault cases.
+#    against remote-gpud on the driver test double, and its fault cases;
+# 4. run_rdma_tls.sh: rdma+tls:// (sessions set up inside TLS): programs, a
+#    wrong token, wrong/absent/reused/late cookies, a capture of the TCP side.
 #
 # Exit status 0 when all passed, 1 otherwise, 77 when not in an RDMA guest.
 set -u -o pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 build=$here/../../build
-only=${RDMA_GUEST_ONLY:-transport,e2e}
+only=${RDMA_GUEST_ONLY:-transport,e2e,tls}
 while [ $# -gt 0 ]; do
   case $1 in
     --build) build=$2; shift 2 ;;
@@ -56,6 +58,14 @@ if [[ ,$only, == *,e2e,* ]]; then
   rc=$?
   [ $rc -eq 0 ] || [ $rc -eq 77 ] || fails=$((fails + 1))
   [ $rc -eq 77 ] && echo "(end-to-end part skipped)"
+fi
+
+if [[ ,$only, == *,tls,* ]]; then
+  step "rdma+tls: sessions set up inside TLS at $ip"
+  timeout 600 "$here/run_rdma_tls.sh" --build "$build" --ip "$ip"
+  rc=$?
+  [ $rc -eq 0 ] || [ $rc -eq 77 ] || fails=$((fails + 1))
+  [ $rc -eq 77 ] && echo "(rdma+tls part skipped)"
 fi
 
 echo
