@@ -26,6 +26,28 @@ static int ticket(const char *host, int port, int *sport, transport_cookie *cook
 static int try_cookie(const char *host, int sport, const transport_cookie *cookie, const char *what, int want,
 		      transport_conn **keep);
 static int served(transport_conn *c);
+static int send_hello(transport_conn *c, const char *token, const char *want);
+
+/* A hello as libremote.so sends it; want "rdma" asks the tls listener for an
+ * rdma session (NULL: the hello of a session itself). */
+static int send_hello(transport_conn *c, const char *token, const char *want)
+{
+	proto_msg m;
+	proto_msg_begin(&m, PROTO_OP_HELLO, 1, want ? 6 : 5);
+	proto_msg_u64(&m, PROTO_VERSION);
+	proto_msg_str(&m, token ? token : "");
+	proto_msg_u64(&m, (uint64_t)getpid());
+	proto_msg_str(&m, "probe-host");
+	proto_msg_str(&m, "rdma_ticket_probe");
+	if (want)
+		proto_msg_str(&m, want);
+	int r = proto_msg_finish(&m, 0, 0);
+	struct iovec iov = {.iov_base = m.data, .iov_len = m.len};
+	if (r == 0)
+		r = transport_sendv(c, &iov, 1);
+	proto_msg_free(&m);
+	return r;
+}
 
 /* The hello asking for "rdma"; 0 with the session's port and cookie. */
 static int ticket(const char *host, int port, int *sport, transport_cookie *cookie)
@@ -39,21 +61,7 @@ static int ticket(const char *host, int port, int *sport, transport_cookie *cook
 		printf("FAIL cannot connect to %s\n", spec);
 		return -1;
 	}
-	proto_msg m;
-	proto_msg_begin(&m, PROTO_OP_HELLO, 1, 6);
-	proto_msg_u64(&m, PROTO_VERSION);
-	proto_msg_str(&m, token ? token : "");
-	proto_msg_u64(&m, (uint64_t)getpid());
-	proto_msg_str(&m, "probe-host");
-	proto_msg_str(&m, "rdma_ticket_probe");
-	proto_msg_str(&m, "rdma");
-	struct iovec iov;
-	int r = proto_msg_finish(&m, 0, 0);
-	iov.iov_base = m.data;
-	iov.iov_len = m.len;
-	if (r == 0)
-		r = transport_sendv(c, &iov, 1);
-	proto_msg_free(&m);
+	int r = send_hello(c, token, "rdma");
 	transport_frame f = {0};
 	if (r == 0)
 		r = transport_recv_frame(c, &f, NULL, NULL);
@@ -81,18 +89,7 @@ static int ticket(const char *host, int port, int *sport, transport_cookie *cook
  * at its cookie, and a refused one is then closed: recv sees the close. */
 static int served(transport_conn *c)
 {
-	proto_msg m;
-	proto_msg_begin(&m, PROTO_OP_HELLO, 1, 5);
-	proto_msg_u64(&m, PROTO_VERSION);
-	proto_msg_str(&m, "");
-	proto_msg_u64(&m, (uint64_t)getpid());
-	proto_msg_str(&m, "probe-host");
-	proto_msg_str(&m, "rdma_ticket_probe");
-	int r = proto_msg_finish(&m, 0, 0);
-	struct iovec iov = {.iov_base = m.data, .iov_len = m.len};
-	if (r == 0)
-		r = transport_sendv(c, &iov, 1);
-	proto_msg_free(&m);
+	int r = send_hello(c, NULL, NULL);
 	transport_frame f = {0};
 	if (r == 0)
 		r = transport_recv_frame(c, &f, NULL, NULL);
