@@ -25,6 +25,7 @@
 
 #include "proto.h"
 #include "status.h"
+#include "rg_args.h"
 
 static void usage(FILE *f)
 {
@@ -35,7 +36,7 @@ static void usage(FILE *f)
 	      "  --prometheus    Prometheus text format (what remote-gpud --metrics-port serves)\n"
 	      "  --ops           calls per protocol op for each session\n"
 	      "  --watch SEC     print again every SEC seconds until interrupted\n"
-	      "  --help\n"
+	      "  --help, --version   (options also take --opt=VALUE)\n"
 	      "Without --run-dir or --port: every live server in $TMPDIR/remote-gpud-*.\n",
 	      f);
 }
@@ -334,11 +335,18 @@ int main(int argc, char **argv)
 	int port = -1, json = 0, prom = 0, ops = 0;
 	double watch = 0;
 
+	if (rg_args_split(&argc, &argv) != 0) {
+		fprintf(stderr, "remote-smi: out of memory\n");
+		return 1;
+	}
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
 		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
 			usage(stdout);
+			return 0;
+		} else if (!strcmp(a, "--version")) {
+			rg_version_print(stdout, "remote-smi");
 			return 0;
 		} else if (!strcmp(a, "--json")) {
 			json = 1;

@@ -4,7 +4,8 @@
  *   remote-gpud [--listen HOST:PORT] [--port-file FILE] [--device N]
  *               [--driver PATH] [--token-file FILE] [--isolation process|thread]
  *               [--cublas PATH] [--cublaslt PATH]
- *               [--run-dir DIR] [--metrics-port N] [--hello-timeout S]
+ *               [--run-dir DIR] [--metrics-port N] [--metrics-listen HOST:PORT]
+ *               [--hello-timeout S] [--version]
  *               [--idle-timeout S] [--max-connections N] [--max-per-source N]
  *               [--drain-seconds S]
  *               [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]] [--insecure]
@@ -44,6 +45,7 @@
 #include <unistd.h>
 
 #include "admit.h"
+#include "rg_args.h"
 #include "tenants.h"
 
 #define DEFAULT_LISTEN "127.0.0.1:7420"
@@ -114,11 +116,13 @@ static void usage(FILE *f)
 		"                      remote-smi (default $TMPDIR/remote-gpud-<port>)\n"
 		"  --metrics-port N    serve Prometheus metrics at http://127.0.0.1:N/metrics\n"
 		"                      (0: any free port, printed at start)\n"
+		"  --metrics-listen A  the same on HOST:PORT, for a Prometheus on another host (the\n"
+		"                      numbers are not secret, but nothing there authenticates)\n"
 		"  --tls-cert FILE     TLS: certificate chain (PEM); clients connect with tls://\n"
 		"  --tls-key FILE      TLS: its private key (PEM)\n"
 		"  --tls-client-ca F   TLS: clients must present a certificate this CA signed\n"
 		"  --insecure          listen off loopback without TLS (tcp) or on rdma, in clear\n"
-		"  --help\n"
+		"  --help, --version   (every option also takes --opt=VALUE)\n"
 		"Logging: REMOTE_GPU_LOG=info (or debug, or \"warn,backend=debug\"), REMOTE_GPU_LOG_FILE,\n"
 		"REMOTE_GPU_LOG_SYNC=1. Status of the server and its sessions: remote-smi.\n",
 		DEFAULT_HELLO_TIMEOUT_S, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_PER_SOURCE, DEFAULT_DRAIN_S);
@@ -519,6 +523,7 @@ int main(int argc, char **argv)
 	const char *isolation = "process", *store = NULL, *run_dir = NULL, *store_quota = "1G";
 	const char *token_file = NULL;
 	int metrics_port = -1;
+	const char *metrics_host = "127.0.0.1";
 	int device = 0;
 	unsigned hello_s = DEFAULT_HELLO_TIMEOUT_S, idle_s = 0, max_conns = DEFAULT_MAX_CONNECTIONS,
 		 max_per_source = DEFAULT_MAX_PER_SOURCE;
@@ -526,11 +531,19 @@ int main(int argc, char **argv)
 	int r;
 
 	rg_log_init("remote-gpud");
+	if (rg_args_split(&argc, &argv) != 0) {
+		fprintf(stderr, "remote-gpud: out of memory\n");
+		return 1;
+	}
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
 		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
 			usage(stdout);
+			return 0;
+		}
+		if (!strcmp(a, "--version")) {
+			rg_version_print(stdout, "remote-gpud");
 			return 0;
 		}
 		if (be_tls_flag(a) == 0)
@@ -595,6 +608,14 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			metrics_port = (int)p;
+		} else if (!strcmp(a, "--metrics-listen")) {
+			static transport_addr ma;
+			if (transport_parse_addr(v, &ma) != TRANSPORT_OK || strcmp(ma.scheme, "tcp")) {
+				fprintf(stderr, "remote-gpud: --metrics-listen %s: not HOST:PORT\n", v);
+				return 2;
+			}
+			metrics_host = ma.host;
+			metrics_port = ma.port;
 		}
 		else if (!strcmp(a, "--session-fd"))
 			M.session_fd = atoi(v);
@@ -759,7 +780,7 @@ int main(int argc, char **argv)
 	}
 	int port = transport_listener_port(M.listener);
 	int mport = 0;
-	if (metrics_port >= 0 && (mport = be_metrics_start(&M.loop, metrics_port)) < 0) {
+	if (metrics_port >= 0 && (mport = be_metrics_start(&M.loop, metrics_host, metrics_port)) < 0) {
 		transport_listener_close(M.listener);
 		return stop_early();
 	}
@@ -782,7 +803,8 @@ int main(int argc, char **argv)
 		     addr.host, port, device, be_srv.name, be_srv.total_mem >> 20, be_srv.token ? ", token required" : "",
 		     rdma_tls ? ", rdma+tls" : strcmp(addr.scheme, "tls") ? "" : ", tls", isolation);
 	if (mport > 0)
-		rg_log_write(RG_LOG_INFO, BE_LOG, "metrics at http://127.0.0.1:%d/metrics", mport);
+		rg_log_write(RG_LOG_INFO, BE_LOG, strchr(metrics_host, ':') ? "metrics at http://[%s]:%d/metrics"
+			     : "metrics at http://%s:%d/metrics", metrics_host, mport);
 
 	uv_run(&M.loop, UV_RUN_DEFAULT);
 	be_tenants_stop();

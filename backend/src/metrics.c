@@ -1,5 +1,6 @@
 /*
- * GET /metrics over HTTP/1.0 on 127.0.0.1 (remote-gpud --metrics-port N), on the
+ * GET /metrics over HTTP/1.0 on 127.0.0.1 (remote-gpud --metrics-port N; another
+ * address with --metrics-listen HOST:PORT, for a Prometheus elsewhere), on the
  * supervisor's libuv loop: the Prometheus text of the server's run directory
  * (status.h, rendered by metrics_text.c), read at each request, so the numbers
  * of session processes are as live as remote-smi's.
@@ -12,8 +13,8 @@
  * other paths, 405 for other methods, 400 for what is not an HTTP/1.x request
  * line, 431 for a head that does not fit, 503 when there is no run directory.
  * Every connection has 10 s in all; at most 16 are open at once (more are
- * closed at once). Bound to the loopback address only: nothing here
- * authenticates.
+ * closed at once). Bound to the loopback address unless the operator names
+ * another: nothing here authenticates (the numbers are counts, no secrets).
  */
 #include "backend.h"
 #include "status.h"
@@ -57,23 +58,25 @@ static void on_closed(uv_handle_t *h);
 static void answer(mconn *c);
 static void plain(mconn *c, const char *status, const char *extra, const char *msg);
 
-int be_metrics_start(uv_loop_t *loop, int port)
+int be_metrics_start(uv_loop_t *loop, const char *host, int port)
 {
-	struct sockaddr_in a;
-	struct sockaddr_storage got;
+	struct sockaddr_storage a, got;
 	int len = sizeof(got), r;
 
 	H.loop = loop;
 	uv_tcp_init(loop, &H.srv);
-	if ((r = uv_ip4_addr("127.0.0.1", port, &a)) != 0 || (r = uv_tcp_bind(&H.srv, (struct sockaddr *)&a, 0)) != 0 ||
+	r = strchr(host, ':') ? uv_ip6_addr(host, port, (struct sockaddr_in6 *)&a)
+			      : uv_ip4_addr(host, port, (struct sockaddr_in *)&a);
+	if (r != 0 || (r = uv_tcp_bind(&H.srv, (struct sockaddr *)&a, 0)) != 0 ||
 	    (r = uv_listen((uv_stream_t *)&H.srv, 16, on_conn)) != 0 ||
 	    (r = uv_tcp_getsockname(&H.srv, (struct sockaddr *)&got, &len)) != 0) {
-		LOG_ERROR(BE_LOG, "--metrics-port %d: %s", port, uv_strerror(r));
+		LOG_ERROR(BE_LOG, "metrics on %s port %d: %s", host, port, uv_strerror(r));
 		uv_close((uv_handle_t *)&H.srv, NULL);
 		return r;
 	}
 	H.listening = 1;
-	return ntohs(((struct sockaddr_in *)&got)->sin_port);
+	return ntohs(got.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&got)->sin6_port
+					       : ((struct sockaddr_in *)&got)->sin_port);
 }
 
 void be_metrics_stop(void)

@@ -214,9 +214,9 @@ int be_status_pid_alive(int64_t pid);
 char *be_metrics_render(const be_snap *snaps, size_t n, size_t *len);
 
 /* The HTTP endpoint (metrics.c), on the supervisor's loop: GET /metrics on
- * 127.0.0.1:port (0: any free port). Returns the bound port, or a negative
- * libuv error (logged). */
-int be_metrics_start(struct uv_loop_s *loop, int port);
+ * host:port (an IPv4 or IPv6 literal; 127.0.0.1 unless --metrics-listen; port
+ * 0: any free port). Returns the bound port, or a negative libuv error (logged). */
+int be_metrics_start(struct uv_loop_s *loop, const char *host, int port);
 /* Closes the listener and open connections (the loop can then end). */
 void be_metrics_stop(void);
 

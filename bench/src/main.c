@@ -5,6 +5,7 @@
  * the ratios against the targets.
  */
 #include "bench.h"
+#include "rg_args.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: remote-bench [options]\n"
+		"  --version             print the version (options also take --opt=VALUE)\n"
 		"  --only cuda|tcp|all   which benchmarks (default all)\n"
 		"  --json FILE           also write the results as JSON\n"
 		"  --iters N             timed calls per round-trip measurement (default 10000)\n"
@@ -89,11 +91,19 @@ int main(int argc, char **argv)
 		.max_size = 256 * MiB,
 		.step = 4,
 	};
+	if (rg_args_split(&argc, &argv) != 0) {
+		fprintf(stderr, "remote-bench: out of memory\n");
+		return 1;
+	}
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		int bad = 0;
 		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
 			usage(stdout);
+			return 0;
+		}
+		if (!strcmp(a, "--version")) {
+			rg_version_print(stdout, "remote-bench");
 			return 0;
 		}
 		if (!v) {

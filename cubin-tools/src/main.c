@@ -15,12 +15,14 @@
 #include <unistd.h>
 
 #include "tool.h"
+#include "rg_args.h"
 
 static void usage(FILE *f)
 {
 	fputs("usage: remote-cubin extract FILE... --store DIR [--quiet]\n"
 	      "       remote-cubin ls FILE|DIR [--json]\n"
 	      "       remote-cubin verify DIR\n"
+	      "       remote-cubin --version\n"
 	      "FILE: an ELF executable, shared library or object with a .nv_fatbin\n"
 	      "section, a .fatbin file, or a .cubin file. DIR: a store made by extract.\n",
 	      f);
@@ -48,6 +50,10 @@ int main(int argc, char **argv)
 	if (argc < 2) {
 		usage(stderr);
 		return 2;
+	}
+	if (!strcmp(argv[1], "--version")) {
+		rg_version_print(stdout, "remote-cubin");
+		return 0;
 	}
 	if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
 		usage(stdout);

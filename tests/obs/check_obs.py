@@ -292,7 +292,9 @@ def check_nosession(path):
 
 
 def http(port, request):
-    with socket.create_connection(("127.0.0.1", int(port)), timeout=10) as c:
+    # port: N (on 127.0.0.1) or HOST:N (remote-gpud --metrics-listen)
+    host, _, port = str(port).rpartition(":")
+    with socket.create_connection((host or "127.0.0.1", int(port)), timeout=10) as c:
         c.sendall(request)
         data = b""
         while True:

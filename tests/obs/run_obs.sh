@@ -12,6 +12,7 @@
 #                 Prometheus text-format parser and with prometheus_client's (when
 #                 installed) and carries the session's memory; HEAD, bad requests
 #                 (404, 405, 400, 431); remote-smi --prometheus parses too
+#   metrics_listen  the same on --metrics-listen=127.0.0.2:0, and only there
 #   stats         REMOTE_GPU_STATS counts exactly what obs_counts did (JSON file),
 #                 remote_gpu_stats_dump() mid-run, SIGUSR1, nothing when unset
 #   trace         REMOTE_GPU_TRACE: backtraces start in the program's function
@@ -33,7 +34,7 @@ build=${RG_BUILD_DIR:-$root/build}
 bin=
 only=
 keep=0
-ALL=(smi metrics stats trace trace_python logsync oom)
+ALL=(smi metrics metrics_listen stats trace trace_python logsync oom)
 
 while [ $# -gt 0 ]; do
   case $1 in
@@ -209,6 +210,23 @@ t_metrics() {
   wait_for smi_json smi "$work/smi.json" "$holder_pid" holder 1048576 || return 1
   check metrics "$mport" 1048576 || return 1
   "$smi" --port "$port" --prometheus >"$work/smi.prom" && check promfile "$work/smi.prom" || return 1
+  stop_holder
+  stop_server
+}
+
+# --metrics-listen=HOST:PORT (the --opt=VALUE form on purpose): bound there and
+# only there. 127.0.0.2 stands for "another address" and needs no setup.
+t_metrics_listen() {
+  start_server metrics_listen --metrics-listen=127.0.0.2:0 || return 1
+  local mport
+  mport=$(sed -n 's|.*metrics at http://127.0.0.2:\([0-9]*\)/metrics.*|\1|p' "$work/metrics_listen.log")
+  [ -n "$mport" ] || { echo "no metrics address in the log"; sed 's/^/  | /' "$work/metrics_listen.log"; return 1; }
+  start_holder || return 1
+  wait_for smi_json smi "$work/smi.json" "$holder_pid" holder 1048576 || return 1
+  check metrics "127.0.0.2:$mport" 1048576 || return 1
+  if "$py" -c 'import socket,sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5)' "$mport" 2>/dev/null; then
+    echo "--metrics-listen 127.0.0.2: also answers on 127.0.0.1"; return 1
+  fi
   stop_holder
   stop_server
 }
