@@ -41,14 +41,17 @@ driver=
 keep=0
 timeout_s=${RG_E2E_TIMEOUT:-120}
 
-# sticky last among the programs: on a GPU its error may poison the server
-PROGRAMS=(copies memsets streams graphs graph_build mempools args errors devquery funcattrs pointers threads fork managed textures
-          libhandles drv_memory drv_stream drv_module drv_array drv_tensormap drv_vmm drv_link nvml sticky)
+# The lists are programs.txt's (tags ci, ci-static, scenario, helper). The
+# programs that end in a sticky error (faulting) run last: on a GPU their error
+# may poison the server.
+source "$here/programs.sh"
+PROGRAMS=($(rg_programs ci '!helper' '!scenario' '!faulting') $(rg_programs ci faulting '!helper'))
 # the same programs built with nvcc's default static runtime, which reaches
 # libremote.so as the driver (libcuda.so.1): test static_<name>, same expected output
-STATIC=(copies memsets streams graphs graph_build mempools args devquery funcattrs pointers threads managed textures)
-SPECIAL=(multi_client kill_mid_copy garbage warm_store nvml_two sigterm)
-HELPERS=(probe copyloop holder)
+STATIC=($(rg_programs ci-static))
+SPECIAL=($(rg_programs ci scenario))
+HELPERS=($(rg_programs ci helper))
+DRIVER=" $(rg_programs driver | tr '\n' ' ') "
 
 while [ $# -gt 0 ]; do
   case $1 in
@@ -112,8 +115,8 @@ for p in "${PROGRAMS[@]}" "${HELPERS[@]}"; do
      [ "$here/rgtest_kernels.cuh" -nt "$bin/$p" ] || [ "$here/rgdrv.h" -nt "$bin/$p" ]; then
     [ -n "$nvcc" ] || skip "nvcc not found (set RG_NVCC or put it on PATH): the test programs cannot be built"
     echo "nvcc: $p"
-    # drv_*: driver API programs, with the static runtime and -lcuda
-    mode=(); [[ $p == drv_* ]] && mode=(--static)
+    # driver API programs, with the static runtime and -lcuda
+    mode=(); [[ $DRIVER == *" $p "* ]] && mode=(--static)
     "$here/nvcc-build.sh" --nvcc "$nvcc" "${mode[@]}" -o "$bin/$p" "$src" ||
       { echo "FAIL: cannot build $p"; echo "0 passed, 1 failed"; exit 1; }
   fi

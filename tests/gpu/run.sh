@@ -54,17 +54,20 @@ log=$work/gpu-run.log
 bin=$work/bin
 mkdir -p "$bin" "$work/d"
 
-E2E_PROGRAMS=(copies memsets streams graphs graph_build mempools args errors devquery funcattrs pointers threads fork nvrtc managed textures libhandles nvml)
-EXAMPLES=(vector_add matmul reduction unified_add texture_blur)
+# The lists are tests/e2e/programs.txt's (tags gpu, gpu-static, driver,
+# faulting, helper, example).
+source "$e2e/programs.sh"
+E2E_PROGRAMS=($(rg_programs gpu '!helper' '!driver' '!faulting' '!example'))
+EXAMPLES=($(rg_programs gpu example '!faulting'))
 # Programs that end in a sticky error run last, each on a fresh server: on a GPU a
 # sticky error may leave the whole server process unusable (see fault_isolation).
-FAULTING=(sticky fault)
-HELPERS=(probe copyloop holder leftover)
+FAULTING=($(rg_programs gpu faulting))
+HELPERS=($(rg_programs gpu helper))
 # The programs again, built with nvcc's default static runtime (static_NAME): it
 # reaches only the driver API, which libremote.so answers as libcuda.so.1. And
 # the driver API test programs (tests/e2e/drv_*.cu), built the same way.
-STATIC_PROGRAMS=(copies memsets streams graphs graph_build mempools args devquery funcattrs pointers threads fork nvrtc managed textures "${EXAMPLES[@]}")
-DRV_PROGRAMS=($(cd "$e2e" && ls drv_*.cu 2>/dev/null | sed 's/\.cu$//'))
+STATIC_PROGRAMS=($(rg_programs gpu-static))
+DRV_PROGRAMS=($(rg_programs gpu driver))
 
 note() { echo "$*" | tee -a "$log"; }
 elapsed() { echo $(($(date +%s) - t0)); }
@@ -128,21 +131,16 @@ note "build: $build_note"
 
 note "compiling test programs and examples with $nvcc"
 srcs=()
-for p in "${E2E_PROGRAMS[@]}" "${HELPERS[@]}"; do srcs+=("$e2e/$p.cu"); done
-srcs+=("$e2e/sticky.cu" "$root/examples/cuda/fault.cu")
-for p in "${EXAMPLES[@]}"; do srcs+=("$root/examples/cuda/$p.cu"); done
+for p in "${E2E_PROGRAMS[@]}" "${HELPERS[@]}" "${FAULTING[@]}" "${EXAMPLES[@]}"; do srcs+=("$(rg_program_src "$p")"); done
 printf '%s\n' "${srcs[@]}" | xargs -P "$(nproc)" -I{} sh -c \
   'n=$(basename {} .cu); "$0" --nvcc "$1" -o "$2/$n" {} >"$2/$n.build.log" 2>&1 || echo "$n" >>"$2/build-failed"' \
   "$e2e/nvcc-build.sh" "$nvcc" "$bin"
 srcs=()
-for p in "${STATIC_PROGRAMS[@]}"; do
-  if [ -f "$e2e/$p.cu" ]; then srcs+=("$e2e/$p.cu"); else srcs+=("$root/examples/cuda/$p.cu"); fi
-done
-for p in "${DRV_PROGRAMS[@]}"; do srcs+=("$e2e/$p.cu"); done
+for p in "${STATIC_PROGRAMS[@]}" "${DRV_PROGRAMS[@]}"; do srcs+=("$(rg_program_src "$p")"); done
 printf '%s\n' "${srcs[@]}" | xargs -P "$(nproc)" -I{} sh -c \
-  'n=$(basename {} .cu); case $n in drv_*) o=$n ;; *) o=static_$n ;; esac
+  'n=$(basename {} .cu); case " $3 " in *" $n "*) o=$n ;; *) o=static_$n ;; esac
    "$0" --nvcc "$1" --static -o "$2/$o" {} >"$2/$o.build.log" 2>&1 || echo "$o" >>"$2/build-failed"' \
-  "$e2e/nvcc-build.sh" "$nvcc" "$bin"
+  "$e2e/nvcc-build.sh" "$nvcc" "$bin" "${DRV_PROGRAMS[*]}"
 [ -s "$bin/build-failed" ] && note "nvcc failed for: $(paste -sd' ' "$bin/build-failed")"
 
 # ---- the GPU-less namespace ---------------------------------------------------------
