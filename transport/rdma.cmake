@@ -18,3 +18,12 @@ target_compile_definitions(rg_transport_client PRIVATE RG_TRANSPORT_RDMA)
 target_compile_definitions(rg_transport PRIVATE RG_TRANSPORT_RDMA)
 target_include_directories(rg_transport_client PRIVATE ${RDMACM_INCLUDE_DIR})
 target_link_libraries(rg_transport_client PUBLIC ${CMAKE_DL_LIBS})
+
+# Test hooks (src/rdma_test_hooks.c): functions that break a connection on
+# purpose. Only test programs link this library, so release builds of
+# libremote.so and remote-gpud do not contain them.
+if(RG_BUILD_TESTS)
+  add_library(rg_transport_test STATIC src/rdma_test_hooks.c)
+  target_include_directories(rg_transport_test PRIVATE ${RDMACM_INCLUDE_DIR})
+  target_link_libraries(rg_transport_test PUBLIC rg_transport)
+endif()

@@ -16,7 +16,7 @@
  * finds its frame itself.
  *
  * Waiters wake at least every TICK_MS to send keepalives and to apply the
- * sender timeout (rdma_ep_check).
+ * sender timeout (trdma_ep_check).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -55,8 +55,8 @@ static const transport_ops rdma_client_ops = {
 	.scheme = "rdma",
 	.sendv = client_sendv,
 	.recv_frame = client_recv_frame,
-	.reg_mem = rdma_reg_mem,
-	.dereg_mem = rdma_dereg_mem,
+	.reg_mem = trdma_reg_mem,
+	.dereg_mem = trdma_dereg_mem,
 	.shutdown = client_shutdown,
 	.close = client_close,
 	.progress = client_progress,
@@ -71,7 +71,7 @@ const transport_provider transport_rdma_provider = {
 
 /* ---- names ---- */
 
-void rdma_addr_name(const struct sockaddr *sa, char *buf, size_t len)
+void trdma_addr_name(const struct sockaddr *sa, char *buf, size_t len)
 {
 	char host[INET6_ADDRSTRLEN + 2], serv[8];
 	socklen_t sl = sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
@@ -90,15 +90,15 @@ static int wait_event(struct rdma_event_channel *ch, int ms, enum rdma_cm_event_
 		      int *have_h, rredirect *redirect)
 {
 	struct pollfd p = {.fd = ch->fd, .events = POLLIN};
-	uint64_t end = rdma_now_ns() + (uint64_t)ms * 1000000ull;
+	uint64_t end = trdma_now_ns() + (uint64_t)ms * 1000000ull;
 	struct rdma_cm_event *ev;
 
 	for (;;) {
-		if (rdma_v.get_cm_event(ch, &ev) == 0)
+		if (trdma_v.get_cm_event(ch, &ev) == 0)
 			break;
 		if (errno != EAGAIN && errno != EINTR)
 			return TRANSPORT_ECONNECT;
-		uint64_t now = rdma_now_ns();
+		uint64_t now = trdma_now_ns();
 		if (now >= end)
 			return TRANSPORT_ETIMEDOUT;
 		poll(&p, 1, (int)((end - now) / 1000000ull) + 1);
@@ -123,7 +123,7 @@ static int wait_event(struct rdma_event_channel *ch, int ms, enum rdma_cm_event_
 				*redirect = rd;
 		}
 	}
-	rdma_v.ack_cm_event(ev);
+	trdma_v.ack_cm_event(ev);
 	return 0;
 }
 
@@ -133,7 +133,7 @@ static int wait_event(struct rdma_event_channel *ch, int ms, enum rdma_cm_event_
  * redirect) end by the deadline rather than each taking the full step time. */
 static int step_ms(uint64_t end)
 {
-	int ms = rdma_conf()->connect_ms, left = transport_deadline_left_ms(end);
+	int ms = trdma_conf()->connect_ms, left = transport_deadline_left_ms(end);
 	if (left >= 0 && left < ms)
 		ms = left > 0 ? left : 1; /* a timeout of 0 is no timeout to rdma_cm */
 	return ms;
@@ -149,7 +149,7 @@ static int expect(struct rdma_event_channel *ch, uint64_t end, enum rdma_cm_even
 		return r;
 	}
 	if (t != want) {
-		LOG_WARN("transport", "rdma: %s %s: %s (status %d)", what, host, rdma_v.event_str(t), status);
+		LOG_WARN("transport", "rdma: %s %s: %s (status %d)", what, host, trdma_v.event_str(t), status);
 		return TRANSPORT_ECONNECT;
 	}
 	return 0;
@@ -160,14 +160,14 @@ static int expect(struct rdma_event_channel *ch, uint64_t end, enum rdma_cm_even
 static int connect_once(const transport_addr *a, const transport_cookie *cookie, uint64_t end,
 			transport_conn **out, rredirect *redirect)
 {
-	const rdma_conf_t *cf = rdma_conf();
+	const rdma_conf_t *cf = trdma_conf();
 	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV};
 	struct addrinfo *res = NULL;
 	char port[8];
 	int r;
 
 	*out = NULL;
-	if ((r = rdma_lib_load()))
+	if ((r = trdma_lib_load()))
 		return r;
 	snprintf(port, sizeof(port), "%d", a->port);
 	int gai = getaddrinfo(a->host, port, &hints, &res);
@@ -188,7 +188,7 @@ static int connect_once(const transport_addr *a, const transport_cookie *cookie,
 
 	struct rdma_cm_id *id = NULL;
 	r = TRANSPORT_ECONNECT;
-	if (!(c->cm = rdma_v.create_event_channel())) {
+	if (!(c->cm = trdma_v.create_event_channel())) {
 		LOG_WARN("transport", "rdma: cannot open the rdma_cm event channel: %m (is rdma_ucm loaded?)");
 		goto fail;
 	}
@@ -196,44 +196,44 @@ static int connect_once(const transport_addr *a, const transport_cookie *cookie,
 	/* Address and route: the first address of the host that an RDMA device
 	 * can reach. */
 	for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
-		if (rdma_v.create_id(c->cm, &id, c, RDMA_PS_TCP)) {
+		if (trdma_v.create_id(c->cm, &id, c, RDMA_PS_TCP)) {
 			LOG_WARN("transport", "rdma: rdma_create_id: %m");
 			goto fail;
 		}
-		if (rdma_v.resolve_addr(id, NULL, ai->ai_addr, step_ms(end)) == 0 &&
+		if (trdma_v.resolve_addr(id, NULL, ai->ai_addr, step_ms(end)) == 0 &&
 		    (r = expect(c->cm, end, RDMA_CM_EVENT_ADDR_RESOLVED, "address resolution of", c->base.peer)) == 0)
 			break;
-		rdma_v.destroy_id(id);
+		trdma_v.destroy_id(id);
 		id = NULL;
 		if (r != TRANSPORT_ETIMEDOUT || transport_deadline_left_ms(end) != 0)
 			r = TRANSPORT_ECONNECT;
 	}
 	if (!id)
 		goto fail;
-	if (rdma_v.resolve_route(id, step_ms(end)) != 0 ||
+	if (trdma_v.resolve_route(id, step_ms(end)) != 0 ||
 	    (r = expect(c->cm, end, RDMA_CM_EVENT_ROUTE_RESOLVED, "route resolution to", c->base.peer)) != 0) {
 		r = r ? r : TRANSPORT_ECONNECT;
 		goto fail;
 	}
-	/* Bounds how long a dead peer takes to notice (see rdma_conf). Older
+	/* Bounds how long a dead peer takes to notice (see trdma_conf). Older
 	 * kernels lack the option: then the path's default applies. */
 	uint8_t to = (uint8_t)cf->ack_timeout;
-	if (rdma_v.set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &to, sizeof(to)) != 0)
+	if (trdma_v.set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &to, sizeof(to)) != 0)
 		LOG_DEBUG("transport", "rdma: RDMA_OPTION_ID_ACK_TIMEOUT: %m");
 	c->ep.id = id;
-	if ((r = rdma_ep_init(&c->ep, id)) != 0)
+	if ((r = trdma_ep_init(&c->ep, id)) != 0)
 		goto fail;
 
 	struct ibv_device_attr da;
 	int rd = 16;
-	if (rdma_v.query_device(id->verbs, &da) == 0) {
+	if (trdma_v.query_device(id->verbs, &da) == 0) {
 		if (da.max_qp_rd_atom < rd)
 			rd = da.max_qp_rd_atom;
 		if (da.max_qp_init_rd_atom < rd)
 			rd = da.max_qp_init_rd_atom;
 	}
 	rhello mine, theirs;
-	rdma_ep_fill_hello(&c->ep, &mine);
+	trdma_ep_fill_hello(&c->ep, &mine);
 	mine.cookie = *cookie;
 	struct rdma_conn_param cp = {
 		.private_data = &mine,
@@ -243,7 +243,7 @@ static int connect_once(const transport_addr *a, const transport_cookie *cookie,
 		.retry_count = (uint8_t)cf->retry_count,
 		.rnr_retry_count = 6, /* credits make RNR impossible; bounded anyway */
 	};
-	if (rdma_v.connect(id, &cp) != 0) {
+	if (trdma_v.connect(id, &cp) != 0) {
 		LOG_WARN("transport", "rdma: rdma_connect to %s: %m", c->base.peer);
 		r = TRANSPORT_ECONNECT;
 		goto fail;
@@ -259,14 +259,14 @@ static int connect_once(const transport_addr *a, const transport_cookie *cookie,
 		goto fail;
 	}
 	if (t != RDMA_CM_EVENT_ESTABLISHED) {
-		LOG_WARN("transport", "cannot connect to %s: %s%s", c->base.peer, rdma_v.event_str(t),
+		LOG_WARN("transport", "cannot connect to %s: %s%s", c->base.peer, trdma_v.event_str(t),
 			 t == RDMA_CM_EVENT_REJECTED ? " (no remote-gpud listening on rdma there?)" : "");
 		r = TRANSPORT_ECONNECT;
 		goto fail;
 	}
-	if ((r = rdma_ep_hello(&c->ep, have_h ? &theirs : NULL, have_h ? sizeof(theirs) : 0)) != 0)
+	if ((r = trdma_ep_hello(&c->ep, have_h ? &theirs : NULL, have_h ? sizeof(theirs) : 0)) != 0)
 		goto fail;
-	rdma_addr_name(rdma_get_peer_addr(id), c->base.peer, sizeof(c->base.peer));
+	trdma_addr_name(rdma_get_peer_addr(id), c->base.peer, sizeof(c->base.peer));
 	if ((c->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) {
 		r = TRANSPORT_ENOMEM;
 		goto fail;
@@ -280,12 +280,12 @@ fail:
 	freeaddrinfo(res);
 	if (id) {
 		if (c->ep.pd) {
-			rdma_ep_free(&c->ep); /* QP, CQ, buffers, PD */
+			trdma_ep_free(&c->ep); /* QP, CQ, buffers, PD */
 		}
-		rdma_v.destroy_id(id);
+		trdma_v.destroy_id(id);
 	}
 	if (c->cm)
-		rdma_v.destroy_event_channel(c->cm);
+		trdma_v.destroy_event_channel(c->cm);
 	free(c);
 	return r;
 }
@@ -334,16 +334,16 @@ static int client_connect_cookie(const transport_addr *a, unsigned timeout_ms, c
 static void handle_cm_events(rdma_client *c)
 {
 	struct rdma_cm_event *ev;
-	while (rdma_v.get_cm_event(c->cm, &ev) == 0) {
+	while (trdma_v.get_cm_event(c->cm, &ev) == 0) {
 		enum rdma_cm_event_type t = ev->event;
-		rdma_v.ack_cm_event(ev);
+		trdma_v.ack_cm_event(ev);
 		switch (t) {
 		case RDMA_CM_EVENT_DISCONNECTED:
 		case RDMA_CM_EVENT_DEVICE_REMOVAL:
-			LOG_DEBUG("transport", "rdma: %s: %s", c->base.peer, rdma_v.event_str(t));
+			LOG_DEBUG("transport", "rdma: %s: %s", c->base.peer, trdma_v.event_str(t));
 			/* Completions that came before it still count. */
-			rdma_ep_poll(&c->ep);
-			rdma_ep_peer_gone(&c->ep);
+			trdma_ep_poll(&c->ep);
+			trdma_ep_peer_gone(&c->ep);
 			break;
 		default:
 			break;
@@ -356,12 +356,12 @@ static void handle_cm_events(rdma_client *c)
 static void lead(rdma_client *c)
 {
 	rdma_ep *ep = &c->ep;
-	int spin_us = rdma_conf()->spin_us;
+	int spin_us = trdma_conf()->spin_us;
 
-	if (rdma_ep_poll(ep) != 0)
+	if (trdma_ep_poll(ep) != 0)
 		return;
-	if (rdma_conf()->bulk_spin_us > spin_us && rdma_ep_bulk_pending(ep))
-		spin_us = rdma_conf()->bulk_spin_us;
+	if (trdma_conf()->bulk_spin_us > spin_us && trdma_ep_bulk_pending(ep))
+		spin_us = trdma_conf()->bulk_spin_us;
 	if (spin_us > 0) {
 		rg_spin sp, cm_check;
 		rg_spin_start(&sp, (uint64_t)spin_us * 1000);
@@ -371,7 +371,7 @@ static void lead(rdma_client *c)
 			pthread_mutex_unlock(&ep->mu);
 			rg_cpu_relax();
 			pthread_mutex_lock(&ep->mu);
-			if (rdma_ep_poll(ep) != 0 || ep->err)
+			if (trdma_ep_poll(ep) != 0 || ep->err)
 				return;
 			if (!rg_spin_on(&cm_check)) {
 				handle_cm_events(c);
@@ -381,7 +381,7 @@ static void lead(rdma_client *c)
 			}
 		} while (rg_spin_on(&sp));
 	}
-	if (rdma_ep_arm(ep) != 0 || rdma_ep_poll(ep) != 0)
+	if (trdma_ep_arm(ep) != 0 || trdma_ep_poll(ep) != 0)
 		return; /* completions slipped in before arming */
 	struct pollfd p[3] = {
 		{.fd = ep->ch->fd, .events = POLLIN},
@@ -400,8 +400,8 @@ static void lead(rdma_client *c)
 		}
 	}
 	if (p[0].revents)
-		rdma_ep_channel_drain(ep);
-	rdma_ep_poll(ep);
+		trdma_ep_channel_drain(ep);
+	trdma_ep_poll(ep);
 	if (p[1].revents)
 		handle_cm_events(c);
 }
@@ -414,16 +414,16 @@ static int client_wait(rdma_ep *ep, uint64_t since)
 
 	if (atomic_load(&c->shut))
 		return TRANSPORT_ECLOSED;
-	if ((r = rdma_ep_check(ep, since)) != 0)
+	if ((r = trdma_ep_check(ep, since)) != 0)
 		return r;
 	if (c->leader) {
-		rdma_ep_wait(ep, TICK_MS);
+		trdma_ep_wait(ep, TICK_MS);
 		return 0;
 	}
 	c->leader = 1;
 	lead(c);
 	c->leader = 0;
-	rdma_ep_wake(ep); /* someone else may lead now */
+	trdma_ep_wake(ep); /* someone else may lead now */
 	return 0;
 }
 
@@ -434,7 +434,7 @@ static int client_sendv(transport_conn *base, const struct iovec *iov, int iovcn
 	rdma_client *c = (rdma_client *)base;
 	if (atomic_load(&c->shut))
 		return TRANSPORT_ECLOSED;
-	return rdma_ep_sendv(&c->ep, iov, iovcnt, client_wait);
+	return trdma_ep_sendv(&c->ep, iov, iovcnt, client_wait);
 }
 
 static int client_recv_frame(transport_conn *base, transport_frame *f, transport_payload_dest_fn dest, void *ctx)
@@ -448,7 +448,7 @@ static int client_recv_frame(transport_conn *base, transport_frame *f, transport
 		return TRANSPORT_ECLOSED;
 	pthread_mutex_lock(&ep->mu);
 	for (;;) {
-		r = rdma_ep_rx(ep, f, NULL, dest, ctx);
+		r = trdma_ep_rx(ep, f, NULL, dest, ctx);
 		if (r == 1) {
 			r = TRANSPORT_OK;
 			break;
@@ -457,7 +457,7 @@ static int client_recv_frame(transport_conn *base, transport_frame *f, transport
 			break;
 		/* A frame has no time limit: only a dead peer ends the wait. */
 		if ((r = client_wait(ep, 0)) != 0) {
-			rdma_ep_rx_abort(ep);
+			trdma_ep_rx_abort(ep);
 			break;
 		}
 	}
@@ -473,7 +473,7 @@ static void client_shutdown(transport_conn *base)
 	if (atomic_exchange(&c->shut, 1))
 		return;
 	pthread_mutex_lock(&c->ep.mu);
-	rdma_ep_fail(&c->ep, TRANSPORT_ECLOSED); /* flushes the QP, tells the peer */
+	trdma_ep_fail(&c->ep, TRANSPORT_ECLOSED); /* flushes the QP, tells the peer */
 	pthread_mutex_unlock(&c->ep.mu);
 	uint64_t one = 1;
 	if (write(c->wake_fd, &one, sizeof(one)) < 0) {
@@ -501,13 +501,13 @@ static void client_close(transport_conn *base)
 		  (unsigned long long)c->ep.st.rx_frames, (unsigned long long)c->ep.st.rx_direct_bytes,
 		  (unsigned long long)c->ep.st.rx_landing_bytes, (unsigned long long)c->ep.st.keepalives);
 	struct rdma_cm_id *id = c->ep.id;
-	rdma_ep_free(&c->ep);
+	trdma_ep_free(&c->ep);
 	/* Events of the id must be acked before it is destroyed. */
 	struct rdma_cm_event *ev;
-	while (rdma_v.get_cm_event(c->cm, &ev) == 0)
-		rdma_v.ack_cm_event(ev);
-	rdma_v.destroy_id(id);
-	rdma_v.destroy_event_channel(c->cm);
+	while (trdma_v.get_cm_event(c->cm, &ev) == 0)
+		trdma_v.ack_cm_event(ev);
+	trdma_v.destroy_id(id);
+	trdma_v.destroy_event_channel(c->cm);
 	close(c->wake_fd);
 	free(c);
 }

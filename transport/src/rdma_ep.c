@@ -68,15 +68,15 @@ static void conf_load(void)
 	conf.retry_count = env_int("REMOTE_GPU_RDMA_RETRY", 6, 0, 6);
 }
 
-const rdma_conf_t *rdma_conf(void)
+const rdma_conf_t *trdma_conf(void)
 {
 	pthread_once(&conf_once, conf_load);
 	return &conf;
 }
 
-uint64_t rdma_now_ns(void) { return rg_clock_coarse_ns(); }
+uint64_t trdma_now_ns(void) { return rg_clock_coarse_ns(); }
 
-const char *rdma_wc_str(int status) { return rdma_v.wc_status_str((enum ibv_wc_status)status); }
+const char *trdma_wc_str(int status) { return trdma_v.wc_status_str((enum ibv_wc_status)status); }
 
 /* ---- setup / teardown ---- */
 
@@ -86,7 +86,7 @@ static void *alloc_reg(rdma_ep *ep, size_t len, int access, struct ibv_mr **mr)
 	if (posix_memalign(&p, 4096, len) != 0)
 		return NULL;
 	memset(p, 0, len);
-	*mr = rdma_v.reg_mr(ep->pd, p, len, access);
+	*mr = trdma_v.reg_mr(ep->pd, p, len, access);
 	if (!*mr) {
 		LOG_WARN("transport", "rdma: cannot register %zu bytes: %m", len);
 		free(p);
@@ -98,13 +98,13 @@ static void *alloc_reg(rdma_ep *ep, size_t len, int access, struct ibv_mr **mr)
 static void free_reg(void **p, struct ibv_mr **mr)
 {
 	if (*mr)
-		rdma_v.dereg_mr(*mr);
+		trdma_v.dereg_mr(*mr);
 	free(*p);
 	*p = NULL;
 	*mr = NULL;
 }
 
-int rdma_ep_ensure_ring(rdma_ep *ep, uint8_t **ring, struct ibv_mr **mr, unsigned n, int access)
+int trdma_ep_ensure_ring(rdma_ep *ep, uint8_t **ring, struct ibv_mr **mr, unsigned n, int access)
 {
 	if (*ring)
 		return 0;
@@ -112,33 +112,33 @@ int rdma_ep_ensure_ring(rdma_ep *ep, uint8_t **ring, struct ibv_mr **mr, unsigne
 	return *ring ? 0 : TRANSPORT_ENOMEM;
 }
 
-int rdma_ep_init(rdma_ep *ep, struct rdma_cm_id *id)
+int trdma_ep_init(rdma_ep *ep, struct rdma_cm_id *id)
 {
 	pthread_condattr_t ca;
 
-	rdma_conf();
+	trdma_conf();
 	pthread_mutex_init(&ep->mu, NULL);
 	pthread_mutex_init(&ep->send_lock, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&ep->cv, &ca);
 	pthread_condattr_destroy(&ca);
-	rdma_regs_init(&ep->regs);
+	trdma_regs_init(&ep->regs);
 	ep->id = id;
 	ep->verbs = id->verbs;
 	ep->rx.landing_free = (1u << RDMA_NLANDING) - 1;
-	ep->last_peer_ns = ep->last_msg_ns = rdma_now_ns();
+	ep->last_peer_ns = ep->last_msg_ns = trdma_now_ns();
 
-	if (!(ep->pd = rdma_v.alloc_pd(ep->verbs))) {
+	if (!(ep->pd = trdma_v.alloc_pd(ep->verbs))) {
 		LOG_WARN("transport", "rdma: ibv_alloc_pd: %m");
 		return TRANSPORT_ENOMEM;
 	}
-	if (!(ep->ch = rdma_v.create_comp_channel(ep->verbs))) {
+	if (!(ep->ch = trdma_v.create_comp_channel(ep->verbs))) {
 		LOG_WARN("transport", "rdma: ibv_create_comp_channel: %m");
 		return TRANSPORT_ENOMEM;
 	}
 	fcntl(ep->ch->fd, F_SETFL, fcntl(ep->ch->fd, F_GETFL) | O_NONBLOCK);
-	if (!(ep->cq = rdma_v.create_cq(ep->verbs, RDMA_NRECV + RDMA_SQ_DEPTH + 8, ep, ep->ch, 0))) {
+	if (!(ep->cq = trdma_v.create_cq(ep->verbs, RDMA_NRECV + RDMA_SQ_DEPTH + 8, ep, ep->ch, 0))) {
 		LOG_WARN("transport", "rdma: ibv_create_cq: %m");
 		return TRANSPORT_ENOMEM;
 	}
@@ -152,9 +152,9 @@ int rdma_ep_init(rdma_ep *ep, struct rdma_cm_id *id)
 	};
 	/* Inline sends (the bytes travel in the work request: no DMA read of the
 	 * slot, no key lookup) where the device allows; without them elsewhere. */
-	if (rdma_v.create_qp(id, ep->pd, &qa)) {
+	if (trdma_v.create_qp(id, ep->pd, &qa)) {
 		qa.cap.max_inline_data = 0;
-		if (rdma_v.create_qp(id, ep->pd, &qa)) {
+		if (trdma_v.create_qp(id, ep->pd, &qa)) {
 			LOG_WARN("transport", "rdma: rdma_create_qp: %m");
 			return TRANSPORT_ENOMEM;
 		}
@@ -174,7 +174,7 @@ int rdma_ep_init(rdma_ep *ep, struct rdma_cm_id *id)
 	return post_recvs(ep, all, RDMA_NRECV) == 0 ? TRANSPORT_OK : TRANSPORT_EIO;
 }
 
-void rdma_ep_fill_hello(rdma_ep *ep, rhello *h)
+void trdma_ep_fill_hello(rdma_ep *ep, rhello *h)
 {
 	memset(h, 0, sizeof(*h));
 	h->magic = RDMA_HELLO_MAGIC;
@@ -185,7 +185,7 @@ void rdma_ep_fill_hello(rdma_ep *ep, rhello *h)
 	h->ka_rkey = ep->ka_mr->rkey;
 }
 
-int rdma_ep_hello(rdma_ep *ep, const void *priv, size_t len)
+int trdma_ep_hello(rdma_ep *ep, const void *priv, size_t len)
 {
 	rhello h;
 	if (!priv || len < sizeof(h)) {
@@ -208,23 +208,23 @@ int rdma_ep_hello(rdma_ep *ep, const void *priv, size_t len)
 	ep->peer_msg_size = h.msg_size < RDMA_MSG_SIZE ? h.msg_size : RDMA_MSG_SIZE;
 	ep->peer_ka_addr = h.ka_addr;
 	ep->peer_ka_rkey = h.ka_rkey;
-	ep->last_peer_ns = ep->last_msg_ns = rdma_now_ns();
+	ep->last_peer_ns = ep->last_msg_ns = trdma_now_ns();
 	pthread_mutex_unlock(&ep->mu);
 	ep->conn->cookie = h.cookie;
 	return TRANSPORT_OK;
 }
 
-void rdma_ep_destroy_qp(rdma_ep *ep)
+void trdma_ep_destroy_qp(rdma_ep *ep)
 {
 	if (ep->qp) {
-		rdma_v.destroy_qp(ep->id);
+		trdma_v.destroy_qp(ep->id);
 		ep->qp = NULL;
 	}
 	if (ep->cq) {
 		/* ibv_destroy_cq waits until every event it reported is acked; with
 		 * the QP gone no new one can come. */
-		rdma_ep_channel_drain(ep);
-		rdma_v.destroy_cq(ep->cq);
+		trdma_ep_channel_drain(ep);
+		trdma_v.destroy_cq(ep->cq);
 		ep->cq = NULL;
 	}
 	free_reg((void **)&ep->rbuf, &ep->rbuf_mr);
@@ -234,16 +234,16 @@ void rdma_ep_destroy_qp(rdma_ep *ep)
 	free_reg((void **)&ep->ka, &ep->ka_mr);
 }
 
-void rdma_ep_free(rdma_ep *ep)
+void trdma_ep_free(rdma_ep *ep)
 {
-	rdma_ep_destroy_qp(ep);
+	trdma_ep_destroy_qp(ep);
 	if (ep->ch) {
-		rdma_v.destroy_comp_channel(ep->ch);
+		trdma_v.destroy_comp_channel(ep->ch);
 		ep->ch = NULL;
 	}
-	rdma_regs_destroy(&ep->regs);
+	trdma_regs_destroy(&ep->regs);
 	if (ep->pd) {
-		rdma_v.dealloc_pd(ep->pd);
+		trdma_v.dealloc_pd(ep->pd);
 		ep->pd = NULL;
 	}
 	free(ep->rx.f.msg);
@@ -255,7 +255,7 @@ void rdma_ep_free(rdma_ep *ep)
 	pthread_cond_destroy(&ep->cv);
 }
 
-void rdma_ep_fail(rdma_ep *ep, int err)
+void trdma_ep_fail(rdma_ep *ep, int err)
 {
 	if (!ep->err) {
 		ep->err = err;
@@ -266,19 +266,19 @@ void rdma_ep_fail(rdma_ep *ep, int err)
 		ep->qp_dead = 1;
 		/* Moves the QP to the error state (every outstanding request is
 		 * flushed, waiters see the error) and tells the peer. */
-		if (rdma_v.disconnect(ep->id) != 0) {
+		if (trdma_v.disconnect(ep->id) != 0) {
 			struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};
-			rdma_v.modify_qp(ep->qp, &a, IBV_QP_STATE);
+			trdma_v.modify_qp(ep->qp, &a, IBV_QP_STATE);
 		}
 	}
-	rdma_ep_wake(ep);
+	trdma_ep_wake(ep);
 }
 
 /* ---- send queue ---- */
 
-int rdma_ep_has_sq_room(const rdma_ep *ep, unsigned n) { return ep->sq_posted - ep->sq_done + n <= RDMA_SQ_DEPTH; }
+int trdma_ep_has_sq_room(const rdma_ep *ep, unsigned n) { return ep->sq_posted - ep->sq_done + n <= RDMA_SQ_DEPTH; }
 
-int rdma_ep_post_wr(rdma_ep *ep, struct ibv_send_wr *wr, rdma_sqe e)
+int trdma_ep_post_wr(rdma_ep *ep, struct ibv_send_wr *wr, rdma_sqe e)
 {
 	struct ibv_send_wr *bad;
 	wr->wr_id = ep->sq_posted;
@@ -286,19 +286,19 @@ int rdma_ep_post_wr(rdma_ep *ep, struct ibv_send_wr *wr, rdma_sqe e)
 	int r = ibv_post_send(ep->qp, wr, &bad);
 	if (r) {
 		LOG_WARN("transport", "rdma: %s: ibv_post_send: %s", ep->conn->peer, strerror(r));
-		rdma_ep_fail(ep, TRANSPORT_EIO);
+		trdma_ep_fail(ep, TRANSPORT_EIO);
 		return TRANSPORT_EIO;
 	}
 	ep->sq_posted++;
 	return 0;
 }
 
-int rdma_ep_has_slot(const rdma_ep *ep)
+int trdma_ep_has_slot(const rdma_ep *ep)
 {
-	return ep->s_posted - ep->s_done < RDMA_NSEND && rdma_ep_has_sq_room(ep, 2);
+	return ep->s_posted - ep->s_done < RDMA_NSEND && trdma_ep_has_sq_room(ep, 2);
 }
 
-int rdma_ep_post_msg(rdma_ep *ep, uint32_t len)
+int trdma_ep_post_msg(rdma_ep *ep, uint32_t len)
 {
 	uint8_t *slot = ep->sbuf + (size_t)(ep->s_posted % RDMA_NSEND) * RDMA_MSG_SIZE;
 	rmsg *m = (rmsg *)slot;
@@ -313,11 +313,11 @@ int rdma_ep_post_msg(rdma_ep *ep, uint32_t len)
 	struct ibv_sge sge = {.addr = (uintptr_t)slot, .length = len, .lkey = ep->sbuf_mr->lkey};
 	struct ibv_send_wr wr = {.sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND};
 	unsigned inflight = ep->s_posted + 1 - ep->s_done;
-	if ((ep->s_posted & 7) == 7 || inflight >= RDMA_NSEND / 2 || !rdma_ep_has_sq_room(ep, RDMA_SQ_DEPTH / 2))
+	if ((ep->s_posted & 7) == 7 || inflight >= RDMA_NSEND / 2 || !trdma_ep_has_sq_room(ep, RDMA_SQ_DEPTH / 2))
 		wr.send_flags = IBV_SEND_SIGNALED;
 	if (len <= ep->max_inline)
 		wr.send_flags |= IBV_SEND_INLINE;
-	if (rdma_ep_post_wr(ep, &wr, (rdma_sqe){.kind = SQE_SEND, .slot_seq = ep->s_posted}) != 0)
+	if (trdma_ep_post_wr(ep, &wr, (rdma_sqe){.kind = SQE_SEND, .slot_seq = ep->s_posted}) != 0)
 		return TRANSPORT_EIO;
 	ep->s_posted++;
 	ep->owed -= give;
@@ -326,17 +326,17 @@ int rdma_ep_post_msg(rdma_ep *ep, uint32_t len)
 	return 0;
 }
 
-void rdma_ep_flush_ctrl(rdma_ep *ep)
+void trdma_ep_flush_ctrl(rdma_ep *ep)
 {
 	if (ep->err || ep->peer_gone || !ep->qp || !ep->credits)
 		return;
 	int due = ep->rx_acked != ep->ack_sent || ep->owed >= RDMA_NRECV / 2 || (ep->peer_needs && ep->owed > 0);
-	if (!due || !rdma_ep_has_slot(ep))
+	if (!due || !trdma_ep_has_slot(ep))
 		return;
 	rmsg *m = (rmsg *)(ep->sbuf + (size_t)(ep->s_posted % RDMA_NSEND) * RDMA_MSG_SIZE);
 	memset(m, 0, sizeof(*m));
 	m->type = RM_CTRL;
-	if (rdma_ep_post_msg(ep, sizeof(*m)) == 0) {
+	if (trdma_ep_post_msg(ep, sizeof(*m)) == 0) {
 		ep->peer_needs = 0;
 		ep->st.ctrl_sent++;
 	}
@@ -364,14 +364,14 @@ static int post_recvs(rdma_ep *ep, const uint16_t *idx, unsigned n)
 	return r;
 }
 
-void rdma_ep_release_recv(rdma_ep *ep, unsigned idx)
+void trdma_ep_release_recv(rdma_ep *ep, unsigned idx)
 {
 	ep->rp[ep->rp_n++] = (uint16_t)idx;
 	if (ep->rp_n >= RDMA_NRECV / 4)
-		rdma_ep_repost(ep);
+		trdma_ep_repost(ep);
 }
 
-void rdma_ep_repost(rdma_ep *ep)
+void trdma_ep_repost(rdma_ep *ep)
 {
 	unsigned n = ep->rp_n;
 	if (n == 0)
@@ -380,20 +380,20 @@ void rdma_ep_repost(rdma_ep *ep)
 	if (ep->err || ep->qp_dead)
 		return;
 	if (post_recvs(ep, ep->rp, n) != 0) {
-		rdma_ep_fail(ep, TRANSPORT_EIO);
+		trdma_ep_fail(ep, TRANSPORT_EIO);
 		return;
 	}
 	ep->owed += (int)n;
-	rdma_ep_flush_ctrl(ep); /* a peer waiting with NEED gets the credits now */
+	trdma_ep_flush_ctrl(ep); /* a peer waiting with NEED gets the credits now */
 }
 
-void rdma_ep_wake(rdma_ep *ep)
+void trdma_ep_wake(rdma_ep *ep)
 {
 	if (ep->cv_waiters > 0)
 		pthread_cond_broadcast(&ep->cv);
 }
 
-void rdma_ep_wait(rdma_ep *ep, int ms)
+void trdma_ep_wait(rdma_ep *ep, int ms)
 {
 	struct timespec ts = rg_deadline(CLOCK_MONOTONIC, ms);
 	ep->cv_waiters++;
@@ -413,8 +413,8 @@ static void wc_error(rdma_ep *ep, const struct ibv_wc *wc)
 		return;
 	}
 	LOG_WARN("transport", "rdma: %s: %s failed: %s", ep->conn->peer,
-		 (wc->wr_id & WR_RECV) ? "receive" : "send/read", rdma_wc_str(wc->status));
-	rdma_ep_fail(ep, TRANSPORT_EIO);
+		 (wc->wr_id & WR_RECV) ? "receive" : "send/read", trdma_wc_str(wc->status));
+	trdma_ep_fail(ep, TRANSPORT_EIO);
 }
 
 static void on_recv(rdma_ep *ep, unsigned idx, uint32_t len)
@@ -424,7 +424,7 @@ static void on_recv(rdma_ep *ep, unsigned idx, uint32_t len)
 	if (len < RDMA_MSG_HDR || m->type < RM_FRAME || m->type > RM_BATCH) {
 		LOG_WARN("transport", "rdma: %s: malformed control message (%u bytes, type %u)", ep->conn->peer, len,
 			 len ? m->type : 0);
-		rdma_ep_fail(ep, TRANSPORT_EIO);
+		trdma_ep_fail(ep, TRANSPORT_EIO);
 		return;
 	}
 	/* Not a clock read per message (in the guest even the coarse clock
@@ -441,11 +441,11 @@ static void on_recv(rdma_ep *ep, unsigned idx, uint32_t len)
 	if (m->flags & RMF_NEED)
 		ep->peer_needs = 1;
 	if (m->type == RM_CTRL) {
-		rdma_ep_release_recv(ep, idx);
+		trdma_ep_release_recv(ep, idx);
 		return;
 	}
 	if (ep->rq_n == RDMA_NRECV) { /* cannot happen: one entry per buffer */
-		rdma_ep_fail(ep, TRANSPORT_EIO);
+		trdma_ep_fail(ep, TRANSPORT_EIO);
 		return;
 	}
 	unsigned t = (ep->rq_head + ep->rq_n++) % RDMA_NRECV;
@@ -465,11 +465,11 @@ static void on_send_done(rdma_ep *ep, uint64_t seq)
 			break;
 		case SQE_READ:
 			ep->rx.rd[e->idx].done = 1;
-			ep->last_peer_ns = rdma_now_ns();
+			ep->last_peer_ns = trdma_now_ns();
 			break;
 		case SQE_KA:
 			ep->ka_inflight = 0;
-			ep->last_peer_ns = rdma_now_ns();
+			ep->last_peer_ns = trdma_now_ns();
 			break;
 		}
 		e->kind = 0;
@@ -478,7 +478,7 @@ static void on_send_done(rdma_ep *ep, uint64_t seq)
 		ep->sq_done = seq + 1;
 }
 
-int rdma_ep_poll(rdma_ep *ep)
+int trdma_ep_poll(rdma_ep *ep)
 {
 	struct ibv_wc wc[32];
 	int n, got = 0;
@@ -500,27 +500,27 @@ int rdma_ep_poll(rdma_ep *ep)
 	}
 	if (n < 0) {
 		LOG_WARN("transport", "rdma: %s: ibv_poll_cq failed", ep->conn->peer);
-		rdma_ep_fail(ep, TRANSPORT_EIO);
+		trdma_ep_fail(ep, TRANSPORT_EIO);
 		return -1;
 	}
 	if (got) {
-		rdma_ep_flush_ctrl(ep);
-		rdma_ep_wake(ep);
+		trdma_ep_flush_ctrl(ep);
+		trdma_ep_wake(ep);
 	} else {
-		rdma_ep_repost(ep); /* idle: the buffers of what was received go back */
+		trdma_ep_repost(ep); /* idle: the buffers of what was received go back */
 	}
 	return got;
 }
 
-int rdma_ep_bulk_pending(const rdma_ep *ep)
+int trdma_ep_bulk_pending(const rdma_ep *ep)
 {
 	return !ep->err && (ep->rx.rd_n > 0 || (int32_t)(ep->tx_segs - ep->peer_acked) > 0 ||
 			    (ep->rx.active && ep->rx.filled < ep->rx.total));
 }
 
-int rdma_ep_arm(rdma_ep *ep)
+int trdma_ep_arm(rdma_ep *ep)
 {
-	rdma_ep_repost(ep); /* before a sleep: the peer must not wait for credits */
+	trdma_ep_repost(ep); /* before a sleep: the peer must not wait for credits */
 	if (!ep->cq || ep->cq_armed)
 		return 0;
 	if (ibv_req_notify_cq(ep->cq, 0) != 0)
@@ -529,22 +529,22 @@ int rdma_ep_arm(rdma_ep *ep)
 	return 0;
 }
 
-void rdma_ep_channel_drain(rdma_ep *ep)
+void trdma_ep_channel_drain(rdma_ep *ep)
 {
 	struct ibv_cq *cq;
 	void *ctx;
-	while (ep->ch && rdma_v.get_cq_event(ep->ch, &cq, &ctx) == 0) {
-		rdma_v.ack_cq_events(cq, 1);
+	while (ep->ch && trdma_v.get_cq_event(ep->ch, &cq, &ctx) == 0) {
+		trdma_v.ack_cq_events(cq, 1);
 		ep->cq_armed = 0;
 	}
 }
 
 /* ---- liveness ---- */
 
-int rdma_ep_check(rdma_ep *ep, uint64_t since)
+int trdma_ep_check(rdma_ep *ep, uint64_t since)
 {
-	const rdma_conf_t *cf = rdma_conf();
-	uint64_t now = rdma_now_ns();
+	const rdma_conf_t *cf = trdma_conf();
+	uint64_t now = trdma_now_ns();
 
 	if (ep->heard) {
 		ep->heard = 0;
@@ -555,7 +555,7 @@ int rdma_ep_check(rdma_ep *ep, uint64_t since)
 	if (!ep->qp || ep->qp_dead || ep->peer_gone)
 		return 0;
 	if (!ep->ka_inflight && ep->peer_ka_rkey && now - ep->last_peer_ns >= (uint64_t)cf->keepalive_ms * 1000000ull &&
-	    rdma_ep_has_sq_room(ep, 1)) {
+	    trdma_ep_has_sq_room(ep, 1)) {
 		/* An 8-byte RDMA WRITE the peer's NIC must acknowledge: fails
 		 * (retries exhausted) only when the peer host or link is gone. */
 		struct ibv_sge sge = {.addr = (uintptr_t)&ep->ka[1], .length = 8, .lkey = ep->ka_mr->lkey};
@@ -567,7 +567,7 @@ int rdma_ep_check(rdma_ep *ep, uint64_t since)
 			.wr.rdma = {.remote_addr = ep->peer_ka_addr, .rkey = ep->peer_ka_rkey},
 		};
 		ep->ka[1]++;
-		if (rdma_ep_post_wr(ep, &wr, (rdma_sqe){.kind = SQE_KA}) == 0) {
+		if (trdma_ep_post_wr(ep, &wr, (rdma_sqe){.kind = SQE_KA}) == 0) {
 			ep->ka_inflight = 1;
 			ep->st.keepalives++;
 			LOG_DEBUG("transport", "rdma: %s: quiet for %llu ms: keepalive", ep->conn->peer,
@@ -579,82 +579,36 @@ int rdma_ep_check(rdma_ep *ep, uint64_t since)
 		if (now - from >= (uint64_t)cf->timeout_ms * 1000000ull) {
 			LOG_WARN("transport", "rdma: %s: no word from the peer for %d ms while sending", ep->conn->peer,
 				 cf->timeout_ms);
-			rdma_ep_fail(ep, TRANSPORT_ETIMEDOUT);
+			trdma_ep_fail(ep, TRANSPORT_ETIMEDOUT);
 			return TRANSPORT_ETIMEDOUT;
 		}
 	}
 	return ep->err;
 }
 
-void rdma_ep_peer_gone(rdma_ep *ep)
+void trdma_ep_peer_gone(rdma_ep *ep)
 {
 	ep->peer_gone = 1;
 	if (!ep->qp_dead && ep->qp) {
 		/* Flush what is outstanding; frames already received still count. */
 		ep->qp_dead = 1;
-		if (rdma_v.disconnect(ep->id) != 0) {
+		if (trdma_v.disconnect(ep->id) != 0) {
 			struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};
-			rdma_v.modify_qp(ep->qp, &a, IBV_QP_STATE);
+			trdma_v.modify_qp(ep->qp, &a, IBV_QP_STATE);
 		}
 	}
-	rdma_ep_wake(ep);
+	trdma_ep_wake(ep);
 }
-
-/* Every rdma connection (client and server halves) starts with these two. */
-typedef struct rdma_conn_head {
-	transport_conn base;
-	rdma_ep ep;
-} rdma_conn_head;
 
 /* ---- registration: transport_ops.reg_mem / dereg_mem of both halves ---- */
 
-int rdma_reg_mem(transport_conn *c, void *addr, size_t len, transport_mr **out)
+int trdma_reg_mem(transport_conn *c, void *addr, size_t len, transport_mr **out)
 {
 	rdma_ep *ep = &((rdma_conn_head *)c)->ep;
-	return rdma_regs_add(&ep->regs, ep->pd, addr, len, out);
+	return trdma_regs_add(&ep->regs, ep->pd, addr, len, out);
 }
 
-int rdma_dereg_mem(transport_conn *c, transport_mr *mr)
+int trdma_dereg_mem(transport_conn *c, transport_mr *mr)
 {
-	return rdma_regs_remove(&((rdma_conn_head *)c)->ep.regs, mr);
-}
-
-/* ---- tests ---- */
-
-rdma_ep *rdma_conn_ep(transport_conn *c)
-{
-	if (!c || strcmp(c->ops->scheme, "rdma") != 0)
-		return NULL;
-	return &((rdma_conn_head *)c)->ep;
-}
-
-void rdma_test_vanish(transport_conn *c)
-{
-	rdma_ep *ep = rdma_conn_ep(c);
-	if (!ep)
-		return;
-	pthread_mutex_lock(&ep->mu);
-	if (ep->qp && !ep->qp_dead) {
-		/* As a host that lost power: the QP stops answering and this side
-		 * neither notices nor tells the peer (flushes are ignored once
-		 * qp_dead is set). Only the peer's keepalive can find out. */
-		ep->qp_dead = 1;
-		struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};
-		rdma_v.modify_qp(ep->qp, &a, IBV_QP_STATE);
-	}
-	pthread_mutex_unlock(&ep->mu);
-}
-
-void rdma_test_break_qp(transport_conn *c)
-{
-	rdma_ep *ep = rdma_conn_ep(c);
-	if (!ep)
-		return;
-	pthread_mutex_lock(&ep->mu);
-	if (ep->qp) {
-		/* As a broken link does: the QP errs, the peer hears nothing. */
-		struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};
-		rdma_v.modify_qp(ep->qp, &a, IBV_QP_STATE);
-	}
-	pthread_mutex_unlock(&ep->mu);
+	return trdma_regs_remove(&((rdma_conn_head *)c)->ep.regs, mr);
 }
