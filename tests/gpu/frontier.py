@@ -6,6 +6,9 @@ local one, and the first error line where it did not.
 
   frontier.py WRAPPER PORT LIBREMOTE OUT.md
 
+Each remote run's stderr is kept in frontier-logs/ beside OUT.md (its last 256 KiB);
+RG_FRONTIER_LOG=debug (or any REMOTE_GPU_LOG spec) sets the remote runs' log level.
+
 WRAPPER runs a command in the GPU-less namespace (tests/gpu/run.sh's gpuless.sh).
 Cases print "result ..." lines, compared local vs remote; anything else is noise.
 """
@@ -17,6 +20,9 @@ import tempfile
 wrap, port, lib, out = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
 driver_dir = os.path.join(os.path.dirname(lib), "driver")
 work = tempfile.mkdtemp(prefix="rg-frontier.")
+logs = os.path.join(os.path.dirname(os.path.abspath(out)), "frontier-logs")
+os.makedirs(logs, exist_ok=True)
+log_spec = os.environ.get("RG_FRONTIER_LOG")
 
 PY = {
     "torch.compile (default)": """
@@ -119,6 +125,8 @@ def run(cmd, remote, timeout=240):
     if remote:
         pre = wrap.split() + ["env", f"REMOTE_GPU=127.0.0.1:{port}", f"LD_PRELOAD={lib}",
                               f"LD_LIBRARY_PATH={driver_dir}", f"TRITON_LIBCUDA_PATH={driver_dir}"]
+        if log_spec:
+            pre.append(f"REMOTE_GPU_LOG={log_spec}")
     try:
         p = subprocess.run(pre + cmd, env=env, capture_output=True, text=True, timeout=timeout)
         return p.returncode, p.stdout, p.stderr
@@ -146,6 +154,9 @@ for name, src in CU.items():
 for name, cmd in cases:
     lrc, lout, lerr = run(cmd, False)
     rrc, rout, rerr = run(cmd, True)
+    slug = "".join(c if c.isalnum() else "_" for c in name)
+    with open(os.path.join(logs, slug + ".err"), "w") as fh:
+        fh.write(rerr[-(256 << 10):])
     lres = [l for l in lout.splitlines() if not l.startswith("time")]
     rres = [l for l in rout.splitlines() if not l.startswith("time")]
     same = "yes" if lres == rres and lres else "no"
