@@ -7,7 +7,8 @@ local one, and the first error line where it did not.
   frontier.py WRAPPER PORT LIBREMOTE OUT.md
 
 Each remote run's stderr is kept in frontier-logs/ beside OUT.md (its last 256 KiB);
-RG_FRONTIER_LOG=debug (or any REMOTE_GPU_LOG spec) sets the remote runs' log level.
+RG_FRONTIER_LOG=debug (or any REMOTE_GPU_LOG spec) sets the remote runs' log level;
+RG_FRONTIER_ONLY="JAX,graph" runs only the cases whose name holds one of these words.
 
 WRAPPER runs a command in the GPU-less namespace (tests/gpu/run.sh's gpuless.sh).
 Cases print "result ..." lines, compared local vs remote; anything else is noise.
@@ -151,6 +152,9 @@ for name, src in CU.items():
         fh.write(src)
     b = subprocess.run(["nvcc", "-o", exe, f], capture_output=True, text=True)
     cases.append((name, [exe] if b.returncode == 0 else ["false"]))
+only = [w for w in os.environ.get("RG_FRONTIER_ONLY", "").split(",") if w]
+if only:
+    cases = [c for c in cases if any(w in c[0] for w in only)]
 for name, cmd in cases:
     lrc, lout, lerr = run(cmd, False)
     rrc, rout, rerr = run(cmd, True)
