@@ -8,9 +8,11 @@
  * Every device range is checked here first, so a bad pointer fails at the call,
  * as with CUDA; the server checks again, trusting nothing.
  */
+#include <inttypes.h>
 #include <string.h>
 
 #include "managed.h"
+#include "rg_log.h"
 #include "rpc.h"
 #include "rt.h"
 
@@ -27,7 +29,17 @@ int fe_mem_kind(const void *p)
 int fe_mem_device_ok(const void *p, size_t len)
 {
 	fe_range r;
-	return fe_mem_find((uintptr_t)p, len, &r) == 0 && device_kind(r.kind);
+	int found = fe_mem_find((uintptr_t)p, len, &r);
+	if (found == 0 && device_kind(r.kind))
+		return 1;
+	/* The caller answers invalid value; what the program passed is what finding
+	 * out why needs (REMOTE_GPU_LOG=debug). */
+	if (found < 0)
+		LOG_DEBUG("frontend", "%p + %zu bytes: in no allocation of this program", p, len);
+	else
+		LOG_DEBUG("frontend", "%p + %zu bytes: %s allocation %#" PRIx64 " + %" PRIu64 " (kind %d)", p, len,
+			  found ? "runs past the end of" : "not device memory:", r.base, r.size, r.kind);
+	return 0;
 }
 
 /* Managed memory is copied on the device side whatever the kind says (as
