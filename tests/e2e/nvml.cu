@@ -220,8 +220,13 @@ int main(int argc, char **argv)
 	NV(nvmlDeviceGetHandleByIndex_v2(n, &h), INVALID_ARGUMENT);
 	NV(nvmlDeviceGetHandleByIndex_v2(0, NULL), INVALID_ARGUMENT);
 	NV(nvmlDeviceGetName(NULL, name, sizeof(name)), INVALID_ARGUMENT);
-	NV(nvmlDeviceGetName((nvmlDevice_t)(uintptr_t)0x1234, name, sizeof(name)), INVALID_ARGUMENT);
-	NV(nvmlDeviceGetMemoryInfo((nvmlDevice_t)name, &m), INVALID_ARGUMENT);
+	/* Handles that are not handles: libremote.so refuses them; NVML itself
+	 * may dereference them (a local run on an H100 died of SIGSEGV after the memory checks), so only
+	 * where the answer is ours (the test double's runs) is it asked. */
+	if (rg_fake()) {
+		NV(nvmlDeviceGetName((nvmlDevice_t)(uintptr_t)0x1234, name, sizeof(name)), INVALID_ARGUMENT);
+		NV(nvmlDeviceGetMemoryInfo((nvmlDevice_t)name, &m), INVALID_ARGUMENT);
+	}
 	NV(nvmlDeviceGetHandleByUUID("GPU-00000000-0000-0000-0000-000000000000", &h), NOT_FOUND);
 	NV(nvmlDeviceGetHandleByPciBusId_v2("not a bus id", &h), INVALID_ARGUMENT);
 	NV(nvmlDeviceGetHandleByPciBusId_v2("00000000:FF:1F.0", &h), NOT_FOUND);
