@@ -226,7 +226,7 @@ CUresult cuMemcpy3DAsync(const CUDA_MEMCPY3D *pCopy, CUstream hStream) { return 
 /* ---- memsets: elements of 1, 2 or 4 bytes, on naturally aligned addresses ---- */
 
 static cudaError_t memset_1d(fe_api_site site, CUdeviceptr dst, uint32_t value, uint32_t elem, size_t n,
-			     CUstream stream)
+			     CUstream stream, int async)
 {
 	fe_conn *c;
 	cudaError_t e = fe_rt_enter_site(&c, site);
@@ -234,8 +234,13 @@ static cudaError_t memset_1d(fe_api_site site, CUdeviceptr dst, uint32_t value, 
 		return e;
 	if (n == 0)
 		return cudaSuccess;
-	if (dst % elem || n > SIZE_MAX / elem || !fe_mem_device_ok(PTR(dst), n * elem))
+	if (dst % elem || n > SIZE_MAX / elem)
 		return fe_rt_fail(cudaErrorInvalidValue);
+	if (!fe_mem_device_ok(PTR(dst), n * elem)) {
+		if (fe_host_memset_target(PTR(dst), n * elem))
+			return fe_host_memset(PTR(dst), n * elem, value, elem, n, 1, STREAM(stream), !async);
+		return fe_rt_fail(cudaErrorInvalidValue);
+	}
 	return fe_rt_leave(fe_rpc_memset(c, dst, value, elem, n, fe_rt_stream(STREAM(stream))));
 }
 /* Counted under the entry point that called it (stats.h). */
@@ -243,7 +248,7 @@ static cudaError_t memset_1d(fe_api_site site, CUdeviceptr dst, uint32_t value, 
 
 /* width in elements */
 static cudaError_t memset_2d(fe_api_site site, CUdeviceptr dst, size_t pitch, uint32_t value, uint32_t elem,
-			     size_t width, size_t height, CUstream stream)
+			     size_t width, size_t height, CUstream stream, int async)
 {
 	fe_conn *c;
 	cudaError_t e = fe_rt_enter_site(&c, site);
@@ -252,66 +257,71 @@ static cudaError_t memset_2d(fe_api_site site, CUdeviceptr dst, size_t pitch, ui
 	if (width == 0 || height == 0)
 		return cudaSuccess;
 	if (dst % elem || pitch % elem || width > pitch / elem ||
-	    (height > 1 && pitch > (SIZE_MAX - width * elem) / (height - 1)) ||
-	    !fe_mem_device_ok(PTR(dst), pitch * (height - 1) + width * elem))
+	    (height > 1 && pitch > (SIZE_MAX - width * elem) / (height - 1)))
 		return fe_rt_fail(cudaErrorInvalidValue);
+	size_t span = pitch * (height - 1) + width * elem;
+	if (!fe_mem_device_ok(PTR(dst), span)) {
+		if (fe_host_memset_target(PTR(dst), span))
+			return fe_host_memset(PTR(dst), pitch, value, elem, width, height, STREAM(stream), !async);
+		return fe_rt_fail(cudaErrorInvalidValue);
+	}
 	return fe_rt_leave(fe_rpc_memset_2d(c, dst, pitch, value, elem, width, height, fe_rt_stream(STREAM(stream))));
 }
 #define memset_2d(...) FE_DRV(memset_2d(FE_API_SITE, __VA_ARGS__))
 
-CUresult cuMemsetD8(CUdeviceptr dstDevice, unsigned char uc, size_t N) { return memset_1d(dstDevice, uc, 1, N, 0); }
+CUresult cuMemsetD8(CUdeviceptr dstDevice, unsigned char uc, size_t N) { return memset_1d(dstDevice, uc, 1, N, 0, 0); }
 
 CUresult cuMemsetD16(CUdeviceptr dstDevice, unsigned short us, size_t N)
 {
-	return memset_1d(dstDevice, us, 2, N, 0);
+	return memset_1d(dstDevice, us, 2, N, 0, 0);
 }
 
-CUresult cuMemsetD32(CUdeviceptr dstDevice, unsigned int ui, size_t N) { return memset_1d(dstDevice, ui, 4, N, 0); }
+CUresult cuMemsetD32(CUdeviceptr dstDevice, unsigned int ui, size_t N) { return memset_1d(dstDevice, ui, 4, N, 0, 0); }
 
 CUresult cuMemsetD8Async(CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream)
 {
-	return memset_1d(dstDevice, uc, 1, N, hStream);
+	return memset_1d(dstDevice, uc, 1, N, hStream, 1);
 }
 
 CUresult cuMemsetD16Async(CUdeviceptr dstDevice, unsigned short us, size_t N, CUstream hStream)
 {
-	return memset_1d(dstDevice, us, 2, N, hStream);
+	return memset_1d(dstDevice, us, 2, N, hStream, 1);
 }
 
 CUresult cuMemsetD32Async(CUdeviceptr dstDevice, unsigned int ui, size_t N, CUstream hStream)
 {
-	return memset_1d(dstDevice, ui, 4, N, hStream);
+	return memset_1d(dstDevice, ui, 4, N, hStream, 1);
 }
 
 CUresult cuMemsetD2D8(CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc, size_t Width, size_t Height)
 {
-	return memset_2d(dstDevice, dstPitch, uc, 1, Width, Height, 0);
+	return memset_2d(dstDevice, dstPitch, uc, 1, Width, Height, 0, 0);
 }
 
 CUresult cuMemsetD2D16(CUdeviceptr dstDevice, size_t dstPitch, unsigned short us, size_t Width, size_t Height)
 {
-	return memset_2d(dstDevice, dstPitch, us, 2, Width, Height, 0);
+	return memset_2d(dstDevice, dstPitch, us, 2, Width, Height, 0, 0);
 }
 
 CUresult cuMemsetD2D32(CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui, size_t Width, size_t Height)
 {
-	return memset_2d(dstDevice, dstPitch, ui, 4, Width, Height, 0);
+	return memset_2d(dstDevice, dstPitch, ui, 4, Width, Height, 0, 0);
 }
 
 CUresult cuMemsetD2D8Async(CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc, size_t Width, size_t Height,
 			   CUstream hStream)
 {
-	return memset_2d(dstDevice, dstPitch, uc, 1, Width, Height, hStream);
+	return memset_2d(dstDevice, dstPitch, uc, 1, Width, Height, hStream, 1);
 }
 
 CUresult cuMemsetD2D16Async(CUdeviceptr dstDevice, size_t dstPitch, unsigned short us, size_t Width, size_t Height,
 			    CUstream hStream)
 {
-	return memset_2d(dstDevice, dstPitch, us, 2, Width, Height, hStream);
+	return memset_2d(dstDevice, dstPitch, us, 2, Width, Height, hStream, 1);
 }
 
 CUresult cuMemsetD2D32Async(CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui, size_t Width, size_t Height,
 			    CUstream hStream)
 {
-	return memset_2d(dstDevice, dstPitch, ui, 4, Width, Height, hStream);
+	return memset_2d(dstDevice, dstPitch, ui, 4, Width, Height, hStream, 1);
 }

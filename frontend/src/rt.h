@@ -115,6 +115,13 @@ int fe_mem_kind(const void *p);
 /* [p, p + len) lies in one range of device memory (allocated, a module global,
  * managed): what a copy may touch on the device side. */
 int fe_mem_device_ok(const void *p, size_t len);
+/* [p, p + len) lies in one pinned or registered host range (host_memset.c). */
+int fe_host_memset_target(const void *p, size_t len);
+/* A memset of that memory, run here in the stream's order (width in elements
+ * of elem bytes, rows pitch bytes apart); sync: wait for it. Calls the runtime's
+ * entry points, so the caller returns this result as it is. */
+cudaError_t fe_host_memset(void *p, size_t pitch, uint32_t value, uint32_t elem, size_t width, size_t height,
+			   cudaStream_t stream, int sync);
 
 /* The pool cudaMallocAsync on a device allocates from (rt_mempool.c), as this
  * process last set or read it (forgotten with the session, fe_rt_on_forget). */

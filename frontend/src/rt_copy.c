@@ -328,7 +328,7 @@ cudaError_t cudaGetSymbolSize(size_t *size, const void *symbol)
 	return cudaSuccess;
 }
 
-static cudaError_t memset_common(fe_api_site site, void *p, int value, size_t count, cudaStream_t stream)
+static cudaError_t memset_common(fe_api_site site, void *p, int value, size_t count, cudaStream_t stream, int async)
 {
 	fe_conn *c;
 	cudaError_t e = fe_rt_enter_site(&c, site);
@@ -336,22 +336,25 @@ static cudaError_t memset_common(fe_api_site site, void *p, int value, size_t co
 		return e;
 	if (count == 0)
 		return cudaSuccess;
-	if (!fe_mem_device_ok(p, count))
+	if (!fe_mem_device_ok(p, count)) {
+		if (fe_host_memset_target(p, count))
+			return fe_host_memset(p, count, (uint8_t)value, 1, count, 1, stream, !async);
 		return fe_rt_fail(cudaErrorInvalidValue);
+	}
 	return fe_rt_leave(fe_rpc_memset(c, (uintptr_t)p, (uint8_t)value, 1, count, fe_rt_stream(stream)));
 }
 /* Counted under the entry point that called it (stats.h). */
 #define memset_common(...) memset_common(FE_API_SITE, __VA_ARGS__)
 
-cudaError_t cudaMemset(void *devPtr, int value, size_t count) { return memset_common(devPtr, value, count, 0); }
+cudaError_t cudaMemset(void *devPtr, int value, size_t count) { return memset_common(devPtr, value, count, 0, 0); }
 
 cudaError_t cudaMemsetAsync(void *devPtr, int value, size_t count, cudaStream_t stream)
 {
-	return memset_common(devPtr, value, count, stream);
+	return memset_common(devPtr, value, count, stream, 1);
 }
 
 static cudaError_t memset2d_common(fe_api_site site, void *p, size_t pitch, int value, size_t width, size_t height,
-				   cudaStream_t s)
+				   cudaStream_t s, int async)
 {
 	fe_conn *c;
 	cudaError_t e = fe_rt_enter_site(&c, site);
@@ -361,8 +364,11 @@ static cudaError_t memset2d_common(fe_api_site site, void *p, size_t pitch, int 
 		return cudaSuccess;
 	if (width > pitch)
 		return fe_rt_fail(cudaErrorInvalidPitchValue);
-	if (!fe_mem_device_ok(p, pitch * (height - 1) + width))
+	if (!fe_mem_device_ok(p, pitch * (height - 1) + width)) {
+		if (fe_host_memset_target(p, pitch * (height - 1) + width))
+			return fe_host_memset(p, pitch, (uint8_t)value, 1, width, height, s, !async);
 		return fe_rt_fail(cudaErrorInvalidValue);
+	}
 	return fe_rt_leave(fe_rpc_memset_2d(c, (uintptr_t)p, pitch, (uint8_t)value, 1, width, height, fe_rt_stream(s)));
 }
 /* Counted under the entry point that called it (stats.h). */
@@ -370,13 +376,13 @@ static cudaError_t memset2d_common(fe_api_site site, void *p, size_t pitch, int 
 
 cudaError_t cudaMemset2D(void *devPtr, size_t pitch, int value, size_t width, size_t height)
 {
-	return memset2d_common(devPtr, pitch, value, width, height, 0);
+	return memset2d_common(devPtr, pitch, value, width, height, 0, 0);
 }
 
 cudaError_t cudaMemset2DAsync(void *devPtr, size_t pitch, int value, size_t width, size_t height,
 			      cudaStream_t stream)
 {
-	return memset2d_common(devPtr, pitch, value, width, height, stream);
+	return memset2d_common(devPtr, pitch, value, width, height, stream, 1);
 }
 
 /* ---- 3D: linear (pitched) memory as depth slices of 2D copies; arrays in rt_array.c ---- */

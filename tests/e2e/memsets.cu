@@ -115,6 +115,56 @@ static void twod(int async)
 	CK(cudaFree(d));
 }
 
+/* Pinned and registered host memory: a local GPU reaches it at its host
+ * address (unified addressing), so memsets on it are legal. The synchronous
+ * ones are done when they return; the asynchronous ones keep the stream's
+ * order (a copy into the buffer before the memset, on the same stream). */
+static void pinned(void)
+{
+	const size_t n = 4096;
+	uint8_t *h, *d, *want = (uint8_t *)malloc(n), *reg = (uint8_t *)malloc(n);
+	CK(cudaMallocHost((void **)&h, n));
+	CK(cudaMalloc((void **)&d, n));
+	CK(cudaMemset(d, 0x77, n));
+	CK(cudaDeviceSynchronize());
+	memset(h, 0x01, n);
+	memset(want, 0x01, n);
+	CK(cudaMemset(h + 100, 0x5a, 1000)); /* done on return: no synchronisation */
+	memset(want + 100, 0x5a, 1000);
+	int ok = !memcmp(h, want, n);
+	cudaStream_t s;
+	CK(cudaStreamCreate(&s));
+	CK(cudaMemcpyAsync(h, d, 2048, cudaMemcpyDeviceToHost, s));
+	CK(cudaMemsetAsync(h + 1024, 0x22, 512, s));
+	CK(cudaMemset2DAsync(h + 3000, 64, 0x33, 10, 5, s));
+	CK(cudaStreamSynchronize(s));
+	memset(want, 0x77, 2048);
+	memset(want + 1024, 0x22, 512);
+	for (int r = 0; r < 5; r++)
+		memset(want + 3000 + 64 * r, 0x33, 10);
+	ok = ok && !memcmp(h, want, n);
+	printf("memset pinned: %s fnv=%016llx\n", ok ? "ok" : "MISMATCH", (unsigned long long)rg_fnv(h, n));
+	if (!ok)
+		rg_failures++;
+
+	memset(reg, 0x02, n);
+	CK(cudaHostRegister(reg, n, cudaHostRegisterDefault));
+	CK(cudaMemsetAsync(reg + 8, 0x44, 16, s));
+	CK(cudaStreamSynchronize(s));
+	memset(want, 0x02, n);
+	memset(want + 8, 0x44, 16);
+	ok = !memcmp(reg, want, n);
+	printf("memset registered: %s\n", ok ? "ok" : "MISMATCH");
+	if (!ok)
+		rg_failures++;
+	CK(cudaHostUnregister(reg));
+	CK(cudaStreamDestroy(s));
+	CK(cudaFreeHost(h));
+	CK(cudaFree(d));
+	free(reg);
+	free(want);
+}
+
 int main(void)
 {
 	CK(cudaSetDevice(0));
@@ -122,5 +172,6 @@ int main(void)
 	linear(1);
 	twod(0);
 	twod(1);
+	pinned();
 	return rg_finish("memsets");
 }
