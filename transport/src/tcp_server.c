@@ -806,9 +806,6 @@ static void on_bytes(sconn *c, const uv_buf_t *buf, ssize_t nread)
 
 /* ---- tls ---- */
 
-/* The most plaintext one TLS record carries (RFC 8446, 5.1). */
-#define TLS_RECORD_MAX 16384
-
 /* Before the handshake: a remote-gpu frame where a ClientHello should be is a
  * plain tcp:// client. Tell it so in clear rather than leaving it to guess
  * from a reset. Returns 1 when that is what came (the connection then ends). */
@@ -878,13 +875,7 @@ static void tls_poll_cb(uv_poll_t *p, int status, int events)
 		uv_poll_start(p, UV_READABLE, tls_poll_cb);
 	/* Until the socket is drained; after a while yield the loop to other
 	 * connections (the poll is level-triggered: it comes back) unless SSL
-	 * holds bytes already read from the socket, which no poll would see.
-	 * A record shorter than the most TLS puts in one (and than asked), with
-	 * nothing left in SSL, ended a write of the peer's, which most likely
-	 * drained the socket: back to the loop, as libuv's own reads do on a
-	 * short read, rather than one more read() to hear EAGAIN (strace -c:
-	 * two reads per request, half of them EAGAIN). Full records (a bulk
-	 * payload) go on reading without a trip through the loop. */
+	 * holds bytes already read from the socket, which no poll would see. */
 	for (int i = 0;; i++) {
 		uv_buf_t buf;
 		size_t got;
@@ -899,7 +890,7 @@ static void tls_poll_cb(uv_poll_t *p, int status, int events)
 		on_bytes(c, &buf, r == TRANSPORT_OK ? (ssize_t)got : r == TRANSPORT_ECLOSED ? UV_EOF : UV_EIO);
 		if (r != TRANSPORT_OK || c->torn_down)
 			return;
-		if ((i >= 64 || (got < buf.len && got < TLS_RECORD_MAX)) && !tls_session_pending(c->tls))
+		if (i >= 64 && !tls_session_pending(c->tls))
 			return;
 	}
 }

@@ -18,11 +18,9 @@
  * writes that to the socket (a socket BIO, not a memory BIO, so no copy of
  * ours; OpenSSL 3.0's record layer still copies on each side: memmove was
  * 18-24% of a copy's profile, and a copy costs about twice tcp's CPU per
- * byte), in full 16 KiB records; small iovecs (a frame's header and msgpack part) are gathered
- * first so that a small frame is still one record and one write. After the
- * handshake the write side is our own BIO (send_bio), which sends with
- * MSG_NOSIGNAL: no SIGPIPE to guard against, so no signal-mask system calls
- * around each write.
+ * byte), in full 16 KiB records; small iovecs (a frame's header and msgpack
+ * part) are gathered first so that a small frame is still one record and one
+ * write.
  *
  * Threads. One connection is read by one thread and written by others at the
  * same time, but an SSL object is not thread-safe. So every SSL call on a
@@ -74,7 +72,6 @@ struct tls_session {
 	pthread_mutex_t lock; /* every SSL_* call on ssl */
 	int ktls_tx, ktls_rx;
 	int client; /* in the user's program: a write must not raise SIGPIPE */
-	int send_bio; /* writes go through send_bio_method: no SIGPIPE possible */
 	uint8_t gather[GATHER_BUF]; /* writers only (the caller's send lock) */
 };
 
@@ -82,7 +79,6 @@ static struct {
 	pthread_mutex_t lock;
 	SSL_CTX *server, *client;
 	int client_tried;
-	BIO_METHOD *send_bio; /* made once, never freed */
 } G = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static const char *ssl_errstr(char *buf, size_t len);
@@ -126,54 +122,6 @@ static void pipe_guard_end(pipe_guard *g, int sys_errno)
 			;
 	}
 	pthread_sigmask(SIG_SETMASK, &g->old, NULL);
-}
-
-/* ---- the write BIO ---- */
-
-/* What the socket BIO does for writes, with send(MSG_NOSIGNAL) instead of
- * write(). The client used to block SIGPIPE around every SSL call that writes
- * (pipe_guard): two pthread_sigmask system calls per write, as many as the
- * writes themselves on a round trip (strace -c of remote-bench: 67k
- * rt_sigprocmask for 33k calls). Installed after the handshake, where kernel
- * TLS (which needs the socket BIO) did not take over sending. */
-static int send_bio_write(BIO *b, const char *buf, size_t len, size_t *written)
-{
-	tls_session *t = BIO_get_data(b);
-	ssize_t r;
-
-	BIO_clear_retry_flags(b);
-	do
-		r = send(t->fd, buf, len, MSG_NOSIGNAL);
-	while (r < 0 && errno == EINTR);
-	if (r >= 0) {
-		*written = (size_t)r;
-		return 1;
-	}
-	*written = 0;
-	if (errno == EAGAIN || errno == EWOULDBLOCK)
-		BIO_set_retry_write(b);
-	return 0; /* errno says why (write_ssl reads it) */
-}
-
-static long send_bio_ctrl(BIO *b, int cmd, long num, void *ptr)
-{
-	(void)b, (void)num, (void)ptr;
-	return cmd == BIO_CTRL_FLUSH; /* nothing buffered; everything else unknown */
-}
-
-static BIO_METHOD *send_bio_method(void)
-{
-	pthread_mutex_lock(&G.lock);
-	if (!G.send_bio) {
-		BIO_METHOD *m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "remote-gpu tls send");
-		if (m && BIO_meth_set_write_ex(m, send_bio_write) == 1 && BIO_meth_set_ctrl(m, send_bio_ctrl) == 1)
-			G.send_bio = m;
-		else
-			BIO_meth_free(m);
-	}
-	BIO_METHOD *m = G.send_bio;
-	pthread_mutex_unlock(&G.lock);
-	return m;
 }
 
 /* ---- contexts ---- */
@@ -348,16 +296,6 @@ static void session_after_handshake(tls_session *t, const char *peer)
 	 * wants the socket untouched) is decided by now. */
 	if (!t->ktls_rx)
 		SSL_set_read_ahead(t->ssl, 1);
-	/* Without kernel TLS send, writes go through send_bio. If it cannot be
-	 * made, the socket BIO stays, with pipe_guard. */
-	BIO_METHOD *m = t->ktls_tx ? NULL : send_bio_method();
-	BIO *b = m ? BIO_new(m) : NULL;
-	if (b) {
-		BIO_set_data(b, t);
-		BIO_set_init(b, 1);
-		SSL_set0_wbio(t->ssl, b); /* drops the socket BIO's write reference */
-		t->send_bio = 1;
-	}
 	LOG_INFO("transport", "%s: %s %s, kernel TLS send %s, receive %s", peer, SSL_get_version(t->ssl),
 		 SSL_get_cipher_name(t->ssl), t->ktls_tx ? "on" : "off", t->ktls_rx ? "on" : "off");
 }
@@ -562,7 +500,7 @@ static int write_ssl(tls_session *t, const uint8_t *p, size_t n, atomic_int *sto
 		size_t k = n < WRITE_CHUNK ? n : WRITE_CHUNK, w = 0;
 		pipe_guard g;
 		pthread_mutex_lock(&t->lock);
-		pipe_guard_begin(&g, t->client && !t->send_bio);
+		pipe_guard_begin(&g, t->client);
 		errno = 0;
 		int r = SSL_write_ex(t->ssl, p, k, &w);
 		int sys = errno;
