@@ -80,7 +80,8 @@ int be_tls_setup(transport_addr *addr, int session)
 		fprintf(stderr, "remote-gpud: %s:// needs --tls-cert FILE and --tls-key FILE\n", addr->scheme);
 		return 2;
 	}
-	if (session || T.insecure || transport_addr_is_loopback(addr))
+	/* shm:// never leaves the host (a unix socket and shared pages). */
+	if (session || T.insecure || !strcmp(addr->scheme, "shm") || transport_addr_is_loopback(addr))
 		return 0;
 	if (tcp)
 		fprintf(stderr,

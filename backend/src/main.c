@@ -41,6 +41,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -310,6 +311,16 @@ static int session_process_end(void)
 	return 0;
 }
 
+/* A unix socket came from an shm:// listener; otherwise tcp (or tls). */
+static const char *adopt_scheme(int fd)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0 && ss.ss_family == AF_UNIX)
+		return "shm";
+	return be_tls_adopt_scheme();
+}
+
 /* --session-fd: serve the one connection the supervisor handed over, then exit. */
 static int serve_one(int fd)
 {
@@ -321,7 +332,7 @@ static int serve_one(int fd)
 		.on_close = on_close_last,
 	};
 	pthread_setname_np(pthread_self(), "rg-session"); /* not "exe", from /proc/self/exe */
-	int r = transport_adopt(&M.loop, be_tls_adopt_scheme(), fd, &cb, &M.loop, &M.listener);
+	int r = transport_adopt(&M.loop, adopt_scheme(fd), fd, &cb, &M.loop, &M.listener);
 	if (r != TRANSPORT_OK) {
 		LOG_ERROR(BE_LOG, "--session-fd %d: %s", fd, transport_strerror(r));
 		return stop_early();
@@ -783,6 +794,12 @@ int main(int argc, char **argv)
 	if (metrics_port >= 0 && (mport = be_metrics_start(&M.loop, metrics_host, metrics_port)) < 0) {
 		transport_listener_close(M.listener);
 		return stop_early();
+	}
+	/* shm:// has no port to name the run directory by: the socket's path does. */
+	static char shm_run_dir[300];
+	if (!run_dir && !strcmp(addr.scheme, "shm")) {
+		snprintf(shm_run_dir, sizeof(shm_run_dir), "%s.run", addr.host);
+		run_dir = shm_run_dir;
 	}
 	if (be_status_server_open(run_dir, addr.host, port, isolation, mport) == 0)
 		setenv("REMOTE_GPUD_RUN_DIR", be_status_dir(), 1); /* for the session processes */

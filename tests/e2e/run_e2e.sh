@@ -6,7 +6,7 @@
 # LD_PRELOAD=libremote.so.
 #
 #   tests/e2e/run_e2e.sh [--build DIR] [--bin DIR] [--only NAME[,NAME...]]
-#                        [--driver PATH] [--keep] [--list]
+#                        [--driver PATH] [--transport tcp|shm] [--keep] [--list]
 #
 #   --build DIR   the CMake build folder (default $RG_BUILD_DIR or <repo>/build):
 #                 backend/remote-gpud, frontend/libremote.so and
@@ -17,6 +17,9 @@
 #   --only LIST   run only these tests (names from --list)
 #   --driver PATH run the backend on another driver library (default: the fake;
 #                 with another driver the launch-log checks are skipped)
+#   --transport T tcp (default, $RG_E2E_TRANSPORT) or shm: the server listens on
+#                 shm://<scratch>/gpud.sock and the clients connect there
+#                 (garbage, which writes raw bytes to a tcp port, is tcp only)
 #   --keep        keep the scratch folder (it is always kept when a test fails)
 #
 # Each program test: the program's exit status is 0; its stdout, less the
@@ -40,6 +43,7 @@ only=
 driver=
 keep=0
 timeout_s=${RG_E2E_TIMEOUT:-120}
+transport=${RG_E2E_TRANSPORT:-tcp}
 
 # The lists are programs.txt's (tags ci, ci-static, scenario, helper). The
 # programs that end in a sticky error (faulting) run last: on a GPU their error
@@ -59,6 +63,7 @@ while [ $# -gt 0 ]; do
     --bin) bin=$2; shift 2 ;;
     --only) only=$2; shift 2 ;;
     --driver) driver=$2; shift 2 ;;
+    --transport) transport=$2; shift 2 ;;
     --keep) keep=1; shift ;;
     --list) printf '%s\n' "${PROGRAMS[@]}" "${STATIC[@]/#/static_}" "${SPECIAL[@]}"; exit 0 ;;
     -h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
@@ -66,6 +71,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 build=$(cd "$build" 2>/dev/null && pwd || echo "$build")
+case $transport in tcp|shm) ;; *) echo "run_e2e: --transport tcp or shm, not $transport" >&2; exit 2 ;; esac
 bin=${bin:-$build/tests/e2e/bin}
 
 skip() {
@@ -138,6 +144,7 @@ export REMOTE_GPU_HASH_CACHE=$work/hash-cache
 launch_log=$work/launch.log
 srv_pid=
 srv_port=
+srv_addr= # what clients put in REMOTE_GPU
 holder_pid=
 holder_fd=
 pass=0
@@ -173,12 +180,16 @@ start_server() {
   local pf=$work/port
   rm -f "$pf"
   echo "--- remote-gpud start $(date +%T)" >>"$work/server.log"
-  ASAN_OPTIONS=$srv_asan_options FAKECUDA_LAUNCH_LOG=$launch_log "$gpud" --listen 127.0.0.1:0 --port-file "$pf" --driver "$driver" \
+  local listen=127.0.0.1:0
+  [ "$transport" = shm ] && listen=shm://$work/gpud.sock
+  ASAN_OPTIONS=$srv_asan_options FAKECUDA_LAUNCH_LOG=$launch_log "$gpud" --listen "$listen" --port-file "$pf" --driver "$driver" \
     >>"$work/server.log" 2>&1 &
   srv_pid=$!
   local n=100
   while [ $n -gt 0 ]; do
     if [ -s "$pf" ] && read -r srv_port <"$pf" && [[ $srv_port =~ ^[0-9]+$ ]]; then
+      srv_addr=127.0.0.1:$srv_port
+      [ "$transport" = shm ] && srv_addr=${listen}
       return 0
     fi
     kill -0 "$srv_pid" 2>/dev/null || break
@@ -197,7 +208,7 @@ server_alive() { [ -n "$srv_pid" ] && kill -0 "$srv_pid" 2>/dev/null; }
 # find libremote.so as libcuda.so.1)
 client_gpus= # REMOTE_GPU for the client, if not the one server
 client() {
-  REMOTE_GPU=${client_gpus:-127.0.0.1:$srv_port} LD_PRELOAD=$preload LD_LIBRARY_PATH=$build/frontend/driver${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
+  REMOTE_GPU=${client_gpus:-$srv_addr} LD_PRELOAD=$preload LD_LIBRARY_PATH=$build/frontend/driver${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
     RGTEST_FAKE=$fake_mode timeout "$timeout_s" "$@"
 }
 
@@ -368,7 +379,7 @@ t_kill_mid_copy() {
   for round in 1 2; do
     delay=$([ $round = 1 ] && echo 0.3 || echo 1.1)
     local out=$work/copyloop.$round
-    REMOTE_GPU=127.0.0.1:$srv_port LD_PRELOAD=$preload RGTEST_FAKE=$fake_mode "$bin/copyloop" >"$out" 2>"$out.err" &
+    REMOTE_GPU=$srv_addr LD_PRELOAD=$preload RGTEST_FAKE=$fake_mode "$bin/copyloop" >"$out" 2>"$out.err" &
     local pid=$! n=300
     while [ $n -gt 0 ] && ! grep -q '^ready' "$out" 2>/dev/null && kill -0 $pid 2>/dev/null; do
       sleep 0.1
@@ -395,6 +406,10 @@ t_kill_mid_copy() {
 
 t_garbage() {
   problems=()
+  if [ "$transport" != tcp ]; then
+    echo "SKIP: garbage writes to a tcp port (shm's ring parser: tests/unit/test_shm.c, tests/fuzz)"
+    return 0
+  fi
   "$here/garbage.sh" 127.0.0.1 "$srv_port" >"$work/garbage.log" 2>&1 ||
     problems+=("garbage.sh exit status $?: $(tail -n 3 "$work/garbage.log" | paste -sd';')")
   server_alive || problems+=("remote-gpud died: $(tail -n 5 "$work/server.log")")
@@ -413,7 +428,7 @@ t_garbage() {
 # and describe as two devices, as CUDA does.
 t_nvml_two() {
   problems=()
-  client_gpus=127.0.0.1:$srv_port,127.0.0.1:$srv_port
+  client_gpus=$srv_addr,$srv_addr
   run_program nvml "$work/nvml_two" 2
   client_gpus=
   server_alive || problems+=("remote-gpud died: $(tail -n 5 "$work/server.log")")
@@ -474,7 +489,7 @@ if [ -z "$baseline" ]; then
   fail=1
   exit 1
 fi
-echo "server on port $srv_port, free memory baseline $baseline"
+echo "server on $srv_addr, free memory baseline $baseline"
 
 for t in "${tests[@]}"; do
   [ "$t" = sigterm ] && continue

@@ -153,8 +153,21 @@ static const transport_provider *provider_find(const char *scheme)
 
 static int addr_fail(const char *s, const char *why)
 {
-	LOG_WARN("transport", "bad address \"%s\": %s (expected [scheme://]host:port)", s, why);
+	LOG_WARN("transport", "bad address \"%s\": %s (expected [scheme://]host:port or shm:///path)", s, why);
 	return TRANSPORT_EADDR;
+}
+
+/* shm:///path/to/socket: an absolute path, short enough for a unix socket
+ * (sun_path: 108 bytes with its NUL), in host; port 0. */
+static int parse_shm_path(const char *s, const char *path, transport_addr *out)
+{
+	if (path[0] != '/')
+		return addr_fail(s, "shm:// takes an absolute path to the server's socket (shm:///run/remote-gpu/sock)");
+	if (strlen(path) >= 108)
+		return addr_fail(s, "socket path too long (at most 107 bytes)");
+	strcpy(out->host, path);
+	out->port = 0;
+	return TRANSPORT_OK;
 }
 
 int transport_parse_addr(const char *s, transport_addr *out)
@@ -182,6 +195,8 @@ int transport_parse_addr(const char *s, transport_addr *out)
 		if (!known && !provider_find(out->scheme))
 			return addr_fail(s, "unknown scheme (tcp, tls, rdma, rdma+tls or shm)");
 		host = p + 3;
+		if (strcmp(out->scheme, "shm") == 0)
+			return parse_shm_path(s, host, out);
 	} else {
 		strcpy(out->scheme, "tcp");
 		host = s;

@@ -40,6 +40,10 @@ int transport_adopt(uv_loop_t *loop, const char *scheme, int fd, const transport
 		    transport_listener **out)
 {
 	*out = NULL;
+#ifdef RG_TRANSPORT_SHM
+	if (strcmp(scheme, "shm") == 0)
+		return shm_adopt(loop, fd, cb, ctx, out);
+#endif
 	int tls = strcmp(scheme, "tls") == 0;
 	if (!tls && strcmp(scheme, "tcp") != 0)
 		return TRANSPORT_ENOTSUP; /* an RDMA connection cannot change process */

@@ -61,7 +61,10 @@ extern const transport_provider transport_tls_listen_provider;
 extern const transport_provider transport_rdma_provider;
 #endif
 #ifdef RG_TRANSPORT_SHM
-extern const transport_provider transport_shm_provider;
+extern const transport_provider transport_shm_provider;        /* shm_client.c */
+extern const transport_provider transport_shm_listen_provider; /* shm_server.c */
+/* transport_adopt(..., "shm", ...): serves an accepted unix socket (shm_server.c). */
+int shm_adopt(uv_loop_t *loop, int fd, const transport_server_cb *cb, void *ctx, transport_listener **out);
 #endif
 
 /* ---- connect deadlines (tcp_client.c, rdma_client.c) ---- */

@@ -1,0 +1,55 @@
+/*
+ * Internals of the shm transport shared by its client (shm_client.c) and
+ * server (shm_server.c); the segment, the socket and the frame writer live in
+ * shm_seg.c, the rings in shm_ring.h. The design is the top comment of
+ * shm_seg.c; transport/README.md ("Shared memory") has the user's view.
+ */
+#ifndef SHM_INT_H
+#define SHM_INT_H
+
+#include "shm_ring.h"
+#include "transport_int.h"
+
+/* The setup message the server sends on the socket, with the segment's memfd
+ * as SCM_RIGHTS, before anything else. */
+#define SHM_SETUP_MAGIC 0x53524753u /* "SGRS" */
+typedef struct shm_setup {
+	uint32_t magic, version, ring_size, reserved;
+} shm_setup;
+
+/* Tunables (environment, read once): ring size of each direction
+ * (REMOTE_GPU_SHM_RING_KB, server; 8192), how long a waiting side polls
+ * before it sleeps (REMOTE_GPU_SHM_SPIN_US, both; 100). */
+uint32_t shm_ring_size_setting(void);
+uint64_t shm_spin_ns(void);
+
+/* Server: a sealed memfd of shm_seg_size(ring_size) (it can be neither
+ * shrunk nor grown, by the client either, so a mapping of it never faults),
+ * mapped and formatted. TRANSPORT_OK or TRANSPORT_ENOMEM (logged). */
+int shm_seg_create(uint32_t ring_size, int *memfd, void **base);
+/* Client: checks memfd (size, seals) and maps it. */
+int shm_seg_map(int memfd, uint32_t ring_size, void **base);
+
+/* The socket: the setup message (server sends, client receives within
+ * end: transport_deadline), doorbells (one byte, never blocking: one already
+ * queued wakes the peer as well), the peer's credentials as a name. */
+int shm_sock_send_setup(int fd, int memfd, uint32_t ring_size);
+int shm_sock_recv_setup(int fd, uint64_t end, int *memfd, uint32_t *ring_size);
+void shm_doorbell(int fd);
+/* "shm.uidU:PID" of the peer (admit.c counts sources by what is before the
+ * last ':': here the uid); its uid in *uid (-1 when unknown). */
+void shm_peer_name(int fd, char *buf, size_t len, long *uid);
+/* Whether the peer closed its end (a look, nothing read). */
+int shm_sock_peer_gone(int fd);
+
+/* Writes every byte of iov[0..iovcnt) into r as the producer: publishing as it
+ * goes (a large payload streams while the consumer reads it), ringing the
+ * doorbell on fd when the consumer sleeps, waiting for space (spinning spin_ns,
+ * then a futex on the consumer's tail, looking at *shut and the socket between
+ * naps). Returns TRANSPORT_OK, TRANSPORT_ECLOSED (shut, or the peer left) or
+ * TRANSPORT_EIO (the consumer's tail is corrupt). progress (may be NULL) counts
+ * each time the consumer freed space we waited for. Caller holds its send lock. */
+int shm_ring_write(shm_ring *r, const struct iovec *iov, int iovcnt, int fd, atomic_int *shut, uint64_t spin_ns,
+		   atomic_uint_fast64_t *progress);
+
+#endif

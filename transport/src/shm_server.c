@@ -1,0 +1,703 @@
+/*
+ * shm server: a unix-socket listener on the libuv loop of remote-gpud, and
+ * the connections it serves (shm_seg.c has the design).
+ *
+ * Accepting. The listener (shm:///path: a socket file made 0600, in a folder
+ * the operator keeps 0700) refuses peers of another uid (SO_PEERCRED). With
+ * on_accept_fd the socket goes to another process as is (remote-gpud: a
+ * session process), which serves it with transport_adopt(..., "shm", ...):
+ * the segment is made there, by the process that serves it, and goes with it.
+ *
+ * Reading (loop thread). A connection is watched by a uv_poll on its socket
+ * (doorbells, end of stream) and, while it is busy, by a uv_idle that polls
+ * the c2s ring on every turn of the loop (hot) until REMOTE_GPU_SHM_SPIN_US
+ * passed without a byte; then it sets its sleep flag and waits for a doorbell.
+ * Bytes are parsed by the same state machine as tcp's (header, msgpack part,
+ * payload), copied out of the ring first: the header into the connection's
+ * own buffer before proto_decode_hdr checks it, the msgpack part into a fresh
+ * allocation, the payload into what payload_dest chose. The client's head is
+ * read once per look and checked against our tail (shm_ring_avail): a client
+ * that writes nonsense there ends its connection (TRANSPORT_EIO), nothing
+ * more. One look takes at most LOOK_BUDGET bytes, so one streaming client
+ * cannot hold the loop from the others (thread mode).
+ *
+ * Writing (any thread): send_lock, then shm_ring_write into s2c.
+ *
+ * Closing, as tcp_server.c: other threads only record the request and wake
+ * the loop (transport_loopq); the loop thread tears down: shut set, senders
+ * woken (socket shut down, futex woken) and waited for (send_lock), on_close
+ * once, the handles closed; the segment is unmapped and the socket closed when
+ * both handles are closed; the object is freed once the upper layer also
+ * called transport_close.
+ */
+#define _GNU_SOURCE
+#include "shm_int.h"
+#include "loopq.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "rg_clock.h"
+#include "rg_list.h"
+#include "rg_log.h"
+
+#define LOOK_BUDGET (4u << 20) /* bytes one look at a ring takes at most */
+
+typedef struct shm_listener shm_listener;
+
+enum rx_state { RX_HDR, RX_MSG, RX_PAYLOAD };
+
+typedef struct sconn {
+	transport_conn base;
+	shm_listener *l;
+	void *conn_ctx;
+	int fd;
+	int memfd;
+	void *map;
+	size_t map_len;
+	uv_poll_t poll;
+	uv_idle_t idle;
+	int nhandles;      /* of poll and idle, not yet closed (loop thread) */
+	int hot;           /* idle started */
+	uint64_t active_ns; /* when bytes last came */
+	int peer_gone;
+	uint64_t spin_ns;
+	rg_list node;
+	rg_list req_node;
+
+	pthread_mutex_t lock;
+	int torn_down, released, handles_closed, close_err;
+	atomic_int shut;
+
+	pthread_mutex_t send_lock;
+	shm_ring tx; /* s2c */
+	int send_err;
+
+	/* loop thread */
+	shm_ring rx; /* c2s */
+	enum rx_state rx_state;
+	size_t rx_got;
+	uint8_t hdr[PROTO_HDR_SIZE];
+	transport_frame frame;
+} sconn;
+
+struct shm_listener {
+	transport_listener base;
+	uv_loop_t *loop;
+	int lfd; /* -1: an adopted connection's listener */
+	uv_poll_t lpoll;
+	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	transport_loopq q;
+	transport_server_cb cb;
+	void *ctx;
+	uint32_t ring_size;
+	uint64_t spin_ns;
+	int close_started;
+	int nhandles;
+	rg_list conns;
+};
+
+static int server_sendv(transport_conn *c, const struct iovec *iov, int iovcnt);
+static int server_recv_frame(transport_conn *c, transport_frame *f, transport_payload_dest_fn dest, void *ctx);
+static int server_reg_mem(transport_conn *c, void *addr, size_t len, transport_mr **out);
+static int server_dereg_mem(transport_conn *c, transport_mr *mr);
+static void server_shutdown(transport_conn *c);
+static void server_close(transport_conn *c);
+static int shm_listen(uv_loop_t *loop, const transport_addr *a, const transport_server_cb *cb, void *ctx,
+		      transport_listener **out);
+static void shm_listener_close(transport_listener *l);
+static void teardown(sconn *c, int err);
+static void look(sconn *c);
+
+static const transport_ops shm_server_ops = {
+	.scheme = "shm",
+	.sendv = server_sendv,
+	.recv_frame = server_recv_frame,
+	.reg_mem = server_reg_mem,
+	.dereg_mem = server_dereg_mem,
+	.shutdown = server_shutdown,
+	.close = server_close,
+};
+
+const transport_provider transport_shm_listen_provider = {
+	.scheme = "shm",
+	.listen = shm_listen,
+	.listener_close = shm_listener_close,
+};
+
+/* ---- listener ---- */
+
+static void listener_free_if_done(shm_listener *l)
+{
+	if (l->close_started && l->nhandles == 0) {
+		transport_loopq_destroy(&l->q);
+		free(l);
+	}
+}
+
+static void listener_close_cb(uv_handle_t *h)
+{
+	shm_listener *l = h->data;
+	l->nhandles--;
+	listener_free_if_done(l);
+}
+
+static void lpoll_close_cb(uv_handle_t *h)
+{
+	shm_listener *l = h->data;
+	close(l->lfd);
+	if (l->path[0])
+		unlink(l->path);
+	listener_close_cb(h);
+}
+
+static void on_async(uv_async_t *a)
+{
+	shm_listener *l = a->data;
+
+	for (rg_list *n; (n = transport_loopq_pop(&l->q));)
+		teardown(RG_CONTAINER_OF(n, sconn, req_node), TRANSPORT_ECLOSED);
+	if (!transport_loopq_closing(&l->q) || l->close_started)
+		return;
+	l->close_started = 1;
+	if (l->lfd >= 0)
+		uv_close((uv_handle_t *)&l->lpoll, lpoll_close_cb);
+	for (rg_list *n = l->conns.next; n != &l->conns; n = n->next)
+		teardown(RG_CONTAINER_OF(n, sconn, node), TRANSPORT_ECLOSED);
+	uv_close((uv_handle_t *)&l->q.async, listener_close_cb);
+}
+
+static shm_listener *listener_new(uv_loop_t *loop, const transport_server_cb *cb, void *ctx)
+{
+	shm_listener *l = calloc(1, sizeof(*l));
+	if (!l)
+		return NULL;
+	if (transport_loopq_init(&l->q, loop, on_async, l) != 0) {
+		free(l);
+		return NULL;
+	}
+	l->loop = loop;
+	l->lfd = -1;
+	l->cb = *cb;
+	l->ctx = ctx;
+	l->ring_size = shm_ring_size_setting();
+	l->spin_ns = shm_spin_ns();
+	l->nhandles = 1; /* the async */
+	rg_list_init(&l->conns);
+	return l;
+}
+
+static void shm_listener_close(transport_listener *base) { transport_loopq_close(&((shm_listener *)base)->q); }
+
+/* Only the server's own user (or root) may come in: the socket's folder
+ * should already see to that, this holds if it does not. */
+static int peer_allowed(int fd, char *peer, size_t len)
+{
+	long uid;
+	shm_peer_name(fd, peer, len, &uid);
+	if (uid == (long)geteuid() || uid == 0)
+		return 1;
+	LOG_WARN("transport", "%s: another user's process: refused", peer);
+	return 0;
+}
+
+static void conn_start(shm_listener *l, int fd);
+
+static void on_connection(uv_poll_t *p, int status, int events)
+{
+	shm_listener *l = p->data;
+	for (;;) {
+		int fd = accept4(l->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		if (fd < 0) {
+			if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED)
+				LOG_WARN("transport", "shm accept: %s", strerror(errno));
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			return;
+		}
+		char peer[64];
+		if (transport_loopq_closing(&l->q) || !peer_allowed(fd, peer, sizeof(peer))) {
+			close(fd);
+			continue;
+		}
+		if (l->cb.on_accept_fd)
+			l->cb.on_accept_fd(l->ctx, fd, peer); /* it is theirs now */
+		else
+			conn_start(l, fd);
+	}
+}
+
+/* A socket file at path that nobody answers on is a dead server's: ours to
+ * replace. One a live server answers on is not. */
+static int path_free(const char *path)
+{
+	struct stat st;
+	if (lstat(path, &st) != 0)
+		return errno == ENOENT;
+	if (!S_ISSOCK(st.st_mode))
+		return 0;
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	strcpy(sa.sun_path, path);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int live = fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+	if (fd >= 0)
+		close(fd);
+	return !live && unlink(path) == 0;
+}
+
+static int shm_listen(uv_loop_t *loop, const transport_addr *a, const transport_server_cb *cb, void *ctx,
+		      transport_listener **out)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	*out = NULL;
+	if (strlen(a->host) >= sizeof(sa.sun_path))
+		return TRANSPORT_EADDR;
+	strcpy(sa.sun_path, a->host);
+	if (!path_free(a->host)) {
+		LOG_ERROR("transport", "cannot listen on shm://%s: the path is in use", a->host);
+		return TRANSPORT_EADDR;
+	}
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	/* 0600 before listen(): nobody can connect in between. */
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 || chmod(a->host, 0600) != 0 ||
+	    listen(fd, SOMAXCONN) != 0) {
+		LOG_ERROR("transport", "cannot listen on shm://%s: %s", a->host, strerror(errno));
+		if (fd >= 0) {
+			close(fd);
+			unlink(a->host);
+		}
+		return TRANSPORT_EADDR;
+	}
+	shm_listener *l = listener_new(loop, cb, ctx);
+	if (!l || uv_poll_init(loop, &l->lpoll, fd) != 0) {
+		close(fd);
+		unlink(a->host);
+		if (l) {
+			l->close_started = 1;
+			uv_close((uv_handle_t *)&l->q.async, listener_close_cb);
+		}
+		return TRANSPORT_ENOMEM;
+	}
+	l->base.prov = &transport_shm_listen_provider;
+	l->base.port = 0;
+	l->lfd = fd;
+	strcpy(l->path, a->host);
+	l->lpoll.data = l;
+	l->nhandles++;
+	uv_poll_start(&l->lpoll, UV_READABLE, on_connection);
+	LOG_INFO("transport", "listening on shm://%s", a->host);
+	*out = &l->base;
+	return TRANSPORT_OK;
+}
+
+int shm_adopt(uv_loop_t *loop, int fd, const transport_server_cb *cb, void *ctx, transport_listener **out)
+{
+	char peer[64];
+	*out = NULL;
+	shm_listener *l = listener_new(loop, cb, ctx);
+	if (!l) {
+		close(fd);
+		return TRANSPORT_ENOMEM;
+	}
+	l->base.prov = &transport_shm_listen_provider;
+	if (!peer_allowed(fd, peer, sizeof(peer))) {
+		close(fd);
+		l->close_started = 1;
+		uv_close((uv_handle_t *)&l->q.async, listener_close_cb);
+		return TRANSPORT_ECONNECT;
+	}
+	int fl = fcntl(fd, F_GETFL);
+	if (fl >= 0)
+		fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+	*out = &l->base;
+	conn_start(l, fd);
+	return TRANSPORT_OK;
+}
+
+/* ---- connections ---- */
+
+static void conn_free(sconn *c)
+{
+	pthread_mutex_destroy(&c->lock);
+	pthread_mutex_destroy(&c->send_lock);
+	free(c);
+}
+
+static void conn_close_cb(uv_handle_t *h)
+{
+	sconn *c = h->data;
+	shm_listener *l = c->l;
+	if (--c->nhandles > 0)
+		return;
+	/* No sender is left (teardown held send_lock after shut), no reader. */
+	munmap(c->map, c->map_len);
+	close(c->memfd);
+	close(c->fd);
+	rg_list_del(&c->node);
+	pthread_mutex_lock(&c->lock);
+	c->handles_closed = 1;
+	c->l = NULL;
+	int free_now = c->released;
+	pthread_mutex_unlock(&c->lock);
+	if (free_now)
+		conn_free(c);
+	l->nhandles--;
+	listener_free_if_done(l);
+}
+
+static void poll_cb(uv_poll_t *p, int status, int events);
+
+static void conn_start(shm_listener *l, int fd)
+{
+	sconn *c = calloc(1, sizeof(*c));
+	long uid;
+	if (!c) {
+		close(fd);
+		return;
+	}
+	c->base.ops = &shm_server_ops;
+	c->l = l;
+	c->fd = fd;
+	c->memfd = -1;
+	pthread_mutex_init(&c->lock, NULL);
+	pthread_mutex_init(&c->send_lock, NULL);
+	atomic_init(&c->shut, 0);
+	rg_list_init(&c->node);
+	rg_list_init(&c->req_node);
+	shm_peer_name(fd, c->base.peer, sizeof(c->base.peer), &uid);
+	if (shm_seg_create(l->ring_size, &c->memfd, &c->map) != TRANSPORT_OK ||
+	    uv_poll_init(l->loop, &c->poll, fd) != 0) {
+		if (c->map)
+			munmap(c->map, shm_seg_size(l->ring_size));
+		if (c->memfd >= 0)
+			close(c->memfd);
+		close(fd);
+		conn_free(c);
+		return;
+	}
+	c->map_len = shm_seg_size(l->ring_size);
+	shm_seg_rings(c->map, l->ring_size, &c->rx, &c->tx);
+	c->spin_ns = l->spin_ns;
+	shm_ring_sleep_prepare(&c->rx); /* asleep: the first frame rings */
+	uv_idle_init(l->loop, &c->idle);
+	c->poll.data = c->idle.data = c;
+	c->nhandles = 2;
+	l->nhandles++;
+	rg_list_add_tail(&l->conns, &c->node);
+
+	int closing = transport_loopq_closing(&l->q);
+	c->conn_ctx = !closing && l->cb.on_accept ? l->cb.on_accept(l->ctx, &c->base) : NULL;
+	if (!c->conn_ctx) {
+		LOG_INFO("transport", "%s: refused by the upper layer", c->base.peer);
+		c->released = 1;
+		teardown(c, TRANSPORT_ECLOSED);
+		return;
+	}
+	if (shm_sock_send_setup(fd, c->memfd, l->ring_size) != TRANSPORT_OK) {
+		LOG_INFO("transport", "%s: cannot send the segment: %s", c->base.peer, strerror(errno));
+		teardown(c, TRANSPORT_EIO);
+		return;
+	}
+	LOG_DEBUG("transport", "accepted %s", c->base.peer);
+	uv_poll_start(&c->poll, UV_READABLE | UV_DISCONNECT, poll_cb);
+}
+
+/* ---- teardown ---- */
+
+static void request_teardown(sconn *c, int err)
+{
+	pthread_mutex_lock(&c->lock);
+	if (!c->close_err)
+		c->close_err = err;
+	if (!c->torn_down)
+		transport_loopq_post(&c->l->q, &c->req_node);
+	pthread_mutex_unlock(&c->lock);
+}
+
+static void teardown(sconn *c, int err)
+{
+	pthread_mutex_lock(&c->lock);
+	if (c->torn_down) {
+		pthread_mutex_unlock(&c->lock);
+		return;
+	}
+	c->torn_down = 1;
+	if (!c->close_err)
+		c->close_err = err;
+	err = c->close_err;
+	atomic_store(&c->shut, 1);
+	shutdown(c->fd, SHUT_RDWR); /* the client sees the end at once */
+	pthread_mutex_unlock(&c->lock);
+	shm_futex_wake(&c->tx.ctl->tail); /* a sender napping for space */
+
+	transport_loopq_cancel(&c->l->q, &c->req_node);
+	uv_poll_stop(&c->poll);
+	uv_idle_stop(&c->idle);
+	pthread_mutex_lock(&c->send_lock); /* no sender is inside the ring now */
+	pthread_mutex_unlock(&c->send_lock);
+
+	free(c->frame.msg); /* a frame cut short */
+	c->frame.msg = NULL;
+	if (c->conn_ctx) {
+		LOG_DEBUG("transport", "%s: closed: %s", c->base.peer, transport_strerror(err));
+		if (c->l->cb.on_close)
+			c->l->cb.on_close(c->conn_ctx, err);
+	}
+	uv_close((uv_handle_t *)&c->poll, conn_close_cb);
+	uv_close((uv_handle_t *)&c->idle, conn_close_cb);
+}
+
+/* ---- receive ---- */
+
+static int stopped(sconn *c)
+{
+	if (!atomic_load(&c->shut))
+		return 0;
+	teardown(c, TRANSPORT_ECLOSED);
+	return 1;
+}
+
+static void deliver(sconn *c)
+{
+	transport_frame f = c->frame;
+	memset(&c->frame, 0, sizeof(c->frame));
+	c->rx_state = RX_HDR;
+	c->rx_got = 0;
+	if (c->l->cb.on_frame)
+		c->l->cb.on_frame(c->conn_ctx, &f);
+	else
+		free(f.msg);
+}
+
+/* The header is in c->hdr (our copy): check it, get ready for the rest. */
+static int on_header(sconn *c)
+{
+	int err = proto_decode_hdr(c->hdr, &c->frame.hdr);
+	if (err) {
+		LOG_WARN("transport", "%s: bad frame header: %s", c->base.peer, proto_strerror(err));
+		return err;
+	}
+	if (c->l->cb.frame_ok && !c->l->cb.frame_ok(c->conn_ctx, &c->frame.hdr))
+		return TRANSPORT_ECLOSED;
+	if (c->frame.hdr.hdr_len && !(c->frame.msg = malloc(c->frame.hdr.hdr_len)))
+		return TRANSPORT_ENOMEM;
+	c->frame.payload = NULL;
+	c->rx_state = RX_MSG;
+	c->rx_got = 0;
+	return PROTO_OK;
+}
+
+/* The msgpack part is in: deliver, or find where the payload goes. */
+static void on_msg(sconn *c)
+{
+	if (c->frame.hdr.payload_len == 0) {
+		deliver(c);
+		return;
+	}
+	c->rx_state = RX_PAYLOAD;
+	c->rx_got = 0;
+	if (c->l->cb.payload_dest)
+		c->frame.payload = c->l->cb.payload_dest(c->conn_ctx, &c->frame);
+}
+
+/* Takes up to avail bytes of the ring into the frame being assembled.
+ * Returns the bytes taken, or a negative error (the connection ends). */
+static long parse(sconn *c, size_t avail)
+{
+	size_t want, k;
+	uint8_t *dst;
+	switch (c->rx_state) {
+	case RX_HDR:
+		want = PROTO_HDR_SIZE - c->rx_got;
+		dst = c->hdr + c->rx_got;
+		break;
+	case RX_MSG:
+		want = c->frame.hdr.hdr_len - c->rx_got;
+		dst = c->frame.msg + c->rx_got;
+		break;
+	case RX_PAYLOAD:
+		want = (size_t)c->frame.hdr.payload_len - c->rx_got;
+		dst = c->frame.payload ? (uint8_t *)c->frame.payload + c->rx_got : NULL;
+		break;
+	default:
+		abort(); /* broken internal invariant, not peer input */
+	}
+	k = avail < want ? avail : want;
+	shm_ring_get(&c->rx, dst, k);
+	c->rx_got += k;
+	if (k < want)
+		return (long)k;
+	int err;
+	switch (c->rx_state) {
+	case RX_HDR:
+		if ((err = on_header(c)) != PROTO_OK)
+			return err;
+		if (c->frame.hdr.hdr_len == 0)
+			on_msg(c);
+		break;
+	case RX_MSG:
+		on_msg(c);
+		break;
+	case RX_PAYLOAD:
+		deliver(c);
+		break;
+	}
+	return (long)k;
+}
+
+/* The wait for the client's bytes: hot (the idle polls) or asleep (a doorbell
+ * wakes the poll). */
+static void idle_cb(uv_idle_t *h);
+
+static void go_hot(sconn *c)
+{
+	if (!c->hot) {
+		c->hot = 1;
+		uv_idle_start(&c->idle, idle_cb);
+	}
+}
+
+static void go_cold(sconn *c)
+{
+	if (shm_ring_sleep_prepare(&c->rx) != 0) {
+		shm_ring_sleep_cancel(&c->rx);
+		return; /* bytes came meanwhile: stay hot */
+	}
+	c->hot = 0;
+	uv_idle_stop(&c->idle);
+}
+
+/* Takes what the ring holds (up to LOOK_BUDGET), frame by frame. */
+static void look(sconn *c)
+{
+	size_t taken = 0;
+	while (taken < LOOK_BUDGET && !c->torn_down) {
+		size_t avail = shm_ring_avail(&c->rx);
+		if (avail == SHM_RING_BAD) {
+			LOG_WARN("transport", "%s: the call ring's head is out of range", c->base.peer);
+			teardown(c, TRANSPORT_EIO);
+			return;
+		}
+		if (avail == 0)
+			break;
+		if (avail > LOOK_BUDGET - taken)
+			avail = LOOK_BUDGET - taken;
+		while (avail > 0) {
+			long k = parse(c, avail);
+			if (k < 0) {
+				teardown(c, (int)k);
+				return;
+			}
+			avail -= (size_t)k;
+			taken += (size_t)k;
+			if (stopped(c))
+				return;
+		}
+		if (shm_ring_release(&c->rx))
+			shm_futex_wake(&c->rx.ctl->tail);
+	}
+	if (taken) {
+		c->active_ns = rg_clock_ns();
+		go_hot(c);
+	}
+}
+
+static void idle_cb(uv_idle_t *h)
+{
+	sconn *c = h->data;
+	look(c);
+	if (!c->torn_down && c->hot && rg_clock_ns() - c->active_ns > c->l->spin_ns)
+		go_cold(c);
+}
+
+/* Doorbells, or the client's end. */
+static void poll_cb(uv_poll_t *p, int status, int events)
+{
+	sconn *c = p->data;
+	char b[64];
+	ssize_t n;
+	while ((n = recv(c->fd, b, sizeof(b), MSG_DONTWAIT)) > 0)
+		;
+	if (n == 0 || status < 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+		c->peer_gone = 1;
+	look(c);
+	if (c->torn_down)
+		return;
+	if (c->peer_gone) {
+		int at_boundary = c->rx_state == RX_HDR && c->rx_got == 0 && shm_ring_avail(&c->rx) == 0;
+		if (!at_boundary)
+			LOG_INFO("transport", "%s: closed in the middle of a frame", c->base.peer);
+		teardown(c, at_boundary ? TRANSPORT_ECLOSED : TRANSPORT_EIO);
+		return;
+	}
+	if (!c->hot)
+		go_hot(c); /* look again soon; it goes cold by itself */
+	c->active_ns = rg_clock_ns();
+}
+
+/* ---- connection ops ---- */
+
+static int server_sendv(transport_conn *base, const struct iovec *iov, int iovcnt)
+{
+	sconn *c = (sconn *)base;
+	int err;
+	pthread_mutex_lock(&c->send_lock);
+	if (atomic_load(&c->shut))
+		err = TRANSPORT_ECLOSED;
+	else if (c->send_err)
+		err = c->send_err;
+	else if ((err = shm_ring_write(&c->tx, iov, iovcnt, c->fd, &c->shut, c->spin_ns, NULL)) !=
+		     TRANSPORT_OK &&
+		 !atomic_load(&c->shut)) {
+		c->send_err = err;
+		request_teardown(c, err);
+	}
+	pthread_mutex_unlock(&c->send_lock);
+	return err;
+}
+
+static int server_recv_frame(transport_conn *c, transport_frame *f, transport_payload_dest_fn dest, void *ctx)
+{
+	memset(f, 0, sizeof(*f));
+	return TRANSPORT_ENOTSUP;
+}
+
+static int server_reg_mem(transport_conn *c, void *addr, size_t len, transport_mr **out)
+{
+	return tcp_reg_mem(c, addr, len, out);
+}
+
+static int server_dereg_mem(transport_conn *c, transport_mr *mr) { return tcp_dereg_mem(c, mr); }
+
+static void server_shutdown(transport_conn *base)
+{
+	sconn *c = (sconn *)base;
+	/* Until teardown the segment is mapped and the socket open. */
+	pthread_mutex_lock(&c->lock);
+	if (!atomic_exchange(&c->shut, 1) && !c->torn_down) {
+		shutdown(c->fd, SHUT_RDWR);
+		shm_futex_wake(&c->tx.ctl->tail); /* a sender napping for space */
+	}
+	pthread_mutex_unlock(&c->lock);
+	request_teardown(c, TRANSPORT_ECLOSED);
+}
+
+static void server_close(transport_conn *base)
+{
+	sconn *c = (sconn *)base;
+	server_shutdown(base);
+	pthread_mutex_lock(&c->lock);
+	c->released = 1;
+	int free_now = c->handles_closed;
+	pthread_mutex_unlock(&c->lock);
+	if (free_now)
+		conn_free(c);
+}
