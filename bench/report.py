@@ -9,6 +9,11 @@ remote.json: remote-bench --only cuda through libremote.so; meta.json: the machi
   round trip  <= 1.3 x raw TCP ping-pong (median)
   copies      >= 85 % of raw TCP stream throughput, every size >= 16 MiB
   launch rate >= 70 % of local CUDA
+With --transport shm (a remote run over shm://) the transport baselines are the shm
+transport's own (shm_pingpong, shm_stream of the local run), and issue 20's targets
+are judged too:
+  round trip  <= 3 us (cudaStreamQuery median)
+  copies      >= 80 % of local cudaMemcpy of the same kind, every size >= 16 MiB
 Only the standard library: it runs on the GPU machine too.
 """
 import argparse
@@ -20,6 +25,8 @@ RTT_TARGET = 1.3
 COPY_TARGET = 0.85
 COPY_MIN_BYTES = 16 << 20
 LAUNCH_TARGET = 0.70
+SHM_RTT_US = 3.0
+SHM_LOCAL_TARGET = 0.80
 
 
 def load(path):
@@ -71,7 +78,11 @@ def main():
     ap.add_argument("--remote")
     ap.add_argument("--md", required=True)
     ap.add_argument("--json", required=True)
+    ap.add_argument("--transport", choices=("tcp", "shm"), default="tcp",
+                    help="the remote run's transport: which baselines of the local run apply")
     a = ap.parse_args()
+    base = a.transport
+    BASE = {"tcp": "TCP", "shm": "shm transport"}[base]
 
     meta = load(a.meta) or {}
     local = load(a.local)
@@ -93,14 +104,14 @@ def main():
     w(f"- commit: `{meta.get('commit', 'unknown')}`")
     w(f"- command: `{meta.get('command', 'bench/run-gpu.sh')}`; remote = remote-gpud on the GPU, "
       "client with LD_PRELOAD=libremote.so in a mount namespace without the driver libraries "
-      "and /dev/nvidia*, over 127.0.0.1 TCP")
+      f"and /dev/nvidia*, over {'127.0.0.1 TCP' if base == 'tcp' else 'shm:// (a unix socket, rings in shared memory)'}")
     if meta.get("notes"):
         for n in meta["notes"]:
             w(f"- note: {n}")
     w("")
 
     # ---- round trip
-    tcp_pp = (local or {}).get("tcp_pingpong") or {}
+    tcp_pp = (local or {}).get(f"{base}_pingpong") or {}
     tcp_med = tcp_pp.get("median_us")
     tcp_p99 = tcp_pp.get("p99_us")
     lr, rr = rtt_rows(local), rtt_rows(remote)
@@ -118,7 +129,7 @@ def main():
                       else null["ratio_median"] <= RTT_TARGET}
 
     # ---- copies
-    tcp_stream = {r["bytes"]: r for r in (local or {}).get("tcp_stream", [])}
+    tcp_stream = {r["bytes"]: r for r in (local or {}).get(f"{base}_stream", [])}
     lc, rc = copy_rows(local), copy_rows(remote)
     order = {"H2D": 0, "D2H": 1, "pageable": 0, "pinned": 1}
     keys = sorted(set(lc) | set(rc), key=lambda k: (k[2], order.get(k[0], 9), order.get(k[1], 9)))
@@ -156,6 +167,18 @@ def main():
     if remote and lr_rate is not None and verdict["launch"]["met"] is None:
         verdict["launch"]["met"] = False
 
+    if base == "shm":
+        q = null["remote_median_us"]
+        verdict["shm_rtt"] = {"median_us": q, "met": None if q is None else q <= SHM_RTT_US}
+        have_l = [c for c in big if c["remote_gbps"] is not None and c["local_gbps"]]
+        if have_l:
+            worst_l = min(have_l, key=lambda c: c["remote_gbps"] / c["local_gbps"])
+            r_l = worst_l["remote_gbps"] / worst_l["local_gbps"]
+            verdict["shm_copy_local"] = {"worst": worst_l, "ratio": r_l,
+                                         "met": len(have_l) == len(big) and r_l >= SHM_LOCAL_TARGET}
+        else:
+            verdict["shm_copy_local"] = {"ratio": None, "met": None if not remote else False}
+    out["transport"] = base
     out["rtt"] = rtt_out
     out["copy"] = copy_out
     out["verdict"] = verdict
@@ -165,8 +188,8 @@ def main():
     w("")
     w("| target | measured | ratio | |")
     w("|---|---|---|---|")
-    w(f"| null-call round trip <= {RTT_TARGET}x TCP ping-pong (median) | "
-      f"cudaStreamQuery {fmt(null['remote_median_us'], '.1f')} us vs TCP {fmt(tcp_med, '.1f')} us | "
+    w(f"| null-call round trip <= {RTT_TARGET}x {BASE} ping-pong (median) | "
+      f"cudaStreamQuery {fmt(null['remote_median_us'], '.1f')} us vs {BASE} {fmt(tcp_med, '.1f')} us | "
       f"{fmt(verdict['rtt']['ratio'], '.2f')}x | {met_word(verdict['rtt']['met'])} |")
     cv = verdict["copy"]
     if cv.get("worst"):
@@ -177,16 +200,26 @@ def main():
             meas += f"; {cv['missing']} of {len(big)} copies missing"
     else:
         meas = cv.get("why", "-")
-    w(f"| copy bandwidth >= {COPY_TARGET:.0%} of TCP stream, every size >= 16 MiB | {meas} | "
+    w(f"| copy bandwidth >= {COPY_TARGET:.0%} of {BASE} stream, every size >= 16 MiB | {meas} | "
       f"{fmt(None if cv['ratio'] is None else 100 * cv['ratio'], '.0f')}% | {met_word(cv['met'])} |")
     w(f"| launch rate >= {LAUNCH_TARGET:.0%} of local | {fmt(rr_rate, ',.0f')}/s vs "
       f"{fmt(lr_rate, ',.0f')}/s | {fmt(None if launch_ratio is None else 100 * launch_ratio, '.0f')}% | "
       f"{met_word(verdict['launch']['met'])} |")
+    if base == "shm":
+        sv = verdict["shm_rtt"]
+        w(f"| shm round trip <= {SHM_RTT_US:g} us (cudaStreamQuery median) | {fmt(sv['median_us'])} us | - | "
+          f"{met_word(sv['met'])} |")
+        lv = verdict["shm_copy_local"]
+        c = lv.get("worst")
+        meas = (f"worst at >= 16 MiB: {c['dir']} {c['mem']} {size_name(c['bytes'])}, {fmt(c['remote_gbps'])} vs "
+                f"{fmt(c['local_gbps'])} GB/s local" if c else "-")
+        w(f"| shm copies >= {SHM_LOCAL_TARGET:.0%} of local cudaMemcpy, every size >= 16 MiB | {meas} | "
+          f"{fmt(None if lv['ratio'] is None else 100 * lv['ratio'], '.0f')}% | {met_word(lv['met'])} |")
     w("")
 
-    w("## Null-call round trip (us; ratio = remote / TCP ping-pong)")
+    w(f"## Null-call round trip (us; ratio = remote / {BASE} ping-pong)")
     w("")
-    w(f"TCP ping-pong, 64 B each way: median {fmt(tcp_med)} us, p99 {fmt(tcp_p99)} us.")
+    w(f"{BASE} ping-pong, 64 B each way: median {fmt(tcp_med)} us, p99 {fmt(tcp_p99)} us.")
     w("")
     w("| call | local median | remote median | remote p99 | ratio median | ratio p99 |")
     w("|---|---|---|---|---|---|")
@@ -197,11 +230,11 @@ def main():
 
     w("## Copy bandwidth (GB/s = 1e9 B/s; sync cudaMemcpy, median copy)")
     w("")
-    w("TCP stream: back-to-back messages; TCP acked: one reply per message, the shape of a "
-      "synchronous copy. Ratios are remote / TCP; `<` marks a ratio under "
+    w(f"{BASE} stream: back-to-back messages; {BASE} acked: one reply per message, the shape of a "
+      f"synchronous copy. Ratios are remote / {BASE}; `<` marks a ratio under "
       f"{COPY_TARGET:.0%}.")
     w("")
-    w("| size | copy | local CUDA | remote | TCP stream | TCP acked | remote/stream | remote/acked |")
+    w(f"| size | copy | local CUDA | remote | {BASE} stream | {BASE} acked | remote/stream | remote/acked |")
     w("|---|---|---|---|---|---|---|---|")
 
     def pct(v):

@@ -13,7 +13,10 @@
 # Environment: RG_BUILD (build folder, default build), RG_DEVICE (GPU, default 0),
 # RG_COMMIT (commit to name when there is no .git, as on the device machine), RG_TLS=1
 # (a second remote run over tls://, reported as <date>-<gpu>-tls.md: TLS's cost is the
-# difference between the two reports, against the same local baselines).
+# difference between the two reports, against the same local baselines), RG_SHM=1 (a
+# remote run over shm://, a unix socket and rings in shared memory, reported as
+# <date>-<gpu>-shm.md against the shm transport's own baselines, measured in the
+# local run, and against local CUDA).
 # Arguments are passed to both remote-bench runs (e.g. --min-time 0.1 --iters 5000).
 # Takes under a minute when all works (local run about 15 s on an H200 machine); the
 # steps' time limits (local 60 s, server start 20 s, remote 85 s, shutdown 5 s) keep the
@@ -109,12 +112,14 @@ rc=${PIPESTATUS[0]}
 # remote_run NAME SCHEME [SERVER ARGS...]: a remote-bench run through libremote.so,
 # into $work/NAME.json and NAME.txt; sets remote_json_NAME when it produced one.
 remote_run() {
-	local name=$1 scheme=$2 host=127.0.0.1
+	local name=$1 scheme=$2 host=127.0.0.1 listen=127.0.0.1:0 target
 	shift 2
 	[ "$scheme" = tls ] && host=localhost # the name the certificate holds
+	# shm: a socket in the run's own folder (0700), which the namespace still sees
+	[ "$scheme" = shm ] && listen=shm://$work/gpud.sock
 	echo "== run-gpu: remote run $name (remote-gpud --device $dev $*, client GPU-less with libremote.so)"
 	rm -f "$work/port"
-	REMOTE_GPU_LOG=${gpud_log:-warn} "$gpud" --listen 127.0.0.1:0 --port-file "$work/port" --device "$dev" "$@" \
+	REMOTE_GPU_LOG=${gpud_log:-warn} "$gpud" --listen "$listen" --port-file "$work/port" --device "$dev" "$@" \
 		>"$work/gpud-$name.log" 2>&1 &
 	gpud_pid=$!
 	for _ in $(seq 200); do
@@ -126,8 +131,10 @@ remote_run() {
 	if [ -z "$port" ]; then
 		notes+=("remote-gpud ($name) did not write its port (log: $(tail -3 "$work/gpud-$name.log" | tr '\n' ' '))")
 	else
+		target=$scheme://$host:$port
+		[ "$scheme" = shm ] && target=$listen
 		timeout 85 unshare -m bash "$root/bench/run-gpu.sh" --gpu-less "$bench" \
-			env REMOTE_GPU="$scheme://$host:$port" REMOTE_GPU_TLS_CA="$work/ca.pem" LD_PRELOAD="$lib" \
+			env REMOTE_GPU="$target" REMOTE_GPU_TLS_CA="$work/ca.pem" LD_PRELOAD="$lib" \
 			"$bench" --only cuda --device 0 --json "$work/$name.json" "${bench_args[@]}" 2>&1 | tee "$work/$name.txt"
 		rc=${PIPESTATUS[0]}
 		[ "$rc" = 0 ] || notes+=("remote run $name exited with $rc$(limit_note "$rc")")
@@ -148,7 +155,7 @@ remote_run() {
 }
 
 bench_args=("$@")
-remote_json_remote= remote_json_tls=
+remote_json_remote= remote_json_tls= remote_json_shm=
 if [ ! -x "$gpud" ] || [ ! -f "$lib" ]; then
 	notes+=("remote run not made: $gpud or $lib missing")
 elif ! command -v unshare >/dev/null; then
@@ -172,6 +179,8 @@ else
 			notes+=("tls run not made: openssl could not make a certificate")
 		fi
 	fi
+	# RG_SHM=1: the same over shm:// (the client on the server's host)
+	[ "${RG_SHM:-0}" = 1 ] && remote_run shm shm --drain-seconds 0
 fi
 remote_json=$remote_json_remote
 
@@ -197,10 +206,15 @@ if [ -n "$remote_json_tls" ]; then
 	python3 "$root/bench/report.py" --meta "$work/meta.json" --local "$work/local.json" --remote "$remote_json_tls" \
 		--md "$outdir/$date-$slug-tls.md" --json "$outdir/$date-$slug-tls.json" >/dev/null || exit 1
 fi
+if [ -n "$remote_json_shm" ]; then
+	python3 "$root/bench/report.py" --meta "$work/meta.json" --local "$work/local.json" --remote "$remote_json_shm" \
+		--transport shm --md "$outdir/$date-$slug-shm.md" --json "$outdir/$date-$slug-shm.json" >/dev/null || exit 1
+fi
 if [ -n "${OUT:-}" ]; then
-	for f in local.txt remote.txt tls.txt gpud-remote.log gpud-tls.log; do [ -f "$work/$f" ] && cp "$work/$f" "$OUT/"; done
+	for f in local.txt remote.txt tls.txt shm.txt gpud-remote.log gpud-tls.log gpud-shm.log; do [ -f "$work/$f" ] && cp "$work/$f" "$OUT/"; done
 fi
 echo
 cat "$outdir/$date-$slug.md"
 echo
+[ -n "$remote_json_shm" ] && { echo; cat "$outdir/$date-$slug-shm.md"; echo; }
 echo "run-gpu: wrote $outdir/$date-$slug.md and .json in $(($(date +%s) - start)) s (raw runs in $work)"

@@ -22,6 +22,7 @@
 struct bench_opts {
 	int run_cuda;
 	int run_tcp;
+	int run_shm;
 	const char *json_path;
 	int rtt_iters;     /* timed round trips per null call and for the TCP ping-pong */
 	int launches;      /* kernel launches per launch-rate repetition */
@@ -92,6 +93,8 @@ void json_free(struct json *j);
 
 /* tcp_bench.c: (d) ping-pong and (e) stream throughput over 127.0.0.1. */
 int tcp_bench(const struct bench_opts *o, struct json *j);
+/* shm_bench.c: the shm transport alone, ping-pong and stream (its baselines). */
+int shm_bench(const struct bench_opts *o, struct json *j);
 /* cuda_bench.c: (a) null-call round trip, (b) copy bandwidth, (c) launch rate. */
 int cuda_bench(const struct bench_opts *o, struct json *j);
 

@@ -18,7 +18,7 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: remote-bench [options]\n"
 		"  --version             print the version (options also take --opt=VALUE)\n"
-		"  --only cuda|tcp|all   which benchmarks (default all)\n"
+		"  --only cuda|tcp|shm|all  which benchmarks (default all)\n"
 		"  --json FILE           also write the results as JSON\n"
 		"  --iters N             timed calls per round-trip measurement (default 10000)\n"
 		"  --launches N          launches per launch-rate repetition (default 100000)\n"
@@ -31,7 +31,8 @@ static void usage(FILE *f)
 		"  --label NAME          name of this run in the JSON (default local, or remote\n"
 		"                        when LD_PRELOAD names libremote)\n"
 		"Run plainly it measures local CUDA; with LD_PRELOAD=libremote.so and\n"
-		"REMOTE_GPU=host:port, the remote path. The TCP baselines use 127.0.0.1.\n");
+		"REMOTE_GPU=host:port, the remote path. The TCP baselines use 127.0.0.1, the shm\n"
+		"baselines the shm transport alone (a unix socket under $TMPDIR).\n");
 }
 
 static int parse_size(const char *s, size_t *out)
@@ -83,6 +84,7 @@ int main(int argc, char **argv)
 	struct bench_opts o = {
 		.run_cuda = 1,
 		.run_tcp = 1,
+		.run_shm = 1,
 		.rtt_iters = 10000,
 		.launches = 100000,
 		.launch_reps = 3,
@@ -111,7 +113,8 @@ int main(int argc, char **argv)
 		} else if (!strcmp(a, "--only")) {
 			o.run_cuda = !strcmp(v, "cuda") || !strcmp(v, "all");
 			o.run_tcp = !strcmp(v, "tcp") || !strcmp(v, "all");
-			bad = !o.run_cuda && !o.run_tcp;
+			o.run_shm = !strcmp(v, "shm") || !strcmp(v, "all");
+			bad = !o.run_cuda && !o.run_tcp && !o.run_shm;
 		} else if (!strcmp(a, "--json")) {
 			o.json_path = v;
 		} else if (!strcmp(a, "--iters")) {
@@ -184,6 +187,9 @@ int main(int argc, char **argv)
 	int rc = 0;
 	bench_checkpoint(&o, &j);
 	if (o.run_tcp && tcp_bench(&o, &j) != 0)
+		rc = 1;
+	bench_checkpoint(&o, &j);
+	if (o.run_shm && shm_bench(&o, &j) != 0)
 		rc = 1;
 	bench_checkpoint(&o, &j);
 	if (o.run_cuda && cuda_bench(&o, &j) != 0)

@@ -19,7 +19,8 @@ typedef struct shm_setup {
 
 /* Tunables (environment, read once): ring size of each direction
  * (REMOTE_GPU_SHM_RING_KB, server; 8192), how long a waiting side polls
- * before it sleeps (REMOTE_GPU_SHM_SPIN_US, both; 100). */
+ * before it sleeps (REMOTE_GPU_SHM_SPIN_US, both; 100 on hosts of 4 cores
+ * or more, else 0). */
 uint32_t shm_ring_size_setting(void);
 uint64_t shm_spin_ns(void);
 
