@@ -85,7 +85,8 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: remote-gpud [options]\n"
 		"  --listen ADDR       [tcp://|rdma://|rdma+tls://]HOST:PORT to listen on (default " DEFAULT_LISTEN ";\n"
-		"                      port 0: any free port)\n"
+		"                      port 0: any free port), or shm:///PATH: a unix socket for clients\n"
+		"                      on this host, frames through shared memory (put it in a 0700 folder)\n"
 		"  --port-file FILE    write the bound port to FILE once listening\n"
 		"  --device N          GPU ordinal to serve (default 0)\n"
 		"  --driver PATH       CUDA driver library (default libcuda.so.1)\n"

@@ -30,7 +30,7 @@ static void test_parse(void)
 	ok("gpu-node:7420", "tcp", "gpu-node", 7420);
 	ok("tcp://gpu-node:7420", "tcp", "gpu-node", 7420);
 	ok("rdma://10.0.0.2:7421", "rdma", "10.0.0.2", 7421);
-	ok("shm://localhost:1", "shm", "localhost", 1);
+	ok("shm:///run/remote-gpu/gpud.sock", "shm", "/run/remote-gpu/gpud.sock", 0); /* a socket's path */
 	ok("127.0.0.1:65535", "tcp", "127.0.0.1", 65535);
 	ok("127.0.0.1:0", "tcp", "127.0.0.1", 0);
 	ok("[::1]:7420", "tcp", "::1", 7420);
@@ -60,6 +60,8 @@ static void test_parse_bad(void)
 	bad("gpu-node:");           /* empty port */
 	bad(":7420");               /* empty host */
 	bad("gpu-node:70000");      /* port range */
+	bad("shm://gpu.sock");      /* shm: an absolute path */
+	bad("shm://");
 	bad("gpu-node:99999999999999999999");
 	bad("gpu-node:-1");
 	bad("gpu-node:+1");
@@ -98,16 +100,16 @@ static void test_dispatch(void)
 	transport_conn *c = (transport_conn *)1;
 	transport_listener *l = (transport_listener *)1;
 
-	/* A scheme the design names but this build lacks (shm): not supported, not
-	 * a bad address. */
-	CHECK_EQ(transport_parse_addr("shm://127.0.0.1:1", &a), TRANSPORT_OK);
+	/* A scheme the design names that no provider serves (rdma+tls: the upper
+	 * layers compose it of tls and rdma): not supported, not a bad address. */
+	CHECK_EQ(transport_parse_addr("rdma+tls://127.0.0.1:1", &a), TRANSPORT_OK);
 	CHECK_EQ(transport_connect(&a, &c), TRANSPORT_ENOTSUP);
 	CHECK(c == NULL);
 	CHECK_EQ(transport_listen(NULL, &a, NULL, NULL, &l), TRANSPORT_ENOTSUP);
 	CHECK(l == NULL);
 
-	/* Plug a provider in for shm (connect only): */
-	static const transport_provider fake = {.scheme = "shm", .connect = fake_connect};
+	/* Plug a provider in for it (connect only): */
+	static const transport_provider fake = {.scheme = "rdma+tls", .connect = fake_connect};
 	CHECK_EQ(transport_register_provider(&fake), TRANSPORT_OK);
 	CHECK_EQ(transport_connect(&a, &c), TRANSPORT_ETIMEDOUT);
 	CHECK_EQ(fake_connects, 1);

@@ -12,9 +12,9 @@
  * (doorbells, end of stream) and, while it is busy, by a uv_idle that polls
  * the c2s ring on every turn of the loop (hot) until REMOTE_GPU_SHM_SPIN_US
  * passed without a byte; then it sets its sleep flag and waits for a doorbell.
- * Bytes are parsed by the same state machine as tcp's (header, msgpack part,
- * payload), copied out of the ring first: the header into the connection's
- * own buffer before proto_decode_hdr checks it, the msgpack part into a fresh
+ * Bytes are parsed by the servers' frame assembler (frame_rx.h, tcp's too),
+ * copied out of the ring first: the header into the connection's own buffer
+ * before proto_decode_hdr checks it, the msgpack part into a fresh
  * allocation, the payload into what payload_dest chose. The client's head is
  * read once per look and checked against our tail (shm_ring_avail): a client
  * that writes nonsense there ends its connection (TRANSPORT_EIO), nothing
@@ -32,6 +32,7 @@
  */
 #define _GNU_SOURCE
 #include "shm_int.h"
+#include "frame_rx.h"
 #include "loopq.h"
 
 #include <errno.h>
@@ -52,8 +53,6 @@
 #define LOOK_BUDGET (4u << 20) /* bytes one look at a ring takes at most */
 
 typedef struct shm_listener shm_listener;
-
-enum rx_state { RX_HDR, RX_MSG, RX_PAYLOAD };
 
 typedef struct sconn {
 	transport_conn base;
@@ -83,10 +82,7 @@ typedef struct sconn {
 
 	/* loop thread */
 	shm_ring rx; /* c2s */
-	enum rx_state rx_state;
-	size_t rx_got;
-	uint8_t hdr[PROTO_HDR_SIZE];
-	transport_frame frame;
+	frame_rx frx;
 } sconn;
 
 struct shm_listener {
@@ -444,8 +440,7 @@ static void teardown(sconn *c, int err)
 	pthread_mutex_lock(&c->send_lock); /* no sender is inside the ring now */
 	pthread_mutex_unlock(&c->send_lock);
 
-	free(c->frame.msg); /* a frame cut short */
-	c->frame.msg = NULL;
+	frame_rx_drop(&c->frx); /* a frame cut short */
 	if (c->conn_ctx) {
 		LOG_DEBUG("transport", "%s: closed: %s", c->base.peer, transport_strerror(err));
 		if (c->l->cb.on_close)
@@ -465,92 +460,19 @@ static int stopped(sconn *c)
 	return 1;
 }
 
-static void deliver(sconn *c)
+/* Takes up to avail bytes of the ring into the frame being assembled: the
+ * bytes taken, or a negative error (the connection ends). *cb_ran: a
+ * callback ran (the upper layer may have shut the connection down). */
+static long parse(sconn *c, size_t avail, int *cb_ran)
 {
-	transport_frame f = c->frame;
-	memset(&c->frame, 0, sizeof(c->frame));
-	c->rx_state = RX_HDR;
-	c->rx_got = 0;
-	if (c->l->cb.on_frame)
-		c->l->cb.on_frame(c->conn_ctx, &f);
-	else
-		free(f.msg);
-}
-
-/* The header is in c->hdr (our copy): check it, get ready for the rest. */
-static int on_header(sconn *c)
-{
-	int err = proto_decode_hdr(c->hdr, &c->frame.hdr);
-	if (err) {
-		LOG_WARN("transport", "%s: bad frame header: %s", c->base.peer, proto_strerror(err));
-		return err;
-	}
-	if (c->l->cb.frame_ok && !c->l->cb.frame_ok(c->conn_ctx, &c->frame.hdr))
-		return TRANSPORT_ECLOSED;
-	if (c->frame.hdr.hdr_len && !(c->frame.msg = malloc(c->frame.hdr.hdr_len)))
-		return TRANSPORT_ENOMEM;
-	c->frame.payload = NULL;
-	c->rx_state = RX_MSG;
-	c->rx_got = 0;
-	return PROTO_OK;
-}
-
-/* The msgpack part is in: deliver, or find where the payload goes. */
-static void on_msg(sconn *c)
-{
-	if (c->frame.hdr.payload_len == 0) {
-		deliver(c);
-		return;
-	}
-	c->rx_state = RX_PAYLOAD;
-	c->rx_got = 0;
-	if (c->l->cb.payload_dest)
-		c->frame.payload = c->l->cb.payload_dest(c->conn_ctx, &c->frame);
-}
-
-/* Takes up to avail bytes of the ring into the frame being assembled.
- * Returns the bytes taken, or a negative error (the connection ends). */
-static long parse(sconn *c, size_t avail)
-{
-	size_t want, k;
 	uint8_t *dst;
-	switch (c->rx_state) {
-	case RX_HDR:
-		want = PROTO_HDR_SIZE - c->rx_got;
-		dst = c->hdr + c->rx_got;
-		break;
-	case RX_MSG:
-		want = c->frame.hdr.hdr_len - c->rx_got;
-		dst = c->frame.msg + c->rx_got;
-		break;
-	case RX_PAYLOAD:
-		want = (size_t)c->frame.hdr.payload_len - c->rx_got;
-		dst = c->frame.payload ? (uint8_t *)c->frame.payload + c->rx_got : NULL;
-		break;
-	default:
-		abort(); /* broken internal invariant, not peer input */
-	}
-	k = avail < want ? avail : want;
+	size_t k = frame_rx_want(&c->frx, &dst);
+	if (k > avail)
+		k = avail;
 	shm_ring_get(&c->rx, dst, k);
-	c->rx_got += k;
-	if (k < want)
-		return (long)k;
-	int err;
-	switch (c->rx_state) {
-	case RX_HDR:
-		if ((err = on_header(c)) != PROTO_OK)
-			return err;
-		if (c->frame.hdr.hdr_len == 0)
-			on_msg(c);
-		break;
-	case RX_MSG:
-		on_msg(c);
-		break;
-	case RX_PAYLOAD:
-		deliver(c);
-		break;
-	}
-	return (long)k;
+	int r = frame_rx_took(&c->frx, k, &c->l->cb, c->conn_ctx, c->base.peer);
+	*cb_ran = r > 0;
+	return r < 0 ? r : (long)k;
 }
 
 /* The wait for the client's bytes: hot (the idle polls) or asleep (a doorbell
@@ -591,14 +513,15 @@ static void look(sconn *c)
 		if (avail > LOOK_BUDGET - taken)
 			avail = LOOK_BUDGET - taken;
 		while (avail > 0) {
-			long k = parse(c, avail);
+			int cb_ran;
+			long k = parse(c, avail, &cb_ran);
 			if (k < 0) {
 				teardown(c, (int)k);
 				return;
 			}
 			avail -= (size_t)k;
 			taken += (size_t)k;
-			if (stopped(c))
+			if (cb_ran && stopped(c))
 				return;
 		}
 		if (shm_ring_release(&c->rx))
@@ -632,7 +555,7 @@ static void poll_cb(uv_poll_t *p, int status, int events)
 	if (c->torn_down)
 		return;
 	if (c->peer_gone) {
-		int at_boundary = c->rx_state == RX_HDR && c->rx_got == 0 && shm_ring_avail(&c->rx) == 0;
+		int at_boundary = frame_rx_at_boundary(&c->frx) && shm_ring_avail(&c->rx) == 0;
 		if (!at_boundary)
 			LOG_INFO("transport", "%s: closed in the middle of a frame", c->base.peer);
 		teardown(c, at_boundary ? TRANSPORT_ECLOSED : TRANSPORT_EIO);

@@ -415,44 +415,22 @@ static int rx_read(tcp_client *c, void *dst, size_t n)
 	return TRANSPORT_OK;
 }
 
+static int rx_read_fn(void *c, void *dst, size_t n) { return rx_read(c, dst, n); }
+
 static int client_recv_frame(transport_conn *base, transport_frame *f, transport_payload_dest_fn dest, void *ctx)
 {
 	tcp_client *c = (tcp_client *)base;
-	uint8_t hb[PROTO_HDR_SIZE];
-	int err;
 
 	memset(f, 0, sizeof(*f));
 	if (atomic_load(&c->shut))
 		return TRANSPORT_ECLOSED;
 	if (c->recv_err)
 		return c->recv_err;
-
 	c->frame_started = 0;
-	if ((err = rx_read(c, hb, sizeof(hb))) != TRANSPORT_OK)
-		goto fail;
-	if ((err = proto_decode_hdr(hb, &f->hdr)) != PROTO_OK) {
-		LOG_WARN("transport", "%s: bad frame header: %s", c->base.peer, proto_strerror(err));
-		goto fail;
-	}
-	if (f->hdr.hdr_len && !(f->msg = malloc(f->hdr.hdr_len))) {
-		err = TRANSPORT_ENOMEM;
-		goto fail;
-	}
-	if ((err = rx_read(c, f->msg, f->hdr.hdr_len)) != TRANSPORT_OK)
-		goto fail;
-	if (f->hdr.payload_len > 0) {
-		f->payload = dest ? dest(ctx, f) : NULL;
-		if ((err = rx_read(c, f->payload, f->hdr.payload_len)) != TRANSPORT_OK)
-			goto fail;
-	}
-	return TRANSPORT_OK;
-
-fail:
+	int err = transport_frame_read(rx_read_fn, c, c->base.peer, f, dest, ctx);
 	/* Whatever went wrong, the stream is no longer at a frame boundary. */
-	c->recv_err = err;
-	free(f->msg);
-	f->msg = NULL;
-	f->payload = NULL;
+	if (err)
+		c->recv_err = err;
 	return err;
 }
 

@@ -1,11 +1,11 @@
 /*
  * tcp server: a listener on the libuv loop of remote-gpud.
  *
- * Reading (loop thread). Each connection parses its byte stream with a small
- * state machine: RX_HDR (fixed header) -> RX_MSG (msgpack part, into a
- * malloc'd buffer whose ownership passes to on_frame) -> RX_PAYLOAD (raw bytes,
- * into the buffer payload_dest chose) -> RX_HDR. Where libuv reads into depends
- * on the state: in RX_PAYLOAD with a destination, alloc_cb hands libuv the
+ * Reading (loop thread). Each connection parses its byte stream with the
+ * servers' frame assembler (frame_rx.h): fixed header -> msgpack part (into a
+ * malloc'd buffer whose ownership passes to on_frame) -> payload (raw bytes,
+ * into the buffer payload_dest chose). Where libuv reads into depends
+ * on the state: in the payload with a destination, alloc_cb hands libuv the
  * remaining part of that destination, exactly as long as what is left of the
  * frame, so a 1 GiB copy is read by the kernel straight into (pinned) memory and
  * the next frame's bytes never land in it. Otherwise libuv reads into a 64 KiB
@@ -47,6 +47,7 @@
  * and the loopq lock are only held for a few instructions, never across I/O.
  */
 #include "transport_int.h"
+#include "frame_rx.h"
 #include "loopq.h"
 
 #include <errno.h>
@@ -68,8 +69,6 @@
 #define KEEPALIVE_S 60 /* notice clients that vanished without a FIN/RST */
 
 typedef struct tcp_listener tcp_listener;
-
-enum rx_state { RX_HDR, RX_MSG, RX_PAYLOAD };
 
 typedef struct sconn {
 	transport_conn base;
@@ -97,10 +96,7 @@ typedef struct sconn {
 	int send_err; /* under send_lock: stream mid-frame after a failed write */
 
 	/* receive state machine: loop thread only */
-	enum rx_state rx_state;
-	size_t rx_got; /* bytes of the current part received */
-	uint8_t hdr[PROTO_HDR_SIZE];
-	transport_frame frame;
+	frame_rx rx;
 } sconn;
 
 struct tcp_listener {
@@ -580,8 +576,7 @@ static void teardown(sconn *c, int err)
 	pthread_mutex_unlock(&c->lock);
 	pthread_mutex_unlock(&c->send_lock);
 
-	free(c->frame.msg); /* a frame cut short */
-	c->frame.msg = NULL;
+	frame_rx_drop(&c->rx); /* a frame cut short */
 	if (c->conn_ctx) {
 		LOG_DEBUG("transport", "%s: closed: %s", c->base.peer, transport_strerror(err));
 		if (l->cb.on_close)
@@ -625,10 +620,12 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
 	sconn *c = h->data;
 
-	if (c->rx_state == RX_PAYLOAD && c->frame.payload) {
+	uint8_t *dst;
+	size_t want = frame_rx_want(&c->rx, &dst);
+	if (c->rx.state == FRAME_RX_PAYLOAD && dst) {
 		/* Straight into the destination, capped at the end of this frame. */
-		buf->base = (char *)c->frame.payload + c->rx_got;
-		buf->len = (size_t)c->frame.hdr.payload_len - c->rx_got;
+		buf->base = (char *)dst;
+		buf->len = want;
 	} else {
 		buf->base = (char *)c->l->scratch;
 		buf->len = SCRATCH_SIZE;
@@ -653,31 +650,6 @@ static void send_version_reply(sconn *c)
 	proto_msg_free(&m);
 }
 
-/* The fixed header is complete: check it and get ready for the msgpack part. */
-static int on_header(sconn *c)
-{
-	int err = proto_decode_hdr(c->hdr, &c->frame.hdr);
-	if (err == PROTO_EVERSION) {
-		LOG_WARN("transport", "%s: peer speaks protocol version %u, we speak %u", c->base.peer,
-			 c->frame.hdr.version, PROTO_VERSION);
-		send_version_reply(c);
-		return err;
-	}
-	if (err) {
-		LOG_WARN("transport", "%s: bad frame header: %s", c->base.peer, proto_strerror(err));
-		return err;
-	}
-	c->frame.msg = NULL;
-	if (c->l->cb.frame_ok && !c->l->cb.frame_ok(c->conn_ctx, &c->frame.hdr))
-		return TRANSPORT_ECLOSED;
-	if (c->frame.hdr.hdr_len && !(c->frame.msg = malloc(c->frame.hdr.hdr_len)))
-		return TRANSPORT_ENOMEM;
-	c->frame.payload = NULL;
-	c->rx_state = RX_MSG;
-	c->rx_got = 0;
-	return PROTO_OK;
-}
-
 /* The upper layer may have shut the connection down from a callback (or from
  * another thread): stop delivering and tear down now. */
 static int stopped(sconn *c)
@@ -688,89 +660,32 @@ static int stopped(sconn *c)
 	return 1;
 }
 
-static void deliver(sconn *c)
+/* A frame ended the connection (err from frame_rx_took): a peer of another
+ * protocol version is told which one we speak first. */
+static void rx_failed(sconn *c, int err)
 {
-	transport_frame f = c->frame;
-	memset(&c->frame, 0, sizeof(c->frame));
-	c->rx_state = RX_HDR;
-	c->rx_got = 0;
-	if (c->l->cb.on_frame)
-		c->l->cb.on_frame(c->conn_ctx, &f);
-	else
-		free(f.msg);
-}
-
-/* The msgpack part is complete: deliver, or find where the payload goes. */
-static void on_msg(sconn *c)
-{
-	if (c->frame.hdr.payload_len == 0) {
-		deliver(c);
-		return;
-	}
-	c->rx_state = RX_PAYLOAD;
-	c->rx_got = 0;
-	if (c->l->cb.payload_dest)
-		c->frame.payload = c->l->cb.payload_dest(c->conn_ctx, &c->frame);
+	if (err == PROTO_EVERSION)
+		send_version_reply(c);
+	teardown(c, err);
 }
 
 /* Consumes n bytes of scratch. */
 static void parse(sconn *c, const uint8_t *p, size_t n)
 {
 	while (n > 0) {
-		size_t want, k;
-		int err;
-
-		switch (c->rx_state) {
-		case RX_HDR:
-			want = PROTO_HDR_SIZE - c->rx_got;
-			k = n < want ? n : want;
-			memcpy(c->hdr + c->rx_got, p, k);
-			c->rx_got += k;
-			if (c->rx_got < PROTO_HDR_SIZE) {
-				if (!proto_magic_prefix_ok(c->hdr, c->rx_got)) {
-					LOG_WARN("transport", "%s: bad frame header: %s", c->base.peer,
-						 proto_strerror(PROTO_EMAGIC));
-					teardown(c, PROTO_EMAGIC);
-					return;
-				}
-				break;
-			}
-			if ((err = on_header(c)) != PROTO_OK) {
-				teardown(c, err);
-				return;
-			}
-			if (c->frame.hdr.hdr_len == 0) { /* no msgpack part to wait for */
-				on_msg(c);
-				if (stopped(c))
-					return;
-			}
-			break;
-		case RX_MSG:
-			want = c->frame.hdr.hdr_len - c->rx_got;
-			k = n < want ? n : want;
-			memcpy(c->frame.msg + c->rx_got, p, k);
-			c->rx_got += k;
-			if (c->rx_got == c->frame.hdr.hdr_len) {
-				on_msg(c);
-				if (stopped(c))
-					return;
-			}
-			break;
-		case RX_PAYLOAD:
-			want = (size_t)c->frame.hdr.payload_len - c->rx_got;
-			k = n < want ? n : want;
-			if (c->frame.payload)
-				memcpy((uint8_t *)c->frame.payload + c->rx_got, p, k);
-			c->rx_got += k;
-			if (c->rx_got == c->frame.hdr.payload_len) {
-				deliver(c);
-				if (stopped(c))
-					return;
-			}
-			break;
-		default:
-			abort(); /* broken internal invariant, not peer input */
+		uint8_t *dst;
+		size_t k = frame_rx_want(&c->rx, &dst);
+		if (k > n)
+			k = n;
+		if (dst)
+			memcpy(dst, p, k);
+		int r = frame_rx_took(&c->rx, k, &c->l->cb, c->conn_ctx, c->base.peer);
+		if (r < 0) {
+			rx_failed(c, r);
+			return;
 		}
+		if (r > 0 && stopped(c))
+			return;
 		p += k;
 		n -= k;
 	}
@@ -782,7 +697,7 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) { on_byt
 static void on_bytes(sconn *c, const uv_buf_t *buf, ssize_t nread)
 {
 	if (nread < 0) {
-		int at_boundary = c->rx_state == RX_HDR && c->rx_got == 0;
+		int at_boundary = frame_rx_at_boundary(&c->rx);
 		if (nread != UV_EOF)
 			LOG_INFO("transport", "%s: read: %s", c->base.peer, uv_strerror((int)nread));
 		else if (!at_boundary)
@@ -794,11 +709,9 @@ static void on_bytes(sconn *c, const uv_buf_t *buf, ssize_t nread)
 		return; /* EAGAIN */
 	if (buf->base != (char *)c->l->scratch) {
 		/* alloc_cb pointed libuv into the payload destination. */
-		c->rx_got += (size_t)nread;
-		if (c->rx_got == c->frame.hdr.payload_len) {
-			deliver(c);
+		int r = frame_rx_took(&c->rx, (size_t)nread, &c->l->cb, c->conn_ctx, c->base.peer);
+		if (r > 0)
 			stopped(c);
-		}
 		return;
 	}
 	parse(c, (const uint8_t *)buf->base, (size_t)nread);

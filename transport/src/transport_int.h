@@ -67,6 +67,17 @@ extern const transport_provider transport_shm_listen_provider; /* shm_server.c *
 int shm_adopt(uv_loop_t *loop, int fd, const transport_server_cb *cb, void *ctx, transport_listener **out);
 #endif
 
+/* ---- the clients' frame reader (frame_read.c) ---- */
+
+/* Reads exactly n bytes of the stream into dst (NULL: drops them). */
+typedef int (*transport_read_fn)(void *rctx, void *dst, size_t n);
+/* One frame through rd: the fixed header (checked, logged with peer when
+ * bad), the msgpack part into an allocation f owns, the payload where dest
+ * says (NULL: dropped). On failure nothing of f is left allocated and the
+ * error is returned: the caller latches it (the stream is mid-frame). */
+int transport_frame_read(transport_read_fn rd, void *rctx, const char *peer, transport_frame *f,
+			 transport_payload_dest_fn dest, void *ctx);
+
 /* ---- connect deadlines (tcp_client.c, rdma_client.c) ---- */
 
 /* The CLOCK_MONOTONIC time timeout_ms from now; 0 (no deadline) for 0. */
