@@ -1762,6 +1762,55 @@ static int gen_nvml_query(be_session *s, be_req *rq)
 	return be_op_nvml_query(s, rq, what, arg);
 }
 
+static int gen_memcpy_peer(be_session *s, be_req *rq)
+{
+	uint64_t dst_w;
+	if (proto_arg_u64(&rq->view, 0, &dst_w))
+		return BE_EPROTO;
+	CUdeviceptr dst = (CUdeviceptr)dst_w;
+	uint32_t dst_dev_w;
+	if (proto_arg_u32(&rq->view, 1, &dst_dev_w))
+		return BE_EPROTO;
+	uint32_t dst_dev = (uint32_t)dst_dev_w;
+	uint64_t src_w;
+	if (proto_arg_u64(&rq->view, 2, &src_w))
+		return BE_EPROTO;
+	CUdeviceptr src = (CUdeviceptr)src_w;
+	uint32_t src_dev_w;
+	if (proto_arg_u32(&rq->view, 3, &src_dev_w))
+		return BE_EPROTO;
+	uint32_t src_dev = (uint32_t)src_dev_w;
+	uint64_t len_w;
+	if (proto_arg_u64(&rq->view, 4, &len_w))
+		return BE_EPROTO;
+	uint64_t len = (uint64_t)len_w;
+	uint64_t stream_id;
+	if (proto_arg_u64(&rq->view, 5, &stream_id))
+		return BE_EPROTO;
+	uint32_t sync_w;
+	if (proto_arg_u32(&rq->view, 6, &sync_w))
+		return BE_EPROTO;
+	uint32_t sync = (uint32_t)sync_w;
+	return be_op_memcpy_peer(s, rq, dst, dst_dev, src, src_dev, len, stream_id, sync);
+}
+
+static int gen_peer_access(be_session *s, be_req *rq)
+{
+	uint32_t peer_w;
+	if (proto_arg_u32(&rq->view, 0, &peer_w))
+		return BE_EPROTO;
+	uint32_t peer = (uint32_t)peer_w;
+	uint32_t enable_w;
+	if (proto_arg_u32(&rq->view, 1, &enable_w))
+		return BE_EPROTO;
+	uint32_t enable = (uint32_t)enable_w;
+	uint32_t flags_w;
+	if (proto_arg_u32(&rq->view, 2, &flags_w))
+		return BE_EPROTO;
+	uint32_t flags = (uint32_t)flags_w;
+	return be_op_peer_access(s, rq, peer, enable, flags);
+}
+
 const be_op_desc be_ops[PROTO_OP_COUNT] = {
 	[PROTO_OP_HELLO] = {gen_hello, BE_OP_SYNC},
 	[PROTO_OP_MODULE_LOAD] = {gen_module_load, BE_OP_SYNC | BE_OP_PAYLOAD},
@@ -1860,6 +1909,8 @@ const be_op_desc be_ops[PROTO_OP_COUNT] = {
 	[PROTO_OP_LINK] = {gen_link, BE_OP_SYNC | BE_OP_PAYLOAD},
 	[PROTO_OP_PING] = {gen_ping, BE_OP_ASYNC | BE_OP_LOOP},
 	[PROTO_OP_NVML_QUERY] = {gen_nvml_query, BE_OP_SYNC},
+	[PROTO_OP_MEMCPY_PEER] = {gen_memcpy_peer, BE_OP_ASYNC},
+	[PROTO_OP_PEER_ACCESS] = {gen_peer_access, BE_OP_SYNC},
 	/* api/cublas.api (backend/gen/lib_cublas.c) */
 	[PROTO_OP_CUBLASCREATE_V2] = {be_gen_cublasCreate_v2, BE_OP_ASYNC},
 	[PROTO_OP_CUBLASDESTROY_V2] = {be_gen_cublasDestroy_v2, BE_OP_ASYNC},

@@ -68,16 +68,26 @@ static inline void be_spin_step(void)
 
 /* ---- server (main.c) ---- */
 
-typedef struct be_server {
-	int ordinal;
+/* The most devices one server serves (--device 0,1,... or all). */
+#define BE_MAX_GPUS 16
+
+/* One served device: what every client is told about it (hello). */
+typedef struct be_gpu {
+	int ordinal; /* the driver's */
 	CUdevice dev;
-	const char *token; /* NULL: no authentication */
-	int driver_version;
 	char name[256];
 	CUuuid uuid;
 	size_t total_mem;
 	int32_t attrs[CU_DEVICE_ATTRIBUTE_MAX];
 	char pci_bus_id[32];
+	uint64_t peers; /* bit j: this device can access served device j's memory (cuDeviceCanAccessPeer) */
+} be_gpu;
+
+typedef struct be_server {
+	int ngpu;                  /* served devices: a session's devices 0 .. ngpu-1 */
+	be_gpu gpu[BE_MAX_GPUS];
+	const char *token; /* NULL: no authentication */
+	int driver_version;
 	atomic_uint_fast64_t next_session;
 	int no_fastpath; /* REMOTE_GPU_NO_FASTPATH: every sync call goes through the waiter (tests) */
 	const char *store; /* --cubin-store: kernel images on disk, shared by every session process */
@@ -115,12 +125,14 @@ enum be_wait_kind {
 	BE_WAIT_NONE = 0,   /* nothing to wait for: ordering only */
 	BE_WAIT_EVENT,      /* an internal event (goes back to the pool) */
 	BE_WAIT_USER_EVENT, /* a client's event */
-	BE_WAIT_CTX,        /* cuCtxSynchronize */
+	BE_WAIT_CTX,        /* cuCtxSynchronize (of ctx) */
 };
 
 typedef struct be_wentry {
 	int kind;
 	CUevent ev;
+	CUcontext ctx;   /* made current before the wait: the device of the frame that pushed it */
+	int dev;         /* ... and its index (ev goes back to that device's pool) */
 	int reply;       /* send a reply for seq */
 	uint64_t seq;
 	be_buf out;      /* reply payload (out_len bytes), released after */
@@ -140,8 +152,8 @@ typedef struct be_waiter {
 	int stop, sleeping, started;
 	pthread_t thread;
 	/* internal events: taken by the executor, returned by the waiter */
-	CUevent pool[BE_EVPOOL_MAX];
-	unsigned npool;
+	CUevent pool[BE_MAX_GPUS][BE_EVPOOL_MAX]; /* per device: an event is its context's */
+	unsigned npool[BE_MAX_GPUS];
 	uint64_t nevents; /* internal events alive (pooled or in flight) */
 } be_waiter;
 
@@ -247,7 +259,15 @@ struct be_session {
 
 	be_waiter w;
 
-	/* CUDA state: the executor's (ctx is also read by the waiter) */
+	/* CUDA state. A context per served device (hello makes them); a frame
+	 * names its device in the request header (proto.h), and whichever thread
+	 * runs it (executor, or the loop inline) selects that device first
+	 * (be_session_select): cur is its index, ctx its context (current on the
+	 * running thread), mempool its default pool. Runs never overlap (q_busy),
+	 * so the three are the running frame's. */
+	CUcontext ctxs[BE_MAX_GPUS];
+	CUmemoryPool mempools[BE_MAX_GPUS];
+	int cur;
 	CUcontext ctx;
 	CUmemoryPool mempool; /* the device's default pool */
 	/* memory pools the session made (op_mempool.c): id -> CUmemoryPool; and
@@ -289,6 +309,18 @@ struct be_session {
 	int unknown_logged;
 	uint32_t tenant_slot; /* 1 + its slot in the tenant ledger (tenants.c); 0: no tenants */
 };
+
+/* The session's device index dev (0 .. be_srv.ngpu-1) for the frame about to
+ * run: its context made current on the calling thread (only when another was:
+ * a single-device session never pays a driver call), s->cur, s->ctx and
+ * s->mempool set (executor.c). CUDA_ERROR_INVALID_DEVICE for an index the
+ * session lacks. */
+CUresult be_session_select(be_session *s, uint32_t dev);
+/* The thread's current context is no longer the one be_session_select made
+ * current (a handler made or changed contexts). */
+void be_session_select_forget(void);
+/* The served device the running frame is for. */
+static inline const be_gpu *be_cur_gpu(const be_session *s) { return &be_srv.gpu[s->cur]; }
 
 static inline int be_waiter_idle(be_session *s) { return atomic_load(&s->w.busy) == 0; }
 

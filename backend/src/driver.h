@@ -23,6 +23,11 @@
 	X(cuDeviceTotalMem)                                  \
 	X(cuDeviceGetUuid)                                   \
 	X(cuDeviceGetPCIBusId)                               \
+	X(cuDeviceCanAccessPeer)                             \
+	X(cuCtxEnablePeerAccess)                             \
+	X(cuCtxDisablePeerAccess)                            \
+	X(cuMemcpyPeer)                                      \
+	X(cuMemcpyPeerAsync)                                 \
 	X(cuCtxCreate)                                       \
 	X(cuCtxDestroy)                                      \
 	X(cuCtxSetCurrent)                                   \

@@ -90,26 +90,33 @@ static be_req *take(be_session *s, int *stop)
 
 static void idle(be_session *s) { atomic_store_explicit(&s->q_busy, 0, memory_order_release); }
 
-/* The session whose context the loop thread made current last. The loop may
- * serve several sessions (--isolation thread), but usually serves one, and
- * then every inline run would set the same context again: a driver call per
- * query. Keyed by the session id, which is never reused, because a new
- * context may get a destroyed one's handle. Inline runs are the only code on
- * the loop thread that makes a context current, and no quick op changes it. */
-static _Thread_local uint64_t loop_ctx_session;
-static _Thread_local CUcontext loop_ctx;
+/* The session and context this thread made current last. A thread may serve
+ * several sessions (the loop, with --isolation thread) and a session several
+ * devices, but usually the same context runs frame after frame: then nothing
+ * is asked of the driver. Keyed by the session id, which is never reused,
+ * because a new context may get a destroyed one's handle. */
+static _Thread_local uint64_t sel_session;
+static _Thread_local CUcontext sel_ctx;
 
-static CUresult loop_ctx_set(be_session *s)
+CUresult be_session_select(be_session *s, uint32_t dev)
 {
-	if (loop_ctx_session == s->id && loop_ctx == s->ctx)
-		return CUDA_SUCCESS;
-	CUresult r = be_drv.cuCtxSetCurrent(s->ctx);
-	if (r == CUDA_SUCCESS) {
-		loop_ctx_session = s->id;
-		loop_ctx = s->ctx;
+	if (dev >= (uint32_t)be_srv.ngpu || !s->ctxs[dev])
+		return CUDA_ERROR_INVALID_DEVICE;
+	CUcontext c = s->ctxs[dev];
+	if (sel_session != s->id || sel_ctx != c) {
+		CUresult r = be_drv.cuCtxSetCurrent(c);
+		if (r != CUDA_SUCCESS)
+			return r;
+		sel_session = s->id;
+		sel_ctx = c;
 	}
-	return r;
+	s->cur = (int)dev;
+	s->ctx = c;
+	s->mempool = s->mempools[dev];
+	return CUDA_SUCCESS;
 }
+
+void be_session_select_forget(void) { sel_session = 0, sel_ctx = NULL; }
 
 int be_executor_idle(be_session *s)
 {
@@ -127,7 +134,7 @@ int be_executor_run_inline(be_session *s, be_req *rq)
 	if (atomic_load_explicit(&s->q_len, memory_order_acquire) != 0 ||
 	    !atomic_compare_exchange_strong_explicit(&s->q_busy, &idle0, 1, memory_order_acquire, memory_order_relaxed))
 		return 0;
-	if (s->q_stop || !s->ctx || loop_ctx_set(s) != CUDA_SUCCESS) {
+	if (s->q_stop || !s->ctx) {
 		idle(s);
 		return 0;
 	}
@@ -217,7 +224,11 @@ static void run_frame(be_session *s, be_req *rq)
 		be_session_reject(s, "op before a successful hello");
 		return;
 	}
-	int st = fr->payload_lost ? CUDA_ERROR_OUT_OF_MEMORY : d->run(s, rq);
+	/* A request's status field names its device (proto.h); hello makes the
+	 * contexts, so it runs before any is selected. */
+	int st = op == PROTO_OP_HELLO ? CUDA_SUCCESS : be_session_select(s, (uint32_t)rq->view.status);
+	if (st == CUDA_SUCCESS)
+		st = fr->payload_lost ? CUDA_ERROR_OUT_OF_MEMORY : d->run(s, rq);
 	finish(s, rq, sync, st);
 	be_stat_mem(s->stat, s->ranges.bytes);
 }

@@ -97,8 +97,10 @@ int be_htab_add(be_htab *t, uint64_t id, void *obj, uint64_t aux)
 	be_hent *e = find(t, id);
 	if (e && e->state == 1)
 		return BE_H_EINUSE;
+	uint8_t dev = t->dev_src ? (uint8_t)*t->dev_src : 0;
 	if (e) { /* revive the tombstone: next generation */
 		e->state = 1;
+		e->dev = dev;
 		e->obj = obj;
 		e->aux = aux;
 		e->gen++;
@@ -115,7 +117,7 @@ int be_htab_add(be_htab *t, uint64_t id, void *obj, uint64_t aux)
 	uint32_t i = slot_of(id, t->cap);
 	while (t->e[i].state)
 		i = (i + 1) & (t->cap - 1);
-	t->e[i] = (be_hent){.id = id, .obj = obj, .aux = aux, .gen = 1, .state = 1};
+	t->e[i] = (be_hent){.id = id, .obj = obj, .aux = aux, .gen = 1, .state = 1, .dev = dev};
 	t->live++;
 	return BE_H_OK;
 }
@@ -177,4 +179,12 @@ const char *be_h_strerror(int err)
 	case BE_H_ENOMEM: return "out of memory";
 	}
 	return "?";
+}
+
+void be_htab_each_dev(const be_htab *t, int dev, void (*fn)(void *ctx, uint64_t id, void *obj, uint64_t aux),
+		      void *ctx)
+{
+	for (uint32_t i = 0; i < t->cap; i++)
+		if (t->e[i].state == 1 && t->e[i].dev == dev)
+			fn(ctx, t->e[i].id, t->e[i].obj, t->e[i].aux);
 }

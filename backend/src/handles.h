@@ -33,12 +33,14 @@ typedef struct be_hent {
 	uint64_t aux;  /* per-kind extra: a function's parameter size */
 	uint32_t gen;  /* times added; the current generation while live */
 	uint8_t state; /* 0 empty, 1 live, 2 tombstone */
+	uint8_t dev;   /* *dev_src when added: the session's device it was made on */
 } be_hent;
 
 typedef struct be_htab {
 	be_hent *e;
 	uint32_t cap; /* power of two, 0 before the first add */
 	uint32_t live, dead;
+	const int *dev_src; /* the owner's running device (be_session.cur); NULL: 0 */
 } be_htab;
 
 void be_htab_init(be_htab *t);
@@ -52,6 +54,9 @@ uint32_t be_htab_gen(const be_htab *t, uint64_t id);
 static inline uint32_t be_htab_count(const be_htab *t) { return t->live; }
 /* Calls fn for every live entry (teardown). fn must not modify the table. */
 void be_htab_each(const be_htab *t, void (*fn)(void *ctx, uint64_t id, void *obj, uint64_t aux), void *ctx);
+/* The same for the live entries added while *dev_src was dev. */
+void be_htab_each_dev(const be_htab *t, int dev, void (*fn)(void *ctx, uint64_t id, void *obj, uint64_t aux),
+		      void *ctx);
 const char *be_h_strerror(int err);
 
 #endif

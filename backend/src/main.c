@@ -1,7 +1,7 @@
 /*
- * remote-gpud: serves one GPU to remote-gpu clients (libremote.so).
+ * remote-gpud: serves one or more GPUs to remote-gpu clients (libremote.so).
  *
- *   remote-gpud [--listen HOST:PORT] [--port-file FILE] [--device N]
+ *   remote-gpud [--listen HOST:PORT] [--port-file FILE] [--device N,M,...|all]
  *               [--driver PATH] [--token-file FILE] [--isolation process|thread]
  *               [--cublas PATH] [--cublaslt PATH]
  *               [--run-dir DIR] [--metrics-port N] [--metrics-listen HOST:PORT]
@@ -88,7 +88,8 @@ static void usage(FILE *f)
 		"                      port 0: any free port), or shm:///PATH: a unix socket for clients\n"
 		"                      on this host, frames through shared memory (put it in a 0700 folder)\n"
 		"  --port-file FILE    write the bound port to FILE once listening\n"
-		"  --device N          GPU ordinal to serve (default 0)\n"
+		"  --device LIST       GPU ordinals to serve, comma-separated, or all (default 0);\n"
+		"                      each client sees them as its devices 0, 1, ...\n"
 		"  --driver PATH       CUDA driver library (default libcuda.so.1)\n"
 		"  --cublas PATH       cuBLAS (default libcublas.so.13; also REMOTE_GPU_CUBLAS)\n"
 		"  --cublaslt PATH     cuBLASLt (default libcublasLt.so.13; also REMOTE_GPU_CUBLASLT)\n"
@@ -130,11 +131,67 @@ static void usage(FILE *f)
 		DEFAULT_HELLO_TIMEOUT_S, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_PER_SOURCE, DEFAULT_DRAIN_S);
 }
 
-/* Immutable facts about the device, asked once and handed to every client. */
-static int device_info(int ordinal)
+/* Immutable facts about one device, asked once and handed to every client. */
+static void gpu_info(be_gpu *g)
+{
+	if (be_drv.cuDeviceGetName(g->name, sizeof(g->name) - 1, g->dev) != CUDA_SUCCESS)
+		snprintf(g->name, sizeof(g->name), "CUDA device %d", g->ordinal);
+	if (be_drv.cuDeviceGetUuid(&g->uuid, g->dev) != CUDA_SUCCESS)
+		memset(&g->uuid, 0, sizeof(g->uuid));
+	if (be_drv.cuDeviceTotalMem(&g->total_mem, g->dev) != CUDA_SUCCESS)
+		g->total_mem = 0;
+	if (be_drv.cuDeviceGetPCIBusId(g->pci_bus_id, sizeof(g->pci_bus_id) - 1, g->dev) != CUDA_SUCCESS)
+		g->pci_bus_id[0] = 0;
+	for (int i = 0; i < CU_DEVICE_ATTRIBUTE_MAX; i++) {
+		int v = 0;
+		if (be_drv.cuDeviceGetAttribute(&v, (CUdevice_attribute)i, g->dev) != CUDA_SUCCESS)
+			v = 0;
+		g->attrs[i] = v;
+	}
+}
+
+/* --device: "all", or ordinals separated by commas ("0", "1,0"), each once;
+ * the list's order is the order the client sees them in. */
+static int device_list(const char *spec, int count, int *out)
+{
+	if (!strcmp(spec, "all")) {
+		int n = count < BE_MAX_GPUS ? count : BE_MAX_GPUS;
+		for (int i = 0; i < n; i++)
+			out[i] = i;
+		return n;
+	}
+	int n = 0;
+	const char *p = spec;
+	for (;;) {
+		char *end;
+		errno = 0;
+		long d = strtol(p, &end, 10);
+		if (errno || end == p || d < 0 || d >= count || n == BE_MAX_GPUS) {
+			LOG_ERROR(BE_LOG, "--device %s: not a list of device ordinals in 0-%d (at most %d) or all", spec,
+				  count - 1, BE_MAX_GPUS);
+			return -1;
+		}
+		for (int i = 0; i < n; i++)
+			if (out[i] == d) {
+				LOG_ERROR(BE_LOG, "--device %s: device %ld named twice", spec, d);
+				return -1;
+			}
+		out[n++] = (int)d;
+		if (!*end)
+			return n;
+		if (*end != ',') {
+			LOG_ERROR(BE_LOG, "--device %s: not a list of device ordinals or all", spec);
+			return -1;
+		}
+		p = end + 1;
+	}
+}
+
+/* The devices of --device and what each client is told about them. */
+static int device_info(const char *spec)
 {
 	CUresult r;
-	int count = 0;
+	int count = 0, ords[BE_MAX_GPUS];
 
 	if ((r = be_drv.cuInit(0)) != CUDA_SUCCESS) {
 		LOG_ERROR(BE_LOG, "cuInit: %s", be_errname(r));
@@ -144,31 +201,30 @@ static int device_info(int ordinal)
 		LOG_ERROR(BE_LOG, "no CUDA device (%s)", r ? be_errname(r) : "count 0");
 		return -1;
 	}
-	if (ordinal < 0 || ordinal >= count) {
-		LOG_ERROR(BE_LOG, "--device %d: there are %d devices (0-%d)", ordinal, count, count - 1);
+	int n = device_list(spec, count, ords);
+	if (n <= 0)
 		return -1;
-	}
-	if ((r = be_drv.cuDeviceGet(&be_srv.dev, ordinal)) != CUDA_SUCCESS) {
-		LOG_ERROR(BE_LOG, "cuDeviceGet(%d): %s", ordinal, be_errname(r));
-		return -1;
-	}
-	be_srv.ordinal = ordinal;
 	if (be_drv.cuDriverGetVersion(&be_srv.driver_version) != CUDA_SUCCESS)
 		be_srv.driver_version = 0;
-	if (be_drv.cuDeviceGetName(be_srv.name, sizeof(be_srv.name) - 1, be_srv.dev) != CUDA_SUCCESS)
-		snprintf(be_srv.name, sizeof(be_srv.name), "CUDA device %d", ordinal);
-	if (be_drv.cuDeviceGetUuid(&be_srv.uuid, be_srv.dev) != CUDA_SUCCESS)
-		memset(&be_srv.uuid, 0, sizeof(be_srv.uuid));
-	if (be_drv.cuDeviceTotalMem(&be_srv.total_mem, be_srv.dev) != CUDA_SUCCESS)
-		be_srv.total_mem = 0;
-	if (be_drv.cuDeviceGetPCIBusId(be_srv.pci_bus_id, sizeof(be_srv.pci_bus_id) - 1, be_srv.dev) != CUDA_SUCCESS)
-		be_srv.pci_bus_id[0] = 0;
-	for (int i = 0; i < CU_DEVICE_ATTRIBUTE_MAX; i++) {
-		int v = 0;
-		if (be_drv.cuDeviceGetAttribute(&v, (CUdevice_attribute)i, be_srv.dev) != CUDA_SUCCESS)
-			v = 0;
-		be_srv.attrs[i] = v;
+	for (int i = 0; i < n; i++) {
+		be_gpu *g = &be_srv.gpu[i];
+		g->ordinal = ords[i];
+		if ((r = be_drv.cuDeviceGet(&g->dev, ords[i])) != CUDA_SUCCESS) {
+			LOG_ERROR(BE_LOG, "cuDeviceGet(%d): %s", ords[i], be_errname(r));
+			return -1;
+		}
+		gpu_info(g);
 	}
+	/* Which device may map which one's memory: the driver's answer, asked
+	 * once (the client's cudaDeviceCanAccessPeer reads it from the hello). */
+	for (int i = 0; i < n; i++)
+		for (int j = 0; j < n; j++) {
+			int can = 0;
+			if (i != j && be_drv.cuDeviceCanAccessPeer(&can, be_srv.gpu[i].dev, be_srv.gpu[j].dev) == CUDA_SUCCESS &&
+			    can)
+				be_srv.gpu[i].peers |= 1ull << j;
+		}
+	be_srv.ngpu = n;
 	return 0;
 }
 
@@ -366,7 +422,7 @@ static void on_no_client(uv_timer_t *t)
  * load the driver, serve the one client the supervisor sends, exit. ADDR
  * rdma+tls:// (ticket.c): listen on rdma; the client got the cookie inside TLS
  * after its token was checked, so the cookie authenticates it. */
-static int serve_sent(transport_addr *addr, const char *driver, int device, const char *store)
+static int serve_sent(transport_addr *addr, const char *driver, const char *device, const char *store)
 {
 	static const transport_server_cb cb = {
 		.on_accept = accept_one,
@@ -536,7 +592,7 @@ int main(int argc, char **argv)
 	const char *token_file = NULL;
 	int metrics_port = -1;
 	const char *metrics_host = "127.0.0.1";
-	int device = 0;
+	const char *device = "0";
 	unsigned hello_s = DEFAULT_HELLO_TIMEOUT_S, idle_s = 0, max_conns = DEFAULT_MAX_CONNECTIONS,
 		 max_per_source = DEFAULT_MAX_PER_SOURCE;
 	transport_addr addr;
@@ -635,16 +691,9 @@ int main(int argc, char **argv)
 			M.session_listen = v;
 		else if (!strcmp(a, "--port-fd"))
 			M.port_fd = atoi(v);
-		else if (!strcmp(a, "--device")) {
-			char *end;
-			errno = 0;
-			long d = strtol(v, &end, 10);
-			if (errno || *end || end == v || d < 0 || d > 1024) {
-				fprintf(stderr, "remote-gpud: --device %s: not a device ordinal\n", v);
-				return 2;
-			}
-			device = (int)d;
-		} else {
+		else if (!strcmp(a, "--device"))
+			device = v; /* checked against the driver's devices (device_info) */
+		else {
 			fprintf(stderr, "remote-gpud: unknown option %s\n", a);
 			usage(stderr);
 			return 2;
@@ -740,9 +789,7 @@ int main(int argc, char **argv)
 		child_argv[n++] = "3";
 		int common = n;
 		child_argv[n++] = "--device";
-		static char devbuf[16];
-		snprintf(devbuf, sizeof(devbuf), "%d", device);
-		child_argv[n++] = devbuf;
+		child_argv[n++] = (char *)device;
 		if (driver) {
 			child_argv[n++] = "--driver";
 			child_argv[n++] = (char *)driver;
@@ -817,8 +864,9 @@ int main(int argc, char **argv)
 		return stop_early();
 	}
 	/* Printed whatever REMOTE_GPU_LOG says: scripts wait for it. */
-	rg_log_write(RG_LOG_INFO, BE_LOG, "listening on %s:%d, device %d: %s (%zu MiB)%s%s, a %s per session",
-		     addr.host, port, device, be_srv.name, be_srv.total_mem >> 20, be_srv.token ? ", token required" : "",
+	rg_log_write(RG_LOG_INFO, BE_LOG, "listening on %s:%d, device %s: %s (%zu MiB)%s%s%s, a %s per session",
+		     addr.host, port, device, be_srv.gpu[0].name, be_srv.gpu[0].total_mem >> 20,
+		     be_srv.ngpu > 1 ? " and more" : "", be_srv.token ? ", token required" : "",
 		     rdma_tls ? ", rdma+tls" : strcmp(addr.scheme, "tls") ? "" : ", tls", isolation);
 	if (mport > 0)
 		rg_log_write(RG_LOG_INFO, BE_LOG, strchr(metrics_host, ':') ? "metrics at http://[%s]:%d/metrics"

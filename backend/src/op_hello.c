@@ -1,9 +1,9 @@
 /*
  * hello: the handshake. Checks the protocol version and the token, creates the
- * session's own context on the server's device (one per session; contexts of
+ * session's own context on each of the server's devices (contexts of
  * one process share the GPU's address space, so tenants are kept apart by
  * processes, not by contexts: docs/SECURITY.md), and answers with
- * everything the client caches about the device, so that property and attribute
+ * everything the client caches about the devices, so that property and attribute
  * queries never cross the wire again.
  */
 #include "backend.h"
@@ -47,7 +47,7 @@ int be_op_hello(be_session *s, be_req *rq, uint32_t version, const char *token, 
 		const char *host, size_t host_len, const char *program, size_t program_len)
 {
 	CUresult r;
-	int lo = 0, hi = 0;
+	int lo[BE_MAX_GPUS] = {0}, hi[BE_MAX_GPUS] = {0};
 
 	if (atomic_load(&s->hello_ok)) {
 		LOG_WARN(BE_LOG, "session %" PRIu64 ": second hello ignored", s->id);
@@ -85,21 +85,37 @@ int be_op_hello(be_session *s, be_req *rq, uint32_t version, const char *token, 
 		return BE_REPLIED;
 	}
 
-	/* CUDA 13: cuCtxCreate(pctx, params, flags, dev). The new context is
-	 * current on this thread, the executor, from now on. */
-	r = be_drv.cuCtxCreate(&s->ctx, NULL, 0, be_srv.dev);
-	if (r != CUDA_SUCCESS) {
-		s->ctx = NULL;
-		LOG_ERROR(BE_LOG, "session %" PRIu64 ": cuCtxCreate on device %d: %s", s->id, be_srv.ordinal,
-			  be_errname(r));
+	/* CUDA 13: cuCtxCreate(pctx, params, flags, dev): a context of the
+	 * session's own on every served device, all in this process, so that
+	 * their device addresses are unique (one address space) and peer access
+	 * and peer copies between them are the driver's own. */
+	for (int i = 0; i < be_srv.ngpu; i++) {
+		r = be_drv.cuCtxCreate(&s->ctxs[i], NULL, 0, be_srv.gpu[i].dev);
+		if (r != CUDA_SUCCESS) {
+			s->ctxs[i] = NULL;
+			LOG_ERROR(BE_LOG, "session %" PRIu64 ": cuCtxCreate on device %d: %s", s->id,
+				  be_srv.gpu[i].ordinal, be_errname(r));
+			for (int j = 0; j < i; j++) {
+				be_drv.cuCtxDestroy(s->ctxs[j]);
+				s->ctxs[j] = NULL;
+			}
+			be_session_select_forget();
+			be_reply_status(s, rq, r);
+			be_session_reject(s, "no context");
+			return BE_REPLIED;
+		}
+		if (be_drv.cuCtxGetStreamPriorityRange(&lo[i], &hi[i]) != CUDA_SUCCESS)
+			lo[i] = hi[i] = 0;
+		if (be_drv.cuDeviceGetDefaultMemPool(&s->mempools[i], be_srv.gpu[i].dev) != CUDA_SUCCESS)
+			s->mempools[i] = NULL;
+	}
+	/* Device 0's context current on this thread, as every frame expects. */
+	be_session_select_forget();
+	if ((r = be_session_select(s, 0)) != CUDA_SUCCESS) {
 		be_reply_status(s, rq, r);
 		be_session_reject(s, "no context");
 		return BE_REPLIED;
 	}
-	if ((r = be_drv.cuCtxGetStreamPriorityRange(&lo, &hi)) != CUDA_SUCCESS)
-		lo = hi = 0;
-	if (be_drv.cuDeviceGetDefaultMemPool(&s->mempool, be_srv.dev) != CUDA_SUCCESS)
-		s->mempool = NULL;
 	be_staging_grow(&s->staging, BE_INITIAL_CHUNKS);
 	atomic_store(&s->hello_ok, 1);
 	be_status_session_hello(s);
@@ -107,24 +123,32 @@ int be_op_hello(be_session *s, be_req *rq, uint32_t version, const char *token, 
 	LOG_INFO(BE_LOG, "session %" PRIu64 " started: %s, pid %" PRIu64 ", %s (from %s)", s->id, s->client_host, pid,
 		 s->program, s->peer);
 
-	uint8_t attrs[sizeof(be_srv.attrs)];
-	for (size_t i = 0; i < CU_DEVICE_ATTRIBUTE_MAX; i++) {
-		uint32_t v = (uint32_t)be_srv.attrs[i];
-		attrs[4 * i] = (uint8_t)v;
-		attrs[4 * i + 1] = (uint8_t)(v >> 8);
-		attrs[4 * i + 2] = (uint8_t)(v >> 16);
-		attrs[4 * i + 3] = (uint8_t)(v >> 24);
-	}
-	proto_msg *m = be_reply_begin(s, rq, 10);
+	/* [version, driver version, n, then per device: ordinal, name, uuid,
+	 * total memory, attributes (little-endian int32s), PCI bus id, stream
+	 * priorities least and greatest, peers (bit j: can access device j)] */
+	proto_msg *m = be_reply_begin(s, rq, 3 + 9 * (uint32_t)be_srv.ngpu);
 	proto_msg_u64(m, PROTO_VERSION);
 	proto_msg_i64(m, be_srv.driver_version);
-	proto_msg_u64(m, (uint64_t)be_srv.ordinal);
-	proto_msg_str(m, be_srv.name);
-	proto_msg_bin(m, be_srv.uuid.bytes, sizeof(be_srv.uuid.bytes));
-	proto_msg_u64(m, be_srv.total_mem);
-	proto_msg_bin(m, attrs, sizeof(attrs));
-	proto_msg_str(m, be_srv.pci_bus_id);
-	proto_msg_i64(m, lo);
-	proto_msg_i64(m, hi);
+	proto_msg_u64(m, (uint64_t)be_srv.ngpu);
+	for (int g = 0; g < be_srv.ngpu; g++) {
+		const be_gpu *d = &be_srv.gpu[g];
+		uint8_t attrs[sizeof(d->attrs)];
+		for (size_t i = 0; i < CU_DEVICE_ATTRIBUTE_MAX; i++) {
+			uint32_t v = (uint32_t)d->attrs[i];
+			attrs[4 * i] = (uint8_t)v;
+			attrs[4 * i + 1] = (uint8_t)(v >> 8);
+			attrs[4 * i + 2] = (uint8_t)(v >> 16);
+			attrs[4 * i + 3] = (uint8_t)(v >> 24);
+		}
+		proto_msg_u64(m, (uint64_t)d->ordinal);
+		proto_msg_str(m, d->name);
+		proto_msg_bin(m, d->uuid.bytes, sizeof(d->uuid.bytes));
+		proto_msg_u64(m, d->total_mem);
+		proto_msg_bin(m, attrs, sizeof(attrs));
+		proto_msg_str(m, d->pci_bus_id);
+		proto_msg_i64(m, lo[g]);
+		proto_msg_i64(m, hi[g]);
+		proto_msg_u64(m, d->peers);
+	}
 	return be_reply_end(s, rq, m, NULL, 0);
 }

@@ -119,7 +119,7 @@ int be_op_mempool_create(be_session *s, be_req *rq, uint64_t pool_id, uint32_t a
 	CUmemPoolProps props = {
 		.allocType = (CUmemAllocationType)alloc_type,
 		.handleTypes = CU_MEM_HANDLE_TYPE_NONE,
-		.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = be_srv.dev},
+		.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = be_cur_gpu(s)->dev},
 		.maxSize = (size_t)max_size,
 		.usage = (unsigned short)usage,
 	};
@@ -181,7 +181,7 @@ int be_op_mempool_get_current(be_session *s, be_req *rq)
 /* From the session's device (the client answers for its other devices). */
 int be_op_mempool_get_access(be_session *s, be_req *rq, uint64_t pool_id)
 {
-	CUmemLocation loc = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = be_srv.dev};
+	CUmemLocation loc = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = be_cur_gpu(s)->dev};
 	CUmemAccess_flags f = CU_MEM_ACCESS_FLAGS_PROT_NONE;
 	CUmemoryPool pool;
 	CUresult r;

@@ -55,11 +55,12 @@ static struct {
 } nv;
 
 static pthread_once_t nvml_once = PTHREAD_ONCE_INIT;
-static nvmlDevice_t nvml_dev; /* NULL: no NVML, or it does not know our device */
+/* Per served device; NULL: no NVML, or it does not know that device. */
+static nvmlDevice_t nvml_devs[BE_MAX_GPUS];
 
 static void nvml_load(void);
-static nvmlReturn_t nvml_processes(uint64_t *used);
-static nvmlReturn_t nvml_memory(uint64_t v[4]);
+static nvmlReturn_t nvml_processes(nvmlDevice_t nvml_dev, uint64_t *used);
+static nvmlReturn_t nvml_memory(nvmlDevice_t nvml_dev, uint64_t v[4]);
 
 static void nvml_load(void)
 {
@@ -71,21 +72,25 @@ static void nvml_load(void)
 #define BE_NVML_RESOLVE(name, params) nv.name = (nvmlReturn_t(*) params)dlsym(h, #name);
 	BE_NVML_FUNCS(BE_NVML_RESOLVE)
 #undef BE_NVML_RESOLVE
-	nvmlDevice_t d = NULL;
 	nvmlReturn_t r = nv.nvmlInit_v2 ? nv.nvmlInit_v2() : NVML_ERROR_FUNCTION_NOT_FOUND;
-	if (r == NVML_SUCCESS)
-		r = nv.nvmlDeviceGetHandleByPciBusId_v2 ? nv.nvmlDeviceGetHandleByPciBusId_v2(be_srv.pci_bus_id, &d)
-							: NVML_ERROR_FUNCTION_NOT_FOUND;
-	if (r != NVML_SUCCESS) {
-		LOG_WARN(BE_LOG, "NVML does not answer for device %s (error %d): live device values answer NOT_SUPPORTED",
-			 be_srv.pci_bus_id, r);
-		return;
+	for (int i = 0; i < be_srv.ngpu; i++) {
+		nvmlDevice_t d = NULL;
+		nvmlReturn_t rd = r;
+		if (rd == NVML_SUCCESS)
+			rd = nv.nvmlDeviceGetHandleByPciBusId_v2
+				     ? nv.nvmlDeviceGetHandleByPciBusId_v2(be_srv.gpu[i].pci_bus_id, &d)
+				     : NVML_ERROR_FUNCTION_NOT_FOUND;
+		if (rd != NVML_SUCCESS) {
+			LOG_WARN(BE_LOG, "NVML does not answer for device %s (error %d): its live values answer "
+				 "NOT_SUPPORTED", be_srv.gpu[i].pci_bus_id, rd);
+			continue;
+		}
+		nvml_devs[i] = d;
 	}
-	nvml_dev = d;
 }
 
 /* v: total, free, used, reserved. Without NVML, the context's view. */
-static nvmlReturn_t nvml_memory(uint64_t v[4])
+static nvmlReturn_t nvml_memory(nvmlDevice_t nvml_dev, uint64_t v[4])
 {
 	if (nvml_dev && nv.nvmlDeviceGetMemoryInfo_v2) {
 		nvmlMemory_v2_t m = {.version = nvmlMemory_v2};
@@ -109,7 +114,7 @@ static nvmlReturn_t nvml_memory(uint64_t v[4])
 }
 
 /* The GPU memory of this process, the one that runs the session. */
-static nvmlReturn_t nvml_processes(uint64_t *used)
+static nvmlReturn_t nvml_processes(nvmlDevice_t nvml_dev, uint64_t *used)
 {
 	unsigned n = 64;
 	nvmlProcessInfo_v2_t *p = NULL;
@@ -144,10 +149,11 @@ int be_op_nvml_query(be_session *s, be_req *rq, uint32_t what, uint32_t arg)
 	nvmlReturn_t r = NVML_ERROR_NOT_SUPPORTED;
 
 	pthread_once(&nvml_once, nvml_load);
+	nvmlDevice_t nvml_dev = nvml_devs[s->cur]; /* the frame's device */
 	/* A missing function is a value this NVML cannot give: NOT_SUPPORTED. */
 #define BE_NVML_CALL(fn, ...) (nv.fn ? nv.fn(__VA_ARGS__) : NVML_ERROR_NOT_SUPPORTED)
 	if (what == PROTO_NVML_MEMORY)
-		r = nvml_memory(v);
+		r = nvml_memory(nvml_dev, v);
 	else if (!nvml_dev)
 		r = NVML_ERROR_NOT_SUPPORTED;
 	else
@@ -197,7 +203,7 @@ int be_op_nvml_query(be_session *s, be_req *rq, uint32_t what, uint32_t arg)
 			v[0] = a;
 			break;
 		case PROTO_NVML_PROCESS:
-			r = nv.nvmlDeviceGetComputeRunningProcesses_v3 ? nvml_processes(&v[0]) : NVML_ERROR_NOT_SUPPORTED;
+			r = nv.nvmlDeviceGetComputeRunningProcesses_v3 ? nvml_processes(nvml_dev, &v[0]) : NVML_ERROR_NOT_SUPPORTED;
 			break;
 		case PROTO_NVML_PERSISTENCE:
 			r = BE_NVML_CALL(nvmlDeviceGetPersistenceMode, nvml_dev, &e);

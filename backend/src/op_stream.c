@@ -83,7 +83,7 @@ static int device_idle(be_session *s)
 	if (be_srv.no_fastpath || !be_waiter_idle(s) || be_htab_count(&s->streams) > BE_IDLE_QUERY_MAX)
 		return 0;
 	int busy = be_drv.cuStreamQuery(NULL) != CUDA_SUCCESS;
-	be_htab_each(&s->streams, query_stream, &busy);
+	be_htab_each_dev(&s->streams, s->cur, query_stream, &busy); /* this device's */
 	return !busy;
 }
 

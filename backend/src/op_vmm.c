@@ -84,13 +84,13 @@ static int enter(be_session *s, struct be_vmm_sess **v)
 	return 0;
 }
 
-static CUmemAllocationProp device_prop(uint32_t type)
+static CUmemAllocationProp device_prop(CUdevice dev, uint32_t type)
 {
 	CUmemAllocationProp p = {0};
 	p.type = (CUmemAllocationType)type;
 	p.requestedHandleTypes = CU_MEM_HANDLE_TYPE_NONE;
 	p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-	p.location.id = be_srv.dev;
+	p.location.id = dev;
 	return p;
 }
 
@@ -111,7 +111,7 @@ static int check_prop(be_session *s, uint32_t type, uint32_t handle_types, uint3
 static size_t granularity(struct be_vmm_sess *v)
 {
 	if (!v->gran) {
-		CUmemAllocationProp p = device_prop(CU_MEM_ALLOCATION_TYPE_PINNED);
+		CUmemAllocationProp p = device_prop(be_srv.gpu[0].dev, CU_MEM_ALLOCATION_TYPE_PINNED) /* (served devices alike) */;
 		size_t g = 0;
 		if (be_drv.cuMemGetAllocationGranularity(&g, &p, CU_MEM_ALLOC_GRANULARITY_MINIMUM) == CUDA_SUCCESS)
 			v->gran = g;
@@ -172,7 +172,7 @@ int be_op_vmm_granularity(be_session *s, be_req *rq, uint32_t type, uint32_t han
 
 	if ((err = enter(s, &v)) || (err = check_prop(s, type, handle_types, loc_type, "vmm_granularity")))
 		return err;
-	CUmemAllocationProp p = device_prop(type);
+	CUmemAllocationProp p = device_prop(be_cur_gpu(s)->dev, type);
 	if ((r = be_drv.cuMemGetAllocationGranularity(&g, &p, (CUmemAllocationGranularity_flags)option)) !=
 	    CUDA_SUCCESS)
 		return r;
@@ -246,7 +246,7 @@ int be_op_vmm_create(be_session *s, be_req *rq, uint64_t id, uint64_t size, uint
 	vmm_alloc *a = calloc(1, sizeof(*a));
 	if (!a)
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	CUmemAllocationProp p = device_prop(type);
+	CUmemAllocationProp p = device_prop(be_cur_gpu(s)->dev, type);
 	p.allocFlags.compressionType = (unsigned char)compression;
 	p.allocFlags.usage = (unsigned short)usage;
 	if ((err = be_tenant_charge(s, size))) {
@@ -370,7 +370,7 @@ int be_op_vmm_set_access(be_session *s, be_req *rq, CUdeviceptr ptr, uint64_t si
 	}
 	if (!mapped(v, ptr, size))
 		return CUDA_ERROR_INVALID_VALUE;
-	CUmemAccessDesc d = {{CU_MEM_LOCATION_TYPE_DEVICE, be_srv.dev}, (CUmemAccess_flags)flags};
+	CUmemAccessDesc d = {{CU_MEM_LOCATION_TYPE_DEVICE, be_cur_gpu(s)->dev}, (CUmemAccess_flags)flags};
 	return be_drv.cuMemSetAccess(ptr, (size_t)size, &d, 1);
 }
 
@@ -387,7 +387,7 @@ int be_op_vmm_get_access(be_session *s, be_req *rq, CUdeviceptr ptr, uint32_t lo
 		return CUDA_ERROR_NOT_SUPPORTED;
 	if (!map_at(v, ptr))
 		return CUDA_ERROR_INVALID_VALUE;
-	CUmemLocation loc = {CU_MEM_LOCATION_TYPE_DEVICE, be_srv.dev};
+	CUmemLocation loc = {CU_MEM_LOCATION_TYPE_DEVICE, be_cur_gpu(s)->dev};
 	if ((r = be_drv.cuMemGetAccess(&flags, &loc, ptr)) != CUDA_SUCCESS)
 		return r;
 	return be_reply_u64(s, rq, flags);

@@ -53,7 +53,7 @@ int be_ranges_add(be_ranges *rs, uint64_t base, uint64_t size, int kind)
 		rs->cap = cap;
 	}
 	memmove(&rs->r[i + 1], &rs->r[i], (rs->n - i) * sizeof(*rs->r));
-	rs->r[i] = (be_range){base, size, kind};
+	rs->r[i] = (be_range){base, size, kind, rs->dev_src ? *rs->dev_src : 0};
 	rs->n++;
 	if (kind != BE_RANGE_VAR && kind != BE_RANGE_MAPPED)
 		rs->bytes += size;

@@ -27,12 +27,14 @@ enum be_range_kind {
 typedef struct be_range {
 	uint64_t base, size;
 	int kind;
+	int dev; /* *dev_src when added: the session's device it is memory of */
 } be_range;
 
 typedef struct be_ranges {
 	be_range *r; /* sorted by base, disjoint, size > 0 */
 	size_t n, cap;
 	uint64_t bytes; /* sum of the sizes of freeable ranges */
+	const int *dev_src; /* the owner's running device (be_session.cur); NULL: 0 */
 } be_ranges;
 
 enum be_range_err {

@@ -245,6 +245,12 @@ void *be_on_accept(void *ctx, transport_conn *c)
 	be_htab_init(&s->surfobjs);
 	be_htab_init(&s->pools);
 	be_ranges_init(&s->ranges);
+	/* What teardown must destroy with each device's context current. */
+	be_htab *per_dev[] = {&s->streams, &s->events, &s->modules, &s->funcs, &s->graphs, &s->gexecs,
+			      &s->arrays, &s->texobjs, &s->surfobjs};
+	for (size_t i = 0; i < sizeof(per_dev) / sizeof(per_dev[0]); i++)
+		per_dev[i]->dev_src = &s->cur;
+	s->ranges.dev_src = &s->cur;
 	if (be_staging_init(&s->staging, BE_CHUNK_SIZE, BE_MAX_CHUNKS, BE_BIG_MAX) != 0 || be_waiter_init(s) != 0) {
 		LOG_ERROR(BE_LOG, "%s: out of memory for a session", c->peer);
 		be_admit_release(c->peer);
@@ -669,7 +675,7 @@ static void td_module(void *ctx, uint64_t id, void *obj, uint64_t aux)
 static void teardown_vmm_fresh(be_session *s)
 {
 	CUcontext tmp = NULL;
-	CUresult r = be_drv.cuCtxCreate(&tmp, NULL, 0, be_srv.dev);
+	CUresult r = be_drv.cuCtxCreate(&tmp, NULL, 0, be_srv.gpu[0].dev);
 
 	if (r != CUDA_SUCCESS)
 		LOG_WARN(BE_LOG, "session %" PRIu64 ": no context to release VMM memory after a sticky error: %s",
@@ -697,39 +703,55 @@ void be_session_teardown(be_session *s)
 	unsigned nchunks = s->staging.nchunks;
 	uint64_t fallbacks = s->staging.fallbacks;
 	if (s->ctx) {
-		if ((r = be_drv.cuCtxSetCurrent(s->ctx)) != CUDA_SUCCESS)
-			LOG_WARN(BE_LOG, "session %" PRIu64 ": cuCtxSetCurrent: %s", s->id, be_errname(r));
-		if ((r = be_drv.cuCtxSynchronize()) != CUDA_SUCCESS)
-			LOG_INFO(BE_LOG, "session %" PRIu64 ": cuCtxSynchronize at teardown: %s", s->id, be_errname(r));
-		/* A failed synchronize means a sticky error (a kernel faulted): the
-		 * context refuses every later call, cuMemRelease and cuMemUnmap too,
-		 * and VMM memory is the device's, so cuCtxDestroy would not take it
-		 * either. It is released under a fresh context instead, below. */
-		int poisoned = r != CUDA_SUCCESS;
+		/* Every device's work ends first: a peer copy may still read memory
+		 * of another device. */
+		int poisoned = 0;
+		for (int d = be_srv.ngpu - 1; d >= 0; d--) {
+			if ((r = be_session_select(s, (uint32_t)d)) != CUDA_SUCCESS)
+				LOG_WARN(BE_LOG, "session %" PRIu64 ": cuCtxSetCurrent: %s", s->id, be_errname(r));
+			if ((r = be_drv.cuCtxSynchronize()) != CUDA_SUCCESS)
+				LOG_INFO(BE_LOG, "session %" PRIu64 ": cuCtxSynchronize at teardown: %s", s->id,
+					 be_errname(r));
+			/* A failed synchronize means a sticky error (a kernel faulted): the
+			 * context refuses every later call, cuMemRelease and cuMemUnmap too,
+			 * and VMM memory is the device's, so cuCtxDestroy would not take it
+			 * either. It is released under a fresh context instead, below. */
+			poisoned |= r != CUDA_SUCCESS;
+		}
+		/* (device 0's context is current now) */
 		be_waiter_cleanup(s);
 		be_lib_teardown(s); /* library handles may use the streams below */
-		be_htab_each(&s->gexecs, td_gexec, &gx);
-		be_htab_each(&s->graphs, td_graph, &gr);
-		be_htab_each(&s->events, td_event, &ev);
-		be_htab_each(&s->streams, td_stream, &st);
-		be_htab_each(&s->modules, td_module, &mo);
-		/* Objects that read an array go before it. */
-		be_htab_each(&s->texobjs, td_texobj, &to);
-		be_htab_each(&s->surfobjs, td_surfobj, &so);
-		be_htab_each(&s->arrays, td_array, &ar);
-		if (!poisoned)
-			be_vmm_teardown(s); /* mappings before the memory behind them, reservations last */
-		for (size_t i = 0; i < s->ranges.n; i++) {
-			if (s->ranges.r[i].kind == BE_RANGE_VAR || s->ranges.r[i].kind == BE_RANGE_MAPPED)
-				continue;
-			nalloc++;
-			afailed += be_drv.cuMemFree((CUdeviceptr)s->ranges.r[i].base) != CUDA_SUCCESS;
+		/* Each object is destroyed with its own device's context current. */
+		for (int d = be_srv.ngpu - 1; d >= 0; d--) {
+			be_session_select(s, (uint32_t)d);
+			be_htab_each_dev(&s->gexecs, d, td_gexec, &gx);
+			be_htab_each_dev(&s->graphs, d, td_graph, &gr);
+			be_htab_each_dev(&s->events, d, td_event, &ev);
+			be_htab_each_dev(&s->streams, d, td_stream, &st);
+			be_htab_each_dev(&s->modules, d, td_module, &mo);
+			/* Objects that read an array go before it. */
+			be_htab_each_dev(&s->texobjs, d, td_texobj, &to);
+			be_htab_each_dev(&s->surfobjs, d, td_surfobj, &so);
+			be_htab_each_dev(&s->arrays, d, td_array, &ar);
+			if (!poisoned && d == 0)
+				be_vmm_teardown(s); /* mappings before the memory behind them, reservations last */
+			for (size_t i = 0; i < s->ranges.n; i++) {
+				if (s->ranges.r[i].kind == BE_RANGE_VAR || s->ranges.r[i].kind == BE_RANGE_MAPPED ||
+				    s->ranges.r[i].dev != d)
+					continue;
+				nalloc++;
+				afailed += be_drv.cuMemFree((CUdeviceptr)s->ranges.r[i].base) != CUDA_SUCCESS;
+			}
 		}
 		be_htab_each(&s->pools, td_pool, &po);
 		be_staging_destroy(&s->staging);
-		if ((r = be_drv.cuCtxDestroy(s->ctx)) != CUDA_SUCCESS)
-			LOG_WARN(BE_LOG, "session %" PRIu64 ": cuCtxDestroy: %s", s->id, be_errname(r));
+		for (int d = be_srv.ngpu - 1; d >= 0; d--) {
+			if (s->ctxs[d] && (r = be_drv.cuCtxDestroy(s->ctxs[d])) != CUDA_SUCCESS)
+				LOG_WARN(BE_LOG, "session %" PRIu64 ": cuCtxDestroy: %s", s->id, be_errname(r));
+			s->ctxs[d] = NULL;
+		}
 		s->ctx = NULL;
+		be_session_select_forget();
 		if (poisoned)
 			teardown_vmm_fresh(s);
 	} else {

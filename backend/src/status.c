@@ -186,12 +186,12 @@ int be_status_server_open(const char *dir, const char *host, int port, const cha
 	h->port = port;
 	h->metrics_port = metrics_port;
 	snprintf(h->isolation, sizeof(h->isolation), "%s", isolation);
-	h->ordinal = be_srv.ordinal;
+	h->ordinal = be_srv.gpu[0].ordinal;
 	h->driver_version = be_srv.driver_version;
-	snprintf(h->name, sizeof(h->name), "%s", be_srv.name);
-	memcpy(h->uuid, be_srv.uuid.bytes, sizeof(h->uuid));
-	snprintf(h->pci_bus_id, sizeof(h->pci_bus_id), "%s", be_srv.pci_bus_id);
-	h->total_mem = be_srv.total_mem;
+	snprintf(h->name, sizeof(h->name), "%s", be_srv.gpu[0].name);
+	memcpy(h->uuid, be_srv.gpu[0].uuid.bytes, sizeof(h->uuid));
+	snprintf(h->pci_bus_id, sizeof(h->pci_bus_id), "%s", be_srv.gpu[0].pci_bus_id);
+	h->total_mem = be_srv.gpu[0].total_mem;
 	if (publish(path) != 0) {
 		LOG_WARN(BE_LOG, "%s: %s; no status for remote-smi", path, strerror(errno));
 		munmap(p, sizeof(*h));

@@ -31,7 +31,7 @@
 static void *waiter_main(void *arg);
 static void run_entry(be_session *s, be_wentry *e, int live);
 static void entry_recycle(be_session *s, be_wentry *e);
-static void evpool_put(be_session *s, CUevent ev);
+static void evpool_put(be_session *s, int dev, CUevent ev);
 
 int be_waiter_init(be_session *s)
 {
@@ -62,6 +62,8 @@ be_wentry *be_wentry_new(be_session *s)
 	if (!e && !(e = malloc(sizeof(*e))))
 		return NULL;
 	memset(e, 0, sizeof(*e));
+	e->ctx = s->ctx; /* the running frame's device */
+	e->dev = s->cur;
 	return e;
 }
 
@@ -94,9 +96,10 @@ CUevent be_event_record_internal(be_session *s, CUstream stream, CUresult *err)
 	CUevent ev = NULL;
 	CUresult r;
 
+	int dev = s->cur;
 	pthread_mutex_lock(&w->mu);
-	if (w->npool)
-		ev = w->pool[--w->npool];
+	if (w->npool[dev])
+		ev = w->pool[dev][--w->npool[dev]];
 	pthread_mutex_unlock(&w->mu);
 	if (!ev) {
 		if ((r = be_drv.cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS) {
@@ -108,7 +111,7 @@ CUevent be_event_record_internal(be_session *s, CUstream stream, CUresult *err)
 		pthread_mutex_unlock(&w->mu);
 	}
 	if ((r = be_drv.cuEventRecord(ev, stream)) != CUDA_SUCCESS) {
-		evpool_put(s, ev);
+		evpool_put(s, dev, ev);
 		*err = r;
 		return NULL;
 	}
@@ -158,7 +161,7 @@ int be_waiter_after(be_session *s, CUstream stream, be_req *rq, be_buf *out, siz
 	CUevent ev = be_event_record_internal(s, stream, &r);
 
 	if (ev && fast_done(s, ev, rq ? BE_FAST_NS : 0, rq != NULL)) {
-		evpool_put(s, ev);
+		evpool_put(s, s->cur, ev);
 		if (rq && out)
 			be_reply_send_staged(s, be_reply_begin_seq(s, rq->seq, 0), out, out_len);
 		else if (rq)
@@ -177,7 +180,7 @@ int be_waiter_after(be_session *s, CUstream stream, be_req *rq, be_buf *out, siz
 		if (ev) {
 			r = CUDA_ERROR_OUT_OF_MEMORY;
 			be_drv.cuEventSynchronize(ev);
-			evpool_put(s, ev);
+			evpool_put(s, s->cur, ev);
 		} else {
 			be_drv.cuCtxSynchronize();
 		}
@@ -206,12 +209,12 @@ int be_waiter_after(be_session *s, CUstream stream, be_req *rq, be_buf *out, siz
 	return rq ? BE_DEFERRED : 0;
 }
 
-static void evpool_put(be_session *s, CUevent ev)
+static void evpool_put(be_session *s, int dev, CUevent ev)
 {
 	be_waiter *w = &s->w;
 	pthread_mutex_lock(&w->mu);
-	if (w->npool < BE_EVPOOL_MAX) {
-		w->pool[w->npool++] = ev;
+	if (w->npool[dev] < BE_EVPOOL_MAX) {
+		w->pool[dev][w->npool[dev]++] = ev;
 		ev = NULL;
 	} else {
 		w->nevents--;
@@ -234,7 +237,7 @@ static void run_entry(be_session *s, be_wentry *e, int live)
 			st = be_drv.cuCtxSynchronize();
 	}
 	if (e->kind == BE_WAIT_EVENT)
-		evpool_put(s, e->ev);
+		evpool_put(s, e->dev, e->ev);
 	if (live) {
 		if (e->reply) {
 			if (st == CUDA_SUCCESS)
@@ -261,7 +264,7 @@ static void *waiter_main(void *arg)
 {
 	be_session *s = arg;
 	be_waiter *w = &s->w;
-	int ctx_set = 0;
+	CUcontext cur = NULL;
 
 	pthread_setname_np(pthread_self(), "rg-wait");
 
@@ -292,13 +295,15 @@ static void *waiter_main(void *arg)
 		atomic_fetch_sub(&w->queued, 1);
 		pthread_mutex_unlock(&w->mu);
 
-		/* Entries exist only after hello made the context (the push is
-		 * ordered after it by w->mu). */
-		if (!ctx_set && s->ctx) {
-			CUresult r = be_drv.cuCtxSetCurrent(s->ctx);
+		/* Entries exist only after hello made the contexts (the push is
+		 * ordered after it by w->mu). Each waits in its frame's device's
+		 * context: a device synchronize is that context's, and a driver may
+		 * want an event's own context current. */
+		if (e->ctx && e->ctx != cur) {
+			CUresult r = be_drv.cuCtxSetCurrent(e->ctx);
 			if (r != CUDA_SUCCESS)
 				LOG_WARN(BE_LOG, "session %" PRIu64 ": waiter cuCtxSetCurrent: %s", s->id, be_errname(r));
-			ctx_set = 1;
+			cur = e->ctx;
 		}
 		run_entry(s, e, 1);
 		atomic_fetch_sub(&w->busy, 1); /* after the reply went out */
@@ -344,10 +349,16 @@ void be_waiter_cleanup(be_session *s)
 		free(e);
 	}
 	w->spare = NULL;
-	for (unsigned i = 0; i < w->npool; i++)
-		be_drv.cuEventDestroy(w->pool[i]);
-	w->nevents -= w->npool;
-	w->npool = 0;
+	for (int d = be_srv.ngpu - 1; d >= 0; d--) {
+		if (w->npool[d])
+			be_session_select(s, (uint32_t)d); /* an event goes with its context current */
+		for (unsigned i = 0; i < w->npool[d]; i++)
+			be_drv.cuEventDestroy(w->pool[d][i]);
+		w->nevents -= w->npool[d];
+		w->npool[d] = 0;
+	}
+	if (s->ctx)
+		be_session_select(s, 0); /* as the teardown left it */
 	if (w->nevents)
 		LOG_WARN(BE_LOG, "session %" PRIu64 ": %" PRIu64 " internal events unaccounted for", s->id, w->nevents);
 }

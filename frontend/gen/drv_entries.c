@@ -66,8 +66,6 @@ STUB(cuCoredumpSetAttribute)
 STUB(cuCoredumpSetAttributeGlobal)
 STUB(cuCtxAttach)
 STUB(cuCtxDetach)
-STUB(cuCtxDisablePeerAccess)
-STUB(cuCtxEnablePeerAccess)
 STUB(cuCtxFromGreenCtx)
 STUB(cuCtxGetDevResource)
 STUB(cuCtxGetExecAffinity)
@@ -477,8 +475,8 @@ const fe_drv_entry fe_drv_entries[] = {
 	{"cuCtxDestroy", 2000, 0, "cuCtxDestroy", (void *)cuCtxDestroy},
 	{"cuCtxDestroy", 4000, 0, "cuCtxDestroy_v2", (void *)cuCtxDestroy},
 	{"cuCtxDetach", 2000, 0, "cuCtxDetach", (void *)fe_drv_stub_cuCtxDetach},
-	{"cuCtxDisablePeerAccess", 4000, 0, "cuCtxDisablePeerAccess", (void *)fe_drv_stub_cuCtxDisablePeerAccess},
-	{"cuCtxEnablePeerAccess", 4000, 0, "cuCtxEnablePeerAccess", (void *)fe_drv_stub_cuCtxEnablePeerAccess},
+	{"cuCtxDisablePeerAccess", 4000, 0, "cuCtxDisablePeerAccess", (void *)cuCtxDisablePeerAccess},
+	{"cuCtxEnablePeerAccess", 4000, 0, "cuCtxEnablePeerAccess", (void *)cuCtxEnablePeerAccess},
 	{"cuCtxFromGreenCtx", 12040, 0, "cuCtxFromGreenCtx", (void *)fe_drv_stub_cuCtxFromGreenCtx},
 	{"cuCtxGetApiVersion", 3020, 0, "cuCtxGetApiVersion", (void *)cuCtxGetApiVersion},
 	{"cuCtxGetCacheConfig", 3020, 0, "cuCtxGetCacheConfig", (void *)cuCtxGetCacheConfig},

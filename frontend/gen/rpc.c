@@ -1374,3 +1374,27 @@ int fe_rpc_nvml_query(fe_conn *c, uint32_t what, uint32_t arg, uint32_t *nvret, 
 	fe_reply_free(&r);
 	return st;
 }
+
+int fe_rpc_memcpy_peer(fe_conn *c, uint64_t dst, uint32_t dst_dev, uint64_t src, uint32_t src_dev, uint64_t len, uint64_t stream, uint32_t sync)
+{
+	proto_msg m;
+	proto_msg_begin(&m, PROTO_OP_MEMCPY_PEER, fe_conn_next_seq(c), 7);
+	proto_msg_u64(&m, (uint64_t)dst);
+	proto_msg_u64(&m, (uint64_t)dst_dev);
+	proto_msg_u64(&m, (uint64_t)src);
+	proto_msg_u64(&m, (uint64_t)src_dev);
+	proto_msg_u64(&m, (uint64_t)len);
+	proto_msg_u64(&m, stream);
+	proto_msg_u64(&m, (uint64_t)sync);
+	return fe_conn_post(c, &m, NULL, 0);
+}
+
+int fe_rpc_peer_access(fe_conn *c, uint32_t peer, uint32_t enable, uint32_t flags)
+{
+	proto_msg m;
+	proto_msg_begin(&m, PROTO_OP_PEER_ACCESS, fe_conn_next_seq(c), 3);
+	proto_msg_u64(&m, (uint64_t)peer);
+	proto_msg_u64(&m, (uint64_t)enable);
+	proto_msg_u64(&m, (uint64_t)flags);
+	return fe_conn_call(c, &m, NULL, 0, NULL, 0, NULL);
+}

@@ -39,7 +39,12 @@ typedef struct fe_reply_rx {
 	int has_view;
 } fe_reply_rx;
 
+/* A channel, or a view of one for another device of its server (fe_conn_view):
+ * a view has only chan and dev; every function goes to chan first, and the
+ * frames sent through a view carry its dev. */
 struct fe_conn {
+	struct fe_conn *chan; /* the channel: itself, for a channel */
+	uint32_t dev;         /* the server's device index the frames are for */
 	transport_conn *t;
 	fe_sendq *sq;
 	atomic_uint_fast64_t seq;
@@ -376,7 +381,7 @@ static void live_dead(void *ctx, double quiet_s, double timeout_s)
 
 static const fe_live_ops live_ops = {live_busy, live_progress, live_ping, live_dead};
 
-void fe_conn_enable_pings(fe_conn *c) { atomic_store(&c->pings, 1); }
+void fe_conn_enable_pings(fe_conn *c) { atomic_store(&c->chan->pings, 1); }
 
 int fe_conn_open(const transport_addr *a, fe_hostfn_cb hostfn, void *hostfn_ctx, fe_conn **out)
 {
@@ -399,6 +404,7 @@ int fe_conn_open(const transport_addr *a, fe_hostfn_cb hostfn, void *hostfn_ctx,
 		free(c);
 		return err;
 	}
+	c->chan = c;
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_cond_init(&c->cond, NULL);
 	pthread_mutex_init(&c->rx_mu, NULL);
@@ -421,8 +427,26 @@ int fe_conn_open(const transport_addr *a, fe_hostfn_cb hostfn, void *hostfn_ctx,
 	return 0;
 }
 
+fe_conn *fe_conn_view(fe_conn *c, uint32_t dev)
+{
+	if (dev == 0)
+		return c->chan;
+	fe_conn *v = calloc(1, sizeof(*v));
+	if (v)
+		v->chan = c->chan, v->dev = dev;
+	return v;
+}
+
+int fe_conn_same(const fe_conn *a, const fe_conn *b) { return a && b && a->chan == b->chan; }
+
+uint32_t fe_conn_dev(const fe_conn *c) { return c->dev; }
+
 void fe_conn_close(fe_conn *c)
 {
+	if (c->chan != c) { /* a view: the channel stays */
+		free(c);
+		return;
+	}
 	fe_live_stop(c->live); /* first: it uses the queue and the transport */
 	fe_sendq_close(c->sq);
 	pthread_mutex_lock(&c->lock);
@@ -436,16 +460,19 @@ void fe_conn_close(fe_conn *c)
 	free(c);
 }
 
-const char *fe_conn_peer(fe_conn *c) { return c->t->peer; }
+const char *fe_conn_peer(fe_conn *c) { return c->chan->t->peer; }
 
-int fe_conn_ticketed(fe_conn *c) { return c->ticketed; }
+int fe_conn_ticketed(fe_conn *c) { return c->chan->ticketed; }
 
-uint64_t fe_conn_next_seq(fe_conn *c) { return atomic_fetch_add(&c->seq, 1); }
+uint64_t fe_conn_next_seq(fe_conn *c) { return atomic_fetch_add(&c->chan->seq, 1); }
 
-uint64_t fe_conn_peek_seq(fe_conn *c) { return atomic_load(&c->seq); }
+uint64_t fe_conn_peek_seq(fe_conn *c) { return atomic_load(&c->chan->seq); }
 
-static int conn_send(fe_conn *c, proto_msg *m, uint16_t flags, const void *payload, uint64_t len)
+/* c: the channel; dev: the device the frame is for (a request's status field,
+ * proto.h). */
+static int conn_send(fe_conn *c, uint32_t dev, proto_msg *m, uint16_t flags, const void *payload, uint64_t len)
 {
+	m->status = (int32_t)dev;
 	int err = proto_msg_finish(m, flags, len);
 	if (err == 0)
 		fe_obs_send(m->data, m->len, len);
@@ -462,13 +489,15 @@ void fe_conn_on_before_send(fe_conn_before_fn fn) { before_send = fn; }
 
 int fe_conn_post(fe_conn *c, proto_msg *m, const void *payload, uint64_t len)
 {
+	uint32_t dev = c->dev;
+	c = c->chan;
 	if (atomic_load_explicit(&c->dead, memory_order_relaxed)) {
 		proto_msg_free(m);
 		return FE_EDEAD;
 	}
 	if (before_send)
 		before_send(m->op);
-	int err = conn_send(c, m, PROTO_F_ASYNC, payload, len);
+	int err = conn_send(c, dev, m, PROTO_F_ASYNC, payload, len);
 	if (err) {
 		conn_fail(c, err);
 		return FE_EDEAD;
@@ -496,6 +525,8 @@ static int conn_register(fe_conn *c, fe_pending *p)
 
 int fe_conn_begin(fe_conn *c, proto_msg *m, const void *payload, uint64_t plen, fe_pending *p)
 {
+	uint32_t dev = c->dev;
+	c = c->chan;
 	if (before_send)
 		before_send(m->op);
 	p->seq = m->seq;
@@ -511,7 +542,7 @@ int fe_conn_begin(fe_conn *c, proto_msg *m, const void *payload, uint64_t plen, 
 			free(p);
 		return err;
 	}
-	err = conn_send(c, m, 0, payload, plen);
+	err = conn_send(c, dev, m, 0, payload, plen);
 	if (err) {
 		conn_fail(c, err); /* completes p with FE_EDEAD */
 		return FE_EDEAD;
@@ -525,6 +556,7 @@ static int is_done(const fe_pending *p) { return atomic_load_explicit(&p->done, 
  * also completes the reply the caller read itself and gives the role back. */
 int fe_conn_wait(fe_conn *c, fe_pending *p)
 {
+	c = c->chan;
 	atomic_fetch_add(&c->rx_want, 1);
 	int role = !is_done(p) && role_try(c);
 	rg_spin sp;
@@ -611,6 +643,7 @@ int fe_conn_begin_detached(fe_conn *c, proto_msg *m, void *dest, uint64_t dest_l
 
 int fe_conn_drain_detached(fe_conn *c)
 {
+	c = c->chan;
 	/* Every query drains: without copies in flight, no lock. A copy this
 	 * thread started is counted here already (it was registered first). */
 	if (atomic_load(&c->detached) == 0)
@@ -633,6 +666,7 @@ static int detached_before_locked(fe_conn *c, uint64_t seq)
 
 int fe_conn_drain_detached_before(fe_conn *c, uint64_t seq)
 {
+	c = c->chan;
 	pthread_mutex_lock(&c->lock);
 	while (!c->dead && detached_before_locked(c, seq))
 		pthread_cond_wait(&c->cond, &c->lock);
@@ -643,6 +677,7 @@ int fe_conn_drain_detached_before(fe_conn *c, uint64_t seq)
 
 void fe_conn_expect_events(fe_conn *c)
 {
+	c = c->chan;
 	pthread_mutex_lock(&c->lock);
 	/* For good: a host function captured in a graph fires at every launch. */
 	c->events = 1;
@@ -650,10 +685,11 @@ void fe_conn_expect_events(fe_conn *c)
 	pthread_mutex_unlock(&c->lock);
 }
 
-int fe_conn_take_latched(fe_conn *c) { return atomic_exchange(&c->latched, 0); }
+int fe_conn_take_latched(fe_conn *c) { return atomic_exchange(&c->chan->latched, 0); }
 
 int fe_conn_pin(fe_conn *c, void *p, size_t len, transport_mr **mr)
 {
+	c = c->chan;
 	*mr = NULL;
 	if (strcmp(c->t->ops->scheme, "rdma") != 0)
 		return 0;
@@ -662,6 +698,7 @@ int fe_conn_pin(fe_conn *c, void *p, size_t len, transport_mr **mr)
 
 void fe_conn_unpin(fe_conn *c, transport_mr *mr)
 {
+	c = c->chan;
 	if (mr)
 		c->t->ops->dereg_mem(c->t, mr);
 }

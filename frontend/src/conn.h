@@ -1,5 +1,5 @@
 /*
- * The call channel to one server (one remote device). Many program threads share
+ * The call channel to one server (a session; one or more of its devices). Many program threads share
  * it: sends are serialised by a lock (one frame = one write); replies are matched
  * by sequence number. Whoever holds the receive role reads frames: it lands reply
  * payloads straight in the caller's buffer, completes the waiting call, and hands
@@ -57,7 +57,17 @@ typedef void (*fe_conn_before_fn)(uint32_t op);
 void fe_conn_on_before_send(fe_conn_before_fn fn);
 
 int fe_conn_open(const transport_addr *a, fe_hostfn_cb hostfn, void *hostfn_ctx, fe_conn **out);
-/* Drops the connection without talking to the server (fork child, exit). */
+/* A view of c's channel for the server's device dev (another device of the
+ * same session): frames sent through it name dev (proto.h); everything else
+ * (sequence numbers, replies, latched errors, liveness) is the channel's.
+ * dev 0 is the channel itself. NULL: no memory. */
+fe_conn *fe_conn_view(fe_conn *c, uint32_t dev);
+/* Whether a and b are views of one channel (devices of one session). */
+int fe_conn_same(const fe_conn *a, const fe_conn *b);
+/* The server's device index c's frames are for. */
+uint32_t fe_conn_dev(const fe_conn *c);
+/* Drops the connection without talking to the server (fork child, exit); of a
+ * view, only the view. */
 void fe_conn_close(fe_conn *c);
 const char *fe_conn_peer(fe_conn *c);
 /* Whether c was admitted by a cookie got inside TLS (rdma+tls://): its hello

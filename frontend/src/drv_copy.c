@@ -57,10 +57,7 @@ CUresult cuMemcpyDtoDAsync(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t 
 				      STREAM(hStream)));
 }
 
-/* Between contexts: each is one device's session, so only a copy within one
- * device is a copy one server can make; it runs on that device's session
- * whichever context is current. NULL names the current context (as on an
- * H100). */
+/* Between contexts: rt_peer.c (NULL names the current context). */
 static CUresult peer_copy(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx, size_t n, CUstream s,
 			  int async)
 {
@@ -68,18 +65,7 @@ static CUresult peer_copy(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUco
 	int dd = dctx ? fe_drv_dev_of(dctx) : cur, sd = sctx ? fe_drv_dev_of(sctx) : cur;
 	if (dd < 0 || sd < 0)
 		return CUDA_ERROR_INVALID_CONTEXT;
-	if (dd != sd) {
-		rg_log_once("frontend", "not supported (a copy between two devices: each is another server's)",
-			    "cuMemcpyPeer(Async) across devices");
-		return CUDA_ERROR_NOT_SUPPORTED;
-	}
-	if (dd != cur)
-		fe_rt_set_current_device(dd);
-	CUresult r = async ? FE_DRV(cudaMemcpyAsync(PTR(dst), PTR(src), n, cudaMemcpyDeviceToDevice, STREAM(s)))
-			   : FE_DRV(cudaMemcpy(PTR(dst), PTR(src), n, cudaMemcpyDeviceToDevice));
-	if (dd != cur)
-		fe_rt_set_current_device(cur);
-	return r;
+	return FE_DRV(fe_peer_copy(FE_API_SITE, PTR(dst), dd, PTR(src), sd, n, STREAM(s), async));
 }
 
 CUresult cuMemcpyPeer(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice, CUcontext srcContext,

@@ -459,6 +459,30 @@ CUresult cuCtxGetCurrent(CUcontext *pctx)
 	return CUDA_SUCCESS;
 }
 
+/* ---- peer access: the current context's to peerContext's device (rt_peer.c) */
+
+CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags)
+{
+	int dev, peer;
+	CUresult r = need_current(NULL, &dev);
+	if (r)
+		return r;
+	if ((peer = fe_drv_dev_of(peerContext)) < 0)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	return FE_DRV(fe_peer_access(dev, peer, 1, Flags));
+}
+
+CUresult cuCtxDisablePeerAccess(CUcontext peerContext)
+{
+	int dev, peer;
+	CUresult r = need_current(NULL, &dev);
+	if (r)
+		return r;
+	if ((peer = fe_drv_dev_of(peerContext)) < 0)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	return FE_DRV(fe_peer_access(dev, peer, 0, 0));
+}
+
 /* ---- the current context's properties */
 
 CUresult cuCtxGetDevice(CUdevice *device)

@@ -1,7 +1,7 @@
 /* Driver API: initialisation, version, devices (answered from the properties
- * the handshake brought). Each remote device is its own session, often on its
- * own host: no two can reach each other's memory (no peer access, no peer or
- * host atomics). Error codes and their order are the driver's, as measured on
+ * the handshake brought). Devices of one server can access each other's memory
+ * where its driver says so (rt_peer.c); devices of two servers cannot; no
+ * peer or host atomics are reported. Error codes and their order are the driver's, as measured on
  * an H100 where its documentation says nothing. */
 #include <ctype.h>
 #include <stdio.h>
@@ -278,7 +278,7 @@ CUresult cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev, CUdevice peerDe
 		return r;
 	if (!canAccessPeer)
 		return CUDA_ERROR_INVALID_VALUE;
-	*canAccessPeer = 0;
+	*canAccessPeer = fe_peer_can(dev, peerDev);
 	return CUDA_SUCCESS;
 }
 
@@ -299,8 +299,10 @@ CUresult cuDeviceGetP2PAttribute(int *value, CUdevice_P2PAttribute attrib, CUdev
 	if (r != CUDA_SUCCESS)
 		return r;
 	switch (attrib) {
-	case CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK:
 	case CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED:
+		*value = fe_peer_can(srcDevice, dstDevice);
+		return CUDA_SUCCESS;
+	case CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK:
 	case CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED:
 	case CU_DEVICE_P2P_ATTRIBUTE_CUDA_ARRAY_ACCESS_SUPPORTED:
 	case CU_DEVICE_P2P_ATTRIBUTE_ONLY_PARTIAL_NATIVE_ATOMIC_SUPPORTED:

@@ -19,9 +19,16 @@
  * overlap (the server copies chunk k while chunk k+1 arrives). */
 #define FE_COPY_CHUNK (4u << 20)
 
+/* One device the program sees: a device of one of REMOTE_GPU's servers. The
+ * devices of one server share its session (conn: views of one channel,
+ * fe_conn_view), in the server's order. */
 typedef struct fe_device {
 	transport_addr addr;
 	fe_conn *conn;
+	int remote;     /* its index among the server's devices (the frames' device) */
+	int first;      /* the ordinal of the server's device 0 here */
+	int nremote;    /* how many devices the server serves */
+	uint64_t peers; /* bit j: it can access the server's device j (the server's driver says) */
 	int driver_version;
 	char name[256];
 	uint8_t uuid[16];
@@ -59,6 +66,8 @@ typedef void (*fe_rt_forget_fn)(int dev);
 void fe_rt_on_forget(fe_rt_forget_fn fn);
 
 int fe_rt_device_count(void);
+/* Whether ordinals a and b are devices of one server (one session). */
+int fe_rt_same_server(int a, int b);
 fe_device *fe_rt_device(int ordinal); /* NULL if out of range or not initialised */
 /* An attribute (0 < attr < CU_DEVICE_ATTRIBUTE_MAX) as both APIs answer it: the
  * server's value, less what cannot work across hosts (rt_device.c). */
@@ -122,6 +131,15 @@ int fe_host_memset_target(const void *p, size_t len);
  * entry points, so the caller returns this result as it is. */
 cudaError_t fe_host_memset(void *p, size_t pitch, uint32_t value, uint32_t elem, size_t width, size_t height,
 			   cudaStream_t stream, int sync);
+
+/* Between devices (rt_peer.c): a copy of n bytes from srcdev's memory to
+ * dstdev's (on one server by its driver, else staged through this process),
+ * and peer access of dev's context to peer's memory (enable 0: disable). */
+cudaError_t fe_peer_copy(fe_api_site site, void *dst, int dstdev, const void *src, int srcdev, size_t n,
+			 cudaStream_t stream, int async);
+cudaError_t fe_peer_access(int dev, int peer, int enable, unsigned flags);
+/* Whether device dev can access peer's memory (rt_peer.c). */
+int fe_peer_can(int dev, int peer);
 
 /* The pool cudaMallocAsync on a device allocates from (rt_mempool.c), as this
  * process last set or read it (forgotten with the session, fe_rt_on_forget). */

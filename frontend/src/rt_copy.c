@@ -144,10 +144,16 @@ static cudaError_t memcpy_common(fe_api_site site, void *dst, const void *src, s
 		if (!fe_mem_device_ok(src, count))
 			return fe_rt_fail(cudaErrorInvalidValue);
 		return fe_rt_leave(fe_copy_dtoh(c, dst, (uintptr_t)src, count, sid, async));
-	case cudaMemcpyDeviceToDevice:
-		if (!fe_mem_device_ok(dst, count) || !fe_mem_device_ok(src, count))
+	case cudaMemcpyDeviceToDevice: {
+		fe_range rd, rs;
+		if (fe_mem_find((uintptr_t)dst, count, &rd) != 0 || !device_kind(rd.kind) ||
+		    fe_mem_find((uintptr_t)src, count, &rs) != 0 || !device_kind(rs.kind))
 			return fe_rt_fail(cudaErrorInvalidValue);
+		int cur = fe_rt_current_device();
+		if (rd.device != cur || rs.device != cur) /* another device's memory (rt_peer.c) */
+			return fe_peer_copy(site, dst, rd.device, src, rs.device, count, stream, async);
 		return fe_rt_leave(fe_rpc_memcpy_dtod(c, (uintptr_t)dst, (uintptr_t)src, count, sid));
+	}
 	default:
 		return fe_rt_fail(cudaErrorInvalidMemcpyDirection);
 	}
@@ -163,21 +169,6 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpy
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind, cudaStream_t stream)
 {
 	return memcpy_common(dst, src, count, kind, stream, 1);
-}
-
-cudaError_t cudaMemcpyPeer(void *dst, int dstDevice, const void *src, int srcDevice, size_t count)
-{
-	if (dstDevice != srcDevice)
-		return fe_rt_fail(cudaErrorPeerAccessUnsupported);
-	return memcpy_common(dst, src, count, cudaMemcpyDeviceToDevice, 0, 0);
-}
-
-cudaError_t cudaMemcpyPeerAsync(void *dst, int dstDevice, const void *src, int srcDevice, size_t count,
-				cudaStream_t stream)
-{
-	if (dstDevice != srcDevice)
-		return fe_rt_fail(cudaErrorPeerAccessUnsupported);
-	return memcpy_common(dst, src, count, cudaMemcpyDeviceToDevice, stream, 1);
 }
 
 /* 2D: the host side travels packed (rows of width bytes back to back). */

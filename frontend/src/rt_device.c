@@ -157,24 +157,6 @@ cudaError_t cudaRuntimeGetVersion(int *version)
 	return cudaSuccess;
 }
 
-cudaError_t cudaDeviceCanAccessPeer(int *can, int device, int peer)
-{
-	cudaError_t e;
-	if (!device_or_fail(device, &e) || !device_or_fail(peer, &e))
-		return fe_rt_fail(e);
-	if (!can)
-		return fe_rt_fail(cudaErrorInvalidValue);
-	/* Each remote device is its own session (and often its own host): no
-	 * device can map another's memory. */
-	*can = 0;
-	return cudaSuccess;
-}
-
-cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned int flags)
-{
-	return fe_rt_fail(cudaErrorPeerAccessUnsupported);
-}
-
 cudaError_t cudaDeviceSynchronize(void)
 {
 	fe_conn *c;

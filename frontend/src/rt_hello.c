@@ -1,6 +1,6 @@
 /*
  * The handshake: protocol version, token, who we are; the server answers with its
- * device and every attribute of it, which the client keeps so that device queries
+ * devices and every attribute of each, which the client keeps so that device queries
  * (torch asks on every allocation) never cross the wire again.
  */
 #include <stdio.h>
@@ -101,8 +101,35 @@ static void build_prop(fe_device *d)
 	p->hostNumaId = -1;
 }
 
-int fe_hello(fe_device *d)
+/* One device of the hello's reply, from index *i on (op_hello.c's layout). */
+static int hello_device(const proto_view *v, uint32_t *pi, fe_device *d)
 {
+	uint32_t i = *pi, ordinal;
+	int32_t lo, hi;
+	const char *s;
+	size_t n;
+	const void *b;
+	size_t bn;
+	int bad = proto_arg_u32(v, i++, &ordinal);
+	if (!bad && !(bad = proto_arg_str(v, i++, &s, &n)))
+		snprintf(d->name, sizeof(d->name), "%.*s", (int)n, s);
+	if (!bad && !(bad = proto_arg_bin(v, i++, &b, &bn)) && bn == sizeof(d->uuid))
+		memcpy(d->uuid, b, bn);
+	bad = bad || proto_arg_u64(v, i++, &d->total_mem);
+	if (!bad && !(bad = proto_arg_bin(v, i++, &b, &bn)))
+		memcpy(d->attrs, b, bn < sizeof(d->attrs) ? bn : sizeof(d->attrs));
+	if (!bad && !(bad = proto_arg_str(v, i++, &s, &n)))
+		snprintf(d->pci_bus_id, sizeof(d->pci_bus_id), "%.*s", (int)n, s);
+	bad = bad || proto_arg_i32(v, i++, &lo) || proto_arg_i32(v, i++, &hi) || proto_arg_u64(v, i++, &d->peers);
+	d->prio_least = lo;
+	d->prio_greatest = hi;
+	*pi = i;
+	return bad;
+}
+
+int fe_hello(fe_device *devs, int max, int *ndev)
+{
+	fe_device *d = &devs[0];
 	char host[256] = "", prog[512];
 	gethostname(host, sizeof(host) - 1);
 	program_name(prog, sizeof(prog));
@@ -135,33 +162,43 @@ int fe_hello(fe_device *d)
 		return st < 0 ? cudaErrorDevicesUnavailable : (st == CUDA_ERROR_NOT_PERMITTED ? cudaErrorNotPermitted : cudaErrorInitializationError);
 	}
 	const proto_view *v = &r.view;
-	uint32_t i = PROTO_REPLY_FIRST, version, ordinal;
-	int32_t drv, lo, hi;
-	const char *s;
-	size_t n;
-	const void *b;
-	size_t bn;
-	int bad = proto_arg_u32(v, i++, &version) || proto_arg_i32(v, i++, &drv) || proto_arg_u32(v, i++, &ordinal);
-	if (!bad && !(bad = proto_arg_str(v, i++, &s, &n)))
-		snprintf(d->name, sizeof(d->name), "%.*s", (int)n, s);
-	if (!bad && !(bad = proto_arg_bin(v, i++, &b, &bn)) && bn == sizeof(d->uuid))
-		memcpy(d->uuid, b, bn);
-	bad = bad || proto_arg_u64(v, i++, &d->total_mem);
-	if (!bad && !(bad = proto_arg_bin(v, i++, &b, &bn)))
-		memcpy(d->attrs, b, bn < sizeof(d->attrs) ? bn : sizeof(d->attrs));
-	if (!bad && !(bad = proto_arg_str(v, i++, &s, &n)))
-		snprintf(d->pci_bus_id, sizeof(d->pci_bus_id), "%.*s", (int)n, s);
-	bad = bad || proto_arg_i32(v, i++, &lo) || proto_arg_i32(v, i++, &hi);
+	uint32_t i = PROTO_REPLY_FIRST, version, n = 0;
+	int32_t drv;
+	int bad = proto_arg_u32(v, i++, &version) || proto_arg_i32(v, i++, &drv) || proto_arg_u32(v, i++, &n) || n == 0;
+	if (!bad && (int)n > max) {
+		LOG_WARN("frontend", "%s serves %u devices: using %d (at most %d in all)", fe_conn_peer(d->conn), n, max,
+			 FE_MAX_DEVICES);
+	}
+	uint32_t use = (int)n > max ? (uint32_t)max : n;
+	fe_conn *chan = d->conn;
+	for (uint32_t k = 0; k < use && !bad; k++) {
+		fe_device *x = &devs[k];
+		if (k > 0) {
+			memset(x, 0, sizeof(*x));
+			x->addr = d->addr;
+			if (!(x->conn = fe_conn_view(chan, k))) {
+				bad = 1;
+				break;
+			}
+		}
+		bad = hello_device(v, &i, x);
+		x->remote = (int)k;
+		x->nremote = (int)n;
+		x->driver_version = drv;
+	}
 	fe_reply_free(&r);
 	if (bad) {
+		for (uint32_t k = 1; k < use; k++)
+			if (devs[k].conn)
+				fe_conn_close(devs[k].conn);
 		LOG_ERROR("frontend", "malformed handshake reply from %s", fe_conn_peer(d->conn));
 		return cudaErrorInitializationError;
 	}
 	fe_conn_enable_pings(d->conn);
-	d->driver_version = drv;
-	d->prio_least = lo;
-	d->prio_greatest = hi;
-	build_prop(d);
-	LOG_INFO("frontend", "remote device '%s' at %s", d->name, fe_conn_peer(d->conn));
+	for (uint32_t k = 0; k < use; k++) {
+		build_prop(&devs[k]);
+		LOG_INFO("frontend", "remote device '%s' at %s (its device %u)", devs[k].name, fe_conn_peer(d->conn), k);
+	}
+	*ndev = (int)use;
 	return cudaSuccess;
 }

@@ -14,7 +14,8 @@
 #include "rt.h"
 #include "drv.h"
 
-int fe_hello(fe_device *d);
+/* rt_hello.c: the handshake on devs[0].conn; fills devs[0 .. *n) (at most max). */
+int fe_hello(fe_device *devs, int max, int *n);
 
 static struct {
 	pthread_mutex_t lock;
@@ -89,8 +90,9 @@ static void atfork_child(void)
 	forget(FE_RT_FORK);
 }
 
-/* Opens d's channel and says hello: a new session on that server. */
-static cudaError_t device_connect(fe_device *d, const char *spec)
+/* Opens d's channel and says hello: a new session on that server, whose
+ * devices fill d[0 .. *n) (at most max). */
+static cudaError_t device_connect(fe_device *d, int max, int *n, const char *spec)
 {
 	int err = fe_conn_open(&d->addr, fe_hostfn_dispatch, d, &d->conn);
 	if (err == TRANSPORT_ETIMEDOUT && fe_live_timeout() > 0) {
@@ -105,7 +107,7 @@ static cudaError_t device_connect(fe_device *d, const char *spec)
 		d->conn = NULL;
 		return cudaErrorDevicesUnavailable;
 	}
-	cudaError_t e = (cudaError_t)fe_hello(d);
+	cudaError_t e = (cudaError_t)fe_hello(d, max, n);
 	if (e != cudaSuccess) {
 		fe_conn_close(d->conn);
 		d->conn = NULL;
@@ -132,10 +134,13 @@ static cudaError_t init_locked(void)
 			LOG_ERROR("frontend", "REMOTE_GPU entry '%s' is not [scheme://]host:port", tok);
 			return cudaErrorInvalidValue;
 		}
-		cudaError_t e = device_connect(d, tok);
+		int n = 0;
+		cudaError_t e = device_connect(d, FE_MAX_DEVICES - S.ndev, &n, tok);
 		if (e != cudaSuccess)
 			return e;
-		S.ndev++;
+		for (int i = 0; i < n; i++)
+			S.dev[S.ndev + i].first = S.ndev;
+		S.ndev += n;
 	}
 	return cudaSuccess;
 }
@@ -167,6 +172,14 @@ cudaError_t fe_rt_reset_device(int ordinal)
 	fe_device *d = fe_rt_device(ordinal);
 	if (!d)
 		return cudaErrorInvalidDevice;
+	if (d->nremote > 1) {
+		/* A reset is a fresh session, which would take the server's other
+		 * devices' state with it: not done (a per-device reset on the
+		 * server would be needed). */
+		rg_log_once("frontend", "not supported (a device of a server that serves several)",
+			    "cudaDeviceReset / cuDevicePrimaryCtxReset");
+		return cudaErrorNotSupported;
+	}
 	pthread_mutex_lock(&S.lock);
 	forget(ordinal);
 	atomic_fetch_and(&rt_used_devices, ~(1u << ordinal));
@@ -175,7 +188,9 @@ cudaError_t fe_rt_reset_device(int ordinal)
 	d->conn = NULL;
 	char spec[300];
 	snprintf(spec, sizeof(spec), "%s:%d (after cudaDeviceReset)", d->addr.host, d->addr.port);
-	cudaError_t e = device_connect(d, spec);
+	int n = 0;
+	cudaError_t e = device_connect(d, 1, &n, spec);
+	d->first = ordinal;
 	atomic_store(&S.sticky, 0);
 	pthread_mutex_unlock(&S.lock);
 	if (!tls_in_driver) /* a driver call's reset leaves the runtime's error alone */
@@ -184,6 +199,12 @@ cudaError_t fe_rt_reset_device(int ordinal)
 }
 
 int fe_rt_device_count(void) { return fe_rt_init() == cudaSuccess ? S.ndev : 0; }
+
+int fe_rt_same_server(int a, int b)
+{
+	fe_device *da = fe_rt_device(a), *db = fe_rt_device(b);
+	return da && db && da->first == db->first;
+}
 
 fe_device *fe_rt_device(int ordinal)
 {

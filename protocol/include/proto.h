@@ -15,7 +15,9 @@
  *   12      4     op           PROTO_OP_* (PROTO_OP_REPLY on a reply)
  *   16      8     payload_len  raw bytes after the msgpack part
  *   24      8     seq          a request's number; a reply carries its request's
- *   32      4     status       reply: the CUresult of the call itself (0 on success)
+ *   32      4     status       reply: the CUresult of the call itself (0 on success);
+ *                              request: the device it is for, an index among
+ *                              the server's devices (0 on a one-device server)
  *   36      4     latched      reply: the first error of an earlier async call
  *                              not yet reported (0 if none)
  *
@@ -25,7 +27,9 @@
  * msgpack-c had been the largest single cost of a round trip's user-space
  * work. Keeping status and latched apart means a call that succeeded still
  * returns its results (an allocation is never lost because an older kernel
- * failed). A request carries zero in status and latched.
+ * failed). A request carries zero in latched, and in status the device it is
+ * for: a server of several devices runs it in that device's context, with no
+ * frame of its own to select one (so a one-device client pays nothing).
  */
 #ifndef PROTO_H
 #define PROTO_H
@@ -40,8 +44,12 @@
  * the server answers ping (PROTO_OP_PING) on its I/O thread, which the
  * client's liveness watchdog relies on: an older server would queue pings
  * behind a long call and be taken for dead. */
-#define PROTO_VERSION 3
+/* 4: a request's status names its device; hello answers with every device
+ * the server serves. */
+#define PROTO_VERSION 4
 #define PROTO_HDR_SIZE 40
+/* A request's device (its status field) is below this. */
+#define PROTO_MAX_DEVICES 16
 /* Hostile-size limits: a header larger than this is a protocol error. Payloads
  * larger than PROTO_MAX_PAYLOAD are split by the sender into several frames. */
 #define PROTO_MAX_HDR (1u << 20)

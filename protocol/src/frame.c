@@ -45,9 +45,9 @@ int proto_decode_hdr(const uint8_t in[PROTO_HDR_SIZE], proto_hdr *h)
 	h->latched = (int32_t)get_u32(in + 36);
 	if (h->version != PROTO_VERSION)
 		return PROTO_EVERSION;
-	/* A request has no status: nonzero there is a peer that speaks
-	 * something else. */
-	if (!(h->flags & PROTO_F_REPLY) && (h->status || h->latched))
+	/* A request's status names a device (below PROTO_MAX_DEVICES) and it has
+	 * no latched error: anything else is a peer that speaks something else. */
+	if (!(h->flags & PROTO_F_REPLY) && (h->status < 0 || h->status >= PROTO_MAX_DEVICES || h->latched))
 		return PROTO_EDECODE;
 	if (h->hdr_len > PROTO_MAX_HDR || h->payload_len > PROTO_MAX_PAYLOAD)
 		return PROTO_ETOOBIG;

@@ -410,19 +410,21 @@ static void t_hello(srv *s)
 	const void *b;
 	proto_arg_i64(&r.v, PROTO_REPLY_FIRST + 1, &drv);
 	CHECK(drv > 0);
-	CHECK_EQ(u64_result(&r, 2), 0);
-	CHECK(proto_arg_str(&r.v, PROTO_REPLY_FIRST + 3, &name, &n) == 0 && n > 0);
-	CHECK(proto_arg_bin(&r.v, PROTO_REPLY_FIRST + 4, &b, &n) == 0 && n == 16);
-	CHECK(u64_result(&r, 5) > 0);
-	CHECK(proto_arg_bin(&r.v, PROTO_REPLY_FIRST + 6, &b, &n) == 0 && n == 4 * CU_DEVICE_ATTRIBUTE_MAX);
+	CHECK_EQ(u64_result(&r, 2), 1); /* devices served: the one of --device 0 */
+	CHECK_EQ(u64_result(&r, 3), 0); /* its ordinal */
+	CHECK(proto_arg_str(&r.v, PROTO_REPLY_FIRST + 4, &name, &n) == 0 && n > 0);
+	CHECK(proto_arg_bin(&r.v, PROTO_REPLY_FIRST + 5, &b, &n) == 0 && n == 16);
+	CHECK(u64_result(&r, 6) > 0);
+	CHECK(proto_arg_bin(&r.v, PROTO_REPLY_FIRST + 7, &b, &n) == 0 && n == 4 * CU_DEVICE_ATTRIBUTE_MAX);
 	if (n == 4 * CU_DEVICE_ATTRIBUTE_MAX) {
 		const uint8_t *a = b;
 		uint32_t mtpb = (uint32_t)a[4] | (uint32_t)a[5] << 8 | (uint32_t)a[6] << 16 | (uint32_t)a[7] << 24;
 		CHECK(mtpb >= 64); /* attribute 1: max threads per block */
 	}
-	CHECK(proto_arg_str(&r.v, PROTO_REPLY_FIRST + 7, &name, &n) == 0);
-	CHECK(proto_arg_i64(&r.v, PROTO_REPLY_FIRST + 8, &lo) == 0);
-	CHECK(proto_arg_i64(&r.v, PROTO_REPLY_FIRST + 9, &hi) == 0);
+	CHECK(proto_arg_str(&r.v, PROTO_REPLY_FIRST + 8, &name, &n) == 0);
+	CHECK(proto_arg_i64(&r.v, PROTO_REPLY_FIRST + 9, &lo) == 0);
+	CHECK(proto_arg_i64(&r.v, PROTO_REPLY_FIRST + 10, &hi) == 0);
+	CHECK_EQ(u64_result(&r, 11), 0); /* peers: none */
 	CHECK(hi <= lo);
 	rep_free(&r);
 	CHECK_EQ(hello(&k, PROTO_VERSION, NULL, NULL), CUDA_ERROR_INVALID_VALUE); /* twice */

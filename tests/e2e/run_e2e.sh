@@ -27,9 +27,12 @@
 # exists; every "expect launch" line it printed is in the fake's launch log, in
 # order, byte for byte; and afterwards the server's free memory (cudaMemGetInfo
 # through the remote, by the probe program) is back to its baseline.
+# Programs tagged gpu2 run against a server of their own that serves two fake
+# devices (FAKECUDA_DEVICES=2, --device all) and check their memory themselves.
 # Other tests: several clients at once, a client killed with SIGKILL in the
 # middle of a 64 MiB copy loop, garbage bytes on the server's port, NVML with
-# two remote devices (REMOTE_GPU naming the server twice), SIGTERM.
+# two remote devices (REMOTE_GPU naming the server twice), multi_gpu on two
+# servers of two devices each (multi_gpu_mixed), SIGTERM.
 #
 # Exit status: 0 all passed, 1 some failed, 77 skipped (no nvcc, or the backend,
 # frontend or fake driver not built). The last line is "N passed, N failed".
@@ -56,6 +59,8 @@ STATIC=($(rg_programs ci-static))
 SPECIAL=($(rg_programs ci scenario))
 HELPERS=($(rg_programs ci helper))
 DRIVER=" $(rg_programs driver | tr '\n' ' ') "
+# programs that need two devices: run on servers of two fake devices (gpu2)
+GPU2=" $(rg_programs gpu2 | tr '\n' ' ') "
 
 while [ $# -gt 0 ]; do
   case $1 in
@@ -153,6 +158,7 @@ failed=()
 
 cleanup() {
   stop_holder >/dev/null 2>&1
+  stop_extra
   if [ -n "$srv_pid" ] && kill -0 "$srv_pid" 2>/dev/null; then
     kill -TERM "$srv_pid" 2>/dev/null
     wait_pid "$srv_pid" 10 || kill -KILL "$srv_pid" 2>/dev/null
@@ -202,6 +208,41 @@ start_server() {
 }
 
 server_alive() { [ -n "$srv_pid" ] && kill -0 "$srv_pid" 2>/dev/null; }
+
+# start_extra N SLOT: another server, of N fake devices (--device all), its
+# device addresses FAKECUDA_ARENA_SLOT SLOT apart from other servers'; its
+# port appended to extra_ports, its pid to extra_pids.
+extra_ports=()
+extra_pids=()
+start_extra() {
+  local pf=$work/port.extra.${#extra_pids[@]}
+  rm -f "$pf"
+  ASAN_OPTIONS=$srv_asan_options FAKECUDA_DEVICES=$1 FAKECUDA_ARENA_SLOT=$2 FAKECUDA_LAUNCH_LOG=$launch_log \
+    "$gpud" --listen 127.0.0.1:0 --port-file "$pf" --driver "$driver" --device all >>"$work/server.extra.log" 2>&1 &
+  extra_pids+=($!)
+  local n=100 port
+  while [ $n -gt 0 ]; do
+    if [ -s "$pf" ] && read -r port <"$pf" && [[ $port =~ ^[0-9]+$ ]]; then
+      extra_ports+=("$port")
+      return 0
+    fi
+    sleep 0.1
+    n=$((n - 1))
+  done
+  return 1
+}
+
+# stop_extra: SIGTERM to the extra servers; 0 if each exited 0.
+stop_extra() {
+  local pid rc=0
+  for pid in "${extra_pids[@]}"; do
+    kill -TERM "$pid" 2>/dev/null
+    if wait_pid "$pid" 10; then [ "$wait_status" -eq 0 ] || rc=1; else kill -KILL "$pid" 2>/dev/null; rc=1; fi
+  done
+  extra_pids=()
+  extra_ports=()
+  return $rc
+}
 
 # client PROG ARGS...: a program through the remote (stdout/stderr as the caller redirects)
 # (the driver folder: programs with the static runtime, or linked with -lcuda,
@@ -315,10 +356,11 @@ run_program() {
   client "$exe" "$@" >"$dir/out" 2>"$dir/err"
   local rc=$?
   [ $rc -eq 0 ] || problems+=("exit status $rc$([ $rc -eq 124 ] && echo ' (timed out)')")
-  if [ -f "$here/expected/$p.out" ]; then
+  local want=${expect_name:-$p}
+  if [ -f "$here/expected/$want.out" ]; then
     grep -v '^expect ' "$dir/out" >"$dir/out.cmp"
-    diff -u "$here/expected/$p.out" "$dir/out.cmp" >"$dir/diff" ||
-      problems+=("stdout differs from tests/e2e/expected/$p.out")
+    diff -u "$here/expected/$want.out" "$dir/out.cmp" >"$dir/diff" ||
+      problems+=("stdout differs from tests/e2e/expected/$want.out")
   fi
   if [ "$fake_mode" = 1 ] && grep -q '^expect launch ' "$dir/out"; then
     check_launches "$dir/out" "$off" >"$dir/launches" || problems+=("launches differ from the fake's log:" "$(cat "$dir/launches")")
@@ -332,6 +374,25 @@ ensure_server() {
 }
 
 # ---- tests -------------------------------------------------------------------
+# gpu2 programs, and multi_gpu_mixed: on servers of their own, of two fake
+# devices each (the program checks each device's memory itself); the servers
+# must end cleanly.
+t_gpu2() { # NAME SERVERS [EXPECTED]
+  local p=$1 nsrv=$2 dir=$work/${3:-$1}
+  problems=()
+  local i gpus=
+  for ((i = 1; i <= nsrv; i++)); do
+    start_extra 2 "$i" || problems+=("a server of two fake devices did not start: $(tail -n 3 "$work/server.extra.log")")
+  done
+  for i in "${extra_ports[@]}"; do gpus=${gpus:+$gpus,}127.0.0.1:$i; done
+  if [ ${#problems[@]} -eq 0 ]; then
+    client_gpus=$gpus expect_name=${3:-} run_program "$p" "$dir"
+  fi
+  stop_extra || problems+=("a server of two fake devices did not end cleanly: $(tail -n 3 "$work/server.extra.log")")
+  report "${3:-$p}" "${problems[@]}"
+  [ ${#problems[@]} -eq 0 ] || show_files "$dir"
+}
+
 t_program() {
   local p=$1 dir=$work/$1 args=()
   problems=()
@@ -500,7 +561,8 @@ for t in "${tests[@]}"; do
     garbage) t_garbage ;;
     warm_store) t_warm_store ;;
     nvml_two) t_nvml_two ;;
-    *) t_program "$t" ;;
+    multi_gpu_mixed) t_gpu2 multi_gpu 2 multi_gpu_mixed ;;
+    *) if [[ $GPU2 == *" $t "* ]]; then t_gpu2 "$t" 1; else t_program "$t"; fi ;;
   esac
 done
 if [[ " ${tests[*]} " == *" sigterm "* ]]; then

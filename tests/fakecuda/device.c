@@ -318,19 +318,6 @@ CUresult CUDAAPI cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevi
 	return fk_end(rc, __func__, "%d, %d", (int)attrib, dev);
 }
 
-CUresult CUDAAPI cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev, CUdevice peerDev)
-{
-	/* Peer copies and peer access are not implemented, so no pair can. */
-	CUresult rc = fk_begin_init();
-	if (rc == CUDA_SUCCESS && !canAccessPeer)
-		rc = CUDA_ERROR_INVALID_VALUE;
-	else if (rc == CUDA_SUCCESS && (!dev_ok(dev) || !dev_ok(peerDev)))
-		rc = CUDA_ERROR_INVALID_DEVICE;
-	else if (rc == CUDA_SUCCESS)
-		*canAccessPeer = 0;
-	return fk_end(rc, __func__, "%d, %d", dev, peerDev);
-}
-
 /* "8589934592", "8g", "512M", "64k" */
 static int parse_size(const char *s, size_t *out)
 {

@@ -13,6 +13,10 @@
  * allocator space (0x6000'0000'0000 + 4 TiB) and its shadow, below where the
  * kernel puts mmaps and libraries (0x7exx'.. to 0x7fff'..). If the range is
  * taken, the kernel places it anywhere: still an mmap region no malloc uses.
+ * FAKECUDA_ARENA_SLOT=N (0-12) places it N TiB lower: two servers of one client
+ * then hand out distinct addresses, as two GPU processes usually do (their
+ * driver's address space is placed by ASLR), so a test can tell their devices'
+ * memory apart in the client.
  *
  * An allocation takes whole pages plus one guard page after them, and its data
  * ends at the end of its last page (its base stays FK_ALIGN-aligned because its
@@ -54,7 +58,10 @@ static int arena_init(void)
 		return 0;
 	page_size = (size_t)sysconf(_SC_PAGESIZE);
 	int prot = PROT_NONE, flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
-	void *p = mmap((void *)FK_ARENA_HINT, FK_ARENA_SIZE, prot, flags | MAP_FIXED_NOREPLACE, -1, 0);
+	const char *slot_s = getenv("FAKECUDA_ARENA_SLOT");
+	unsigned long slot = slot_s ? strtoul(slot_s, NULL, 10) : 0;
+	uintptr_t hint = FK_ARENA_HINT - (slot <= 12 ? slot : 0) * (uintptr_t)FK_ARENA_SIZE;
+	void *p = mmap((void *)hint, FK_ARENA_SIZE, prot, flags | MAP_FIXED_NOREPLACE, -1, 0);
 	if (p == MAP_FAILED) /* range taken (EEXIST), or not allowed: let the kernel choose */
 		p = mmap(NULL, FK_ARENA_SIZE, prot, flags, -1, 0);
 	if (p == MAP_FAILED) {

@@ -48,6 +48,7 @@
 #endif
 
 #define FK_MAX_DEVICES 16
+#define FK_MAX_PEERS 16
 #define FK_ALIGN 256u                  /* cuMemAlloc alignment */
 #define FK_DRIVER_VERSION 13000
 #define FK_CC_MAJOR 9
@@ -284,6 +285,8 @@ struct fk_ctx {
 	fk_stream null_stream;
 	size_t limits[CU_LIMIT_MAX];
 	CUfunc_cache cache;
+	uint64_t peers[FK_MAX_PEERS]; /* contexts whose memory it may access (peer.c) */
+	int npeers;
 };
 
 void fk_ctx_destroy(fk_ctx *c);

@@ -80,8 +80,15 @@ static void test_errors(void)
 	encode(b, 0xffff, 0, 8, 0);
 	CHECK_EQ(proto_decode_hdr(b, &h), PROTO_EVERSION);
 
-	/* A request has no status: either word nonzero is a peer that speaks
-	 * something else. A reply may carry both. */
+	/* A request's status is its device, below PROTO_MAX_DEVICES; it has no
+	 * latched error: anything else is a peer that speaks something else. A
+	 * reply may carry both. */
+	encode(b, PROTO_VERSION, PROTO_F_ASYNC, 8, 0);
+	b[32] = PROTO_MAX_DEVICES - 1;
+	CHECK_EQ(proto_decode_hdr(b, &h), PROTO_OK);
+	CHECK_EQ(h.status, PROTO_MAX_DEVICES - 1);
+	b[32] = PROTO_MAX_DEVICES;
+	CHECK_EQ(proto_decode_hdr(b, &h), PROTO_EDECODE);
 	for (int byte = 32; byte < 40; byte++) {
 		encode(b, PROTO_VERSION, PROTO_F_ASYNC, 8, 0);
 		b[byte] = 0x80;

@@ -617,7 +617,7 @@ static void test_malformed(void)
 	raw_header(b, PROTO_VERSION, 8, UINT64_MAX);
 	expect_rejected("payload_len max", b, H, PROTO_ETOOBIG);
 	raw_header(b, PROTO_VERSION, 8, 0);
-	b[32] = 1;
+	b[32] = PROTO_MAX_DEVICES; /* a request's status names a device below it */
 	expect_rejected("status on a request", b, H, PROTO_EDECODE);
 	raw_header(b, PROTO_VERSION, 8, 0);
 	b[39] = 0x80;
