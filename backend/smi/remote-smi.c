@@ -132,9 +132,11 @@ static void print_text(const be_snap *s, int ops)
 		if (s->metrics_port)
 			printf("  metrics http://127.0.0.1:%d/metrics", s->metrics_port);
 		printf("\n");
-		uuid_str(s->uuid, b, sizeof(b));
-		printf("  GPU %d  %s  %s  %s  driver %d.%d\n", s->ordinal, s->name, b, s->pci_bus_id,
-		       s->driver_version / 1000, s->driver_version % 1000 / 10);
+		for (int g = 0; g < s->ngpu; g++) {
+			uuid_str(s->gpu[g].uuid, b, sizeof(b));
+			printf("  GPU %d  %s  %s  %s  driver %d.%d\n", s->gpu[g].ordinal, s->gpu[g].name, b,
+			       s->gpu[g].pci_bus_id, s->driver_version / 1000, s->driver_version % 1000 / 10);
+		}
 		printf("  memory: %s used by sessions, of %s\n", human(used, a, sizeof(a)), human(s->total_mem, c, sizeof(c)));
 	} else {
 		printf("%s: no server.stat (sessions only)\n", s->dir);
@@ -244,6 +246,21 @@ static void jstr(const char *v)
 	putchar('"');
 }
 
+/* One served device as a JSON object (used: the sessions' memory, or NULL). */
+static void json_gpu(const be_stat_gpu *d, int driver_version, const uint64_t *used)
+{
+	char b[48];
+	uuid_str(d->uuid, b, sizeof(b));
+	printf("{\"ordinal\": %d, \"name\": ", d->ordinal);
+	jstr(d->name);
+	printf(", \"uuid\": \"%s\", \"pci_bus_id\": ", b);
+	jstr(d->pci_bus_id);
+	printf(", \"driver_version\": %d, \"total_memory\": %" PRIu64, driver_version, d->total_mem);
+	if (used)
+		printf(", \"used_memory\": %" PRIu64, *used);
+	printf("}");
+}
+
 static void print_json(const be_snap *snaps, size_t n)
 {
 	int64_t now = now_unix_ns();
@@ -263,13 +280,18 @@ static void print_json(const be_snap *snaps, size_t n)
 			jstr(s->isolation);
 			printf(", \"metrics_port\": %d, \"start_time\": %.3f, \"uptime_s\": %.3f, \"sessions_started\": %" PRIu64,
 			       s->metrics_port, s->start_unix_ns / 1e9, (now - s->start_unix_ns) / 1e9, s->sessions_started);
-			uuid_str(s->uuid, b, sizeof(b));
-			printf(",\n   \"device\": {\"ordinal\": %d, \"name\": ", s->ordinal);
-			jstr(s->name);
-			printf(", \"uuid\": \"%s\", \"pci_bus_id\": ", b);
-			jstr(s->pci_bus_id);
-			printf(", \"driver_version\": %d, \"total_memory\": %" PRIu64 ", \"used_memory\": %" PRIu64 "}",
-			       s->driver_version, s->total_mem, used);
+			/* "device": the first served device, with the sessions' memory on
+			 * all of them; "devices": every one */
+			if (s->ngpu > 0) {
+				printf(",\n   \"device\": ");
+				json_gpu(&s->gpu[0], s->driver_version, &used);
+			}
+			printf(",\n   \"devices\": [");
+			for (int g = 0; g < s->ngpu; g++) {
+				printf("%s", g ? ", " : "");
+				json_gpu(&s->gpu[g], s->driver_version, NULL);
+			}
+			printf("]");
 		}
 		if (s->tenants) {
 			printf(",\n   \"tenants\": [");

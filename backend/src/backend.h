@@ -271,11 +271,11 @@ struct be_session {
 	CUcontext ctx;
 	CUmemoryPool mempool; /* the device's default pool */
 	/* memory pools the session made (op_mempool.c): id -> CUmemoryPool; and
-	 * its current pool (cudaDeviceSetMemPool: the session's, not the
-	 * device's), id 0 and NULL for the default one */
+	 * its current pool per device (cudaDeviceSetMemPool: the session's, not
+	 * the device's), id 0 and NULL for the default one */
 	be_htab pools;
-	uint64_t cur_pool_id;
-	CUmemoryPool cur_pool;
+	uint64_t cur_pool_id[BE_MAX_GPUS];
+	CUmemoryPool cur_pool[BE_MAX_GPUS];
 	be_htab streams, events, modules, funcs, graphs, gexecs, arrays;
 	/* graph nodes (op_graph_build.c): the ids the server gave them -> the
 	 * driver's node, and back; aux: the client id of the node's graph */

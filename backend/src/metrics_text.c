@@ -153,36 +153,39 @@ char *be_metrics_render(const be_snap *snaps, size_t n, size_t *len)
 			server_labels(f, &snaps[i]);
 			fprintf(f, "} %d\n", snaps[i].alive ? 1 : 0);
 		}
-	family(f, "remote_gpud_info", "gauge", "The served device; always 1.");
+	family(f, "remote_gpud_info", "gauge", "A served device; always 1.");
 	for (size_t i = 0; i < n; i++) {
 		const be_snap *s = &snaps[i];
 		char v[64], uuid[48];
 		if (!s->has_server)
 			continue;
-		fputs("remote_gpud_info{", f);
-		server_labels(f, s);
-		snprintf(v, sizeof(v), "%" PRId64, s->pid);
-		fputc(',', f);
-		put_label(f, "pid", v);
-		fputc(',', f);
-		put_label(f, "isolation", s->isolation);
-		snprintf(v, sizeof(v), "%d", s->ordinal);
-		fputc(',', f);
-		put_label(f, "device", v);
-		fputc(',', f);
-		put_label(f, "name", s->name);
-		const uint8_t *u = s->uuid;
-		snprintf(uuid, sizeof(uuid), "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
-			 u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14],
-			 u[15]);
-		fputc(',', f);
-		put_label(f, "uuid", uuid);
-		fputc(',', f);
-		put_label(f, "pci_bus_id", s->pci_bus_id);
-		snprintf(v, sizeof(v), "%d", s->driver_version);
-		fputc(',', f);
-		put_label(f, "driver_version", v);
-		fputs("} 1\n", f);
+		for (int g = 0; g < s->ngpu; g++) {
+			const be_stat_gpu *d = &s->gpu[g];
+			fputs("remote_gpud_info{", f);
+			server_labels(f, s);
+			snprintf(v, sizeof(v), "%" PRId64, s->pid);
+			fputc(',', f);
+			put_label(f, "pid", v);
+			fputc(',', f);
+			put_label(f, "isolation", s->isolation);
+			snprintf(v, sizeof(v), "%d", d->ordinal);
+			fputc(',', f);
+			put_label(f, "device", v);
+			fputc(',', f);
+			put_label(f, "name", d->name);
+			const uint8_t *u = d->uuid;
+			snprintf(uuid, sizeof(uuid),
+				 "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1], u[2],
+				 u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
+			fputc(',', f);
+			put_label(f, "uuid", uuid);
+			fputc(',', f);
+			put_label(f, "pci_bus_id", d->pci_bus_id);
+			snprintf(v, sizeof(v), "%d", s->driver_version);
+			fputc(',', f);
+			put_label(f, "driver_version", v);
+			fputs("} 1\n", f);
+		}
 	}
 	family(f, "remote_gpud_start_time_seconds", "gauge", "When the server started (Unix time).");
 	for (size_t i = 0; i < n; i++)
@@ -192,7 +195,7 @@ char *be_metrics_render(const be_snap *snaps, size_t n, size_t *len)
 			fprintf(f, "} %" PRId64 ".%03d\n", snaps[i].start_unix_ns / 1000000000,
 				(int)(snaps[i].start_unix_ns % 1000000000 / 1000000));
 		}
-	family(f, "remote_gpud_device_memory_total_bytes", "gauge", "Memory of the served device.");
+	family(f, "remote_gpud_device_memory_total_bytes", "gauge", "Memory of the served devices (all of them).");
 	for (size_t i = 0; i < n; i++)
 		if (snaps[i].has_server) {
 			fputs("remote_gpud_device_memory_total_bytes{", f);

@@ -90,7 +90,7 @@ static int alloc_async(be_session *s, be_req *rq, uint64_t size, CUmemoryPool po
 	if ((err = be_get_stream(s, stream_id, &st)))
 		return err;
 	if (!pool)
-		pool = s->cur_pool;
+		pool = s->cur_pool[s->cur];
 	if (size > 0) {
 		/* Charged as allocated, not as the pool reserves: the pool's cached
 		 * reserve is the driver's, reused by the tenant's next allocation. */

@@ -154,10 +154,11 @@ int be_op_mempool_destroy(be_session *s, be_req *rq, uint64_t pool_id)
 	if ((r = be_drv.cuMemPoolDestroy(pool)) != CUDA_SUCCESS)
 		return r;
 	be_htab_del(&s->pools, pool_id, NULL, NULL);
-	if (s->cur_pool_id == pool_id) { /* back to the default pool, as in CUDA */
-		s->cur_pool_id = 0;
-		s->cur_pool = NULL;
-	}
+	for (int d = 0; d < be_srv.ngpu; d++)
+		if (s->cur_pool_id[d] == pool_id) { /* back to the default pool, as in CUDA */
+			s->cur_pool_id[d] = 0;
+			s->cur_pool[d] = NULL;
+		}
 	return CUDA_SUCCESS;
 }
 
@@ -168,14 +169,14 @@ int be_op_mempool_set_current(be_session *s, be_req *rq, uint64_t pool_id)
 
 	if ((err = be_get_mempool(s, pool_id, &pool)))
 		return err;
-	s->cur_pool_id = pool_id;
-	s->cur_pool = pool_id ? pool : NULL;
+	s->cur_pool_id[s->cur] = pool_id;
+	s->cur_pool[s->cur] = pool_id ? pool : NULL;
 	return CUDA_SUCCESS;
 }
 
 int be_op_mempool_get_current(be_session *s, be_req *rq)
 {
-	return be_reply_u64(s, rq, s->cur_pool_id);
+	return be_reply_u64(s, rq, s->cur_pool_id[s->cur]);
 }
 
 /* From the session's device (the client answers for its other devices). */

@@ -186,12 +186,17 @@ int be_status_server_open(const char *dir, const char *host, int port, const cha
 	h->port = port;
 	h->metrics_port = metrics_port;
 	snprintf(h->isolation, sizeof(h->isolation), "%s", isolation);
-	h->ordinal = be_srv.gpu[0].ordinal;
 	h->driver_version = be_srv.driver_version;
-	snprintf(h->name, sizeof(h->name), "%s", be_srv.gpu[0].name);
-	memcpy(h->uuid, be_srv.gpu[0].uuid.bytes, sizeof(h->uuid));
-	snprintf(h->pci_bus_id, sizeof(h->pci_bus_id), "%s", be_srv.gpu[0].pci_bus_id);
-	h->total_mem = be_srv.gpu[0].total_mem;
+	h->ngpu = be_srv.ngpu < BE_STAT_MAX_GPUS ? be_srv.ngpu : BE_STAT_MAX_GPUS;
+	for (int i = 0; i < h->ngpu; i++) {
+		const be_gpu *g = &be_srv.gpu[i];
+		be_stat_gpu *o = &h->gpu[i];
+		o->ordinal = g->ordinal;
+		snprintf(o->name, sizeof(o->name), "%s", g->name);
+		memcpy(o->uuid, g->uuid.bytes, sizeof(o->uuid));
+		snprintf(o->pci_bus_id, sizeof(o->pci_bus_id), "%s", g->pci_bus_id);
+		o->total_mem = g->total_mem;
+	}
 	if (publish(path) != 0) {
 		LOG_WARN(BE_LOG, "%s: %s; no status for remote-smi", path, strerror(errno));
 		munmap(p, sizeof(*h));

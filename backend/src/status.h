@@ -37,7 +37,8 @@
 #include <stdint.h>
 
 #define BE_STAT_MAGIC 0x54534752u /* "RGST" */
-#define BE_STAT_VERSION 1
+#define BE_STAT_VERSION 2 /* 2: the served devices (gpu[], ngpu) */
+#define BE_STAT_MAX_GPUS 16
 #define BE_STAT_SERVER 1
 #define BE_STAT_SESSION 2
 
@@ -45,6 +46,15 @@ enum be_stat_state {
 	BE_STAT_CONNECTED = 0, /* no hello yet: client fields empty */
 	BE_STAT_RUNNING = 1,   /* hello done: client fields valid */
 };
+
+/* One served device (--device), as the clients see it. */
+typedef struct be_stat_gpu {
+	int32_t ordinal, pad;
+	char name[256];
+	uint8_t uuid[16];
+	char pci_bus_id[32];
+	uint64_t total_mem;
+} be_stat_gpu;
 
 typedef struct be_stat_server {
 	uint32_t magic, version, size, kind;
@@ -54,11 +64,8 @@ typedef struct be_stat_server {
 	int32_t port;
 	int32_t metrics_port; /* 0: no metrics endpoint */
 	char isolation[16];
-	int32_t ordinal, driver_version;
-	char name[256];
-	uint8_t uuid[16];
-	char pci_bus_id[32];
-	uint64_t total_mem;
+	int32_t ngpu, driver_version;
+	be_stat_gpu gpu[BE_STAT_MAX_GPUS]; /* the first ngpu */
 	_Atomic uint64_t sessions_started; /* connections accepted since start */
 } be_stat_server;
 
@@ -184,11 +191,10 @@ typedef struct be_snap {
 	char listen_host[64];
 	int port, metrics_port;
 	char isolation[16];
-	int ordinal, driver_version;
-	char name[256];
-	uint8_t uuid[16];
-	char pci_bus_id[32];
-	uint64_t total_mem, sessions_started;
+	int ngpu, driver_version;
+	be_stat_gpu gpu[BE_STAT_MAX_GPUS]; /* the first ngpu: names and ids made printable */
+	uint64_t total_mem; /* of every served device */
+	uint64_t sessions_started;
 	be_snap_session *sess; /* live sessions, by pid then id */
 	size_t nsess;
 	be_snap_tenant *tenants; /* with --tenants, else NULL */

@@ -80,12 +80,19 @@ static int read_server(const char *dir, be_snap *o)
 		o->port = h->port;
 		o->metrics_port = h->metrics_port;
 		copy_str(o->isolation, sizeof(o->isolation), h->isolation, sizeof(h->isolation));
-		o->ordinal = h->ordinal;
 		o->driver_version = h->driver_version;
-		copy_str(o->name, sizeof(o->name), h->name, sizeof(h->name));
-		memcpy(o->uuid, h->uuid, sizeof(o->uuid));
-		copy_str(o->pci_bus_id, sizeof(o->pci_bus_id), h->pci_bus_id, sizeof(h->pci_bus_id));
-		o->total_mem = h->total_mem;
+		o->ngpu = h->ngpu >= 0 && h->ngpu <= BE_STAT_MAX_GPUS ? h->ngpu : 0;
+		o->total_mem = 0;
+		for (int i = 0; i < o->ngpu; i++) {
+			const be_stat_gpu *g = &h->gpu[i];
+			be_stat_gpu *d = &o->gpu[i];
+			d->ordinal = g->ordinal;
+			copy_str(d->name, sizeof(d->name), g->name, sizeof(g->name));
+			memcpy(d->uuid, g->uuid, sizeof(d->uuid));
+			copy_str(d->pci_bus_id, sizeof(d->pci_bus_id), g->pci_bus_id, sizeof(g->pci_bus_id));
+			d->total_mem = g->total_mem;
+			o->total_mem += g->total_mem;
+		}
 		o->sessions_started = LD(((be_stat_server *)h)->sessions_started);
 		o->has_server = 1;
 		o->alive = be_status_pid_alive(o->pid);

@@ -1,7 +1,8 @@
 /*
  * What NVML tells about a device that the handshake already told the client:
  * name, UUID, PCI address, index, compute capability; and what follows from
- * the devices being on other hosts (no peer-to-peer path between them).
+ * the devices being on other hosts (a peer-to-peer path only between devices of
+ * one server, where its driver says so).
  * Nothing here crosses the wire, except the PCI ids that CUDA does not know.
  */
 #include <stdio.h>
@@ -116,8 +117,9 @@ static nvmlReturn_t two_devices(nvmlDevice_t h1, nvmlDevice_t h2, const void *ou
 	return r;
 }
 
-/* Two remote devices are separate sessions, each on its own server's GPU: no
- * peer path between them (cudaDeviceCanAccessPeer says the same). */
+/* Reads and writes between two devices of one server: as its driver's
+ * cudaDeviceCanAccessPeer says; devices of two servers have no peer path. The
+ * other capabilities (NVLink, atomics) are not known here: not supported. */
 nvmlReturn_t nvmlDeviceGetP2PStatus(nvmlDevice_t device1, nvmlDevice_t device2, int p2pIndex, int *p2pStatus);
 nvmlReturn_t nvmlDeviceGetP2PStatus(nvmlDevice_t device1, nvmlDevice_t device2, int p2pIndex, int *p2pStatus)
 {
@@ -125,7 +127,9 @@ nvmlReturn_t nvmlDeviceGetP2PStatus(nvmlDevice_t device1, nvmlDevice_t device2, 
 	nvmlReturn_t r = two_devices(device1, device2, p2pIndex < 0 ? NULL : p2pStatus, &a, &b);
 	if (r != NVML_SUCCESS)
 		return r;
-	*p2pStatus = NVML_P2P_STATUS_NOT_SUPPORTED;
+	int rw = p2pIndex == NVML_P2P_CAPS_INDEX_READ || p2pIndex == NVML_P2P_CAPS_INDEX_WRITE;
+	*p2pStatus = rw && fe_peer_can(a->first + a->remote, b->first + b->remote) ? NVML_P2P_STATUS_OK
+										 : NVML_P2P_STATUS_NOT_SUPPORTED;
 	return NVML_SUCCESS;
 }
 

@@ -90,6 +90,7 @@ int main(int argc, char **argv)
 	FN(nvmlDeviceGetNvLinkState, (nvmlDevice_t, unsigned, int *));
 	FN(nvmlDeviceGetFanSpeed, (nvmlDevice_t, unsigned *));
 	FN(nvmlSystemGetCudaDriverVersion_v2, (int *));
+	FN(nvmlDeviceGetP2PStatus, (nvmlDevice_t, nvmlDevice_t, int, int *));
 
 	unsigned n = 0;
 	NV(nvmlDeviceGetCount_v2(&n), UNINITIALIZED);
@@ -211,6 +212,19 @@ int main(int argc, char **argv)
 		unsigned fan = 0;
 		NV(nvmlDeviceGetNvLinkState(h, 0, &state), NOT_SUPPORTED);
 		NV(nvmlDeviceGetFanSpeed(h, &fan), NOT_SUPPORTED);
+	}
+
+	/* reads between devices 0 and 1: as CUDA's can-access-peer says (0 and 5:
+	 * nvml.h's NVML_P2P_STATUS_OK and _NOT_SUPPORTED, index 0: _CAPS_INDEX_READ) */
+	if (n >= 2) {
+		nvmlDevice_t h0, h1;
+		int st = -1, can = -1;
+		NV(nvmlDeviceGetHandleByIndex_v2(0, &h0), OK);
+		NV(nvmlDeviceGetHandleByIndex_v2(1, &h1), OK);
+		NV(nvmlDeviceGetP2PStatus(h0, h1, 0, &st), OK);
+		CK(cudaDeviceCanAccessPeer(&can, 0, 1));
+		printf("P2P read 0 -> 1: %s, CUDA can access peer: %d\n", st == 0 ? "ok" : "not supported", can);
+		REQUIRE((st == 0) == (can == 1) && (st == 0 || st == 5), "NVML P2P status %d, CUDA %d", st, can);
 	}
 
 	/* bad handles and indices */

@@ -32,7 +32,8 @@
 # Other tests: several clients at once, a client killed with SIGKILL in the
 # middle of a 64 MiB copy loop, garbage bytes on the server's port, NVML with
 # two remote devices (REMOTE_GPU naming the server twice), multi_gpu on two
-# servers of two devices each (multi_gpu_mixed), SIGTERM.
+# servers of two devices each (multi_gpu_mixed), NVML on a server of two
+# devices (nvml_multi), SIGTERM.
 #
 # Exit status: 0 all passed, 1 some failed, 77 skipped (no nvcc, or the backend,
 # frontend or fake driver not built). The last line is "N passed, N failed".
@@ -377,8 +378,8 @@ ensure_server() {
 # gpu2 programs, and multi_gpu_mixed: on servers of their own, of two fake
 # devices each (the program checks each device's memory itself); the servers
 # must end cleanly.
-t_gpu2() { # NAME SERVERS [EXPECTED]
-  local p=$1 nsrv=$2 dir=$work/${3:-$1}
+t_gpu2() { # NAME SERVERS [CASE [ARGS...]]: CASE names the test and its expected output
+  local p=$1 nsrv=$2 dir=$work/${3:-$1} args=("${@:4}")
   problems=()
   local i gpus=
   for ((i = 1; i <= nsrv; i++)); do
@@ -386,7 +387,7 @@ t_gpu2() { # NAME SERVERS [EXPECTED]
   done
   for i in "${extra_ports[@]}"; do gpus=${gpus:+$gpus,}127.0.0.1:$i; done
   if [ ${#problems[@]} -eq 0 ]; then
-    client_gpus=$gpus expect_name=${3:-} run_program "$p" "$dir"
+    client_gpus=$gpus expect_name=${3:-} run_program "$p" "$dir" "${args[@]}"
   fi
   stop_extra || problems+=("a server of two fake devices did not end cleanly: $(tail -n 3 "$work/server.extra.log")")
   report "${3:-$p}" "${problems[@]}"
@@ -562,6 +563,7 @@ for t in "${tests[@]}"; do
     warm_store) t_warm_store ;;
     nvml_two) t_nvml_two ;;
     multi_gpu_mixed) t_gpu2 multi_gpu 2 multi_gpu_mixed ;;
+    nvml_multi) t_gpu2 nvml 1 nvml_multi 2 ;;
     *) if [[ $GPU2 == *" $t "* ]]; then t_gpu2 "$t" 1; else t_program "$t"; fi ;;
   esac
 done

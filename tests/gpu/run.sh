@@ -17,7 +17,10 @@
 #    baseline after each client. Where tests/e2e/expected/<name>.out exists, the
 #    local output must also equal it (those files are what CI expects).
 # 4. Several clients at once, a client killed with SIGKILL mid-copy, garbage
-#    bytes on the port, SIGTERM (exit 0).
+#    bytes on the port, SIGTERM (exit 0). Where nvidia-smi shows 2 GPUs or
+#    more: the programs tagged gpu2 (tests/e2e/multi_gpu.cu) against a server of
+#    every GPU (--device all), remote equal to local, and on two servers of one
+#    GPU each (their own checks pass).
 # 5. Writes ${OUT:-tests/gpu/reports}/gpu-report.md (GPU, driver, commit, date,
 #    per-program PASS/FAIL with diffs), gpu-run.log and gpu-details.tar.gz.
 # 6. Runs bench/run-gpu.sh if present, in the time left, and copies what it adds
@@ -68,6 +71,11 @@ HELPERS=($(rg_programs gpu helper))
 # the driver API test programs (tests/e2e/drv_*.cu), built the same way.
 STATIC_PROGRAMS=($(rg_programs gpu-static))
 DRV_PROGRAMS=($(rg_programs gpu driver))
+# Programs that need two GPUs or more (tag gpu2): only where nvidia-smi shows
+# that many, against a server of every GPU (--device all), and once more on two
+# servers of one GPU each (devices of two servers: exit status only, since peer
+# access differs from local there).
+GPU2_PROGRAMS=($(rg_programs gpu2))
 
 note() { echo "$*" | tee -a "$log"; }
 elapsed() { echo $(($(date +%s) - t0)); }
@@ -131,7 +139,7 @@ note "build: $build_note"
 
 note "compiling test programs and examples with $nvcc"
 srcs=()
-for p in "${E2E_PROGRAMS[@]}" "${HELPERS[@]}" "${FAULTING[@]}" "${EXAMPLES[@]}"; do srcs+=("$(rg_program_src "$p")"); done
+for p in "${E2E_PROGRAMS[@]}" "${HELPERS[@]}" "${FAULTING[@]}" "${EXAMPLES[@]}" "${GPU2_PROGRAMS[@]}"; do srcs+=("$(rg_program_src "$p")"); done
 printf '%s\n' "${srcs[@]}" | xargs -P "$(nproc)" -I{} sh -c \
   'n=$(basename {} .cu); "$0" --nvcc "$1" -o "$2/$n" {} >"$2/$n.build.log" 2>&1 || echo "$n" >>"$2/build-failed"' \
   "$e2e/nvcc-build.sh" "$nvcc" "$bin"
@@ -393,7 +401,8 @@ run_pair() { # NAME [nomem]: local then remote; fills a table row
   else
     problems+=("remote not run: $server_note")
   fi
-  if [ -f "$e2e/expected/$p.out" ]; then
+  # (gpu2 programs print the GPUs' names: their expected file is the double's)
+  if [ -f "$e2e/expected/$p.out" ] && [[ " ${GPU2_PROGRAMS[*]} " != *" $p "* ]]; then
     # GPU-only lines (kernels the fake cannot run) are compared local vs remote only
     grep -v -e '^expect ' -e '^  echo: ok' -e '^gpu: ' "$d/local.out" >"$d/local.cmp"
     if diff -u "$e2e/expected/$p.out" "$d/local.cmp" >"$d/expected.diff"; then exp=yes; else exp=NO; problems+=("local output differs from tests/e2e/expected/$p.out"); fi
@@ -435,6 +444,73 @@ sverdict() { # NAME DETAIL PROBLEMS...
   fi
   note "$([ $# -eq 0 ] && echo PASS || echo FAIL) $name"
 }
+
+# ---- programs that need two GPUs (gpu2) ---------------------------------------------
+# start_gpud ARGS...: another server on this machine's GPUs; its port in
+# $gpud_port, its pid appended to gpud_extra.
+gpud_extra=()
+gpud_port=
+start_gpud() {
+  local pf=$work/port.extra.${#gpud_extra[@]}
+  rm -f "$pf"
+  "$gpud" --listen 127.0.0.1:0 --port-file "$pf" "$@" >>"$work/server.extra.log" 2>&1 &
+  gpud_extra+=($!)
+  local n=150
+  while [ $n -gt 0 ]; do
+    if [ -s "$pf" ] && read -r gpud_port <"$pf" && [[ $gpud_port =~ ^[0-9]+$ ]]; then return 0; fi
+    sleep 0.1
+    n=$((n - 1))
+  done
+  return 1
+}
+stop_gpud() { # 0 if every extra server exited 0 on SIGTERM
+  local pid rc=0
+  for pid in "${gpud_extra[@]}"; do
+    kill -TERM "$pid" 2>/dev/null
+    if wait_pid "$pid" 15; then [ "$wait_status" = 0 ] || rc=1; else kill -KILL "$pid" 2>/dev/null; rc=1; fi
+  done
+  gpud_extra=()
+  return $rc
+}
+ngpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+gpu2_run=()
+if [ "${RG_PROGRAMS:-1}" = 1 ] && [ ${#GPU2_PROGRAMS[@]} -gt 0 ]; then
+  for p in "${GPU2_PROGRAMS[@]}"; do wanted "$p" && gpu2_run+=("$p"); done
+fi
+if [ ${#gpu2_run[@]} -gt 0 ] && [ "${ngpus:-0}" -lt 2 ]; then
+  note "gpu2 programs not run (${gpu2_run[*]}): nvidia-smi shows ${ngpus:-0} GPU(s), they need 2 or more"
+elif [ ${#gpu2_run[@]} -gt 0 ] && [ $server_ok = 1 ]; then
+  # one server of every GPU: remote equals local byte for byte (the program
+  # checks each device's memory itself: nomem)
+  if start_gpud --device all; then
+    main_port=$srv_port
+    srv_port=$gpud_port
+    for p in "${gpu2_run[@]}"; do run_pair "$p" nomem; done
+    srv_port=$main_port
+  else
+    for p in "${gpu2_run[@]}"; do sverdict "$p" "a server of --device all" "did not start: $(tail -n 3 "$work/server.extra.log" | paste -sd';')"; done
+  fi
+  problems=()
+  stop_gpud || problems+=("the --device all server did not exit 0 on SIGTERM")
+  sverdict gpu2_server_exit "the --device all server ends cleanly" "${problems[@]}"
+  # two servers of one GPU each: the devices of two servers (copies through
+  # the client); the program must pass its own checks
+  for p in "${gpu2_run[@]}"; do
+    problems=()
+    if start_gpud --device 0 && a=$gpud_port && start_gpud --device 1 && b=$gpud_port; then
+      d=$work/d/$p.two_servers
+      mkdir -p "$d"
+      timeout "$prog_timeout" unshare -m --propagation private bash "$work/gpuless.sh" \
+        env REMOTE_GPU=127.0.0.1:$a,127.0.0.1:$b LD_PRELOAD="$lib" LD_LIBRARY_PATH="$(dirname "$lib")/driver" \
+        "$bin/$p" >"$d/remote.out" 2>"$d/remote.err" || problems+=("exit status $?: $(grep -v '^\[' "$d/remote.err" | tail -n 3 | paste -sd';')")
+    else
+      problems+=("the servers of --device 0 and --device 1 did not start")
+    fi
+    stop_gpud || problems+=("a server did not exit 0 on SIGTERM")
+    sverdict "${p}_two_servers" "devices 0 and 1 on two servers: every copy and check of the program passes" "${problems[@]}"
+  done
+fi
+
 
 if [ "${RG_PROGRAMS:-1}" = 0 ]; then
   note "programs and server tests skipped (RG_PROGRAMS=0)"

@@ -284,6 +284,18 @@ def check_smi(path, pid, prog, mem):
     want(x["bytes_in"] > 0 and x["bytes_out"] > 0 and x["errors"] == 0, "counters: %s" % x)
 
 
+def check_devices(path, n):
+    doc = json.load(open(path))
+    servers = doc["servers"]
+    if not want(len(servers) == 1, "remote-smi found %d servers, expected 1" % len(servers)):
+        return
+    devs = servers[0].get("devices", [])
+    want([d.get("ordinal") for d in devs] == list(range(int(n))), "devices: %s" % devs)
+    want(all(d.get("name") == "remote-gpu fake device" and d.get("total_memory", 0) > 0 for d in devs),
+         "devices: %s" % devs)
+    want(servers[0].get("device", {}).get("ordinal") == 0, "device: %s" % servers[0].get("device"))
+
+
 def check_nosession(path):
     doc = json.load(open(path))
     servers = doc["servers"]
@@ -438,7 +450,7 @@ def check_logsync(path, sync):
 
 def main(argv):
     cmd, args = argv[1], argv[2:]
-    {"stats": check_stats, "dump": check_dump, "smi": check_smi, "nosession": check_nosession,
+    {"stats": check_stats, "dump": check_dump, "smi": check_smi, "nosession": check_nosession, "devices": check_devices,
      "metrics": check_metrics, "promfile": check_promfile, "trace": check_trace, "trace_py": check_trace_py,
      "logsync": check_logsync}[cmd](*args)
     for p in problems:

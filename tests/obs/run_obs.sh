@@ -5,6 +5,7 @@
 #   tests/obs/run_obs.sh [--build DIR] [--bin DIR] [--only NAME[,NAME...]] [--keep] [--list]
 #
 #   smi           remote-smi (text and --json) shows a live session: client host,
+#                 (and every device of a server of two: --device all)
 #                 pid, program, its 1 MiB of device memory, calls per op; with a
 #                 process per session and with --isolation thread; the session is
 #                 gone when the client ends and when its session process is killed
@@ -197,6 +198,16 @@ t_smi() {
     stop_server
     [ ! -e "$dir" ] || { echo "run directory left after SIGTERM: $(ls -A "$dir")"; return 1; }
   done
+  # a server of two devices (--device all): each in the text, the JSON and
+  # the Prometheus text
+  FAKECUDA_DEVICES=2 start_server smi-two --device all || return 1
+  "$smi" --port "$port" --json >"$work/smi-two.json" && check devices "$work/smi-two.json" 2 || return 1
+  "$smi" --port "$port" >"$work/smi-two.txt" && grep -q '^  GPU 0 ' "$work/smi-two.txt" &&
+    grep -q '^  GPU 1 ' "$work/smi-two.txt" || { echo "remote-smi's text lacks a device:"; sed 's/^/  | /' "$work/smi-two.txt"; return 1; }
+  "$smi" --port "$port" --prometheus >"$work/smi-two.prom" &&
+    [ "$(grep -c '^remote_gpud_info{.*device="[01]"' "$work/smi-two.prom")" = 2 ] ||
+    { echo "remote-smi --prometheus: not one remote_gpud_info per device"; grep '^remote_gpud_info' "$work/smi-two.prom"; return 1; }
+  stop_server
   "$smi" >/dev/null 2>&1 && { echo "remote-smi exits 0 with no server running"; return 1; }
   return 0
 }
