@@ -21,7 +21,9 @@ static int chunk_add(be_staging *st, be_buf *out);
 static void *pinned_alloc(size_t len)
 {
 	void *p = NULL;
-	CUresult r = be_drv.cuMemHostAlloc(&p, len, 0);
+	/* Portable: pinned for every context of the session (one per served
+	 * device), whichever device's frame grew the pool. */
+	CUresult r = be_drv.cuMemHostAlloc(&p, len, CU_MEMHOSTALLOC_PORTABLE);
 	if (r != CUDA_SUCCESS) {
 		LOG_WARN("backend", "cuMemHostAlloc(%zu): %s", len, be_driver_error_name(r));
 		return NULL;

@@ -14,10 +14,15 @@
  *   - peer access: enable, enable again, disable, disable again, own device,
  *     bad flags, and a pair that cannot (an error each);
  *   - invalid ordinals;
+ *   - the driver API's side (through cudaGetDriverEntryPointByVersion):
+ *     cuDeviceCanAccessPeer, cuCtxEnablePeerAccess / cuCtxDisablePeerAccess on
+ *     the primary contexts, cuMemcpyPeer and cuMemcpyPeerAsync;
  *   - with peer access on, a kernel on one device adding the other's memory
  *     (a GPU only: lines start with "gpu: ");
  *   - every device's free memory back at its start after the frees.
  */
+#include <cuda.h>
+
 #include "rgtest.h"
 #include "rgtest_kernels.cuh"
 
@@ -31,11 +36,14 @@ static const char *said(int ok, const char *good, const char *bad)
 	return ok ? good : bad;
 }
 
+/* Fills and waits: a copy on another device's stream afterwards is ordered
+ * after it on a GPU too. */
 static void fill(int dev, unsigned *p, unsigned v)
 {
 	CK(cudaSetDevice(dev));
 	rgtest_fill_u32<<<rgtest_grid(N / 4), 256>>>(p, v, N / 4);
 	CK(cudaGetLastError());
+	CK(cudaDeviceSynchronize());
 }
 
 /* The N bytes at p, on device dev, all v? */
@@ -162,8 +170,6 @@ int main(void)
 				/* a kernel on a reads b's memory and writes a's: 2 + 1 = 3 */
 				fill(a, buf[a], 0x40000000u); /* 2.0f */
 				fill(b, buf[b], 0x3f800000u); /* 1.0f */
-				CK(cudaSetDevice(b));
-				CK(cudaDeviceSynchronize());
 				float *fa = (float *)buf[a], *fb = (float *)buf[b];
 				CK(cudaSetDevice(a));
 				rgtest_add_f32<<<rgtest_grid(N / 4), 256>>>(fa, fb, fa, N / 4);
@@ -191,6 +197,59 @@ int main(void)
 	EXPECT_ERR("memcpy peer to device n", cudaMemcpyPeer(buf[1], n, buf[0], 0, N), cudaErrorInvalidDevice);
 	EXPECT_ERR("enable peer n", cudaDeviceEnablePeerAccess(n, 0), cudaErrorInvalidDevice);
 	(void)cudaGetLastError();
+
+	/* The driver API: devices 0 and 1, their primary contexts. */
+	{
+		typedef CUresult (*can_fn)(int *, CUdevice, CUdevice);
+		typedef CUresult (*retain_fn)(CUcontext *, CUdevice);
+		typedef CUresult (*release_fn)(CUdevice);
+		typedef CUresult (*ctx_fn)(CUcontext);
+		typedef CUresult (*enable_fn)(CUcontext, unsigned);
+		typedef CUresult (*peer_fn)(CUdeviceptr, CUcontext, CUdeviceptr, CUcontext, size_t);
+		typedef CUresult (*peer_async_fn)(CUdeviceptr, CUcontext, CUdeviceptr, CUcontext, size_t, CUstream);
+		void *f[8];
+		const char *names[8] = {"cuDeviceCanAccessPeer", "cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRelease",
+					"cuCtxSetCurrent", "cuCtxEnablePeerAccess", "cuCtxDisablePeerAccess",
+					"cuMemcpyPeer", "cuMemcpyPeerAsync"};
+		for (int i = 0; i < 8; i++) {
+			cudaDriverEntryPointQueryResult q;
+			CK(cudaGetDriverEntryPointByVersion(names[i], &f[i], 12000, cudaEnableDefault, &q));
+			REQUIRE(q == cudaDriverEntryPointSuccess && f[i], "%s not found", names[i]);
+		}
+		int dcan = -1;
+		REQUIRE(((can_fn)f[0])(&dcan, 0, 1) == CUDA_SUCCESS, "cuDeviceCanAccessPeer");
+		printf("driver: can access peer 0 -> 1: %d\n", dcan);
+		CUcontext c0, c1;
+		REQUIRE(((retain_fn)f[1])(&c0, 0) == CUDA_SUCCESS && ((retain_fn)f[1])(&c1, 1) == CUDA_SUCCESS,
+			"cuDevicePrimaryCtxRetain");
+		REQUIRE(((ctx_fn)f[3])(c0) == CUDA_SUCCESS, "cuCtxSetCurrent");
+		if (dcan) {
+			CUresult r1 = ((enable_fn)f[4])(c1, 0), r2 = ((enable_fn)f[4])(c1, 0);
+			CUresult r3 = ((ctx_fn)f[5])(c1), r4 = ((ctx_fn)f[5])(c1);
+			printf("driver: enable 0 -> 1: %d, again: %d, disable: %d, again: %d\n", (int)r1, (int)r2, (int)r3,
+			       (int)r4);
+			if (r1 != CUDA_SUCCESS || r2 != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED || r3 != CUDA_SUCCESS ||
+			    r4 != CUDA_ERROR_PEER_ACCESS_NOT_ENABLED)
+				rg_failures++;
+		}
+		fill(0, buf[0], 0x5eed0001u);
+		fill(1, buf[1], 0);
+		CK(cudaSetDevice(0));
+		REQUIRE(((ctx_fn)f[3])(c0) == CUDA_SUCCESS, "cuCtxSetCurrent");
+		CUresult r = ((peer_fn)f[6])((CUdeviceptr)buf[1], c1, (CUdeviceptr)buf[0], c0, N);
+		int ok1 = r == CUDA_SUCCESS && all_equal(1, buf[1], 0x5eed0001u, host);
+		fill(1, buf[1], 0x5eed0002u);
+		CK(cudaSetDevice(0));
+		REQUIRE(((ctx_fn)f[3])(c0) == CUDA_SUCCESS, "cuCtxSetCurrent");
+		CUresult ra = ((peer_async_fn)f[7])((CUdeviceptr)buf[0], c0, (CUdeviceptr)buf[1], c1, N, 0);
+		CK(cudaDeviceSynchronize());
+		int ok2 = ra == CUDA_SUCCESS && all_equal(0, buf[0], 0x5eed0002u, host);
+		printf("driver: cuMemcpyPeer 0 -> 1 %s, cuMemcpyPeerAsync 1 -> 0 %s\n", said(ok1, "ok", "WRONG"),
+		       said(ok2, "ok", "WRONG"));
+		REQUIRE(((release_fn)f[2])(0) == CUDA_SUCCESS && ((release_fn)f[2])(1) == CUDA_SUCCESS,
+			"cuDevicePrimaryCtxRelease");
+		CK(cudaSetDevice(0));
+	}
 
 	/* Frees: every device's memory back. */
 	for (int d = 0; d < n; d++) {
