@@ -25,7 +25,8 @@
  *    not cross hosts: cuMemExportToShareableHandle / cuMemImportFromShareableHandle
  *    answer CUDA_ERROR_NOT_SUPPORTED; an allocation that asks for a POSIX file
  *    descriptor handle is made without one, its properties keep the request); access is set for the mapping's own
- *    device only (no peer access between remote devices).
+ *    device only (access from another device, even of the same server, is not
+ *    done).
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -409,7 +410,7 @@ CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *des
 		if (desc[i].location.id < 0 || desc[i].location.id >= fe_rt_device_count())
 			return CUDA_ERROR_INVALID_DEVICE;
 		if (desc[i].location.id != dev) {
-			rg_log_once("frontend", "not supported (no peer access between remote devices)",
+			rg_log_once("frontend", "not supported (access from another device)",
 				    "cuMemSetAccess(another device)");
 			return CUDA_ERROR_NOT_SUPPORTED;
 		}
@@ -442,7 +443,7 @@ CUresult cuMemGetAccess(unsigned long long *flags, const CUmemLocation *location
 	}
 	if (location->id < 0 || location->id >= fe_rt_device_count())
 		return CUDA_ERROR_INVALID_DEVICE;
-	if (location->id != dev) { /* no peer access between remote devices */
+	if (location->id != dev) { /* access from another device: not done */
 		*flags = CU_MEM_ACCESS_FLAGS_PROT_NONE;
 		return CUDA_SUCCESS;
 	}

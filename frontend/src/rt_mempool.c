@@ -12,8 +12,8 @@
  * session ends.
  *
  * The current pool (cudaDeviceSetMemPool) is the session's, kept by the server:
- * cudaMallocAsync there allocates from it. Pools on another device than the
- * stream's and peer access do not exist remotely (one server per device); pools
+ * cudaMallocAsync there allocates from it (one per device). Pools on another
+ * device than the stream's and access from other devices are not done; pools
  * that export handles (IPC) cannot work across hosts: cudaErrorNotSupported.
  */
 #include <stdatomic.h>
@@ -271,7 +271,8 @@ cudaError_t cudaMemPoolSetAccess(cudaMemPool_t pool, const struct cudaMemAccessD
 	uint64_t id;
 	if (pool_ref(pool, &dev, &id) != cudaSuccess)
 		return fe_rt_fail(cudaErrorInvalidValue);
-	/* Only the pool's own device may be given access (no peers remotely). */
+	/* Only the pool's own device may be given access (access from other
+	 * devices is not done). */
 	for (size_t i = 0; i < count; i++)
 		if (descList[i].location.type != cudaMemLocationTypeDevice || descList[i].location.id != dev)
 			return fe_rt_fail(cudaErrorInvalidDevice);
@@ -292,7 +293,7 @@ cudaError_t cudaMemPoolGetAccess(enum cudaMemAccessFlags *flags, cudaMemPool_t m
 		return fe_rt_fail(cudaErrorInvalidValue);
 	if (!fe_rt_device(location->id))
 		return fe_rt_fail(cudaErrorInvalidDevice);
-	if (location->id != dev) { /* another server's device: no peer access */
+	if (location->id != dev) { /* access from another device: not done */
 		*flags = cudaMemAccessFlagsProtNone;
 		return cudaSuccess;
 	}
