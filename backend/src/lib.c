@@ -92,8 +92,10 @@ static be_lib_sess *sess_of(be_session *s, be_lib_def *def)
 		return NULL;
 	}
 	ls->def = def;
-	for (int k = 0; k < def->nkinds; k++)
+	for (int k = 0; k < def->nkinds; k++) {
 		be_htab_init(&ls->tabs[k]);
+		ls->tabs[k].dev_src = &s->cur; /* made on the frame's device */
+	}
 	ls->next = s->lib;
 	s->lib = ls;
 	return ls;
@@ -116,13 +118,19 @@ void be_lib_teardown(be_session *s)
 	while (s->lib) {
 		be_lib_sess *ls = s->lib;
 		td_ctx c = {0};
-		/* Reverse order of declaration: descriptors before the handles. */
-		for (int k = ls->def->nkinds - 1; k >= 0; k--) {
-			c.kind = &ls->def->kinds[k];
-			if (c.kind->destroy)
-				be_htab_each(&ls->tabs[k], td_obj, &c);
-			be_htab_free(&ls->tabs[k]);
+		/* Reverse order of declaration: descriptors before the handles;
+		 * each with the device it was made on current. */
+		for (int d = be_srv.ngpu - 1; d >= 0; d--) {
+			if (be_srv.ngpu > 1)
+				be_session_select(s, (uint32_t)d);
+			for (int k = ls->def->nkinds - 1; k >= 0; k--) {
+				c.kind = &ls->def->kinds[k];
+				if (c.kind->destroy)
+					be_htab_each_dev(&ls->tabs[k], d, td_obj, &c);
+			}
 		}
+		for (int k = ls->def->nkinds - 1; k >= 0; k--)
+			be_htab_free(&ls->tabs[k]);
 		if (c.n)
 			LOG_INFO(BE_LOG, "session %" PRIu64 ": %s: destroyed %u objects the client left%s", s->id,
 				 ls->def->name, c.n, c.failed ? " (some destroys failed)" : "");
