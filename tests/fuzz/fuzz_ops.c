@@ -196,23 +196,26 @@ static void fuzz_wait_idle(void)
 
 /* ---- the session ---- */
 
-/* A fresh device must show all its memory free once a session is gone. */
+/* Fresh devices must show all their memory free once a session is gone. */
 static void fuzz_check_memory(void)
 {
-	CUcontext ctx;
-	size_t free_b = 0, total_b = 0;
-	if (be_drv.cuCtxCreate(&ctx, NULL, 0, be_srv.dev) != CUDA_SUCCESS)
-		abort();
-	if (be_drv.cuMemGetInfo(&free_b, &total_b) != CUDA_SUCCESS)
-		abort();
-	be_drv.cuCtxDestroy(ctx);
-	if (free_b != total_b) {
-		fprintf(stderr, "fuzz_ops: %zu bytes of device memory still allocated after the session ended\n",
-			total_b - free_b);
-		/* Fatal: a leak here outlives the session in a long-running server.
-		 * corpus_ops/regress_vmm_sticky is the first one found (VMM memory
-		 * of a context with a sticky error). */
-		__builtin_trap();
+	for (int g = 0; g < be_srv.ngpu; g++) {
+		CUcontext ctx;
+		size_t free_b = 0, total_b = 0;
+		if (be_drv.cuCtxCreate(&ctx, NULL, 0, be_srv.gpu[g].dev) != CUDA_SUCCESS)
+			abort();
+		if (be_drv.cuMemGetInfo(&free_b, &total_b) != CUDA_SUCCESS)
+			abort();
+		be_drv.cuCtxDestroy(ctx);
+		if (free_b != total_b) {
+			fprintf(stderr,
+				"fuzz_ops: %zu bytes of device %d's memory still allocated after the session ended\n",
+				total_b - free_b, g);
+			/* Fatal: a leak here outlives the session in a long-running
+			 * server. corpus_ops/regress_vmm_sticky is the first one found
+			 * (VMM memory of a context with a sticky error). */
+			__builtin_trap();
+		}
 	}
 }
 
@@ -258,19 +261,29 @@ static void fuzz_session_close(void)
 	fuzz_check_memory();
 }
 
-/* The device's identity, as main.c's device_info fills it for the hello. */
+/* The devices' identity, as main.c's device_info fills it for the hello. */
 static void fuzz_server_init(void)
 {
-	if (be_driver_load(FUZZ_FAKECUDA) != 0 || be_drv.cuInit(0) != CUDA_SUCCESS ||
-	    be_drv.cuDeviceGet(&be_srv.dev, 0) != CUDA_SUCCESS) {
+	/* Two devices, as --device all serves them: a frame may name either
+	 * (or one the server lacks). */
+	setenv("FAKECUDA_DEVICES", "2", 1);
+	if (be_driver_load(FUZZ_FAKECUDA) != 0 || be_drv.cuInit(0) != CUDA_SUCCESS) {
 		fprintf(stderr, "fuzz_ops: cannot load the driver test double %s\n", FUZZ_FAKECUDA);
 		abort();
 	}
 	be_drv.cuDriverGetVersion(&be_srv.driver_version);
-	be_drv.cuDeviceGetName(be_srv.name, sizeof(be_srv.name) - 1, be_srv.dev);
-	be_drv.cuDeviceTotalMem(&be_srv.total_mem, be_srv.dev);
-	for (int i = 1; i < CU_DEVICE_ATTRIBUTE_MAX; i++)
-		be_drv.cuDeviceGetAttribute(&be_srv.attrs[i], (CUdevice_attribute)i, be_srv.dev);
+	be_srv.ngpu = 2;
+	for (int g = 0; g < be_srv.ngpu; g++) {
+		be_gpu *d = &be_srv.gpu[g];
+		d->ordinal = g;
+		if (be_drv.cuDeviceGet(&d->dev, g) != CUDA_SUCCESS)
+			abort();
+		be_drv.cuDeviceGetName(d->name, sizeof(d->name) - 1, d->dev);
+		be_drv.cuDeviceTotalMem(&d->total_mem, d->dev);
+		for (int i = 1; i < CU_DEVICE_ATTRIBUTE_MAX; i++)
+			be_drv.cuDeviceGetAttribute(&d->attrs[i], (CUdevice_attribute)i, d->dev);
+	}
+	be_srv.gpu[0].peers = 2, be_srv.gpu[1].peers = 1;
 	be_srv.token = FUZZ_TOKEN;
 	be_srv.store_quota = 64u << 20;
 	char dir[] = "/tmp/fuzz_ops_store.XXXXXX";

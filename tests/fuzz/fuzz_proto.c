@@ -102,8 +102,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			/* Invariants the transports rely on before they allocate. */
 			if (h.hdr_len > PROTO_MAX_HDR || h.payload_len > PROTO_MAX_PAYLOAD)
 				__builtin_trap();
-			/* A request never carries a status. */
-			if (!(h.flags & PROTO_F_REPLY) && (h.status || h.latched))
+			/* A request's status names a device below PROTO_MAX_DEVICES;
+			 * it never carries a latched error. */
+			if (!(h.flags & PROTO_F_REPLY) &&
+			    (h.status < 0 || h.status >= PROTO_MAX_DEVICES || h.latched))
 				__builtin_trap();
 			/* Re-encoding a valid header gives the same bytes back. */
 			uint8_t again[PROTO_HDR_SIZE];

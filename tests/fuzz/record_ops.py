@@ -7,6 +7,9 @@ are left out, so that seeds stay small).
 
     record_ops.py OUT BUILD PROGRAM...   (each PROGRAM: an e2e test program)
 
+RECORD_OPS_DEVICES (default 0) is the server's --device: with FAKECUDA_DEVICES=2
+and "all", a program's frames name two devices (multi_gpu's seed).
+
 Run it again when the protocol's shapes change; the files are committed in
 tests/fuzz/corpus_ops/ (regression seeds of fixed bugs live there too).
 """
@@ -53,6 +56,7 @@ def main():
     pf = os.path.join(work, "port")
     srv = subprocess.Popen([f"{build}/backend/remote-gpud", "--listen", "127.0.0.1:0", "--port-file", pf,
                             "--driver", f"{build}/tests/fakecuda/libcuda.so.1", "--isolation", "thread",
+                            "--device", os.environ.get("RECORD_OPS_DEVICES", "0"),
                             "--cubin-store", os.path.join(work, "store")], stderr=subprocess.DEVNULL)
     while not (os.path.exists(pf) and open(pf).read().strip()):
         time.sleep(0.05)
