@@ -366,7 +366,8 @@ def gen_dispatch_c(ops, libs):
     for d in libs:
         out.append(f"\t/* api/{d.stem}.api (backend/gen/lib_{d.stem}.c) */\n")
         for f in d.fns:
-            out.append(f'\t[{f.enum}] = {{be_gen_{f.name}, {"BE_OP_SYNC" if f.sync else "BE_OP_ASYNC"}}},\n')
+            flags = ("BE_OP_SYNC | BE_OP_QUICK" if f.quick else "BE_OP_SYNC") if f.sync else "BE_OP_ASYNC"
+            out.append(f'\t[{f.enum}] = {{be_gen_{f.name}, {flags}}},\n')
     out.append("};\n")
     out.append("\n/* The libraries forwarded at their own API level (lib.c). */\n"
                "be_lib_def *const be_lib_defs[] = {\n")

@@ -32,6 +32,7 @@ INT_TYPES = {
 }
 WIRE_CTYPE = {"i32": "int32_t", "u32": "uint32_t", "i64": "int64_t", "u64": "uint64_t"}
 KINDS = ("dev", "in", "out", "new", "del", "scalar", "result")
+C_WORDS = {"return", "else", "case", "goto", "sizeof", "typedef", "define"}
 
 
 class LibError(Exception):
@@ -66,6 +67,11 @@ def read_headers(names):
     for hdr, t in texts:
         for m in re.finditer(r"\b(\w+)\s+\w*WINAPI\s+(\w+)\s*\(([^;{]*?)\)\s*;", t):
             protos.setdefault(m.group(2), (hdr, m.group(1), " ".join(m.group(3).split())))
+        # Headers without a calling-convention macro (nccl.h): a declaration
+        # that starts a line, its return type a word or `const char *`.
+        for m in re.finditer(r"^[ \t]*((?:const\s+)?\w+(?:\s*\*)?)\s+(\w+)\s*\(([^;{()]*)\)\s*;", t, re.M):
+            if m.group(1) not in C_WORDS:
+                protos.setdefault(m.group(2), (hdr, " ".join(m.group(1).split()), " ".join(m.group(3).split())))
         enums.update(re.findall(r"typedef\s+enum\s*\w*\s*\{[^}]*\}\s*(\w+)\s*;", t))
         enums.update(re.findall(r"typedef\s+enum\s+\w+\s+(\w+)\s*;", t))
     return protos, enums
@@ -88,10 +94,15 @@ class Kind:
     def __init__(self, ctype, tag, unknown, flags, index):
         self.ctype, self.tag, self.unknown, self.index = ctype, tag, unknown, index
         self.mode = "mode" in flags
-        self.alias = None
+        self.early = "early" in flags
+        self.alias = self.teardown = None
         for f in flags:
             if f.startswith("alias="):
                 self.alias = f[6:]
+            elif f.startswith("teardown="):
+                self.teardown = f[9:]
+            elif f not in ("mode", "early"):
+                raise LibError(f"@handle {ctype}: unknown flag {f}")
         self.destroy = None  # the function whose parameter is `del` of this kind
 
 
@@ -159,6 +170,8 @@ class LibDesc:
         self.status_type = None
         self.libs, self.kinds, self.fns = [], [], []
         self.local = []   # functions written by hand on the client: nothing travels
+        self.values = set()  # @value: struct types passed by value (bytes on the wire)
+        self.fixes = {}      # @fix: struct type -> server function that makes an input safe
         self.private = {} # @proto: name -> (lib name, return type, parameters, where)
         lines = []
         with open(path) as f:
@@ -190,6 +203,14 @@ class LibDesc:
         if len(set(names)) != len(names):
             fail(path, "duplicate function")
         for k in self.kinds:
+            if k.teardown:
+                t = next((f for f in self.fns if f.name == k.teardown), None)
+                if not t or not any(p.kind == "del" and p.handle is k for p in t.params):
+                    fail(path, f"@handle {k.ctype}: teardown={k.teardown} is not a function that releases it")
+                k.destroy = t
+            if k.destroy and len(k.destroy.params) != 1:
+                fail(path, f"@handle {k.ctype}: the teardown calls {k.destroy.name} with the object alone "
+                     f"(name a one-parameter function with teardown=)")
             if k.alias and k.alias not in {x.tag for x in self.kinds}:
                 fail(path, f"@handle {k.ctype}: alias of an unknown kind {k.alias}")
             if not k.destroy and not k.alias:
@@ -211,7 +232,14 @@ class LibDesc:
         elif d == "@lib" and len(words) == 6:
             self.libs.append(LibSo(*words[1:], len(self.libs)))
         elif d == "@handle" and len(words) >= 4:
-            self.kinds.append(Kind(words[1], words[2], words[3], words[4:], len(self.kinds)))
+            try:
+                self.kinds.append(Kind(words[1], words[2], words[3], words[4:], len(self.kinds)))
+            except LibError as e:
+                fail(where, str(e))
+        elif d == "@value" and len(words) == 2:
+            self.values.add(words[1])
+        elif d == "@fix" and len(words) == 3:
+            self.fixes[words[1]] = words[2]
         elif d == "@proto" and len(words) >= 3:
             m = re.match(r"^@proto\s+(\w+)\s+(\w+)\s+(\w+)\s*\(([^()]*)\)\s*;?$", line)
             if not m:
@@ -238,9 +266,12 @@ class LibDesc:
             fail(where, "mode must be sync, async or local")
         f.sync, f.local = cols[1] == "sync", cols[1] == "local"
         flags = cols[3].split() if len(cols) == 4 else []
-        if any(x not in ("custom", "record") for x in flags):
-            fail(where, "the last column takes `custom` and `record`")
-        f.custom, f.record = "custom" in flags, "record" in flags
+        f.mode_param = next((x[5:] for x in flags if x.startswith("mode=")), None)
+        if any(x not in ("custom", "record", "quick") and not x.startswith("mode=") for x in flags):
+            fail(where, "the last column takes `custom`, `record`, `quick` and `mode=PARAM`")
+        f.custom, f.record, f.quick = "custom" in flags, "record" in flags, "quick" in flags
+        if f.quick and cols[1] != "sync":
+            fail(where, "`quick` is for sync calls that never block")
         if f.name not in self.protos:
             fail(where, f"{f.name}: no prototype in {', '.join(l.header for l in self.libs)} (nor an @proto)")
         if f.local:
@@ -287,9 +318,8 @@ class LibDesc:
             if p.kind == "del":
                 if not k:
                     fail(where, f"{p.name}: `del` on a parameter that is not a handle")
-                if k.destroy:
-                    fail(where, f"{k.ctype} destroyed by two functions")
-                k.destroy = f
+                if not k.destroy:
+                    k.destroy = f  # several may release it (destroy, abort): teardown= picks
                 p.cls, p.handle = "handle", k
             elif not p.ptr:
                 if p.kind:
@@ -298,6 +328,8 @@ class LibDesc:
                     p.cls, p.handle = "handle", k
                 elif base == "cudaStream_t":
                     p.cls = "stream"
+                elif base in self.values:
+                    p.cls = "value"
                 elif base in INT_TYPES:
                     p.cls, p.wire = "int", INT_TYPES[base]
                 elif base in self.enums:
@@ -332,6 +364,13 @@ class LibDesc:
                 f.route = p  # its device's server gets the call
             if p.cls == "handle" and p.handle.mode and f.mode_src is None:
                 f.mode_src = p
+        if f.mode_param:
+            # the pointer mode of this call's scalars is one of its integer
+            # parameters (ncclRedOpCreatePreMulSum: residence)
+            p = next((x for x in f.params if x.name == f.mode_param), None)
+            if not p or p.cls != "int":
+                fail(where, f"mode={f.mode_param}: not an integer parameter of {f.name}")
+            f.mode_src = p
         if not f.status_ret and not f.sync:
             fail(where, f"{f.name} returns a value: it must be sync")
         f.rec_obj = next((p for p in f.params if p.kind == "new" or p.cls == "handle"), None)
@@ -377,10 +416,10 @@ def gen_client_h(d):
     for k in d.kinds:
         out.append(f"\tFE_{d.K(k)} = {k.index},\n")
     out.append("};\n\n")
-    modes = sorted({k.tag for k in d.kinds if k.mode})
+    modes = mode_tags(d)
     if modes:
         out.append(f"/* Hand-written (frontend/src/lib_{d.stem}.c): 1 if scalar `which` of a call on\n"
-                   f" * object id travels as a device address (its pointer mode), else 0. */\n")
+                   f" * object id (or with that mode parameter) travels as a device address, else 0. */\n")
         for t in modes:
             out.append(f"int fe_{d.stem}_mode_{t}(uint64_t id, int which);\n")
     priv = [f for f in d.fns if f.private]
@@ -405,6 +444,8 @@ def client_encode(d, f, p):
         return f"\tproto_msg_u64(&k_.m, fe_lib_id({p.name}));\n"
     if p.cls == "stream":
         return f"\tproto_msg_u64(&k_.m, fe_rt_stream({p.name}));\n"
+    if p.cls == "value":
+        return f"\tproto_msg_bin(&k_.m, &{p.name}, sizeof({p.name}));\n"
     if p.kind == "dev":
         return f"\tproto_msg_u64(&k_.m, fe_lib_id({p.name}));\n"
     if p.kind == "in":
@@ -418,8 +459,27 @@ def client_encode(d, f, p):
     return ""  # out: nothing travels
 
 
+def failed(d, var):
+    """C condition: status var means no object was made. @status pending=: a
+    status that still delivers one (NCCL's ncclInProgress: a nonblocking init)."""
+    pending = d.status.get("pending")
+    return f"{var} && {var} != {pending}" if pending else var
+
+
+def mode_tag(src):
+    """The name of the pointer-mode functions: the handle kind's tag, or the
+    integer parameter's name (mode=PARAM)."""
+    return src.name if src.cls == "int" else src.handle.tag
+
+
+def mode_tags(d):
+    return sorted({k.tag for k in d.kinds if k.mode} | {f.mode_param for f in d.fns if f.mode_param})
+
+
 def mode_call(d, f, p, side):
     src = f.mode_src
+    if src.cls == "int":
+        return f"fe_{d.stem}_mode_{src.name}((uint64_t){src.name}, {p.which})"
     if side == "fe":
         return f"fe_{d.stem}_mode_{src.handle.tag}(fe_lib_id({src.name}), {p.which})"
     return f"be_{d.stem}_mode_{src.handle.tag}({src.name}, {p.which})"
@@ -469,7 +529,7 @@ def gen_client_c(d):
             else:
                 out.append("\tst_ = fe_lib_post(&k_);\n")
                 for p in news:
-                    out.append(f"\tif (st_)\n\t\tfe_lib_forget({p.name}_id);\n"
+                    out.append(f"\tif ({failed(d, 'st_')})\n\t\tfe_lib_forget({p.name}_id);\n"
                                f"\telse\n\t\t*{p.name} = ({p.ctype.rstrip('* ')})(uintptr_t){p.name}_id;\n")
                 for p in dels:
                     out.append(f"\tfe_lib_forget(fe_lib_id({p.name}));\n")
@@ -488,7 +548,7 @@ def gen_client_c(d):
             i += 1
         out.append("\tfe_reply_free(&r_);\n")
         for p in news:
-            out.append(f"\tif (st_)\n\t\tfe_lib_forget({p.name}_id);\n"
+            out.append(f"\tif ({failed(d, 'st_')})\n\t\tfe_lib_forget({p.name}_id);\n"
                        f"\telse\n\t\t*{p.name} = ({p.ctype.rstrip('* ')})(uintptr_t){p.name}_id;\n")
         for p in dels:
             out.append(f"\tfe_lib_forget(fe_lib_id({p.name}));\n")
@@ -528,12 +588,17 @@ def gen_server_h(d):
     for f in d.fns:
         out.append(f"\t__typeof__({f.name}) *{f.name};\n")
     out.append(f"}};\nextern struct be_{d.stem}_fns be_{d.stem};\nextern be_lib_def be_{d.stem}_lib;\n\n")
-    modes = sorted({k.tag for k in d.kinds if k.mode})
+    modes = mode_tags(d)
     if modes:
         out.append(f"/* Hand-written (backend/src/lib_{d.stem}.c): 1 if scalar `which` of a call on\n"
-                   f" * obj is a device address (the library's pointer mode), else 0. */\n")
+                   f" * obj (or with that mode parameter, as a pointer) is a device address, else 0. */\n")
         for t in modes:
             out.append(f"int be_{d.stem}_mode_{t}(void *obj, int which);\n")
+    if d.fixes:
+        out.append(f"\n/* Hand-written (backend/src/lib_{d.stem}.c): make a host input from the client\n"
+                   f" * safe to hand the library (@fix). */\n")
+        for t, fn in sorted(d.fixes.items()):
+            out.append(f"void {fn}({t} *p);\n")
     out.append("\n/* Handlers, one per function (op table: gen/dispatch.c). */\n")
     for f in d.fns:
         out.append(f"int be_gen_{f.name}(be_session *s, be_req *rq);\n")
@@ -551,6 +616,8 @@ def server_decode(d, f, i, p):
         return f"\tvoid *{n} = be_lib_obj(&d_, {i}, BE_{d.K(p.handle)});\n"
     if p.cls == "stream":
         return f"\tCUstream {n} = be_lib_stream(&d_, {i});\n"
+    if p.cls == "value":
+        return f"\t{p.ctype} {n};\n\tbe_lib_val(&d_, {i}, &{n}, sizeof({n}));\n"
     if p.kind == "dev":
         return f"\tuint64_t {n} = be_lib_u64(&d_, {i});\n"
     if p.kind == "new":
@@ -562,7 +629,10 @@ def server_decode(d, f, i, p):
 def server_decode_buf(d, f, i, p):
     n = p.name
     if p.kind == "in":
-        return f"\tconst void *{n} = be_lib_in(&d_, {i}, (uint64_t)({p.expr}));\n"
+        fix = d.fixes.get(re.sub(r"\bconst\b|\*", "", p.ctype).strip())
+        mutable = " ".join(re.sub(r"\bconst\b", "", p.ctype).split())
+        tail = f"\tif ({n})\n\t\t{fix}(({mutable})(uintptr_t){n});\n" if fix else ""
+        return f"\tconst void *{n} = be_lib_in(&d_, {i}, (uint64_t)({p.expr}));\n" + tail
     if p.kind == "out" and p.expr == f"sizeof(*{n})":
         return f"\t{p.pointee()} {n}_v;\n\tmemset(&{n}_v, 0, sizeof({n}_v));\n"
     if p.kind == "out":
@@ -575,7 +645,9 @@ def server_decode_buf(d, f, i, p):
 
 
 def mode_arg(d, f, p):
-    return f"be_{d.stem}_mode_{f.mode_src.handle.tag}, {f.mode_src.name}, {p.which}"
+    src = f.mode_src
+    obj = f"(void *)(intptr_t){src.name}" if src.cls == "int" else src.name
+    return f"be_{d.stem}_mode_{mode_tag(src)}, {obj}, {p.which}"
 
 
 def server_call_arg(p):
@@ -586,6 +658,8 @@ def server_call_arg(p):
         return f"({p.ctype.replace('const ', '')}){n}"
     if p.cls == "stream":
         return f"(cudaStream_t){n}"
+    if p.cls == "value":
+        return n
     if p.kind == "dev":
         return f"({p.ctype})(uintptr_t){n}"
     if p.kind == "new" or (p.kind == "out" and p.expr == f"sizeof(*{n})"):
@@ -623,7 +697,7 @@ def gen_server_c(d):
             out.append(f"\t{f.ret} ret_ = 0;\n\tif (called_)\n\t\tret_ = {call};\n")
         for p in f.params:
             if p.kind == "new":
-                out.append(f"\tif (called_ && d_.st == 0)\n"
+                out.append(f"\tif (called_ && !({failed(d, 'd_.st')}))\n"
                            f"\t\tbe_lib_add(&d_, BE_{d.K(p.handle)}, {p.name}_id, (void *){p.name}_v);\n")
         nres = len(f.results) + (0 if f.status_ret else 1)
         if not nres:
@@ -648,7 +722,7 @@ def gen_server_c(d):
     for k in d.kinds:
         alias = f"BE_{d.K(tags[k.alias])}" if k.alias else "-1"
         destroy = f"destroy_{k.tag}" if k.destroy else "NULL"
-        out.append(f'\t[BE_{d.K(k)}] = {{"{k.ctype}", {k.unknown}, {alias}, {destroy}}},\n')
+        out.append(f'\t[BE_{d.K(k)}] = {{"{k.ctype}", {k.unknown}, {alias}, {destroy}, {int(k.early)}}},\n')
     out.append("};\n\nstatic be_lib_so libs[] = {\n")
     for l in d.libs:
         out.append(f'\t[BE_{d.L(l)}] = {{"{l.name}", "{l.soname}", "{l.option}", "{l.env}"}},\n')
@@ -661,7 +735,7 @@ def gen_server_c(d):
                f"\t.kinds = kinds,\n\t.nkinds = {len(d.kinds)},\n"
                f"\t.st_success = {s['success']},\n\t.st_bad_arg = {s['bad_arg']},\n"
                f"\t.st_unavailable = {s['no_server']},\n\t.st_missing = {s['missing']},\n"
-               f"\t.st_nomem = {s['nomem']},\n}};\n")
+               f"\t.st_nomem = {s['nomem']},\n\t.st_pending = {s.get('pending', -1)},\n}};\n")
     return "".join(out)
 
 

@@ -5,6 +5,7 @@
 #include "lib.h"
 #include "ops.h"
 #include "lib_cublas_gen.h"
+#include "lib_nccl_gen.h"
 
 static int gen_hello(be_session *s, be_req *rq)
 {
@@ -2090,10 +2091,41 @@ const be_op_desc be_ops[PROTO_OP_COUNT] = {
 	[PROTO_OP_CUBLASDDGMM] = {be_gen_cublasDdgmm, BE_OP_ASYNC},
 	[PROTO_OP_CUBLASCDGMM] = {be_gen_cublasCdgmm, BE_OP_ASYNC},
 	[PROTO_OP_CUBLASZDGMM] = {be_gen_cublasZdgmm, BE_OP_ASYNC},
+	/* api/nccl.api (backend/gen/lib_nccl.c) */
+	[PROTO_OP_NCCLGETVERSION] = {be_gen_ncclGetVersion, BE_OP_SYNC},
+	[PROTO_OP_NCCLGETUNIQUEID] = {be_gen_ncclGetUniqueId, BE_OP_SYNC},
+	[PROTO_OP_NCCLCOMMINITRANK] = {be_gen_ncclCommInitRank, BE_OP_SYNC},
+	[PROTO_OP_NCCLCOMMINITRANKCONFIG] = {be_gen_ncclCommInitRankConfig, BE_OP_SYNC},
+	[PROTO_OP_NCCLCOMMINITRANKSCALABLE] = {be_gen_ncclCommInitRankScalable, BE_OP_SYNC},
+	[PROTO_OP_NCCLCOMMSPLIT] = {be_gen_ncclCommSplit, BE_OP_SYNC},
+	[PROTO_OP_NCCLCOMMSHRINK] = {be_gen_ncclCommShrink, BE_OP_SYNC},
+	[PROTO_OP_NCCLCOMMFINALIZE] = {be_gen_ncclCommFinalize, BE_OP_SYNC},
+	[PROTO_OP_NCCLCOMMDESTROY] = {be_gen_ncclCommDestroy, BE_OP_SYNC},
+	[PROTO_OP_NCCLCOMMABORT] = {be_gen_ncclCommAbort, BE_OP_SYNC},
+	[PROTO_OP_NCCLCOMMREVOKE] = {be_gen_ncclCommRevoke, BE_OP_SYNC},
+	[PROTO_OP_NCCLCOMMGETASYNCERROR] = {be_gen_ncclCommGetAsyncError, BE_OP_SYNC | BE_OP_QUICK},
+	[PROTO_OP_NCCLCOMMCOUNT] = {be_gen_ncclCommCount, BE_OP_SYNC | BE_OP_QUICK},
+	[PROTO_OP_NCCLCOMMUSERRANK] = {be_gen_ncclCommUserRank, BE_OP_SYNC | BE_OP_QUICK},
+	[PROTO_OP_NCCLREDOPCREATEPREMULSUM] = {be_gen_ncclRedOpCreatePreMulSum, BE_OP_SYNC},
+	[PROTO_OP_NCCLREDOPDESTROY] = {be_gen_ncclRedOpDestroy, BE_OP_ASYNC},
+	[PROTO_OP_NCCLALLREDUCE] = {be_gen_ncclAllReduce, BE_OP_ASYNC},
+	[PROTO_OP_NCCLBROADCAST] = {be_gen_ncclBroadcast, BE_OP_ASYNC},
+	[PROTO_OP_NCCLBCAST] = {be_gen_ncclBcast, BE_OP_ASYNC},
+	[PROTO_OP_NCCLREDUCE] = {be_gen_ncclReduce, BE_OP_ASYNC},
+	[PROTO_OP_NCCLALLGATHER] = {be_gen_ncclAllGather, BE_OP_ASYNC},
+	[PROTO_OP_NCCLREDUCESCATTER] = {be_gen_ncclReduceScatter, BE_OP_ASYNC},
+	[PROTO_OP_NCCLALLTOALL] = {be_gen_ncclAlltoAll, BE_OP_ASYNC},
+	[PROTO_OP_NCCLGATHER] = {be_gen_ncclGather, BE_OP_ASYNC},
+	[PROTO_OP_NCCLSCATTER] = {be_gen_ncclScatter, BE_OP_ASYNC},
+	[PROTO_OP_NCCLSEND] = {be_gen_ncclSend, BE_OP_ASYNC},
+	[PROTO_OP_NCCLRECV] = {be_gen_ncclRecv, BE_OP_ASYNC},
+	[PROTO_OP_NCCLGROUPSTART] = {be_gen_ncclGroupStart, BE_OP_ASYNC},
+	[PROTO_OP_NCCLGROUPEND] = {be_gen_ncclGroupEnd, BE_OP_ASYNC},
 };
 
 /* The libraries forwarded at their own API level (lib.c). */
 be_lib_def *const be_lib_defs[] = {
 	&be_cublas_lib,
+	&be_nccl_lib,
 	NULL,
 };

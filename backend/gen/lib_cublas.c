@@ -15,7 +15,7 @@ int be_gen_cublasCreate_v2(be_session *s_, be_req *rq_)
 	int called_ = d_.st == 0;
 	if (called_)
 		d_.st = be_cublas.cublasCreate_v2(&handle_v);
-	if (called_ && d_.st == 0)
+	if (called_ && !(d_.st))
 		be_lib_add(&d_, BE_CUBLAS_K_BLAS, handle_id, (void *)handle_v);
 	return be_lib_done(&d_);
 }
@@ -1271,7 +1271,7 @@ int be_gen_cublasLtCreate(be_session *s_, be_req *rq_)
 	int called_ = d_.st == 0;
 	if (called_)
 		d_.st = be_cublas.cublasLtCreate(&lightHandle_v);
-	if (called_ && d_.st == 0)
+	if (called_ && !(d_.st))
 		be_lib_add(&d_, BE_CUBLAS_K_LT, lightHandle_id, (void *)lightHandle_v);
 	return be_lib_done(&d_);
 }
@@ -1298,7 +1298,7 @@ int be_gen_cublasLtMatmulDescCreate(be_session *s_, be_req *rq_)
 	int called_ = d_.st == 0;
 	if (called_)
 		d_.st = be_cublas.cublasLtMatmulDescCreate(&matmulDesc_v, (cublasComputeType_t)computeType, (cudaDataType_t)scaleType);
-	if (called_ && d_.st == 0)
+	if (called_ && !(d_.st))
 		be_lib_add(&d_, BE_CUBLAS_K_LTDESC, matmulDesc_id, (void *)matmulDesc_v);
 	return be_lib_done(&d_);
 }
@@ -1341,7 +1341,7 @@ int be_gen_cublasLtMatrixLayoutCreate(be_session *s_, be_req *rq_)
 	int called_ = d_.st == 0;
 	if (called_)
 		d_.st = be_cublas.cublasLtMatrixLayoutCreate(&matLayout_v, (cudaDataType)type, (uint64_t)rows, (uint64_t)cols, (int64_t)ld);
-	if (called_ && d_.st == 0)
+	if (called_ && !(d_.st))
 		be_lib_add(&d_, BE_CUBLAS_K_LTLAYOUT, matLayout_id, (void *)matLayout_v);
 	return be_lib_done(&d_);
 }
@@ -1380,7 +1380,7 @@ int be_gen_cublasLtMatmulPreferenceCreate(be_session *s_, be_req *rq_)
 	int called_ = d_.st == 0;
 	if (called_)
 		d_.st = be_cublas.cublasLtMatmulPreferenceCreate(&pref_v);
-	if (called_ && d_.st == 0)
+	if (called_ && !(d_.st))
 		be_lib_add(&d_, BE_CUBLAS_K_LTPREF, pref_id, (void *)pref_v);
 	return be_lib_done(&d_);
 }
@@ -3882,11 +3882,11 @@ static int destroy_ltpref(void *o)
 }
 
 static const be_lib_kind kinds[] = {
-	[BE_CUBLAS_K_BLAS] = {"cublasHandle_t", CUBLAS_STATUS_NOT_INITIALIZED, -1, destroy_blas},
-	[BE_CUBLAS_K_LT] = {"cublasLtHandle_t", CUBLAS_STATUS_NOT_INITIALIZED, BE_CUBLAS_K_BLAS, destroy_lt},
-	[BE_CUBLAS_K_LTDESC] = {"cublasLtMatmulDesc_t", CUBLAS_STATUS_INVALID_VALUE, -1, destroy_ltdesc},
-	[BE_CUBLAS_K_LTLAYOUT] = {"cublasLtMatrixLayout_t", CUBLAS_STATUS_INVALID_VALUE, -1, destroy_ltlayout},
-	[BE_CUBLAS_K_LTPREF] = {"cublasLtMatmulPreference_t", CUBLAS_STATUS_INVALID_VALUE, -1, destroy_ltpref},
+	[BE_CUBLAS_K_BLAS] = {"cublasHandle_t", CUBLAS_STATUS_NOT_INITIALIZED, -1, destroy_blas, 0},
+	[BE_CUBLAS_K_LT] = {"cublasLtHandle_t", CUBLAS_STATUS_NOT_INITIALIZED, BE_CUBLAS_K_BLAS, destroy_lt, 0},
+	[BE_CUBLAS_K_LTDESC] = {"cublasLtMatmulDesc_t", CUBLAS_STATUS_INVALID_VALUE, -1, destroy_ltdesc, 0},
+	[BE_CUBLAS_K_LTLAYOUT] = {"cublasLtMatrixLayout_t", CUBLAS_STATUS_INVALID_VALUE, -1, destroy_ltlayout, 0},
+	[BE_CUBLAS_K_LTPREF] = {"cublasLtMatmulPreference_t", CUBLAS_STATUS_INVALID_VALUE, -1, destroy_ltpref, 0},
 };
 
 static be_lib_so libs[] = {
@@ -4088,4 +4088,5 @@ be_lib_def be_cublas_lib = {
 	.st_unavailable = CUBLAS_STATUS_NOT_INITIALIZED,
 	.st_missing = CUBLAS_STATUS_NOT_SUPPORTED,
 	.st_nomem = CUBLAS_STATUS_ALLOC_FAILED,
+	.st_pending = -1,
 };

@@ -211,7 +211,7 @@ extern struct be_cublas_fns be_cublas;
 extern be_lib_def be_cublas_lib;
 
 /* Hand-written (backend/src/lib_cublas.c): 1 if scalar `which` of a call on
- * obj is a device address (the library's pointer mode), else 0. */
+ * obj (or with that mode parameter, as a pointer) is a device address, else 0. */
 int be_cublas_mode_blas(void *obj, int which);
 int be_cublas_mode_ltdesc(void *obj, int which);
 

@@ -349,6 +349,13 @@ void be_session_teardown(be_session *s);
 /* lib.c, from the teardown with the context current: destroys the library
  * objects (cuBLAS handles, ...) the session left alive. */
 void be_lib_teardown(be_session *s);
+/* lib.c, first thing in the teardown (before waiting for the GPU): releases the
+ * objects of kinds marked early (NCCL communicators are aborted, so kernels
+ * waiting on a peer end and nothing below waits for them forever). */
+void be_lib_teardown_early(be_session *s);
+/* lib_nccl.c, from main before any session: NCCL's environment defaults
+ * (NCCL_NVLS_ENABLE=0 unless the operator set it). */
+void be_nccl_env_defaults(void);
 /* op_vmm.c, from the teardown: unmaps, releases and frees what the session's
  * virtual memory calls left. */
 void be_vmm_teardown(be_session *s);

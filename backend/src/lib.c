@@ -113,6 +113,26 @@ static void td_obj(void *ctx, uint64_t id, void *obj, uint64_t aux)
 	c->failed += c->kind->destroy(obj) != 0;
 }
 
+/* Objects of the kinds marked early, in reverse order, tables emptied; the
+ * rest stays for be_lib_teardown. */
+void be_lib_teardown_early(be_session *s)
+{
+	for (be_lib_sess *ls = s->lib; ls; ls = ls->next) {
+		td_ctx c = {0};
+		for (int k = ls->def->nkinds - 1; k >= 0; k--) {
+			c.kind = &ls->def->kinds[k];
+			if (!c.kind->early || !c.kind->destroy)
+				continue;
+			be_htab_each(&ls->tabs[k], td_obj, &c);
+			be_htab_free(&ls->tabs[k]);
+			be_htab_init(&ls->tabs[k]);
+		}
+		if (c.n)
+			LOG_INFO(BE_LOG, "session %" PRIu64 ": %s: released %u objects the client left, first%s", s->id,
+				 ls->def->name, c.n, c.failed ? " (some failed)" : "");
+	}
+}
+
 void be_lib_teardown(be_session *s)
 {
 	while (s->lib) {
@@ -261,6 +281,20 @@ void be_lib_add(be_lib_dec *d, int kind, uint64_t id, void *obj)
 	d->st = r == BE_H_ENOMEM ? d->def->st_nomem : d->def->st_bad_arg;
 }
 
+void be_lib_val(be_lib_dec *d, uint32_t i, void *dst, size_t n)
+{
+	const void *p;
+	size_t len;
+	memset(dst, 0, n);
+	if (d->st)
+		return;
+	if (proto_arg_bin(&d->rq->view, i, &p, &len) != PROTO_OK || !p || len != n) {
+		fail(d, BE_EPROTO);
+		return;
+	}
+	memcpy(dst, p, n);
+}
+
 const void *be_lib_in(be_lib_dec *d, uint32_t i, uint64_t n)
 {
 	static const _Alignas(16) unsigned char empty[16];
@@ -388,7 +422,7 @@ static int report(be_lib_dec *d)
 		LOG_DEBUG(BE_LOG, "session %" PRIu64 ": %s (seq %" PRIu64 "): status %d", d->s->id,
 			  proto_op_name(d->rq->view.op), d->rq->seq, st);
 	if (!be_lib_wants_reply(d)) {
-		if (st != d->def->st_success && d->ls && !d->ls->latched)
+		if (st != d->def->st_success && st != d->def->st_pending && d->ls && !d->ls->latched)
 			d->ls->latched = st;
 		return st;
 	}

@@ -60,12 +60,15 @@ typedef struct be_lib_sym {
 } be_lib_sym;
 
 /* A kind of handle: its C type (for logs), the status for an unknown id, the kind
- * whose ids it also accepts (-1: none), and how to destroy one (teardown). */
+ * whose ids it also accepts (-1: none), how to destroy one (teardown), and
+ * whether that happens first, before the session waits for its GPU work
+ * (`early`: NCCL communicators, whose abort ends kernels waiting on peers). */
 typedef struct be_lib_kind {
 	const char *ctype;
 	int unknown;
 	int alias;
 	int (*destroy)(void *obj);
+	int early;
 } be_lib_kind;
 
 typedef struct be_lib_def {
@@ -77,6 +80,7 @@ typedef struct be_lib_def {
 	const be_lib_kind *kinds;
 	int nkinds;
 	int st_success, st_bad_arg, st_unavailable, st_missing, st_nomem;
+	int st_pending; /* a status that is no failure (ncclInProgress), never latched; -1: none */
 	int loaded; /* lib.c: 0 not yet, 1 tried (each library's dl says how it went) */
 } be_lib_def;
 
@@ -126,6 +130,8 @@ void *be_lib_del(be_lib_dec *d, uint32_t i, int kind);
  * destroys it if the table refuses). */
 uint64_t be_lib_new_id(be_lib_dec *d, uint32_t i, int kind);
 void be_lib_add(be_lib_dec *d, int kind, uint64_t id, void *obj);
+/* A struct passed by value (@value): exactly n bytes into dst. */
+void be_lib_val(be_lib_dec *d, uint32_t i, void *dst, size_t n);
 /* Host input of exactly n bytes (nil: NULL), copied to an aligned buffer. */
 const void *be_lib_in(be_lib_dec *d, uint32_t i, uint64_t n);
 /* Zeroed host output buffer of n bytes, freed when the call is done. */

@@ -3,7 +3,7 @@
  *
  *   remote-gpud [--listen HOST:PORT] [--port-file FILE] [--device N,M,...|all]
  *               [--driver PATH] [--token-file FILE] [--isolation process|thread]
- *               [--cublas PATH] [--cublaslt PATH]
+ *               [--cublas PATH] [--cublaslt PATH] [--nccl PATH]
  *               [--run-dir DIR] [--metrics-port N] [--metrics-listen HOST:PORT]
  *               [--hello-timeout S] [--version]
  *               [--idle-timeout S] [--max-connections N] [--max-per-source N]
@@ -93,6 +93,8 @@ static void usage(FILE *f)
 		"  --driver PATH       CUDA driver library (default libcuda.so.1)\n"
 		"  --cublas PATH       cuBLAS (default libcublas.so.13; also REMOTE_GPU_CUBLAS)\n"
 		"  --cublaslt PATH     cuBLASLt (default libcublasLt.so.13; also REMOTE_GPU_CUBLASLT)\n"
+		"  --nccl PATH         NCCL (default libnccl.so.2; also REMOTE_GPU_NCCL); NCCL_NVLS_ENABLE\n"
+		"                      is 0 unless set in the environment\n"
 		"  --token-file FILE   clients must present the token in FILE's first line (the file must\n"
 		"                      not be readable by group or others); or REMOTE_GPU_TOKEN\n"
 		"  --token T           the same, but visible to local users until it is scrubbed: prefer\n"
@@ -599,6 +601,7 @@ int main(int argc, char **argv)
 	int r;
 
 	rg_log_init("remote-gpud");
+	be_nccl_env_defaults(); /* inherited by the session processes */
 	if (rg_args_split(&argc, &argv) != 0) {
 		fprintf(stderr, "remote-gpud: out of memory\n");
 		return 1;
@@ -653,7 +656,7 @@ int main(int argc, char **argv)
 				return 2;
 		}
 		else if (be_lib_option(a, v) == 0)
-			; /* a forwarded library's path (lib.c): --cublas, --cublaslt */
+			; /* a forwarded library's path (lib.c): --cublas, --cublaslt, --nccl */
 		else if ((r = be_tenants_option(a, v)) >= 0) {
 			if (r)
 				return r; /* --tenants, --ledger-fd (tenants.c) */

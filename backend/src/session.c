@@ -692,6 +692,12 @@ void be_session_teardown(be_session *s)
 	uint64_t bytes = s->ranges.bytes;
 	CUresult r;
 
+	if (s->ctx) {
+		/* Communicators first: an NCCL kernel waiting on a peer that will not
+		 * come would hold the waiter and cuCtxSynchronize below forever. */
+		be_drv.cuCtxSetCurrent(s->ctx);
+		be_lib_teardown_early(s);
+	}
 	if (be_waiter_stop(s) != 0) {
 		/* The waiter is inside the driver and does not come back: nothing of
 		 * the session may be freed under it. Better a leak than a crash. */

@@ -17,7 +17,7 @@ enum {
 };
 
 /* Hand-written (frontend/src/lib_cublas.c): 1 if scalar `which` of a call on
- * object id travels as a device address (its pointer mode), else 0. */
+ * object id (or with that mode parameter) travels as a device address, else 0. */
 int fe_cublas_mode_blas(uint64_t id, int which);
 int fe_cublas_mode_ltdesc(uint64_t id, int which);
 

@@ -75,6 +75,7 @@ void fe_lib_forget(uint64_t id);
 uint64_t fe_lib_state(uint64_t id, int w);
 void fe_lib_set_state(uint64_t id, int w, uint64_t v);
 int fe_lib_kind(uint64_t id); /* -1 if unknown */
+int fe_lib_dev(uint64_t id);  /* the device it was made on; -1 if unknown */
 
 /* An object's history: the encoded arguments of the calls its description marks
  * `record` (its create, its attribute setters), in order. Objects with the same

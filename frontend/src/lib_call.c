@@ -135,6 +135,15 @@ int fe_lib_kind(uint64_t id)
 	return k;
 }
 
+int fe_lib_dev(uint64_t id)
+{
+	pthread_mutex_lock(&lock);
+	fe_lib_obj *o = *slot_locked(id);
+	int d = o ? o->dev : -1;
+	pthread_mutex_unlock(&lock);
+	return d;
+}
+
 /* ---- calls ---- */
 
 int fe_lib_begin(fe_lib_msg *k, uint32_t op, uint64_t route_id, uint32_t nargs)

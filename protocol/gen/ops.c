@@ -280,6 +280,35 @@ static const char *const names[PROTO_OP_COUNT] = {
 	[PROTO_OP_CUBLASDDGMM] = "cublasDdgmm",
 	[PROTO_OP_CUBLASCDGMM] = "cublasCdgmm",
 	[PROTO_OP_CUBLASZDGMM] = "cublasZdgmm",
+	[PROTO_OP_NCCLGETVERSION] = "ncclGetVersion",
+	[PROTO_OP_NCCLGETUNIQUEID] = "ncclGetUniqueId",
+	[PROTO_OP_NCCLCOMMINITRANK] = "ncclCommInitRank",
+	[PROTO_OP_NCCLCOMMINITRANKCONFIG] = "ncclCommInitRankConfig",
+	[PROTO_OP_NCCLCOMMINITRANKSCALABLE] = "ncclCommInitRankScalable",
+	[PROTO_OP_NCCLCOMMSPLIT] = "ncclCommSplit",
+	[PROTO_OP_NCCLCOMMSHRINK] = "ncclCommShrink",
+	[PROTO_OP_NCCLCOMMFINALIZE] = "ncclCommFinalize",
+	[PROTO_OP_NCCLCOMMDESTROY] = "ncclCommDestroy",
+	[PROTO_OP_NCCLCOMMABORT] = "ncclCommAbort",
+	[PROTO_OP_NCCLCOMMREVOKE] = "ncclCommRevoke",
+	[PROTO_OP_NCCLCOMMGETASYNCERROR] = "ncclCommGetAsyncError",
+	[PROTO_OP_NCCLCOMMCOUNT] = "ncclCommCount",
+	[PROTO_OP_NCCLCOMMUSERRANK] = "ncclCommUserRank",
+	[PROTO_OP_NCCLREDOPCREATEPREMULSUM] = "ncclRedOpCreatePreMulSum",
+	[PROTO_OP_NCCLREDOPDESTROY] = "ncclRedOpDestroy",
+	[PROTO_OP_NCCLALLREDUCE] = "ncclAllReduce",
+	[PROTO_OP_NCCLBROADCAST] = "ncclBroadcast",
+	[PROTO_OP_NCCLBCAST] = "ncclBcast",
+	[PROTO_OP_NCCLREDUCE] = "ncclReduce",
+	[PROTO_OP_NCCLALLGATHER] = "ncclAllGather",
+	[PROTO_OP_NCCLREDUCESCATTER] = "ncclReduceScatter",
+	[PROTO_OP_NCCLALLTOALL] = "ncclAlltoAll",
+	[PROTO_OP_NCCLGATHER] = "ncclGather",
+	[PROTO_OP_NCCLSCATTER] = "ncclScatter",
+	[PROTO_OP_NCCLSEND] = "ncclSend",
+	[PROTO_OP_NCCLRECV] = "ncclRecv",
+	[PROTO_OP_NCCLGROUPSTART] = "ncclGroupStart",
+	[PROTO_OP_NCCLGROUPEND] = "ncclGroupEnd",
 };
 
 const char *proto_op_name(uint32_t op)
@@ -311,6 +340,9 @@ int proto_op_quick(uint32_t op)
 	case PROTO_OP_VMM_GRANULARITY:
 	case PROTO_OP_VMM_GET_ACCESS:
 	case PROTO_OP_TENSOR_MAP_ENCODE:
+	case PROTO_OP_NCCLCOMMGETASYNCERROR:
+	case PROTO_OP_NCCLCOMMCOUNT:
+	case PROTO_OP_NCCLCOMMUSERRANK:
 		return 1;
 	}
 	return 0;

@@ -14,11 +14,11 @@
 set -euo pipefail
 lib=${1:?usage: check_exports.sh LIBREMOTE [STATIC_LIB...]}
 shift
-allowed='^(cu[A-Z]|cuda[A-Z]|cublas[A-Z]|__cuda[A-Z]|nvml[A-Z])|^(dlopen|remote_gpu_stats_dump)$'
+allowed='^(cu[A-Z]|cuda[A-Z]|cublas[A-Z]|__cuda[A-Z]|nvml[A-Z]|nccl[A-Z])|^(dlopen|remote_gpu_stats_dump)$'
 status=0
 
 names=$(nm -D --defined-only "$lib" | awk 'NF >= 3 { print $3 }' | sed 's/@.*//' | sort -u)
-for must in cuInit cudaMalloc __cudaRegisterFatBinary nvmlInit_v2 dlopen; do
+for must in cuInit cudaMalloc __cudaRegisterFatBinary nvmlInit_v2 ncclAllReduce dlopen; do
 	if ! grep -qx "$must" <<<"$names"; then
 		echo "check_exports: $lib does not export $must (is this libremote.so?)" >&2
 		status=1
