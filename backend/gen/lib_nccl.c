@@ -66,7 +66,7 @@ int be_gen_ncclCommInitRankConfig(be_session *s_, be_req *rq_)
 	ncclUniqueId commId;
 	be_lib_val(&d_, 2, &commId, sizeof(commId));
 	int32_t rank = be_lib_i32(&d_, 3);
-	const void *config = be_lib_in(&d_, 4, (uint64_t)(sizeof(*config)));
+	const void *config = be_lib_in(&d_, 4, (uint64_t)(sizeof(ncclConfig_t)));
 	if (config)
 		be_nccl_fix_config((ncclConfig_t*)(uintptr_t)config);
 	int called_ = d_.st == 0;
@@ -87,7 +87,7 @@ int be_gen_ncclCommInitRankScalable(be_session *s_, be_req *rq_)
 	int32_t myrank = be_lib_i32(&d_, 2);
 	int32_t nId = be_lib_i32(&d_, 3);
 	const void *commIds = be_lib_in(&d_, 4, (uint64_t)((size_t)nId * sizeof(ncclUniqueId)));
-	const void *config = be_lib_in(&d_, 5, (uint64_t)(sizeof(*config)));
+	const void *config = be_lib_in(&d_, 5, (uint64_t)(sizeof(ncclConfig_t)));
 	if (config)
 		be_nccl_fix_config((ncclConfig_t*)(uintptr_t)config);
 	int called_ = d_.st == 0;
@@ -107,7 +107,7 @@ int be_gen_ncclCommSplit(be_session *s_, be_req *rq_)
 	int32_t key = be_lib_i32(&d_, 2);
 	uint64_t newcomm_id = be_lib_new_id(&d_, 3, BE_NCCL_K_COMM);
 	__typeof__(*((ncclComm_t *)0)) newcomm_v = 0;
-	const void *config = be_lib_in(&d_, 4, (uint64_t)(sizeof(*config)));
+	const void *config = be_lib_in(&d_, 4, (uint64_t)(sizeof(ncclConfig_t)));
 	if (config)
 		be_nccl_fix_config((ncclConfig_t*)(uintptr_t)config);
 	int called_ = d_.st == 0;
@@ -128,7 +128,7 @@ int be_gen_ncclCommShrink(be_session *s_, be_req *rq_)
 	__typeof__(*((ncclComm_t*)0)) newcomm_v = 0;
 	int32_t shrinkFlags = be_lib_i32(&d_, 5);
 	const void *excludeRanksList = be_lib_in(&d_, 1, (uint64_t)((size_t)excludeRanksCount * sizeof(int)));
-	const void *config = be_lib_in(&d_, 4, (uint64_t)(sizeof(*config)));
+	const void *config = be_lib_in(&d_, 4, (uint64_t)(sizeof(ncclConfig_t)));
 	if (config)
 		be_nccl_fix_config((ncclConfig_t*)(uintptr_t)config);
 	int called_ = d_.st == 0;

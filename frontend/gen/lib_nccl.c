@@ -89,7 +89,7 @@ ncclResult_t fe_lib_ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUni
 	proto_msg_i64(&k_.m, (int64_t)nranks);
 	proto_msg_bin(&k_.m, &commId, sizeof(commId));
 	proto_msg_i64(&k_.m, (int64_t)rank);
-	fe_lib_in(&k_, config, (size_t)(sizeof(*config)));
+	fe_lib_in(&k_, config, (size_t)(sizeof(ncclConfig_t)));
 	fe_reply r_;
 	if ((st_ = fe_lib_call(&k_, &r_)) < 0)
 		return nccl_status(st_);
@@ -121,7 +121,7 @@ ncclResult_t fe_lib_ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, in
 	proto_msg_i64(&k_.m, (int64_t)myrank);
 	proto_msg_i64(&k_.m, (int64_t)nId);
 	fe_lib_in(&k_, commIds, (size_t)((size_t)nId * sizeof(ncclUniqueId)));
-	fe_lib_in(&k_, config, (size_t)(sizeof(*config)));
+	fe_lib_in(&k_, config, (size_t)(sizeof(ncclConfig_t)));
 	fe_reply r_;
 	if ((st_ = fe_lib_call(&k_, &r_)) < 0)
 		return nccl_status(st_);
@@ -150,7 +150,7 @@ ncclResult_t fe_lib_ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_
 	proto_msg_i64(&k_.m, (int64_t)color);
 	proto_msg_i64(&k_.m, (int64_t)key);
 	proto_msg_u64(&k_.m, newcomm_id);
-	fe_lib_in(&k_, config, (size_t)(sizeof(*config)));
+	fe_lib_in(&k_, config, (size_t)(sizeof(ncclConfig_t)));
 	fe_reply r_;
 	if ((st_ = fe_lib_call(&k_, &r_)) < 0)
 		return nccl_status(st_);
@@ -181,7 +181,7 @@ ncclResult_t fe_lib_ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int e
 	fe_lib_in(&k_, excludeRanksList, (size_t)((size_t)excludeRanksCount * sizeof(int)));
 	proto_msg_i64(&k_.m, (int64_t)excludeRanksCount);
 	proto_msg_u64(&k_.m, newcomm_id);
-	fe_lib_in(&k_, config, (size_t)(sizeof(*config)));
+	fe_lib_in(&k_, config, (size_t)(sizeof(ncclConfig_t)));
 	proto_msg_i64(&k_.m, (int64_t)shrinkFlags);
 	fe_reply r_;
 	if ((st_ = fe_lib_call(&k_, &r_)) < 0)
