@@ -152,42 +152,9 @@ printf '%s\n' "${srcs[@]}" | xargs -P "$(nproc)" -I{} sh -c \
 [ -s "$bin/build-failed" ] && note "nvcc failed for: $(paste -sd' ' "$bin/build-failed")"
 
 # ---- the GPU-less namespace ---------------------------------------------------------
-# Every path the dynamic linker could find libcuda.so* / libnvidia-ml.so* at
-# (ldconfig's cache, its configured folders, LD_LIBRARY_PATH, the usual driver
-# and CUDA folders including compat and stubs), resolved through symlinks, and
-# the NVIDIA device nodes.
-hidelist=$work/hidden-paths
-{
-  ldconfig -p 2>/dev/null | awk '/(libcuda|libnvidia-ml)\.so/ {print $NF}'
-  dirs=(/lib /lib64 /usr/lib /usr/lib64 /lib/x86_64-linux-gnu /usr/lib/x86_64-linux-gnu /usr/local/lib
-        /usr/local/nvidia/lib /usr/local/nvidia/lib64 /usr/lib/wsl/lib)
-  dirs+=(/usr/local/cuda*/compat /usr/local/cuda*/lib64 /usr/local/cuda*/lib64/stubs /usr/local/cuda*/targets/*/lib
-         /usr/local/cuda*/targets/*/lib/stubs)
-  IFS=: read -r -a ldp <<<"${LD_LIBRARY_PATH:-}"
-  dirs+=("${ldp[@]}")
-  while read -r d; do dirs+=("$d"); done < <(cat /etc/ld.so.conf /etc/ld.so.conf.d/*.conf 2>/dev/null | sed 's/#.*//' | grep '^/')
-  for d in "${dirs[@]}"; do
-    [ -d "$d" ] && find "$d" -maxdepth 1 \( -name 'libcuda.so*' -o -name 'libnvidia-ml.so*' \) 2>/dev/null
-  done
-  # and anywhere under the usual roots (a dlopen with a full path, a venv's copy)
-  find /usr /lib /lib64 /opt /etc \( -name 'libcuda.so*' -o -name 'libnvidia-ml.so*' \) 2>/dev/null
-  ls -d /dev/nvidia* 2>/dev/null
-} | while read -r f; do
-  [ -n "$f" ] && [ -e "$f" ] && readlink -f "$f"
-done | sort -u >"$hidelist"
-
-cat >"$work/gpuless.sh" <<EOF
-#!/bin/bash
-# Runs inside unshare -m: hides the NVIDIA driver, then execs "\$@".
-while IFS= read -r f; do
-  if [ -d "\$f" ]; then
-    mount -t tmpfs -o size=4k,mode=755 rg-hidden "\$f"
-  else
-    mount --bind /dev/null "\$f"
-  fi || { echo "gpuless: cannot hide \$f" >&2; exit 125; }
-done <"$hidelist"
-exec "\$@"
-EOF
+# $work/hidden-paths and $work/gpuless.sh (tests/gpu/gpuless.sh)
+source "$here/gpuless.sh"
+hidelist=$(rg_gpuless_setup "$work")
 gpuless() { unshare -m --propagation private bash "$work/gpuless.sh" "$@"; }
 
 gpuless_ok=0

@@ -24,7 +24,7 @@
 # Exit status: 0 passed, 1 failed, 77 skipped (something not built).
 set -u -o pipefail
 
-gpud= lib= driver= nccl= prog= isolation=process keep=0
+gpud='' lib='' driver='' nccl='' prog='' isolation=process keep=0
 while [ $# -gt 0 ]; do
   case $1 in
     --gpud) gpud=$2; shift 2 ;;
@@ -43,7 +43,8 @@ for f in "$gpud" "$lib" "$driver" "$nccl" "$prog"; do
 done
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/rg-nccl.XXXXXX")
-pids=() fail=0 holder=
+pids=() fail=0 holder=''
+declare -A port
 cleanup() {
   [ -n "$holder" ] && kill -KILL "$holder" 2>/dev/null
   for p in "${pids[@]}"; do
@@ -67,11 +68,11 @@ start() {
     sleep 0.1
   done
   [[ $p =~ ^[0-9]+$ ]] || { bad "remote-gpud $1 did not start"; tail -n 20 "$work/$1.server.log"; exit 1; }
-  eval "port_$1=$p"
+  port[$1]=$p
 }
 start a
 start b
-client() { local port=$1; shift; REMOTE_GPU=127.0.0.1:$port LD_PRELOAD=$lib timeout 60 "$prog" "$@"; }
+client() { local p=$1; shift; REMOTE_GPU=127.0.0.1:$p LD_PRELOAD=$lib timeout 60 "$prog" "$@"; }
 free_of() { client "$1" --free 2>>"$work/client.err" | sed -n 's/^free=//p'; }
 # wait_free PORT BASE: free memory back to BASE (teardown may take a moment)
 wait_free() {
@@ -86,8 +87,8 @@ wait_free() {
 }
 
 # ---- 1. the test
-base=$(free_of "$port_a")
-client "$port_a" >"$work/out.txt" 2>>"$work/client.err"
+base=$(free_of "${port[a]}")
+client "${port[a]}" >"$work/out.txt" 2>>"$work/client.err"
 st=$?
 [ "$st" = 0 ] || bad "nccl_e2e exited with $st"
 grep '^FAIL' "$work/out.txt" | sed 's/^/  /'
@@ -114,12 +115,12 @@ while read -r line; do
   for _ in $(seq 50); do grep -qxF "$line" "$work/a.log" && { ok=1; break; }; sleep 0.1; done
   [ "$ok" = 1 ] || bad "teardown did not happen: $line"
 done <"$work/teardown"
-after=$(wait_free "$port_a" "$base") || bad "after the test: free memory $after, before $base"
+after=$(wait_free "${port[a]}" "$base") || bad "after the test: free memory $after, before $base"
 
 # ---- 2. two ranks on two servers: the unique id travels through the clients
-client "$port_a" --rank 0 --idfile "$work/id" >"$work/rank0.txt" 2>>"$work/client.err" &
+client "${port[a]}" --rank 0 --idfile "$work/id" >"$work/rank0.txt" 2>>"$work/client.err" &
 r0=$!
-client "$port_b" --rank 1 --idfile "$work/id" >"$work/rank1.txt" 2>>"$work/client.err"
+client "${port[b]}" --rank 1 --idfile "$work/id" >"$work/rank1.txt" 2>>"$work/client.err"
 s1=$?
 wait "$r0"
 s0=$?
@@ -134,10 +135,10 @@ grep -q "^ncclCommInitRank new=comm#[0-9]* nranks=2 id=$id0 last=7f rank=1 = 0$"
   bad "server B did not init rank 1 with the id"
 
 # ---- 3. a client killed while it holds a communicator
-base=$(free_of "$port_b")
+base=$(free_of "${port[b]}")
 aborts=$(grep -c '^ncclCommAbort ' "$work/b.log")
 # exec: $! is the program itself, which the SIGKILL must hit
-(REMOTE_GPU=127.0.0.1:$port_b LD_PRELOAD=$lib exec "$prog" --hold "$work/holding" >"$work/hold.txt" 2>>"$work/client.err") &
+(REMOTE_GPU=127.0.0.1:${port[b]} LD_PRELOAD=$lib exec "$prog" --hold "$work/holding" >"$work/hold.txt" 2>>"$work/client.err") &
 holder=$!
 for _ in $(seq 100); do [ -s "$work/holding" ] && break; sleep 0.1; done
 if [ -s "$work/holding" ]; then
@@ -150,7 +151,7 @@ if [ -s "$work/holding" ]; then
     sleep 0.1
   done
   [ "$ok" = 1 ] || bad "the killed client's communicator was not aborted"
-  after=$(wait_free "$port_b" "$base") || bad "after the kill: free memory $after, before $base"
+  after=$(wait_free "${port[b]}" "$base") || bad "after the kill: free memory $after, before $base"
 else
   bad "the holding client did not get ready"; sed 's/^/  | /' "$work/hold.txt" | head
 fi
