@@ -126,21 +126,27 @@ int fe_lib_history(uint64_t id, fe_lib_buf *b)
 	return r;
 }
 
-int fe_lib_kind(uint64_t id)
+/* The object's kind and device; -1 and -1 if it is unknown. */
+static void kind_dev(uint64_t id, int *kind, int *dev)
 {
 	pthread_mutex_lock(&lock);
 	fe_lib_obj *o = *slot_locked(id);
-	int k = o ? o->kind : -1;
+	*kind = o ? o->kind : -1;
+	*dev = o ? o->dev : -1;
 	pthread_mutex_unlock(&lock);
+}
+
+int fe_lib_kind(uint64_t id)
+{
+	int k, d;
+	kind_dev(id, &k, &d);
 	return k;
 }
 
 int fe_lib_dev(uint64_t id)
 {
-	pthread_mutex_lock(&lock);
-	fe_lib_obj *o = *slot_locked(id);
-	int d = o ? o->dev : -1;
-	pthread_mutex_unlock(&lock);
+	int k, d;
+	kind_dev(id, &k, &d);
 	return d;
 }
 

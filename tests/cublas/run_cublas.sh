@@ -78,10 +78,7 @@ sed -n 's/^expect cublas //p' "$work/out.txt" >"$work/expected"
 n=$(wc -l <"$work/expected")
 [ "$n" -gt 50 ] || bad "only $n expected lines (the program stopped early?)"
 [ -s "$log" ] || bad "the fake cuBLAS logged nothing ($log)"
-missing=$(awk 'BEGIN { n = 0; i = 0 }
-               NR == FNR { want[n++] = $0; next }
-               i < n && $0 == want[i] { i++ }
-               END { if (i < n) print "#" i + 1 ": " want[i] }' "$work/expected" "$log")
+missing=$(awk -f "$(dirname "$0")/../e2e/in_order.awk" "$work/expected" "$log")
 if [ -n "$missing" ]; then
   bad "not in the fake's log (in this order): $missing"
   fn=${missing#*: }

@@ -403,32 +403,68 @@ static ncclResult_t coll(fn_comm *c, const void *send, void *recv, size_t n, ncc
 	return ncclSuccess;
 }
 
-#define SEND_RECV(fn, extra, ...)                                                                                  \
-	say(#fn " sendbuff=%p recvbuff=%p count=%zu datatype=%d" extra " comm=%s stream=%s = %d", sendbuff, recvbuff, \
-	    __VA_ARGS__)
+/* A collective's log line: the operator and the root where it has them. */
+static ncclResult_t collective(const char *fn, const void *sendbuff, void *recvbuff, size_t count,
+			       ncclDataType_t datatype, const ncclRedOp_t *op, const int *root, ncclComm_t comm,
+			       cudaStream_t stream)
+{
+	ncclResult_t r = coll(live(comm), sendbuff, recvbuff, count, datatype, op ? *op : ncclSum);
+	char extra[48] = "";
+	if (op && root)
+		snprintf(extra, sizeof(extra), " op=%d root=%d", (int)*op, *root);
+	else if (op || root)
+		snprintf(extra, sizeof(extra), " %s=%d", op ? "op" : "root", op ? (int)*op : *root);
+	say("%s sendbuff=%p recvbuff=%p count=%zu datatype=%d%s comm=%s stream=%s = %d", fn, sendbuff, recvbuff, count,
+	    datatype, extra, comm_txt(comm).s, stream_txt(stream).s, r);
+	return r;
+}
 
 ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
 			   ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream)
 {
-	ncclResult_t r = coll(live(comm), sendbuff, recvbuff, count, datatype, op);
-	SEND_RECV(ncclAllReduce, " op=%d", count, datatype, op, comm_txt(comm).s, stream_txt(stream).s, r);
-	return r;
+	return collective("ncclAllReduce", sendbuff, recvbuff, count, datatype, &op, NULL, comm, stream);
 }
 
-ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
-			int root, ncclComm_t comm, cudaStream_t stream)
+ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount, ncclDataType_t datatype,
+			       ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream)
 {
-	ncclResult_t r = coll(live(comm), sendbuff, recvbuff, count, datatype, op);
-	SEND_RECV(ncclReduce, " op=%d root=%d", count, datatype, op, root, comm_txt(comm).s, stream_txt(stream).s, r);
-	return r;
+	return collective("ncclReduceScatter", sendbuff, recvbuff, recvcount, datatype, &op, NULL, comm, stream);
 }
 
 ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
 			   ncclComm_t comm, cudaStream_t stream)
 {
-	ncclResult_t r = coll(live(comm), sendbuff, recvbuff, count, datatype, ncclSum);
-	SEND_RECV(ncclBroadcast, " root=%d", count, datatype, root, comm_txt(comm).s, stream_txt(stream).s, r);
-	return r;
+	return collective("ncclBroadcast", sendbuff, recvbuff, count, datatype, NULL, &root, comm, stream);
+}
+
+ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
+			ncclComm_t comm, cudaStream_t stream)
+{
+	return collective("ncclGather", sendbuff, recvbuff, count, datatype, NULL, &root, comm, stream);
+}
+
+ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
+			 ncclComm_t comm, cudaStream_t stream)
+{
+	return collective("ncclScatter", sendbuff, recvbuff, count, datatype, NULL, &root, comm, stream);
+}
+
+ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount, ncclDataType_t datatype,
+			   ncclComm_t comm, cudaStream_t stream)
+{
+	return collective("ncclAllGather", sendbuff, recvbuff, sendcount, datatype, NULL, NULL, comm, stream);
+}
+
+ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+			  ncclComm_t comm, cudaStream_t stream)
+{
+	return collective("ncclAlltoAll", sendbuff, recvbuff, count, datatype, NULL, NULL, comm, stream);
+}
+
+ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+			int root, ncclComm_t comm, cudaStream_t stream)
+{
+	return collective("ncclReduce", sendbuff, recvbuff, count, datatype, &op, &root, comm, stream);
 }
 
 ncclResult_t ncclBcast(void *buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
@@ -440,64 +476,26 @@ ncclResult_t ncclBcast(void *buff, size_t count, ncclDataType_t datatype, int ro
 	return r;
 }
 
-ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount, ncclDataType_t datatype,
-			   ncclComm_t comm, cudaStream_t stream)
+static ncclResult_t p2p(const char *fn, const char *what, const void *buf, size_t count, ncclDataType_t datatype,
+			int peer, ncclComm_t comm, cudaStream_t stream)
 {
-	ncclResult_t r = coll(live(comm), sendbuff, recvbuff, sendcount, datatype, ncclSum);
-	SEND_RECV(ncclAllGather, "", sendcount, datatype, comm_txt(comm).s, stream_txt(stream).s, r);
-	return r;
-}
-
-ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount, ncclDataType_t datatype,
-			       ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream)
-{
-	ncclResult_t r = coll(live(comm), sendbuff, recvbuff, recvcount, datatype, op);
-	SEND_RECV(ncclReduceScatter, " op=%d", recvcount, datatype, op, comm_txt(comm).s, stream_txt(stream).s, r);
-	return r;
-}
-
-ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
-			  ncclComm_t comm, cudaStream_t stream)
-{
-	ncclResult_t r = coll(live(comm), sendbuff, recvbuff, count, datatype, ncclSum);
-	SEND_RECV(ncclAlltoAll, "", count, datatype, comm_txt(comm).s, stream_txt(stream).s, r);
-	return r;
-}
-
-ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
-			ncclComm_t comm, cudaStream_t stream)
-{
-	ncclResult_t r = coll(live(comm), sendbuff, recvbuff, count, datatype, ncclSum);
-	SEND_RECV(ncclGather, " root=%d", count, datatype, root, comm_txt(comm).s, stream_txt(stream).s, r);
-	return r;
-}
-
-ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
-			 ncclComm_t comm, cudaStream_t stream)
-{
-	ncclResult_t r = coll(live(comm), sendbuff, recvbuff, count, datatype, ncclSum);
-	SEND_RECV(ncclScatter, " root=%d", count, datatype, root, comm_txt(comm).s, stream_txt(stream).s, r);
+	fn_comm *c = live(comm);
+	ncclResult_t r = !c || !type_size(datatype) || peer < 0 || peer >= c->nranks ? ncclInvalidArgument : ncclSuccess;
+	say("%s %s=%p count=%zu datatype=%d peer=%d comm=%s stream=%s = %d", fn, what, buf, count, datatype, peer,
+	    comm_txt(comm).s, stream_txt(stream).s, r);
 	return r;
 }
 
 ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
 		      cudaStream_t stream)
 {
-	fn_comm *c = live(comm);
-	ncclResult_t r = !c || !type_size(datatype) || peer < 0 || peer >= c->nranks ? ncclInvalidArgument : ncclSuccess;
-	say("ncclSend sendbuff=%p count=%zu datatype=%d peer=%d comm=%s stream=%s = %d", sendbuff, count, datatype, peer,
-	    comm_txt(comm).s, stream_txt(stream).s, r);
-	return r;
+	return p2p("ncclSend", "sendbuff", sendbuff, count, datatype, peer, comm, stream);
 }
 
 ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
 		      cudaStream_t stream)
 {
-	fn_comm *c = live(comm);
-	ncclResult_t r = !c || !type_size(datatype) || peer < 0 || peer >= c->nranks ? ncclInvalidArgument : ncclSuccess;
-	say("ncclRecv recvbuff=%p count=%zu datatype=%d peer=%d comm=%s stream=%s = %d", recvbuff, count, datatype, peer,
-	    comm_txt(comm).s, stream_txt(stream).s, r);
-	return r;
+	return p2p("ncclRecv", "recvbuff", recvbuff, count, datatype, peer, comm, stream);
 }
 
 /* ---- groups: per thread, as NCCL's ---- */

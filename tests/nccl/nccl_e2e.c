@@ -9,7 +9,7 @@
  *   expect-teardown nccl LINE   appears once the program has exited (the server
  *                               aborted what the session left alive)
  *   expect-count nccl N TEXT    exactly N lines of the log contain TEXT
- *   FAIL ...                    a check of a result or a status failed
+ *   (stderr) ...: check failed  a check of a result or a status failed
  *
  * Covered: every forwarded function with its arguments as the library saw them
  * (pointers, counts, data types, operators, roots, peers, communicators,
@@ -39,39 +39,28 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include "check.h" /* tests/unit: failed checks go to stderr */
+
 #define FN_VERSION 22899          /* tests/fakenccl/nccl.c */
 #define FN_ASYNC_FAIL_COUNT 0xfa11
 
-static int failures, nserial; /* the fake's communicator serials, in this process's server */
-#define CHECK(x)                                                                    \
-	do {                                                                        \
-		if (!(x)) {                                                         \
-			printf("FAIL %s:%d: %s\n", __FILE__, __LINE__, #x);         \
-			failures++;                                                 \
-		}                                                                   \
-	} while (0)
-#define CHECK_EQ(a, b)                                                                                   \
-	do {                                                                                             \
-		long long a_ = (long long)(a), b_ = (long long)(b);                                      \
-		if (a_ != b_) {                                                                          \
-			printf("FAIL %s:%d: %s == %lld, expected %lld\n", __FILE__, __LINE__, #a, a_, b_); \
-			failures++;                                                                      \
-		}                                                                                        \
-	} while (0)
+static int nserial; /* the fake's communicator serials, in this process's server */
 #define OK(x) CHECK_EQ((x), 0)
 #define E(...) (printf("expect nccl " __VA_ARGS__), printf("\n"))
 
 static cudaStream_t stream; /* priority -3: the fake logs it as prio:-3 */
 
-static const char *hex(const void *p, size_t n)
+/* The first 12 bytes of an id in hex, as the fake logs them. */
+typedef struct idtxt {
+	char s[25];
+} idtxt;
+
+static idtxt idhex(const ncclUniqueId *id)
 {
-	static char b[4][80];
-	static int k;
-	char *o = b[k++ % 4];
-	for (size_t i = 0; i < n; i++)
-		sprintf(o + 2 * i, "%02x", ((const unsigned char *)p)[i]);
-	o[2 * n] = 0;
-	return o;
+	idtxt t;
+	for (int i = 0; i < 12; i++)
+		snprintf(t.s + 2 * i, 3, "%02x", (unsigned char)id->internal[i]);
+	return t;
 }
 
 static void *dalloc(size_t n)
@@ -85,10 +74,10 @@ static ncclComm_t init1(ncclUniqueId *id)
 {
 	ncclComm_t c = NULL;
 	OK(ncclGetUniqueId(id));
-	E("ncclGetUniqueId id=%s", hex(id->internal, 12));
+	E("ncclGetUniqueId id=%s", idhex(id).s);
 	CHECK_EQ((unsigned char)id->internal[127], 0x7f);
 	OK(ncclCommInitRank(&c, 1, *id, 0));
-	E("ncclCommInitRank new=comm#%d nranks=1 id=%s last=7f rank=0 = 0", ++nserial, hex(id->internal, 12));
+	E("ncclCommInitRank new=comm#%d nranks=1 id=%s last=7f rank=0 = 0", ++nserial, idhex(id).s);
 	return c;
 }
 
@@ -251,7 +240,7 @@ static void comms(ncclComm_t c, int cn)
 
 	/* nonblocking: ncclInProgress delivers the communicator; the strings stay home */
 	OK(ncclGetUniqueId(&id));
-	E("ncclGetUniqueId id=%s", hex(id.internal, 12));
+	E("ncclGetUniqueId id=%s", idhex(&id).s);
 	ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
 	cfg.blocking = 0;
 	cfg.cgaClusterSize = 2;
@@ -264,7 +253,7 @@ static void comms(ncclComm_t c, int cn)
 	int nbn = ++nserial;
 	E("ncclCommInitRankConfig new=comm#%d nranks=1 id=%s last=7f rank=0 size=%zu blocking=0 cga=2 minCTAs=4 "
 	  "maxCTAs=8 splitShare=%d netName=null commName=null last=%d = 0",
-	  nbn, hex(id.internal, 12), sizeof(cfg), INT_MIN, INT_MIN);
+	  nbn, idhex(&id).s, sizeof(cfg), INT_MIN, INT_MIN);
 	OK(ncclCommGetAsyncError(nb, &ae));
 	CHECK_EQ(ae, ncclInProgress);
 	OK(ncclCommGetAsyncError(nb, &ae));
@@ -278,7 +267,7 @@ static void comms(ncclComm_t c, int cn)
 	OK(ncclCommInitRankConfig(&oc, 1, id, 0, &old));
 	E("ncclCommInitRankConfig new=comm#%d nranks=1 id=%s last=7f rank=0 size=%zu blocking=%d cga=%d minCTAs=%d "
 	  "maxCTAs=%d splitShare=1 netName=null commName=null last=%d = 0",
-	  ++nserial, hex(id.internal, 12), offsetof(ncclConfig_t, collnetEnable), INT_MIN, INT_MIN, INT_MIN, INT_MIN,
+	  ++nserial, idhex(&id).s, offsetof(ncclConfig_t, collnetEnable), INT_MIN, INT_MIN, INT_MIN, INT_MIN,
 	  INT_MIN);
 	OK(ncclCommDestroy(oc));
 
@@ -297,8 +286,8 @@ static void comms(ncclComm_t c, int cn)
 	OK(ncclGetUniqueId(&ids[0]));
 	OK(ncclGetUniqueId(&ids[1]));
 	OK(ncclCommInitRankScalable(&sc, 1, 0, 2, ids, NULL));
-	E("ncclCommInitRankScalable nId=2 last_id=%s", hex(ids[1].internal, 12));
-	E("ncclCommInitRankScalable new=comm#%d nranks=1 id=%s last=7f rank=0 = 0", ++nserial, hex(ids[0].internal, 12));
+	E("ncclCommInitRankScalable nId=2 last_id=%s", idhex(&ids[1]).s);
+	E("ncclCommInitRankScalable new=comm#%d nranks=1 id=%s last=7f rank=0 = 0", ++nserial, idhex(&ids[0]).s);
 
 	/* one device: an id and a one-rank init (counted in main) */
 	OK(ncclCommInitAll(&all, 1, NULL));
@@ -343,7 +332,7 @@ static int hold(const char *file)
 	OK(ncclAllReduce(a, a, 16, ncclFloat32, ncclSum, c, stream));
 	sync_ok();
 	FILE *f = fopen(file, "w");
-	if (!f || failures)
+	if (!f || atomic_load(&check_failed_))
 		return 1;
 	fprintf(f, "ready\n");
 	fclose(f);
@@ -374,7 +363,7 @@ static int two_ranks(int rank, const char *file)
 		fclose(f);
 	}
 	OK(ncclCommInitRank(&c, 2, id, rank));
-	printf("id=%s last=%02x\n", hex(id.internal, 12), (unsigned char)id.internal[127]);
+	printf("id=%s last=%02x\n", idhex(&id).s, (unsigned char)id.internal[127]);
 	float *a = dalloc(64);
 	OK(ncclAllReduce(a, a, 16, ncclFloat32, ncclSum, c, stream));
 	int n = -1;
@@ -382,7 +371,7 @@ static int two_ranks(int rank, const char *file)
 	CHECK_EQ(n, rank);
 	OK(ncclCommDestroy(c));
 	OK(cudaFree(a));
-	return failures ? 1 : 0;
+	return check_summary("nccl_e2e rank");
 }
 
 int main(int argc, char **argv)
@@ -392,7 +381,10 @@ int main(int argc, char **argv)
 		printf("free=%zu\n", free_mem());
 		return 0;
 	}
-	OK(cudaSetDevice(0));
+	if (cudaSetDevice(0) != cudaSuccess) {
+		fprintf(stderr, "nccl_e2e: no device (run it through libremote.so)\n");
+		return 1;
+	}
 	OK(cudaStreamCreateWithPriority(&stream, cudaStreamNonBlocking, -3));
 	if (argc > 2 && !strcmp(argv[1], "--hold"))
 		return hold(argv[2]);
@@ -413,6 +405,5 @@ int main(int argc, char **argv)
 	/* left alive: the session's teardown aborts it */
 	printf("expect-teardown nccl ncclCommAbort comm=comm#%d\n", cn);
 	OK(cudaStreamDestroy(stream));
-	printf("%s\n", failures ? "nccl_e2e: FAILED" : "nccl_e2e: passed");
-	return failures ? 1 : 0;
+	return check_summary("nccl_e2e");
 }

@@ -26,15 +26,11 @@ set -u -o pipefail
 
 gpud='' lib='' driver='' nccl='' prog='' isolation=process keep=0
 while [ $# -gt 0 ]; do
-  case $1 in
-    --gpud) gpud=$2; shift 2 ;;
-    --lib) lib=$2; shift 2 ;;
-    --driver) driver=$2; shift 2 ;;
-    --nccl) nccl=$2; shift 2 ;;
-    --prog) prog=$2; shift 2 ;;
-    --isolation) isolation=$2; shift 2 ;;
-    --keep) keep=1; shift ;;
-    -h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+  opt=${1#--}
+  case $opt in
+    gpud|lib|driver|nccl|prog|isolation) printf -v "$opt" '%s' "${2:?$1 needs a value}"; shift 2 ;;
+    keep) keep=1; shift ;;
+    h|help|-h) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "run_nccl: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -91,14 +87,11 @@ base=$(free_of "${port[a]}")
 client "${port[a]}" >"$work/out.txt" 2>>"$work/client.err"
 st=$?
 [ "$st" = 0 ] || bad "nccl_e2e exited with $st"
-grep '^FAIL' "$work/out.txt" | sed 's/^/  /'
+grep 'check failed' -A1 "$work/client.err" | sed 's/^/  /'
 sed -n 's/^expect nccl //p' "$work/out.txt" >"$work/expected"
 n=$(wc -l <"$work/expected")
 [ "$n" -gt 30 ] || bad "only $n expected lines (the program stopped early?)"
-missing=$(awk 'BEGIN { n = 0; i = 0 }
-               NR == FNR { want[n++] = $0; next }
-               i < n && $0 == want[i] { i++ }
-               END { if (i < n) print "#" i + 1 ": " want[i] }' "$work/expected" "$work/a.log")
+missing=$(awk -f "$(dirname "$0")/../e2e/in_order.awk" "$work/expected" "$work/a.log")
 if [ -n "$missing" ]; then
   bad "not in the fake's log (in this order): $missing"
   fn=${missing#*: }
@@ -110,11 +103,12 @@ while read -r want text; do
 done < <(sed -n 's/^expect-count nccl //p' "$work/out.txt")
 sed -n 's/^expect-teardown nccl //p' "$work/out.txt" >"$work/teardown"
 [ -s "$work/teardown" ] || bad "no expect-teardown lines"
-while read -r line; do
-  ok=0
-  for _ in $(seq 50); do grep -qxF "$line" "$work/a.log" && { ok=1; break; }; sleep 0.1; done
-  [ "$ok" = 1 ] || bad "teardown did not happen: $line"
-done <"$work/teardown"
+for _ in $(seq 50); do # until every line is in the log (the teardown may take a moment)
+  grep -qvxFf "$work/a.log" "$work/teardown" || break
+  sleep 0.1
+done
+grep -vxFf "$work/a.log" "$work/teardown" | sed 's/^/  teardown did not happen: /' >"$work/teardown.missing"
+[ -s "$work/teardown.missing" ] && { bad "the session's teardown:"; cat "$work/teardown.missing"; }
 after=$(wait_free "${port[a]}" "$base") || bad "after the test: free memory $after, before $base"
 
 # ---- 2. two ranks on two servers: the unique id travels through the clients
