@@ -299,6 +299,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	/* Bounded device memory: allocations are host memory in the test double,
 	 * and the fuzzer runs with an RSS limit. */
 	setenv("FAKECUDA_MEM_BYTES", "256m", 1);
+	/* NCCL's handlers on its test double, which never waits (lib.c reads it) */
+	setenv("REMOTE_GPU_NCCL", FUZZ_FAKENCCL, 1);
 	if (!getenv("REMOTE_GPU_LOG"))
 		setenv("REMOTE_GPU_LOG", "error", 1);
 	rg_log_init("fuzz_ops");
