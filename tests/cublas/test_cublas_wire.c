@@ -1,17 +1,19 @@
 /*
- * The server's side of cuBLAS forwarding against a hostile or broken client:
+ * The server's side of cuBLAS (and NCCL) forwarding against a hostile or broken client:
  * speaks the protocol to remote-gpud directly (no libremote.so, which would never
  * send these frames) and checks, by the statuses that come back and the fake
  * library's call log, that the library is never handed what it must not get.
  *
- *   test_cublas_wire SERVER FAKE_DRIVER FAKE_CUBLAS FAKE_CUBLASLT
+ *   test_cublas_wire SERVER FAKE_DRIVER FAKE_CUBLAS FAKE_CUBLASLT FAKE_NCCL
  *
  * Covered: pointer-mode mismatches both ways (an address where the library reads a
  * host value would make it read server memory), oversized scalars, attribute
  * buffers whose length disagrees with their size argument, absurd output sizes,
  * ids reused, zero, stale or of the wrong kind, missing arguments, the latch rule
  * (async failure reported by the next sync call, once), replies' shape, and the
- * teardown of objects a session leaves.
+ * teardown of objects a session leaves. NCCL: configs whose host strings and size
+ * would make the library read server memory, unique ids of the wrong length,
+ * scalars against their residence, and the communicator a session leaves.
  */
 #define _GNU_SOURCE
 #include <inttypes.h>
@@ -27,6 +29,7 @@
 #include <cuda.h>
 #include <cublasLt.h>
 #include <cublas_api.h>
+#include <nccl.h>
 
 #include "check.h"
 #include "proto.h"
@@ -35,7 +38,7 @@
 #define U(x) ((uint64_t)(x))
 #define I(x) ((int64_t)(x))
 
-static char dir[64], logpath[128];
+static char dir[64], logpath[128], nccl_logpath[128];
 static pid_t srv_pid;
 static transport_conn *conn;
 static uint64_t seq;
@@ -55,9 +58,11 @@ static int srv_start(char **argv)
 	snprintf(pf, sizeof(pf), "%s/port", dir);
 	snprintf(logpath, sizeof(logpath), "%s/cublas.log", dir);
 	setenv("FAKECUBLAS_LOG", logpath, 1);
+	snprintf(nccl_logpath, sizeof(nccl_logpath), "%s/nccl.log", dir);
+	setenv("FAKENCCL_LOG", nccl_logpath, 1);
 	if ((srv_pid = fork()) == 0) {
 		execl(argv[1], argv[1], "--listen", "127.0.0.1:0", "--port-file", pf, "--driver", argv[2], "--cublas",
-		      argv[3], "--cublaslt", argv[4], "--isolation", "thread", (char *)NULL);
+		      argv[3], "--cublaslt", argv[4], "--nccl", argv[5], "--isolation", "thread", (char *)NULL);
 		_exit(127);
 	}
 	for (int i = 0; i < 1000; i++) {
@@ -163,9 +168,9 @@ static int lib_sync(void)
 	return lib;
 }
 
-static int log_count(const char *prefix)
+static int count_in(const char *path, const char *prefix)
 {
-	FILE *f = fopen(logpath, "r");
+	FILE *f = fopen(path, "r");
 	char line[4096];
 	int n = 0;
 	while (f && fgets(line, sizeof(line), f))
@@ -175,6 +180,91 @@ static int log_count(const char *prefix)
 	return n;
 }
 
+static int log_count(const char *prefix) { return count_in(logpath, prefix); }
+static int nccl_count(const char *prefix) { return count_in(nccl_logpath, prefix); }
+
+/* The NCCL status a sync call reports (ncclCommCount of comm). */
+static int nccl_sync(uint64_t comm)
+{
+	rep r;
+	int st = call(&r, PROTO_OP_NCCLCOMMCOUNT, "u", comm);
+	int lib = st == 0 ? r.lib : -1000 - st;
+	rep_free(&r);
+	return lib;
+}
+
+static void nccl_section(uint64_t dev)
+{
+	const uint64_t C = 0x5000;
+	rep r;
+	ncclUniqueId id;
+	memset(&id, 0, sizeof(id));
+	CHECK_EQ(call(&r, PROTO_OP_NCCLGETUNIQUEID, ""), 0);
+	CHECK_EQ(r.lib, ncclSuccess);
+	const void *p = NULL;
+	size_t n = 0;
+	CHECK_EQ(proto_arg_bin(&r.v, PROTO_REPLY_FIRST + 1, &p, &n), PROTO_OK);
+	CHECK_EQ(n, sizeof(id));
+	if (p && n == sizeof(id))
+		memcpy(&id, p, n);
+	rep_free(&r);
+
+	/* a config whose strings point anywhere and whose size claims a gigabyte:
+	 * the library gets NULL strings and at most its own size */
+	ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+	cfg.size = 1u << 30;
+	cfg.netName = (const char *)(uintptr_t)0xdeadbeef;
+	cfg.commName = (const char *)(uintptr_t)0x10;
+	CHECK_EQ(call(&r, PROTO_OP_NCCLCOMMINITRANKCONFIG, "uibib", C, I(1), &id, sizeof(id), I(0), &cfg, sizeof(cfg)), 0);
+	CHECK_EQ(r.lib, ncclSuccess);
+	rep_free(&r);
+	char want[160];
+	snprintf(want, sizeof(want), "ncclCommInitRankConfig new=comm#1 nranks=1 id=6c63636e656b616601000000 last=7f "
+		 "rank=0 size=%zu ", sizeof(cfg));
+	CHECK_EQ(nccl_count(want), 1);
+	CHECK_EQ(nccl_count("ncclCommInitRankConfig "), 1);
+	FILE *f = fopen(nccl_logpath, "r");
+	char line[1024] = "";
+	while (f && fgets(line, sizeof(line), f) && strncmp(line, "ncclCommInitRankConfig ", 23))
+		;
+	if (f)
+		fclose(f);
+	CHECK(strstr(line, " netName=null commName=null ") != NULL);
+
+	/* a unique id one byte short, a config of the wrong size: refused before the library */
+	CHECK_EQ(call(&r, PROTO_OP_NCCLCOMMINITRANK, "uibi", U(C + 1), I(1), &id, sizeof(id) - 1, I(0)), 0);
+	CHECK_EQ(r.lib, ncclInvalidArgument);
+	rep_free(&r);
+	CHECK_EQ(call(&r, PROTO_OP_NCCLCOMMINITRANKCONFIG, "uibib", U(C + 1), I(1), &id, sizeof(id), I(0), &cfg,
+		      sizeof(cfg) - 8), 0);
+	CHECK_EQ(r.lib, ncclInvalidArgument);
+	rep_free(&r);
+	/* two ids announced, one sent */
+	CHECK_EQ(call(&r, PROTO_OP_NCCLCOMMINITRANKSCALABLE, "uiiibn", U(C + 1), I(1), I(0), I(2), &id, sizeof(id)), 0);
+	CHECK_EQ(r.lib, ncclInvalidArgument);
+	rep_free(&r);
+	CHECK_EQ(nccl_count("ncclCommInitRank"), 1);
+
+	/* scalars against their residence: bytes where the library would read an
+	 * address (device), an address where it would read bytes (host) */
+	float half = 0.5f;
+	CHECK_EQ(call(&r, PROTO_OP_NCCLREDOPCREATEPREMULSUM, "biiu", &half, sizeof(half), I(ncclFloat32),
+		      I(ncclScalarDevice), C), 0);
+	CHECK_EQ(r.lib, ncclInvalidArgument);
+	rep_free(&r);
+	CHECK_EQ(call(&r, PROTO_OP_NCCLREDOPCREATEPREMULSUM, "uiiu", dev, I(ncclFloat32), I(ncclScalarHostImmediate), C),
+		 0);
+	CHECK_EQ(r.lib, ncclInvalidArgument);
+	rep_free(&r);
+	CHECK_EQ(nccl_count("ncclRedOpCreatePreMulSum "), 0);
+
+	/* an unknown communicator in a collective: latched, reported once */
+	post(PROTO_OP_NCCLALLREDUCE, "uuuiiuu", dev, dev, U(1), I(ncclFloat32), I(ncclSum), U(0x7777), U(0));
+	CHECK_EQ(nccl_sync(C), ncclInvalidArgument);
+	CHECK_EQ(nccl_sync(C), ncclSuccess);
+	CHECK_EQ(nccl_count("ncclAllReduce "), 0);
+}
+
 /* Sgemm 1x1x1 with the given alpha element: "alpha" is a format letter. */
 #define SGEMM(h, alpha_fmt, ...)                                                                       \
 	post(PROTO_OP_CUBLASSGEMM_V2, "uiiiii" alpha_fmt "uiuibui", U(h), I(0), I(0), I(1), I(1), I(1), \
@@ -182,8 +272,8 @@ static int log_count(const char *prefix)
 
 int main(int argc, char **argv)
 {
-	if (argc != 5) {
-		fprintf(stderr, "usage: %s SERVER FAKE_DRIVER FAKE_CUBLAS FAKE_CUBLASLT\n", argv[0]);
+	if (argc != 6) {
+		fprintf(stderr, "usage: %s SERVER FAKE_DRIVER FAKE_CUBLAS FAKE_CUBLASLT FAKE_NCCL\n", argv[0]);
 		return 2;
 	}
 	signal(SIGPIPE, SIG_IGN);
@@ -316,12 +406,16 @@ int main(int argc, char **argv)
 	rep_free(&r);
 	CHECK_EQ(lib_sync(), CUBLAS_STATUS_SUCCESS);
 
-	/* the session ends: H, DESC, LA, PREF are destroyed by the server */
+	nccl_section(dev);
+
+	/* the session ends: H, DESC, LA, PREF are destroyed by the server, the
+	 * communicator aborted */
 	transport_close(conn);
 	int ok = 0;
 	for (int i = 0; i < 500 && !ok; i++) {
 		ok = log_count("cublasDestroy_v2 handle=blas#1") == 1 && log_count("cublasLtMatmulDescDestroy ") == 1 &&
-		     log_count("cublasLtMatrixLayoutDestroy ") == 1 && log_count("cublasLtMatmulPreferenceDestroy ") == 1;
+		     log_count("cublasLtMatrixLayoutDestroy ") == 1 && log_count("cublasLtMatmulPreferenceDestroy ") == 1 &&
+		     nccl_count("ncclCommAbort comm=comm#1") == 1;
 		if (!ok)
 			sleep_ms(10);
 	}
@@ -332,6 +426,7 @@ int main(int argc, char **argv)
 	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	if (!check_failed_) {
 		unlink(logpath);
+		unlink(nccl_logpath);
 		char pf[128];
 		snprintf(pf, sizeof(pf), "%s/port", dir);
 		unlink(pf);
