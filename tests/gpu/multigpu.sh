@@ -126,11 +126,18 @@ fi
 note "servers: $server_note"
 
 # ---- runs ---------------------------------------------------------------------------------
-# run NAME local|remote SECONDS ARGS...: torchrun with 2 ranks; output in d/NAME.MODE
+# run NAME local|remote SECONDS ARGS...: torchrun with 2 ranks; output in d/NAME.MODE.
+# SECONDS is cut to what the budget has left (less 20 s for the report).
 run() {
   local name=$1 mode=$2 limit=$3
   shift 3
   local o=$work/d/$name.$mode
+  [ "$limit" -gt $(($(left) - 20)) ] && limit=$(($(left) - 20))
+  if [ "$limit" -lt 10 ]; then
+    note "$name $mode: not run (budget spent)"
+    echo "not run: budget spent" >"$o.err"
+    return 124
+  fi
   if [ "$mode" = local ]; then
     NCCL_NVLS_ENABLE=0 timeout "$limit" "$py" -m torch.distributed.run --standalone --nproc-per-node 2 \
       "$here/dist_nccl.py" "$@" >"$o" 2>"$o.err"
