@@ -31,6 +31,7 @@
 	X(cuCtxCreate)                                       \
 	X(cuCtxDestroy)                                      \
 	X(cuCtxSetCurrent)                                   \
+	X(cuCtxGetCurrent)                                   \
 	X(cuCtxSynchronize)                                  \
 	X(cuCtxGetStreamPriorityRange)                       \
 	X(cuCtxSetLimit)                                     \

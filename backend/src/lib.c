@@ -408,10 +408,24 @@ void be_lib_put_result(proto_msg *m, const be_lib_scalar *sc, const void *p)
 
 int be_lib_wants_reply(const be_lib_dec *d) { return !(be_frame_of(d->rq)->flags & PROTO_F_ASYNC); }
 
+/* A library that made another context current on this thread (a runtime's
+ * cudaSetDevice makes the device's primary context current): the session's
+ * comes back, or its next calls would run in the wrong context. */
+static void keep_ctx(be_lib_dec *d)
+{
+	CUcontext cur = NULL;
+	if (!d->s->ctx || be_drv.cuCtxGetCurrent(&cur) != CUDA_SUCCESS || cur == d->s->ctx)
+		return;
+	rg_log_once(BE_LOG, "the library made another CUDA context current; the session's is restored",
+		    d->def->name);
+	be_drv.cuCtxSetCurrent(d->s->ctx);
+}
+
 /* The status this call reports: its own, or (if that is success) the first
  * failure latched by an earlier async call of the library, which it takes. */
 static int report(be_lib_dec *d)
 {
+	keep_ctx(d);
 	int st = d->st;
 	if (st == BE_EPROTO) {
 		LOG_WARN(BE_LOG, "session %" PRIu64 ": %s (seq %" PRIu64 "): malformed arguments", d->s->id,

@@ -182,6 +182,21 @@ static void comm_free(fn_comm *c)
 	free(c);
 }
 
+/* As NCCL's init does with cudaSetDevice: the device's primary context is
+ * current on the calling thread afterwards (the server must restore its own). */
+static void primary_current(void)
+{
+	CUresult (*retain)(CUcontext *, CUdevice) = (CUresult(*)(CUcontext *, CUdevice))drv("cuDevicePrimaryCtxRetain");
+	CUresult (*set)(CUcontext) = (CUresult(*)(CUcontext))drv("cuCtxSetCurrent");
+	static CUcontext primary; /* retained once, never released: NCCL's runtime keeps it too */
+	pthread_mutex_lock(&mu);
+	if (!primary && retain && retain(&primary, 0) != CUDA_SUCCESS)
+		primary = NULL;
+	pthread_mutex_unlock(&mu);
+	if (primary && set)
+		set(primary);
+}
+
 static int id_ok(const ncclUniqueId *id)
 {
 	uint64_t m;
@@ -224,6 +239,8 @@ static ncclResult_t init(const char *fn, ncclComm_t *comm, int nranks, const ncc
 		r = ncclInvalidArgument;
 	else
 		r = comm_new(comm, nranks, rank);
+	if (!r)
+		primary_current();
 	char conf[200] = "";
 	if (cfg)
 		snprintf(conf, sizeof(conf), " size=%zu blocking=%d cga=%d minCTAs=%d maxCTAs=%d splitShare=%d netName=%s "
