@@ -32,6 +32,8 @@
 	X(cuCtxDestroy)                                      \
 	X(cuCtxSetCurrent)                                   \
 	X(cuCtxGetCurrent)                                   \
+	X(cuDevicePrimaryCtxRetain)                          \
+	X(cuDevicePrimaryCtxRelease)                         \
 	X(cuCtxSynchronize)                                  \
 	X(cuCtxGetStreamPriorityRange)                       \
 	X(cuCtxSetLimit)                                     \

@@ -88,15 +88,26 @@ int be_op_hello(be_session *s, be_req *rq, uint32_t version, const char *token, 
 	/* CUDA 13: cuCtxCreate(pctx, params, flags, dev): a context of the
 	 * session's own on every served device, all in this process, so that
 	 * their device addresses are unique (one address space) and peer access
-	 * and peer copies between them are the driver's own. */
+	 * and peer copies between them are the driver's own. A session process
+	 * may take the devices' primary contexts instead (be_server.primary_ctx),
+	 * which libraries that call cudaSetDevice (NCCL) bind too. */
 	for (int i = 0; i < be_srv.ngpu; i++) {
-		r = be_drv.cuCtxCreate(&s->ctxs[i], NULL, 0, be_srv.gpu[i].dev);
+		if (be_srv.primary_ctx) {
+			r = be_drv.cuDevicePrimaryCtxRetain(&s->ctxs[i], be_srv.gpu[i].dev);
+			/* current, as cuCtxCreate leaves its context, for the queries below */
+			if (r == CUDA_SUCCESS && (r = be_drv.cuCtxSetCurrent(s->ctxs[i])) != CUDA_SUCCESS)
+				be_drv.cuDevicePrimaryCtxRelease(be_srv.gpu[i].dev);
+		} else
+			r = be_drv.cuCtxCreate(&s->ctxs[i], NULL, 0, be_srv.gpu[i].dev);
 		if (r != CUDA_SUCCESS) {
 			s->ctxs[i] = NULL;
 			LOG_ERROR(BE_LOG, "session %" PRIu64 ": cuCtxCreate on device %d: %s", s->id,
 				  be_srv.gpu[i].ordinal, be_errname(r));
 			for (int j = 0; j < i; j++) {
-				be_drv.cuCtxDestroy(s->ctxs[j]);
+				if (be_srv.primary_ctx)
+					be_drv.cuDevicePrimaryCtxRelease(be_srv.gpu[j].dev);
+				else
+					be_drv.cuCtxDestroy(s->ctxs[j]);
 				s->ctxs[j] = NULL;
 			}
 			be_session_select_forget();

@@ -752,8 +752,13 @@ void be_session_teardown(be_session *s)
 		be_htab_each(&s->pools, td_pool, &po);
 		be_staging_destroy(&s->staging);
 		for (int d = be_srv.ngpu - 1; d >= 0; d--) {
-			if (s->ctxs[d] && (r = be_drv.cuCtxDestroy(s->ctxs[d])) != CUDA_SUCCESS)
-				LOG_WARN(BE_LOG, "session %" PRIu64 ": cuCtxDestroy: %s", s->id, be_errname(r));
+			if (!s->ctxs[d])
+				continue;
+			r = be_srv.primary_ctx ? be_drv.cuDevicePrimaryCtxRelease(be_srv.gpu[d].dev)
+					       : be_drv.cuCtxDestroy(s->ctxs[d]);
+			if (r != CUDA_SUCCESS)
+				LOG_WARN(BE_LOG, "session %" PRIu64 ": %s: %s", s->id,
+					 be_srv.primary_ctx ? "cuDevicePrimaryCtxRelease" : "cuCtxDestroy", be_errname(r));
 			s->ctxs[d] = NULL;
 		}
 		s->ctx = NULL;

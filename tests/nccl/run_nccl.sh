@@ -17,19 +17,22 @@
 #   4. neither server logged an error or a malformed call.
 #
 #   run_nccl.sh --gpud PATH --lib PATH --driver PATH --nccl PATH --prog PATH
-#               [--isolation process|thread] [--keep]
+#               [--isolation process|thread] [--primary-context] [--keep]
+#
+# --primary-context: the servers run each session in the device's primary context.
 #
 # Free memory is per process on the fake driver, so the baseline checks mean
 # something in thread isolation (each session is a process of its own otherwise).
 # Exit status: 0 passed, 1 failed, 77 skipped (something not built).
 set -u -o pipefail
 
-gpud='' lib='' driver='' nccl='' prog='' isolation=process keep=0
+gpud='' lib='' driver='' nccl='' prog='' isolation=process keep=0 extra=()
 while [ $# -gt 0 ]; do
   opt=${1#--}
   case $opt in
     gpud|lib|driver|nccl|prog|isolation) printf -v "$opt" '%s' "${2:?$1 needs a value}"; shift 2 ;;
     keep) keep=1; shift ;;
+    primary-context) extra+=(--primary-context); shift ;;
     h|help|-h) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "run_nccl: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -56,7 +59,7 @@ bad() { echo "FAIL: $*"; fail=1; }
 # start NAME: a server logging to $work/NAME.log (calls) and NAME.server.log
 start() {
   FAKENCCL_LOG=$work/$1.log REMOTE_GPU_LOG=info "$gpud" --listen 127.0.0.1:0 --port-file "$work/$1.port" \
-    --driver "$driver" --nccl "$nccl" --isolation "$isolation" >"$work/$1.server.log" 2>&1 &
+    --driver "$driver" --nccl "$nccl" --isolation "$isolation" "${extra[@]}" >"$work/$1.server.log" 2>&1 &
   pids+=($!)
   local p=
   for _ in $(seq 100); do
