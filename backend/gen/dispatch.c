@@ -1812,6 +1812,24 @@ static int gen_peer_access(be_session *s, be_req *rq)
 	return be_op_peer_access(s, rq, peer, enable, flags);
 }
 
+static int gen_devout(be_session *s, be_req *rq)
+{
+	const void *text;
+	size_t text_len;
+	if (proto_arg_bin(&rq->view, 0, &text, &text_len))
+		return BE_EPROTO;
+	return be_op_devout(s, rq, text, text_len);
+}
+
+static int gen_capture_mode(be_session *s, be_req *rq)
+{
+	uint32_t mode_w;
+	if (proto_arg_u32(&rq->view, 0, &mode_w))
+		return BE_EPROTO;
+	uint32_t mode = (uint32_t)mode_w;
+	return be_op_capture_mode(s, rq, mode);
+}
+
 const be_op_desc be_ops[PROTO_OP_COUNT] = {
 	[PROTO_OP_HELLO] = {gen_hello, BE_OP_SYNC},
 	[PROTO_OP_MODULE_LOAD] = {gen_module_load, BE_OP_SYNC | BE_OP_PAYLOAD},
@@ -1912,6 +1930,8 @@ const be_op_desc be_ops[PROTO_OP_COUNT] = {
 	[PROTO_OP_NVML_QUERY] = {gen_nvml_query, BE_OP_SYNC},
 	[PROTO_OP_MEMCPY_PEER] = {gen_memcpy_peer, BE_OP_ASYNC},
 	[PROTO_OP_PEER_ACCESS] = {gen_peer_access, BE_OP_SYNC},
+	[PROTO_OP_DEVOUT] = {gen_devout, BE_OP_ASYNC},
+	[PROTO_OP_CAPTURE_MODE] = {gen_capture_mode, BE_OP_ASYNC},
 	/* api/cublas.api (backend/gen/lib_cublas.c) */
 	[PROTO_OP_CUBLASCREATE_V2] = {be_gen_cublasCreate_v2, BE_OP_ASYNC},
 	[PROTO_OP_CUBLASDESTROY_V2] = {be_gen_cublasDestroy_v2, BE_OP_ASYNC},

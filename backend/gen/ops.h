@@ -89,5 +89,7 @@ int be_op_ping(be_session *s, be_req *rq);
 int be_op_nvml_query(be_session *s, be_req *rq, uint32_t what, uint32_t arg);
 int be_op_memcpy_peer(be_session *s, be_req *rq, CUdeviceptr dst, uint32_t dst_dev, CUdeviceptr src, uint32_t src_dev, uint64_t len, uint64_t stream, uint32_t sync);
 int be_op_peer_access(be_session *s, be_req *rq, uint32_t peer, uint32_t enable, uint32_t flags);
+int be_op_devout(be_session *s, be_req *rq, const void *text, size_t text_len);
+int be_op_capture_mode(be_session *s, be_req *rq, uint32_t mode);
 
 #endif

@@ -436,6 +436,12 @@ void be_kargs_free(be_kargs *a);
 
 /* Common checks for handlers. */
 int be_stream_capturing(CUstream st); /* 1 if capturing (or the query failed) */
+
+/* Device printf output (devout.c): a session process points its stdout at a
+ * memory file (be_devout_init, before the session starts), and every reply is
+ * preceded by what the driver wrote there since the last (be_devout_flush). */
+int be_devout_init(void);
+void be_devout_flush(be_session *s);
 const char *be_errname(int status);
 
 #endif

@@ -81,6 +81,7 @@
 	X(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags) \
 	X(cuStreamBeginCapture)                              \
 	X(cuStreamEndCapture)                                \
+	X(cuThreadExchangeStreamCaptureMode)                 \
 	X(cuGraphInstantiate)                                \
 	X(cuGraphLaunch)                                     \
 	X(cuGraphDestroy)                                    \

@@ -756,6 +756,7 @@ int main(int argc, char **argv)
 			fprintf(stderr, "remote-gpud: --session-listen needs an address and --port-fd\n");
 			return 2;
 		}
+		be_devout_init();
 		return serve_sent(&sa, driver, device, store);
 	}
 	if (be_driver_load(driver) != 0 || device_info(device) != 0) {
@@ -778,6 +779,7 @@ int main(int argc, char **argv)
 	if (M.session_fd >= 0) {
 		/* The supervisor passes its run directory down (status.h). */
 		be_status_use_dir(run_dir ? run_dir : getenv("REMOTE_GPUD_RUN_DIR"));
+		be_devout_init(); /* the one client's: device printf reaches it (devout.c) */
 		return serve_one(M.session_fd);
 	}
 	transport_server_cb lcb = cb;

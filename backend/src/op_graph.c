@@ -37,6 +37,18 @@ int be_op_capture_end(be_session *s, be_req *rq, uint64_t stream_id, uint64_t g_
 	return CUDA_SUCCESS;
 }
 
+/* The executor thread takes the mode the client's calling thread set: the calls
+ * that follow run in it (a cudaMalloc in relaxed mode during a global capture is
+ * legal; in global mode it fails and invalidates the capture, as on a GPU). The
+ * client sends it only when it differs from the mode it last sent. */
+int be_op_capture_mode(be_session *s, be_req *rq, uint32_t mode)
+{
+	CUstreamCaptureMode m = (CUstreamCaptureMode)mode;
+	if (mode > CU_STREAM_CAPTURE_MODE_RELAXED)
+		return CUDA_ERROR_INVALID_VALUE;
+	return be_drv.cuThreadExchangeStreamCaptureMode(&m);
+}
+
 int be_op_graph_instantiate(be_session *s, be_req *rq, uint64_t x_id, uint64_t g_id, uint64_t flags)
 {
 	CUgraph g;

@@ -106,6 +106,7 @@ static int reply_send(be_session *s, proto_msg *m, const void *payload, size_t l
 		proto_msg_finish(m, PROTO_F_REPLY, 0);
 		len = 0;
 	}
+	be_devout_flush(s); /* device printf text goes before the answer of the call that flushed it */
 	iov[0] = (struct iovec){m->data, m->len};
 	iov[1] = (struct iovec){(void *)payload, len};
 	staged_reply *x = out && len ? malloc(sizeof(*x)) : NULL;
@@ -709,6 +710,10 @@ void be_session_teardown(be_session *s)
 	unsigned nchunks = s->staging.nchunks;
 	uint64_t fallbacks = s->staging.fallbacks;
 	if (s->ctx) {
+		/* Frees must not fail because a capture is under way, here (the client
+		 * left in the middle of one) or in another session of the process. */
+		CUstreamCaptureMode relaxed = CU_STREAM_CAPTURE_MODE_RELAXED;
+		be_drv.cuThreadExchangeStreamCaptureMode(&relaxed);
 		/* Every device's work ends first: a peer copy may still read memory
 		 * of another device. */
 		int poisoned = 0;

@@ -1398,3 +1398,11 @@ int fe_rpc_peer_access(fe_conn *c, uint32_t peer, uint32_t enable, uint32_t flag
 	proto_msg_u64(&m, (uint64_t)flags);
 	return fe_conn_call(c, &m, NULL, 0, NULL, 0, NULL);
 }
+
+int fe_rpc_capture_mode(fe_conn *c, uint32_t mode)
+{
+	proto_msg m;
+	proto_msg_begin(&m, PROTO_OP_CAPTURE_MODE, fe_conn_next_seq(c), 1);
+	proto_msg_u64(&m, (uint64_t)mode);
+	return fe_conn_post(c, &m, NULL, 0);
+}

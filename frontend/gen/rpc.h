@@ -102,5 +102,6 @@ int fe_rpc_tensor_map_encode(fe_conn *c, uint32_t kind, uint64_t addr, const voi
 int fe_rpc_nvml_query(fe_conn *c, uint32_t what, uint32_t arg, uint32_t *nvret, uint64_t *v0, uint64_t *v1, uint64_t *v2, uint64_t *v3, void *text, size_t text_cap);
 int fe_rpc_memcpy_peer(fe_conn *c, uint64_t dst, uint32_t dst_dev, uint64_t src, uint32_t src_dev, uint64_t len, uint64_t stream, uint32_t sync);
 int fe_rpc_peer_access(fe_conn *c, uint32_t peer, uint32_t enable, uint32_t flags);
+int fe_rpc_capture_mode(fe_conn *c, uint32_t mode);
 
 #endif

@@ -17,6 +17,7 @@
 #include "conn.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -192,11 +193,28 @@ static void *rx_payload_dest(void *ctx, const transport_frame *f)
 	return NULL;
 }
 
+/* Device printf output the server's driver flushed at a synchronisation: it
+ * goes into this process's stdout as the driver's own would, before the reply of
+ * the call that synchronised (it came first) completes that call. */
+static void rx_devout(fe_conn *c)
+{
+	const void *p;
+	size_t n;
+	if (proto_arg_bin(&c->rx_view, 0, &p, &n) != PROTO_OK) {
+		LOG_WARN("frontend", "malformed device output event from server");
+		return;
+	}
+	if (n && fwrite(p, 1, n, stdout) != n)
+		LOG_DEBUG("frontend", "device output: %zu bytes not written to stdout", n);
+}
+
 static void rx_event(fe_conn *c)
 {
 	uint64_t id;
 	if (c->rx_view.op == PROTO_OP_HOSTFN && proto_arg_u64(&c->rx_view, 0, &id) == PROTO_OK && c->hostfn)
 		c->hostfn(c->hostfn_ctx, id);
+	else if (c->rx_view.op == PROTO_OP_DEVOUT)
+		rx_devout(c);
 	else if (c->rx_view.op == PROTO_OP_PING)
 		; /* an answer to the watchdog's ping: its arrival was the point */
 	else

@@ -23,6 +23,7 @@ typedef struct stream_info {
 	int priority;
 	enum cudaStreamCaptureStatus capture;
 	unsigned long long capture_id;
+	int capture_origin; /* began the capture (else joined it through an event) */
 	struct stream_info *next;
 } stream_info;
 
@@ -34,6 +35,7 @@ static stream_info *streams;
 typedef struct event_info {
 	uint64_t id;
 	unsigned flags;
+	unsigned long long capture_id; /* last recorded into this capture (0: none) */
 	struct event_info *next;
 } event_info;
 static event_info *events;
@@ -51,7 +53,6 @@ static int event_known(cudaEvent_t e, unsigned *flags)
 	return ev != NULL;
 }
 static unsigned long long next_capture_id = 1;
-static _Thread_local enum cudaStreamCaptureMode tls_capture_mode = cudaStreamCaptureModeGlobal;
 
 static stream_info *find_locked(uint64_t id)
 {
@@ -59,6 +60,51 @@ static stream_info *find_locked(uint64_t id)
 		if (s->id == id)
 			return s;
 	return NULL;
+}
+
+/* Streams join a capture as CUDA has them join: by waiting on an event recorded
+ * into it. The client keeps the same picture, so that cudaStreamIsCapturing and
+ * cudaStreamGetCaptureInfo of a joined stream answer without a round trip
+ * (PyTorch's allocator asks them of every stream it allocates on during a
+ * capture, to put the memory in the graph's private pool). */
+static void capture_note_record(uint64_t event, uint64_t stream)
+{
+	pthread_mutex_lock(&lock);
+	stream_info *s = find_locked(stream);
+	event_info *ev = events;
+	while (ev && ev->id != event)
+		ev = ev->next;
+	if (ev)
+		ev->capture_id = s && s->capture == cudaStreamCaptureStatusActive ? s->capture_id : 0;
+	pthread_mutex_unlock(&lock);
+}
+
+static void capture_note_wait(uint64_t stream, uint64_t event)
+{
+	pthread_mutex_lock(&lock);
+	stream_info *s = find_locked(stream);
+	event_info *ev = events;
+	while (ev && ev->id != event)
+		ev = ev->next;
+	int live = 0;
+	for (stream_info *o = streams; ev && ev->capture_id && o && !live; o = o->next)
+		live = o->capture_origin && o->capture_id == ev->capture_id;
+	if (s && live && s->capture == cudaStreamCaptureStatusNone) {
+		s->capture = cudaStreamCaptureStatusActive;
+		s->capture_id = ev->capture_id;
+		s->capture_origin = 0;
+	}
+	pthread_mutex_unlock(&lock);
+}
+
+/* The origin's capture ended: every stream in it leaves. */
+static void capture_end_locked(unsigned long long id)
+{
+	for (stream_info *o = streams; o; o = o->next)
+		if (o->capture_id == id) {
+			o->capture = cudaStreamCaptureStatusNone;
+			o->capture_origin = 0;
+		}
 }
 
 /* A thread checks the same stream call after call (a query loop, a training
@@ -187,6 +233,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
 		return e;
 	if (!stream_known(stream) || !event_known(event, NULL))
 		return fe_rt_fail(cudaErrorInvalidResourceHandle);
+	capture_note_wait(fe_rt_stream(stream), fe_rt_event(event));
 	return fe_rt_leave(fe_rpc_stream_wait_event(c, fe_rt_stream(stream), fe_rt_event(event), flags));
 }
 
@@ -288,6 +335,7 @@ cudaError_t cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t stream, uns
 		return e;
 	if (!event_known(event, NULL) || !stream_known(stream))
 		return fe_rt_fail(cudaErrorInvalidResourceHandle);
+	capture_note_record(fe_rt_event(event), fe_rt_stream(stream));
 	return fe_rt_leave(fe_rpc_event_record(c, fe_rt_event(event), fe_rt_stream(stream), flags));
 }
 
@@ -489,6 +537,7 @@ cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMo
 		pthread_mutex_lock(&lock);
 		s->capture = cudaStreamCaptureStatusActive;
 		s->capture_id = next_capture_id++;
+		s->capture_origin = 1;
 		pthread_mutex_unlock(&lock);
 	}
 	return fe_rt_leave(st);
@@ -506,8 +555,12 @@ cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *pGraph)
 	int st = fe_rpc_capture_end(c, id, gid);
 	pthread_mutex_lock(&lock);
 	stream_info *s = find_locked(id);
-	if (s)
-		s->capture = cudaStreamCaptureStatusNone;
+	/* Ended (or invalidated and ended) unless the call was refused before
+	 * reaching the capture: on a stream that joined it or from another thread,
+	 * where CUDA leaves it under way. */
+	if (s && s->capture_origin && st != CUDA_ERROR_STREAM_CAPTURE_UNMATCHED &&
+	    st != CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD && st != CUDA_ERROR_ILLEGAL_STATE)
+		capture_end_locked(s->capture_id);
 	pthread_mutex_unlock(&lock);
 	if (st == 0)
 		*pGraph = (cudaGraph_t)(uintptr_t)gid;
@@ -557,16 +610,6 @@ cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream, enum cudaStreamCapture
 	}
 	if (numDependencies_out)
 		*numDependencies_out = 0;
-	return cudaSuccess;
-}
-
-cudaError_t cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode *mode)
-{
-	if (!mode)
-		return fe_rt_fail(cudaErrorInvalidValue);
-	enum cudaStreamCaptureMode old = tls_capture_mode;
-	tls_capture_mode = *mode;
-	*mode = old;
 	return cudaSuccess;
 }
 

@@ -85,6 +85,7 @@ void fk_ctx_destroy(fk_ctx *c)
 	fk_array_free_all(c);
 	fk_mem_free_all(c);
 	fk_pools_sync(c->dev);
+	fk_printf_flush(c);
 	fk_host_release_ctx(c);
 	if (c->primary && fk_devs[c->dev].primary == c) {
 		fk_devs[c->dev].primary = NULL;
@@ -198,8 +199,10 @@ CUresult CUDAAPI cuCtxSynchronize(void)
 			}
 		}
 	}
-	if (rc == CUDA_SUCCESS)
+	if (rc == CUDA_SUCCESS) {
 		fk_pools_sync(c->dev);
+		fk_printf_flush(c);
+	}
 	return fk_end(rc, __func__, NULL);
 }
 

@@ -114,8 +114,10 @@ CUresult CUDAAPI cuEventQuery(CUevent hEvent)
 CUresult CUDAAPI cuEventSynchronize(CUevent hEvent)
 {
 	EVENT_BEGIN(hEvent);
-	if (rc == CUDA_SUCCESS)
+	if (rc == CUDA_SUCCESS) {
 		fk_pools_sync(c->dev);
+		fk_printf_flush(c);
+	}
 	return fk_end(rc, __func__, "%p", (void *)hEvent);
 }
 

@@ -263,6 +263,11 @@ void fk_capture_leave(fk_stream *s);
 void fk_capture_end(fk_capture *cap, int keep_graph);
 /* Synchronizing a capturing stream is not allowed and invalidates its capture. */
 CUresult fk_capture_sync_check(fk_stream *s);
+/* The calling thread may not make a "potentially unsafe" call (cuMemAlloc,
+ * cuMemFree, ...) now, by its capture mode and the captures under way: as CUDA
+ * documents cudaStreamCaptureMode. Invalidates the captures that forbid it and
+ * answers CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; CUDA_SUCCESS when allowed. */
+CUresult fk_capture_unsafe_check(void);
 fk_capture *fk_capture_find(uint64_t seq);
 void fk_capture_join(fk_capture *cap, fk_stream *s);
 void fk_event_destroy(void *e);
@@ -287,9 +292,14 @@ struct fk_ctx {
 	CUfunc_cache cache;
 	uint64_t peers[FK_MAX_PEERS]; /* contexts whose memory it may access (peer.c) */
 	int npeers;
+	char *printf_buf;      /* what emulated kernels printed, until a synchronisation */
+	size_t printf_len;
 };
 
 void fk_ctx_destroy(fk_ctx *c);
+/* Writes what c's kernels printed to stdout, as the driver flushes its device
+ * printf buffer at synchronisations (launch.c). */
+void fk_printf_flush(fk_ctx *c);
 
 /* ---- modules (module.c, elf.c) ---- */
 

@@ -303,6 +303,26 @@ CUresult fk_capture_sync_check(fk_stream *s)
 	return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
 }
 
+CUresult fk_capture_unsafe_check(void)
+{
+	CUresult rc = CUDA_SUCCESS;
+	if (thread_capture_mode == CU_STREAM_CAPTURE_MODE_RELAXED)
+		return CUDA_SUCCESS;
+	for (fk_capture *cap = fk_captures; cap; cap = cap->next) {
+		int mine = pthread_equal(cap->thread, pthread_self());
+		/* this thread's own capture, unless begun relaxed; another thread's
+		 * global one, unless this thread is in thread-local mode */
+		int forbids = mine ? cap->mode != CU_STREAM_CAPTURE_MODE_RELAXED
+		                   : cap->mode == CU_STREAM_CAPTURE_MODE_GLOBAL &&
+		                     thread_capture_mode == CU_STREAM_CAPTURE_MODE_GLOBAL;
+		if (forbids) {
+			cap->invalidated = 1;
+			rc = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+		}
+	}
+	return rc;
+}
+
 CUresult fk_submit(fk_ctx *c, fk_stream *s, fk_op *op)
 {
 	CUresult rc;

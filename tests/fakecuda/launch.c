@@ -26,6 +26,13 @@
  *   rgtest_add_f32(const float *a, const float *b, float *c, int n) c[i] = a[i] + b[i]
  *   rgtest_scale_f32(float *p, float s, int n)                      p[i] *= s
  *   rgtest_fault(int *p)                                            always faults
+ *   rgtest_print_i32(int v)                                         device printf of
+ *                                                                   "rgtest_print_i32 <v>\n"
+ *
+ * Device printf: the text a kernel prints waits in the context until a
+ * synchronisation (context, stream or event synchronize, the context's
+ * destruction), which writes it to the process's stdout through stdio, as the
+ * driver flushes its printf buffer.
  */
 #include "fake.h"
 
@@ -54,15 +61,40 @@ static void emu_fill_u32(fk_ctx *c, const uint8_t *const *arg);
 static void emu_add_f32(fk_ctx *c, const uint8_t *const *arg);
 static void emu_scale_f32(fk_ctx *c, const uint8_t *const *arg);
 static void emu_fault(fk_ctx *c, const uint8_t *const *arg);
+static void emu_print_i32(fk_ctx *c, const uint8_t *const *arg);
 
 static const emu emus[] = {
 	{ "rgtest_fill_u32", 3, { 8, 4, 8 }, emu_fill_u32 },
 	{ "rgtest_add_f32", 4, { 8, 8, 8, 4 }, emu_add_f32 },
 	{ "rgtest_scale_f32", 3, { 8, 4, 4 }, emu_scale_f32 },
 	{ "rgtest_fault", 1, { 8 }, emu_fault },
+	{ "rgtest_print_i32", 1, { 4 }, emu_print_i32 },
 };
 
 /* ---- emulated kernels ---- */
+
+static void emu_print_i32(fk_ctx *c, const uint8_t *const *arg)
+{
+	int32_t v;
+	char line[48];
+	memcpy(&v, arg[0], 4);
+	int n = snprintf(line, sizeof line, "rgtest_print_i32 %d\n", (int)v);
+	char *b = realloc(c->printf_buf, c->printf_len + (size_t)n);
+	if (!b)
+		return; /* lost, as a full device printf buffer loses text */
+	memcpy(b + c->printf_len, line, (size_t)n);
+	c->printf_buf = b;
+	c->printf_len += (size_t)n;
+}
+
+void fk_printf_flush(fk_ctx *c)
+{
+	if (c->printf_len)
+		fwrite(c->printf_buf, 1, c->printf_len, stdout);
+	free(c->printf_buf);
+	c->printf_buf = NULL;
+	c->printf_len = 0;
+}
 
 static uint64_t arg_u64(const uint8_t *p)
 {

@@ -215,6 +215,8 @@ CUresult CUDAAPI cuMemAlloc(CUdeviceptr *dptr, size_t bytesize)
 	if (rc == CUDA_SUCCESS && !dptr)
 		rc = CUDA_ERROR_INVALID_VALUE;
 	if (rc == CUDA_SUCCESS)
+		rc = fk_capture_unsafe_check();
+	if (rc == CUDA_SUCCESS)
 		rc = fk_mem_new(c, bytesize, FK_MEM_DEVICE, &p);
 	if (rc == CUDA_SUCCESS)
 		*dptr = p;
@@ -256,6 +258,8 @@ CUresult CUDAAPI cuMemFree(CUdeviceptr dptr)
 {
 	fk_ctx *c;
 	CUresult rc = fk_begin(&c);
+	if (rc == CUDA_SUCCESS)
+		rc = fk_capture_unsafe_check();
 	if (rc == CUDA_SUCCESS)
 		rc = fk_mem_free(c, dptr, 1u << FK_MEM_DEVICE | 1u << FK_MEM_ASYNC);
 	return fk_end(rc, __func__, "%#lx", (unsigned long)dptr);

@@ -125,8 +125,10 @@ CUresult CUDAAPI cuStreamSynchronize(CUstream hStream)
 		rc = fk_stream_legacy_check(c, hStream);
 	if (rc == CUDA_SUCCESS)
 		rc = fk_capture_sync_check(s);
-	if (rc == CUDA_SUCCESS)
+	if (rc == CUDA_SUCCESS) {
 		fk_pools_sync(c->dev);
+		fk_printf_flush(c);
+	}
 	return fk_end(rc, __func__, "%p", (void *)hStream);
 }
 
