@@ -581,11 +581,10 @@ static int gen_capture_begin(be_session *s, be_req *rq)
 	if (proto_arg_u32(&rq->view, 1, &mode_w))
 		return BE_EPROTO;
 	uint32_t mode = (uint32_t)mode_w;
-	CUstream stream;
-	if (be_get_stream(s, stream_id, &stream))
-		return CUDA_ERROR_INVALID_HANDLE;
-	CUresult st = be_drv.cuStreamBeginCapture(stream, mode);
-	return st;
+	uint64_t g_id;
+	if (proto_arg_u64(&rq->view, 2, &g_id))
+		return BE_EPROTO;
+	return be_op_capture_begin(s, rq, stream_id, mode, g_id);
 }
 
 static int gen_capture_end(be_session *s, be_req *rq)
@@ -1830,6 +1829,51 @@ static int gen_capture_mode(be_session *s, be_req *rq)
 	return be_op_capture_mode(s, rq, mode);
 }
 
+static int gen_capture_info(be_session *s, be_req *rq)
+{
+	uint64_t stream_id;
+	if (proto_arg_u64(&rq->view, 0, &stream_id))
+		return BE_EPROTO;
+	uint64_t g_id;
+	if (proto_arg_u64(&rq->view, 1, &g_id))
+		return BE_EPROTO;
+	uint64_t max_w;
+	if (proto_arg_u64(&rq->view, 2, &max_w))
+		return BE_EPROTO;
+	uint64_t max = (uint64_t)max_w;
+	return be_op_capture_info(s, rq, stream_id, g_id, max);
+}
+
+static int gen_capture_set_deps(be_session *s, be_req *rq)
+{
+	uint64_t stream_id;
+	if (proto_arg_u64(&rq->view, 0, &stream_id))
+		return BE_EPROTO;
+	uint64_t g_id;
+	if (proto_arg_u64(&rq->view, 1, &g_id))
+		return BE_EPROTO;
+	const void *deps;
+	size_t deps_len;
+	if (proto_arg_bin(&rq->view, 2, &deps, &deps_len))
+		return BE_EPROTO;
+	uint32_t flags_w;
+	if (proto_arg_u32(&rq->view, 3, &flags_w))
+		return BE_EPROTO;
+	uint32_t flags = (uint32_t)flags_w;
+	return be_op_capture_set_deps(s, rq, stream_id, g_id, deps, deps_len, flags);
+}
+
+static int gen_graph_exec_update(be_session *s, be_req *rq)
+{
+	uint64_t x_id;
+	if (proto_arg_u64(&rq->view, 0, &x_id))
+		return BE_EPROTO;
+	uint64_t g_id;
+	if (proto_arg_u64(&rq->view, 1, &g_id))
+		return BE_EPROTO;
+	return be_op_graph_exec_update(s, rq, x_id, g_id);
+}
+
 const be_op_desc be_ops[PROTO_OP_COUNT] = {
 	[PROTO_OP_HELLO] = {gen_hello, BE_OP_SYNC},
 	[PROTO_OP_MODULE_LOAD] = {gen_module_load, BE_OP_SYNC | BE_OP_PAYLOAD},
@@ -1932,6 +1976,9 @@ const be_op_desc be_ops[PROTO_OP_COUNT] = {
 	[PROTO_OP_PEER_ACCESS] = {gen_peer_access, BE_OP_SYNC},
 	[PROTO_OP_DEVOUT] = {gen_devout, BE_OP_ASYNC},
 	[PROTO_OP_CAPTURE_MODE] = {gen_capture_mode, BE_OP_ASYNC},
+	[PROTO_OP_CAPTURE_INFO] = {gen_capture_info, BE_OP_SYNC | BE_OP_QUICK},
+	[PROTO_OP_CAPTURE_SET_DEPS] = {gen_capture_set_deps, BE_OP_SYNC},
+	[PROTO_OP_GRAPH_EXEC_UPDATE] = {gen_graph_exec_update, BE_OP_SYNC},
 	/* api/cublas.api (backend/gen/lib_cublas.c) */
 	[PROTO_OP_CUBLASCREATE_V2] = {be_gen_cublasCreate_v2, BE_OP_ASYNC},
 	[PROTO_OP_CUBLASDESTROY_V2] = {be_gen_cublasDestroy_v2, BE_OP_ASYNC},

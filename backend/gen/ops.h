@@ -31,6 +31,7 @@ int be_op_launch(be_session *s, be_req *rq, uint64_t f, uint32_t gx, uint32_t gy
 int be_op_func_get_attrs(be_session *s, be_req *rq, uint64_t f);
 int be_op_hostfn(be_session *s, be_req *rq, uint64_t stream, uint64_t id);
 int be_op_hostfn_done(be_session *s, be_req *rq, uint64_t id);
+int be_op_capture_begin(be_session *s, be_req *rq, uint64_t stream, uint32_t mode, uint64_t g);
 int be_op_capture_end(be_session *s, be_req *rq, uint64_t stream, uint64_t g);
 int be_op_graph_instantiate(be_session *s, be_req *rq, uint64_t x, uint64_t g, uint64_t flags);
 int be_op_graph_destroy(be_session *s, be_req *rq, uint64_t g);
@@ -91,5 +92,8 @@ int be_op_memcpy_peer(be_session *s, be_req *rq, CUdeviceptr dst, uint32_t dst_d
 int be_op_peer_access(be_session *s, be_req *rq, uint32_t peer, uint32_t enable, uint32_t flags);
 int be_op_devout(be_session *s, be_req *rq, const void *text, size_t text_len);
 int be_op_capture_mode(be_session *s, be_req *rq, uint32_t mode);
+int be_op_capture_info(be_session *s, be_req *rq, uint64_t stream, uint64_t g, uint64_t max);
+int be_op_capture_set_deps(be_session *s, be_req *rq, uint64_t stream, uint64_t g, const void *deps, size_t deps_len, uint32_t flags);
+int be_op_graph_exec_update(be_session *s, be_req *rq, uint64_t x, uint64_t g);
 
 #endif

@@ -419,6 +419,21 @@ int be_htod_done(be_session *s, CUstream st, be_buf *pb, CUresult r);
 
 /* op_graph_build.c: forgets the node ids of graph g_id (before its destroy). */
 void be_graph_forget_nodes(be_session *s, uint64_t g_id, CUgraph g);
+/* The same without the graph (gone with a capture that failed): every id named for it. */
+void be_graph_forget_owned(be_session *s, uint64_t g_id);
+/* Node ids (op_graph_build.c): the id of node n of graph g_id, named now if the
+ * client has not seen it; the n nodes of v named into ids (little-endian u64);
+ * a list of ids from the wire of graph g_id (*out is small or malloc'd). */
+int be_graph_node_name(be_session *s, uint64_t g_id, CUgraphNode n, uint64_t *id);
+int be_graph_name_nodes(be_session *s, uint64_t g_id, const CUgraphNode *v, size_t n, uint8_t *ids);
+int be_graph_node_list(be_session *s, uint64_t g_id, const void *ids, size_t len, CUgraphNode *small, size_t nsmall,
+		       CUgraphNode **out, size_t *n);
+/* aux of a graph in s->graphs: the graph of a capture under way (the driver owns
+ * it until the capture ends; the client may look at it, not destroy it). */
+#define BE_GRAPH_CAPTURING 1u
+/* op_capture.c: a stream that began a capture is destroyed (its aux in
+ * s->streams is the capture's graph id): the capture ends, its graph goes. */
+void be_capture_drop(CUstream st, uint64_t g_id, be_session *s);
 
 /* op_launch.c: a kernel's parameter buffer as it came in a launch or a kernel
  * node, checked against the function's parameter size and copied to aligned

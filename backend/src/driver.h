@@ -82,6 +82,7 @@
 	X(cuStreamBeginCapture)                              \
 	X(cuStreamEndCapture)                                \
 	X(cuThreadExchangeStreamCaptureMode)                 \
+	X(cuStreamGetCaptureInfo)                            \
 	X(cuGraphInstantiate)                                \
 	X(cuGraphLaunch)                                     \
 	X(cuGraphDestroy)                                    \
@@ -131,6 +132,8 @@
  * Hopper and later; the linker (cuLink*, CUDA 5.5) is kept optional as well. */
 #define BE_DRIVER_OPT_FUNCS(X)        \
 	X(cuStreamIsCapturing)        \
+	X(cuStreamUpdateCaptureDependencies) \
+	X(cuGraphExecUpdate)          \
 	X(cuModuleGetFunctionCount)   \
 	X(cuLinkCreate)               \
 	X(cuLinkAddData)              \

@@ -17,26 +17,6 @@ static int id_free(be_session *s, const be_htab *t, const char *kind, uint64_t i
 	return CUDA_ERROR_INVALID_HANDLE;
 }
 
-int be_op_capture_end(be_session *s, be_req *rq, uint64_t stream_id, uint64_t g_id)
-{
-	CUstream st;
-	CUgraph g = NULL;
-	CUresult r;
-	int err;
-
-	if ((err = be_get_stream(s, stream_id, &st)))
-		return err;
-	/* End the capture even for a bad graph id: the stream must not stay in
-	 * capture mode because of it. */
-	if ((r = be_drv.cuStreamEndCapture(st, &g)) != CUDA_SUCCESS)
-		return r;
-	if ((err = id_free(s, &s->graphs, "graph", g_id)) || (err = be_htab_add(&s->graphs, g_id, g, 0))) {
-		be_drv.cuGraphDestroy(g);
-		return err == BE_H_ENOMEM ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_INVALID_HANDLE;
-	}
-	return CUDA_SUCCESS;
-}
-
 /* The executor thread takes the mode the client's calling thread set: the calls
  * that follow run in it (a cudaMalloc in relaxed mode during a global capture is
  * legal; in global mode it fails and invalidates the capture, as on a GPU). The
@@ -71,7 +51,13 @@ int be_op_graph_instantiate(be_session *s, be_req *rq, uint64_t x_id, uint64_t g
 int be_op_graph_destroy(be_session *s, be_req *rq, uint64_t g_id)
 {
 	void *g;
-	int err = be_htab_get(&s->graphs, g_id, &g, NULL);
+	uint64_t aux = 0;
+	int err = be_htab_get(&s->graphs, g_id, &g, &aux);
+	if (!err && (aux & BE_GRAPH_CAPTURING)) {
+		/* the capture owns it until its end (cudaStreamEndCapture) */
+		LOG_INFO(BE_LOG, "session %" PRIu64 ": graph_destroy %" PRIu64 ": a capture is under way", s->id, g_id);
+		return CUDA_ERROR_ILLEGAL_STATE;
+	}
 	if (!err) {
 		be_graph_forget_nodes(s, g_id, (CUgraph)g);
 		err = be_htab_del(&s->graphs, g_id, &g, NULL);
@@ -107,4 +93,34 @@ int be_op_graph_node_count(be_session *s, be_req *rq, uint64_t g_id)
 	if ((r = be_drv.cuGraphGetNodes(g, NULL, &n)) != CUDA_SUCCESS)
 		return r;
 	return be_reply_u64(s, rq, (uint64_t)n);
+}
+
+/* cudaGraphExecUpdate: the driver updates the exec in place when the graph has
+ * its topology. Its status travels as a result (err), with the result info: the
+ * nodes it names are sent as node ids of graph g. */
+int be_op_graph_exec_update(be_session *s, be_req *rq, uint64_t x_id, uint64_t g_id)
+{
+	CUgraphExec x;
+	CUgraph g;
+	CUgraphExecUpdateResultInfo info = {0};
+	uint64_t node = 0, from = 0;
+	int err;
+
+	if (!be_drv.cuGraphExecUpdate) {
+		rg_log_once(BE_LOG, "not supported by the server's driver", "cuGraphExecUpdate");
+		return CUDA_ERROR_NOT_SUPPORTED;
+	}
+	if ((err = be_get_gexec(s, x_id, &x)) || (err = be_get_graph(s, g_id, &g)))
+		return err;
+	CUresult r = be_drv.cuGraphExecUpdate(x, g, &info);
+	if (info.errorNode && be_graph_node_name(s, g_id, info.errorNode, &node))
+		node = 0;
+	if (info.errorFromNode && be_graph_node_name(s, g_id, info.errorFromNode, &from))
+		from = 0;
+	proto_msg *m = be_reply_begin(s, rq, 4);
+	proto_msg_i64(m, (int64_t)r);
+	proto_msg_i64(m, (int64_t)info.result);
+	proto_msg_u64(m, node);
+	proto_msg_u64(m, from);
+	return be_reply_end(s, rq, m, NULL, 0);
 }

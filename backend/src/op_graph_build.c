@@ -42,7 +42,7 @@ static int node_get(be_session *s, uint64_t id, uint64_t g_id, CUgraphNode *out)
 }
 
 /* The id of node n of graph g_id, named now if the client has not seen it. */
-static int node_name(be_session *s, uint64_t g_id, CUgraphNode n, uint64_t *id)
+int be_graph_node_name(be_session *s, uint64_t g_id, CUgraphNode n, uint64_t *id)
 {
 	void *o;
 	if (be_htab_get(&s->node_ids, (uint64_t)(uintptr_t)n, &o, NULL) == BE_H_OK) {
@@ -81,10 +81,52 @@ void be_graph_forget_nodes(be_session *s, uint64_t g_id, CUgraph g)
 	free(v);
 }
 
+typedef struct owned {
+	uint64_t g_id;
+	uint64_t *ids;
+	size_t n, cap;
+	int nomem;
+} owned;
+
+static void collect_owned(void *ctx, uint64_t id, void *obj, uint64_t aux)
+{
+	owned *o = ctx;
+	if (aux != o->g_id)
+		return;
+	if (o->n == o->cap) {
+		size_t cap = o->cap ? 2 * o->cap : 16;
+		uint64_t *v = realloc(o->ids, cap * sizeof(*v));
+		if (!v) {
+			o->nomem = 1;
+			return;
+		}
+		o->ids = v;
+		o->cap = cap;
+	}
+	o->ids[o->n++] = id;
+}
+
+void be_graph_forget_owned(be_session *s, uint64_t g_id)
+{
+	owned o = {.g_id = g_id};
+	if (!be_htab_count(&s->nodes))
+		return;
+	be_htab_each(&s->nodes, collect_owned, &o);
+	if (o.nomem)
+		LOG_WARN(BE_LOG, "session %" PRIu64 ": out of memory forgetting the node ids of graph %" PRIu64, s->id,
+			 g_id);
+	for (size_t i = 0; i < o.n; i++) {
+		void *n;
+		if (be_htab_del(&s->nodes, o.ids[i], &n, NULL) == BE_H_OK)
+			be_htab_del(&s->node_ids, (uint64_t)(uintptr_t)n, NULL, NULL);
+	}
+	free(o.ids);
+}
+
 /* A node list (deps, edge ends) of graph g_id: *out is small or malloc'd (the
  * caller frees it if not). */
-static int node_list(be_session *s, uint64_t g_id, const void *ids, size_t len, CUgraphNode *small, size_t nsmall,
-		     CUgraphNode **out, size_t *n)
+int be_graph_node_list(be_session *s, uint64_t g_id, const void *ids, size_t len, CUgraphNode *small, size_t nsmall,
+		       CUgraphNode **out, size_t *n)
 {
 	int err;
 	if (len % 8 || len / 8 > MAX_LIST) {
@@ -120,14 +162,14 @@ static int add_node(be_session *s, be_req *rq, uint64_t g_id, const void *deps, 
 	uint64_t id;
 	int err;
 
-	if ((err = be_get_graph(s, g_id, &g)) || (err = node_list(s, g_id, deps, deps_len, small, 16, &dv, &nd)))
+	if ((err = be_get_graph(s, g_id, &g)) || (err = be_graph_node_list(s, g_id, deps, deps_len, small, 16, &dv, &nd)))
 		return err;
 	CUresult r = fn(&n, g, dv, nd, arg);
 	if (dv != small)
 		free(dv);
 	if (r != CUDA_SUCCESS)
 		return r;
-	if ((err = node_name(s, g_id, n, &id))) {
+	if ((err = be_graph_node_name(s, g_id, n, &id))) {
 		be_drv.cuGraphDestroyNode(n);
 		return err;
 	}
@@ -364,9 +406,9 @@ int be_op_graph_edges_edit(be_session *s, be_req *rq, uint64_t g_id, const void 
 		return err;
 	if (from_len != to_len)
 		return CUDA_ERROR_INVALID_VALUE;
-	if ((err = node_list(s, g_id, from, from_len, fs, 16, &fv, &nf)))
+	if ((err = be_graph_node_list(s, g_id, from, from_len, fs, 16, &fv, &nf)))
 		return err;
-	if ((err = node_list(s, g_id, to, to_len, ts, 16, &tv, &nt))) {
+	if ((err = be_graph_node_list(s, g_id, to, to_len, ts, 16, &tv, &nt))) {
 		if (fv != fs)
 			free(fv);
 		return err;
@@ -381,11 +423,11 @@ int be_op_graph_edges_edit(be_session *s, be_req *rq, uint64_t g_id, const void 
 }
 
 /* Names the n nodes of v into ids (little-endian u64). */
-static int name_all(be_session *s, uint64_t g_id, const CUgraphNode *v, size_t n, uint8_t *ids)
+int be_graph_name_nodes(be_session *s, uint64_t g_id, const CUgraphNode *v, size_t n, uint8_t *ids)
 {
 	for (size_t i = 0; i < n; i++) {
 		uint64_t id;
-		int err = node_name(s, g_id, v[i], &id);
+		int err = be_graph_node_name(s, g_id, v[i], &id);
 		if (err)
 			return err;
 		memcpy(ids + 8 * i, &id, 8);
@@ -414,7 +456,7 @@ int be_op_graph_get_nodes(be_session *s, be_req *rq, uint64_t g_id, uint32_t roo
 	if (!err && k > n)
 		k = n;
 	if (!err)
-		err = name_all(s, g_id, v, k, ids);
+		err = be_graph_name_nodes(s, g_id, v, k, ids);
 	if (!err) {
 		proto_msg *m = be_reply_begin(s, rq, 2);
 		proto_msg_u64(m, n);
@@ -445,8 +487,8 @@ int be_op_graph_get_edges(be_session *s, be_req *rq, uint64_t g_id, uint64_t max
 		err = be_drv.cuGraphGetEdges(g, from, to, NULL, &n);
 	if (!err && k > n)
 		k = n;
-	if (!err && !(err = name_all(s, g_id, from, k, fids)))
-		err = name_all(s, g_id, to, k, tids);
+	if (!err && !(err = be_graph_name_nodes(s, g_id, from, k, fids)))
+		err = be_graph_name_nodes(s, g_id, to, k, tids);
 	if (!err) {
 		proto_msg *m = be_reply_begin(s, rq, 3);
 		proto_msg_u64(m, n);

@@ -42,12 +42,15 @@ int be_op_stream_destroy(be_session *s, be_req *rq, uint64_t stream_id)
 		LOG_INFO(BE_LOG, "session %" PRIu64 ": stream_destroy of the NULL stream", s->id);
 		return CUDA_ERROR_INVALID_HANDLE;
 	}
-	int err = be_htab_del(&s->streams, stream_id, &st, NULL);
+	uint64_t capture_graph = 0;
+	int err = be_htab_del(&s->streams, stream_id, &st, &capture_graph);
 	if (err) {
 		LOG_INFO(BE_LOG, "session %" PRIu64 ": stream_destroy %" PRIu64 ": %s", s->id, stream_id,
 			 be_h_strerror(err));
 		return CUDA_ERROR_INVALID_HANDLE;
 	}
+	if (capture_graph)
+		be_capture_drop((CUstream)st, capture_graph, s);
 	/* Work still queued on it completes; the driver frees it afterwards.
 	 * Internal events recorded on it stay valid. */
 	return be_drv.cuStreamDestroy((CUstream)st);

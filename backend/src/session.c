@@ -613,6 +613,8 @@ static void td_gexec(void *ctx, uint64_t id, void *obj, uint64_t aux)
 static void td_graph(void *ctx, uint64_t id, void *obj, uint64_t aux)
 {
 	td_count *c = ctx;
+	if (aux & BE_GRAPH_CAPTURING)
+		return; /* a capture's: it goes with its stream, below */
 	c->n++;
 	c->failed += be_drv.cuGraphDestroy((CUgraph)obj) != CUDA_SUCCESS;
 }

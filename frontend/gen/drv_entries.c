@@ -316,10 +316,6 @@ STUB(cuStreamGetAttribute_ptsz)
 STUB(cuStreamGetGreenCtx)
 STUB(cuStreamSetAttribute)
 STUB(cuStreamSetAttribute_ptsz)
-STUB(cuStreamUpdateCaptureDependencies)
-STUB(cuStreamUpdateCaptureDependencies_ptsz)
-STUB(cuStreamUpdateCaptureDependencies_v2)
-STUB(cuStreamUpdateCaptureDependencies_v2_ptsz)
 STUB(cuStreamWaitValue32)
 STUB(cuStreamWaitValue32_ptsz)
 STUB(cuStreamWaitValue32_v2)
@@ -441,6 +437,8 @@ JUMP(cuStreamGetPriority_ptsz, cuStreamGetPriority)
 JUMP(cuStreamIsCapturing_ptsz, cuStreamIsCapturing)
 JUMP(cuStreamQuery_ptsz, cuStreamQuery)
 JUMP(cuStreamSynchronize_ptsz, cuStreamSynchronize)
+JUMP(cuStreamUpdateCaptureDependencies_ptsz, cuStreamUpdateCaptureDependencies)
+JUMP(cuStreamUpdateCaptureDependencies_v2_ptsz, cuStreamUpdateCaptureDependencies_v2)
 JUMP(cuStreamWaitEvent_ptsz, cuStreamWaitEvent)
 
 /* Sorted by name, then version. */
@@ -1042,10 +1040,10 @@ const fe_drv_entry fe_drv_entries[] = {
 	{"cuStreamSetAttribute", 11000, FE_DRV_PTSZ, "cuStreamSetAttribute_ptsz", (void *)fe_drv_stub_cuStreamSetAttribute_ptsz},
 	{"cuStreamSynchronize", 2000, 0, "cuStreamSynchronize", (void *)cuStreamSynchronize},
 	{"cuStreamSynchronize", 7000, FE_DRV_PTSZ, "cuStreamSynchronize_ptsz", (void *)fe_drv_jump_cuStreamSynchronize_ptsz},
-	{"cuStreamUpdateCaptureDependencies", 11030, 0, "cuStreamUpdateCaptureDependencies", (void *)fe_drv_stub_cuStreamUpdateCaptureDependencies},
-	{"cuStreamUpdateCaptureDependencies", 12030, 0, "cuStreamUpdateCaptureDependencies_v2", (void *)fe_drv_stub_cuStreamUpdateCaptureDependencies_v2},
-	{"cuStreamUpdateCaptureDependencies", 11030, FE_DRV_PTSZ, "cuStreamUpdateCaptureDependencies_ptsz", (void *)fe_drv_stub_cuStreamUpdateCaptureDependencies_ptsz},
-	{"cuStreamUpdateCaptureDependencies", 12030, FE_DRV_PTSZ, "cuStreamUpdateCaptureDependencies_v2_ptsz", (void *)fe_drv_stub_cuStreamUpdateCaptureDependencies_v2_ptsz},
+	{"cuStreamUpdateCaptureDependencies", 11030, 0, "cuStreamUpdateCaptureDependencies", (void *)fe_drv_stream_update_capture_deps_v1},
+	{"cuStreamUpdateCaptureDependencies", 12030, 0, "cuStreamUpdateCaptureDependencies_v2", (void *)cuStreamUpdateCaptureDependencies},
+	{"cuStreamUpdateCaptureDependencies", 11030, FE_DRV_PTSZ, "cuStreamUpdateCaptureDependencies_ptsz", (void *)fe_drv_jump_cuStreamUpdateCaptureDependencies_ptsz},
+	{"cuStreamUpdateCaptureDependencies", 12030, FE_DRV_PTSZ, "cuStreamUpdateCaptureDependencies_v2_ptsz", (void *)fe_drv_jump_cuStreamUpdateCaptureDependencies_v2_ptsz},
 	{"cuStreamWaitEvent", 3020, 0, "cuStreamWaitEvent", (void *)cuStreamWaitEvent},
 	{"cuStreamWaitEvent", 7000, FE_DRV_PTSZ, "cuStreamWaitEvent_ptsz", (void *)fe_drv_jump_cuStreamWaitEvent_ptsz},
 	{"cuStreamWaitValue32", 8000, 0, "cuStreamWaitValue32", (void *)fe_drv_stub_cuStreamWaitValue32},

@@ -387,12 +387,13 @@ int fe_rpc_hostfn_done(fe_conn *c, uint64_t id)
 	return fe_conn_post(c, &m, NULL, 0);
 }
 
-int fe_rpc_capture_begin(fe_conn *c, uint64_t stream, uint32_t mode)
+int fe_rpc_capture_begin(fe_conn *c, uint64_t stream, uint32_t mode, uint64_t g)
 {
 	proto_msg m;
-	proto_msg_begin(&m, PROTO_OP_CAPTURE_BEGIN, fe_conn_next_seq(c), 2);
+	proto_msg_begin(&m, PROTO_OP_CAPTURE_BEGIN, fe_conn_next_seq(c), 3);
 	proto_msg_u64(&m, stream);
 	proto_msg_u64(&m, (uint64_t)mode);
+	proto_msg_u64(&m, g);
 	return fe_conn_call(c, &m, NULL, 0, NULL, 0, NULL);
 }
 
@@ -1405,4 +1406,101 @@ int fe_rpc_capture_mode(fe_conn *c, uint32_t mode)
 	proto_msg_begin(&m, PROTO_OP_CAPTURE_MODE, fe_conn_next_seq(c), 1);
 	proto_msg_u64(&m, (uint64_t)mode);
 	return fe_conn_post(c, &m, NULL, 0);
+}
+
+int fe_rpc_capture_info(fe_conn *c, uint64_t stream, uint64_t g, uint64_t max, uint32_t *status, uint64_t *id, uint64_t *n, void *deps, size_t deps_cap)
+{
+	proto_msg m;
+	proto_msg_begin(&m, PROTO_OP_CAPTURE_INFO, fe_conn_next_seq(c), 3);
+	proto_msg_u64(&m, stream);
+	proto_msg_u64(&m, g);
+	proto_msg_u64(&m, (uint64_t)max);
+	fe_reply r;
+	int st = fe_conn_call(c, &m, NULL, 0, NULL, 0, &r);
+	if (st != 0)
+		return st;
+	{
+		uint32_t v;
+		if (proto_arg_u32(&r.view, PROTO_REPLY_FIRST + 0, &v))
+			st = PROTO_EDECODE;
+		else
+			*status = v;
+	}
+	{
+		uint64_t v;
+		if (proto_arg_u64(&r.view, PROTO_REPLY_FIRST + 1, &v))
+			st = PROTO_EDECODE;
+		else
+			*id = v;
+	}
+	{
+		uint64_t v;
+		if (proto_arg_u64(&r.view, PROTO_REPLY_FIRST + 2, &v))
+			st = PROTO_EDECODE;
+		else
+			*n = v;
+	}
+	{
+		const void *p;
+		size_t n;
+		if (proto_arg_bin(&r.view, PROTO_REPLY_FIRST + 3, &p, &n) || n > deps_cap)
+			st = PROTO_EDECODE;
+		else if (n)
+			memcpy(deps, p, n);
+	}
+	fe_reply_free(&r);
+	return st;
+}
+
+int fe_rpc_capture_set_deps(fe_conn *c, uint64_t stream, uint64_t g, const void *deps, size_t deps_len, uint32_t flags)
+{
+	proto_msg m;
+	proto_msg_begin(&m, PROTO_OP_CAPTURE_SET_DEPS, fe_conn_next_seq(c), 4);
+	proto_msg_u64(&m, stream);
+	proto_msg_u64(&m, g);
+	proto_msg_bin(&m, deps, deps_len);
+	proto_msg_u64(&m, (uint64_t)flags);
+	return fe_conn_call(c, &m, NULL, 0, NULL, 0, NULL);
+}
+
+int fe_rpc_graph_exec_update(fe_conn *c, uint64_t x, uint64_t g, int32_t *err, int32_t *result, uint64_t *node, uint64_t *from)
+{
+	proto_msg m;
+	proto_msg_begin(&m, PROTO_OP_GRAPH_EXEC_UPDATE, fe_conn_next_seq(c), 2);
+	proto_msg_u64(&m, x);
+	proto_msg_u64(&m, g);
+	fe_reply r;
+	int st = fe_conn_call(c, &m, NULL, 0, NULL, 0, &r);
+	if (st != 0)
+		return st;
+	{
+		int32_t v;
+		if (proto_arg_i32(&r.view, PROTO_REPLY_FIRST + 0, &v))
+			st = PROTO_EDECODE;
+		else
+			*err = v;
+	}
+	{
+		int32_t v;
+		if (proto_arg_i32(&r.view, PROTO_REPLY_FIRST + 1, &v))
+			st = PROTO_EDECODE;
+		else
+			*result = v;
+	}
+	{
+		uint64_t v;
+		if (proto_arg_u64(&r.view, PROTO_REPLY_FIRST + 2, &v))
+			st = PROTO_EDECODE;
+		else
+			*node = v;
+	}
+	{
+		uint64_t v;
+		if (proto_arg_u64(&r.view, PROTO_REPLY_FIRST + 3, &v))
+			st = PROTO_EDECODE;
+		else
+			*from = v;
+	}
+	fe_reply_free(&r);
+	return st;
 }

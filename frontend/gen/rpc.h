@@ -40,7 +40,7 @@ int fe_rpc_func_set_attr(fe_conn *c, uint64_t f, int32_t attr, int32_t value);
 int fe_rpc_occupancy(fe_conn *c, uint64_t f, int32_t block, uint64_t shmem, uint32_t flags, int32_t *nblocks);
 int fe_rpc_hostfn(fe_conn *c, uint64_t stream, uint64_t id);
 int fe_rpc_hostfn_done(fe_conn *c, uint64_t id);
-int fe_rpc_capture_begin(fe_conn *c, uint64_t stream, uint32_t mode);
+int fe_rpc_capture_begin(fe_conn *c, uint64_t stream, uint32_t mode, uint64_t g);
 int fe_rpc_capture_end(fe_conn *c, uint64_t stream, uint64_t g);
 int fe_rpc_graph_instantiate(fe_conn *c, uint64_t x, uint64_t g, uint64_t flags);
 int fe_rpc_graph_launch(fe_conn *c, uint64_t x, uint64_t stream);
@@ -103,5 +103,8 @@ int fe_rpc_nvml_query(fe_conn *c, uint32_t what, uint32_t arg, uint32_t *nvret, 
 int fe_rpc_memcpy_peer(fe_conn *c, uint64_t dst, uint32_t dst_dev, uint64_t src, uint32_t src_dev, uint64_t len, uint64_t stream, uint32_t sync);
 int fe_rpc_peer_access(fe_conn *c, uint32_t peer, uint32_t enable, uint32_t flags);
 int fe_rpc_capture_mode(fe_conn *c, uint32_t mode);
+int fe_rpc_capture_info(fe_conn *c, uint64_t stream, uint64_t g, uint64_t max, uint32_t *status, uint64_t *id, uint64_t *n, void *deps, size_t deps_cap);
+int fe_rpc_capture_set_deps(fe_conn *c, uint64_t stream, uint64_t g, const void *deps, size_t deps_len, uint32_t flags);
+int fe_rpc_graph_exec_update(fe_conn *c, uint64_t x, uint64_t g, int32_t *err, int32_t *result, uint64_t *node, uint64_t *from);
 
 #endif

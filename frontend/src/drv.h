@@ -69,6 +69,8 @@ CUresult fe_drv_stream_get_capture_info_v1(CUstream hStream, CUstreamCaptureStat
 CUresult fe_drv_stream_get_capture_info_v2(CUstream hStream, CUstreamCaptureStatus *status, cuuint64_t *id,
 					   CUgraph *graph, const CUgraphNode **deps, size_t *ndeps)
 	__asm__("cuStreamGetCaptureInfo_v2");
+CUresult fe_drv_stream_update_capture_deps_v1(CUstream hStream, CUgraphNode *deps, size_t ndeps, unsigned int flags)
+	__asm__("cuStreamUpdateCaptureDependencies");
 CUresult fe_drv_graph_instantiate_v1(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
 				     char *logBuffer, size_t bufferSize) __asm__("cuGraphInstantiate");
 CUresult fe_drv_graph_add_kernel_node_v1(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *deps,

@@ -372,14 +372,15 @@ CUresult cuGraphExecDestroy(CUgraphExec hGraphExec)
 	return hGraphExec ? FE_DRV(cudaGraphExecDestroy(hGraphExec)) : CUDA_ERROR_INVALID_VALUE;
 }
 
-/* The runtime layer has no update: the result says so, which tells a program
- * to instantiate the graph again. */
+/* The server's driver updates the exec (rt_stream.c). */
 CUresult cuGraphExecUpdate(CUgraphExec hGraphExec, CUgraph hGraph, CUgraphExecUpdateResultInfo *resultInfo)
 {
 	if (!hGraphExec || !hGraph || !resultInfo)
 		return CUDA_ERROR_INVALID_VALUE;
-	*resultInfo = (CUgraphExecUpdateResultInfo){.result = CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED};
-	return fe_drv_unsupported("cuGraphExecUpdate_v2");
+	_Static_assert(sizeof(CUgraphExecUpdateResultInfo) == sizeof(cudaGraphExecUpdateResultInfo),
+		       "the runtime's result info is the driver's");
+	return FE_DRV(cudaGraphExecUpdate((cudaGraphExec_t)hGraphExec, (cudaGraph_t)hGraph,
+					  (cudaGraphExecUpdateResultInfo *)resultInfo));
 }
 
 CUresult fe_drv_graph_exec_update_v1(CUgraphExec hGraphExec, CUgraph hGraph, CUgraphNode *hErrorNode_out,

@@ -217,6 +217,22 @@ CUresult fe_drv_stream_get_capture_info_v1(CUstream hStream, CUstreamCaptureStat
 	return cuStreamGetCaptureInfo(hStream, captureStatus_out, id_out, NULL, NULL, NULL, NULL);
 }
 
+CUresult cuStreamUpdateCaptureDependencies(CUstream hStream, CUgraphNode *dependencies,
+					   const CUgraphEdgeData *dependencyData, size_t numDependencies,
+					   unsigned int flags)
+{
+	return FE_DRV(cudaStreamUpdateCaptureDependencies(hStream, (cudaGraphNode_t *)dependencies,
+							  (const cudaGraphEdgeData *)dependencyData, numDependencies,
+							  flags));
+}
+
+/* CUDA 11.3's, without edge data. */
+CUresult fe_drv_stream_update_capture_deps_v1(CUstream hStream, CUgraphNode *dependencies, size_t numDependencies,
+					      unsigned int flags)
+{
+	return cuStreamUpdateCaptureDependencies(hStream, dependencies, NULL, numDependencies, flags);
+}
+
 CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
 {
 	if (!mode || (unsigned)*mode > CU_STREAM_CAPTURE_MODE_RELAXED)

@@ -24,6 +24,10 @@ typedef struct stream_info {
 	enum cudaStreamCaptureStatus capture;
 	unsigned long long capture_id;
 	int capture_origin; /* began the capture (else joined it through an event) */
+	uint64_t capture_graph; /* the capture's graph id (api/cuda.api capture_begin) */
+	cudaGraphNode_t *deps;  /* cudaStreamGetCaptureInfo's last answer */
+	cudaGraphEdgeData *deps_edges;
+	size_t ndeps;
 	struct stream_info *next;
 } stream_info;
 
@@ -93,6 +97,9 @@ static void capture_note_wait(uint64_t stream, uint64_t event)
 		s->capture = cudaStreamCaptureStatusActive;
 		s->capture_id = ev->capture_id;
 		s->capture_origin = 0;
+		for (stream_info *o = streams; o; o = o->next)
+			if (o->capture_origin && o->capture_id == ev->capture_id)
+				s->capture_graph = o->capture_graph;
 	}
 	pthread_mutex_unlock(&lock);
 }
@@ -190,6 +197,8 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream)
 	pthread_mutex_unlock(&lock);
 	if (!s)
 		return fe_rt_fail(cudaErrorInvalidResourceHandle);
+	free(s->deps);
+	free(s->deps_edges);
 	free(s);
 	return fe_rt_leave(fe_rpc_stream_destroy(c, id));
 }
@@ -532,12 +541,15 @@ cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMo
 	pthread_mutex_unlock(&lock);
 	if (!s)
 		return fe_rt_fail(cudaErrorInvalidResourceHandle);
-	int st = fe_rpc_capture_begin(c, id, mode);
+	/* the graph's id, named now: cudaStreamGetCaptureInfo hands it out */
+	uint64_t gid = fe_rt_new_id();
+	int st = fe_rpc_capture_begin(c, id, mode, gid);
 	if (st == 0) {
 		pthread_mutex_lock(&lock);
 		s->capture = cudaStreamCaptureStatusActive;
 		s->capture_id = next_capture_id++;
 		s->capture_origin = 1;
+		s->capture_graph = gid;
 		pthread_mutex_unlock(&lock);
 	}
 	return fe_rt_leave(st);
@@ -551,10 +563,15 @@ cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *pGraph)
 		return e;
 	if (!pGraph)
 		return fe_rt_fail(cudaErrorInvalidValue);
-	uint64_t id = fe_rt_stream(stream), gid = fe_rt_new_id();
-	int st = fe_rpc_capture_end(c, id, gid);
+	uint64_t id = fe_rt_stream(stream), gid = 0;
 	pthread_mutex_lock(&lock);
 	stream_info *s = find_locked(id);
+	if (s && s->capture_origin)
+		gid = s->capture_graph;
+	pthread_mutex_unlock(&lock);
+	int st = fe_rpc_capture_end(c, id, gid);
+	pthread_mutex_lock(&lock);
+	s = find_locked(id);
 	/* Ended (or invalidated and ended) unless the call was refused before
 	 * reaching the capture: on a stream that joined it or from another thread,
 	 * where CUDA leaves it under way. */
@@ -585,6 +602,51 @@ cudaError_t cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCaptureSta
 	return cudaSuccess;
 }
 
+/* The capture's dependencies on stream id, from the server, into the stream's
+ * record (CUDA's pointers stay valid until the next call on the stream). */
+static int capture_deps(fe_conn *c, uint64_t id, uint64_t gid, size_t *n)
+{
+	uint64_t max = 64, have = 0, cid = 0;
+	uint32_t status = 0;
+	cudaGraphNode_t *v = NULL;
+	int st;
+	for (;;) {
+		cudaGraphNode_t *w = realloc(v, (max ? max : 1) * sizeof(*v));
+		if (!w) {
+			free(v);
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		}
+		v = w;
+		st = fe_rpc_capture_info(c, id, gid, max, &status, &cid, &have, v, max * sizeof(*v));
+		if (st || have <= max)
+			break;
+		max = have;
+	}
+	cudaGraphEdgeData *ed = st ? NULL : calloc(have ? have : 1, sizeof(*ed)); /* default edges */
+	if (!st && !ed)
+		st = CUDA_ERROR_OUT_OF_MEMORY;
+	if (st) {
+		free(v);
+		return st;
+	}
+	pthread_mutex_lock(&lock);
+	stream_info *s = find_locked(id);
+	if (s) {
+		free(s->deps);
+		free(s->deps_edges);
+		s->deps = v;
+		s->deps_edges = ed;
+		s->ndeps = have;
+		v = NULL;
+		ed = NULL;
+	}
+	pthread_mutex_unlock(&lock);
+	free(v);
+	free(ed);
+	*n = have;
+	return 0;
+}
+
 cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream, enum cudaStreamCaptureStatus *captureStatus_out,
 				     unsigned long long *id_out, cudaGraph_t *graph_out,
 				     const cudaGraphNode_t **dependencies_out, const cudaGraphEdgeData **edgeData_out,
@@ -597,20 +659,91 @@ cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream, enum cudaStreamCapture
 	stream_info *s = find_locked(id);
 	int active = s && s->capture == cudaStreamCaptureStatusActive;
 	unsigned long long cid = s ? s->capture_id : 0;
+	uint64_t gid = s ? s->capture_graph : 0;
 	pthread_mutex_unlock(&lock);
 	*captureStatus_out = active ? cudaStreamCaptureStatusActive : cudaStreamCaptureStatusNone;
 	if (id_out)
 		*id_out = active ? cid : 0;
-	if (active && (graph_out || dependencies_out || edgeData_out || numDependencies_out)) {
-		/* The graph under construction lives on the server; its nodes are not
-		 * mirrored here. */
-		rg_log_once("frontend", "not supported (graph being captured lives on the server)",
-			    "cudaStreamGetCaptureInfo(graph/dependencies)");
-		return fe_rt_fail(cudaErrorNotSupported);
+	if (!active) {
+		if (numDependencies_out)
+			*numDependencies_out = 0;
+		return cudaSuccess;
 	}
-	if (numDependencies_out)
-		*numDependencies_out = 0;
-	return cudaSuccess;
+	if (graph_out)
+		*graph_out = (cudaGraph_t)(uintptr_t)gid;
+	if (!dependencies_out && !edgeData_out && !numDependencies_out)
+		return cudaSuccess;
+	/* The graph under construction lives on the server: one round trip. */
+	fe_conn *c;
+	size_t n = 0;
+	cudaError_t e = fe_rt_enter(&c);
+	if (e != cudaSuccess)
+		return e;
+	int st = capture_deps(c, id, gid, &n);
+	if (st == 0) {
+		pthread_mutex_lock(&lock);
+		s = find_locked(id);
+		if (dependencies_out)
+			*dependencies_out = s && n ? s->deps : NULL;
+		if (edgeData_out)
+			*edgeData_out = s && n ? s->deps_edges : NULL;
+		pthread_mutex_unlock(&lock);
+		if (numDependencies_out)
+			*numDependencies_out = n;
+	}
+	return fe_rt_leave(st);
+}
+
+cudaError_t cudaStreamUpdateCaptureDependencies(cudaStream_t stream, cudaGraphNode_t *dependencies,
+						const cudaGraphEdgeData *dependencyData, size_t numDependencies,
+						unsigned int flags)
+{
+	static const cudaGraphEdgeData plain;
+	fe_conn *c;
+	cudaError_t e = fe_rt_enter(&c);
+	if (e != cudaSuccess)
+		return e;
+	if (numDependencies && !dependencies)
+		return fe_rt_fail(cudaErrorInvalidValue);
+	for (size_t i = 0; dependencyData && i < numDependencies; i++) {
+		if (memcmp(&dependencyData[i], &plain, sizeof(plain)) != 0) {
+			rg_log_once("frontend", "not supported (edge data other than the default)",
+				    "cudaStreamUpdateCaptureDependencies");
+			return fe_rt_fail(cudaErrorNotSupported);
+		}
+	}
+	uint64_t id = fe_rt_stream(stream);
+	pthread_mutex_lock(&lock);
+	stream_info *s = find_locked(id);
+	int active = s && s->capture == cudaStreamCaptureStatusActive;
+	uint64_t gid = s ? s->capture_graph : 0;
+	pthread_mutex_unlock(&lock);
+	if (!active)
+		return fe_rt_fail(cudaErrorIllegalState);
+	_Static_assert(sizeof(*dependencies) == 8, "node handles travel as 64-bit ids");
+	return fe_rt_leave(fe_rpc_capture_set_deps(c, id, gid, dependencies, numDependencies * 8, flags));
+}
+
+cudaError_t cudaGraphExecUpdate(cudaGraphExec_t hGraphExec, cudaGraph_t hGraph,
+				cudaGraphExecUpdateResultInfo *resultInfo)
+{
+	fe_conn *c;
+	cudaError_t e = fe_rt_enter(&c);
+	if (e != cudaSuccess)
+		return e;
+	if (!hGraphExec || !hGraph || !resultInfo)
+		return fe_rt_fail(cudaErrorInvalidValue);
+	int32_t err = 0, result = 0;
+	uint64_t node = 0, from = 0;
+	int st = fe_rpc_graph_exec_update(c, (uintptr_t)hGraphExec, (uintptr_t)hGraph, &err, &result, &node, &from);
+	if (st == 0) {
+		/* the runtime's result numbers are the driver's */
+		resultInfo->result = (enum cudaGraphExecUpdateResult)result;
+		resultInfo->errorNode = (cudaGraphNode_t)(uintptr_t)node;
+		resultInfo->errorFromNode = (cudaGraphNode_t)(uintptr_t)from;
+		st = err;
+	}
+	return fe_rt_leave(st);
 }
 
 cudaError_t cudaGraphInstantiate(cudaGraphExec_t *pGraphExec, cudaGraph_t graph, unsigned long long flags)

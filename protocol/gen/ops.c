@@ -104,6 +104,9 @@ static const char *const names[PROTO_OP_COUNT] = {
 	[PROTO_OP_PEER_ACCESS] = "peer_access",
 	[PROTO_OP_DEVOUT] = "devout",
 	[PROTO_OP_CAPTURE_MODE] = "capture_mode",
+	[PROTO_OP_CAPTURE_INFO] = "capture_info",
+	[PROTO_OP_CAPTURE_SET_DEPS] = "capture_set_deps",
+	[PROTO_OP_GRAPH_EXEC_UPDATE] = "graph_exec_update",
 	[PROTO_OP_CUBLASCREATE_V2] = "cublasCreate_v2",
 	[PROTO_OP_CUBLASDESTROY_V2] = "cublasDestroy_v2",
 	[PROTO_OP_CUBLASSETSTREAM_V2] = "cublasSetStream_v2",
@@ -342,6 +345,7 @@ int proto_op_quick(uint32_t op)
 	case PROTO_OP_VMM_GRANULARITY:
 	case PROTO_OP_VMM_GET_ACCESS:
 	case PROTO_OP_TENSOR_MAP_ENCODE:
+	case PROTO_OP_CAPTURE_INFO:
 	case PROTO_OP_NCCLCOMMGETASYNCERROR:
 	case PROTO_OP_NCCLCOMMCOUNT:
 	case PROTO_OP_NCCLCOMMUSERRANK:

@@ -1048,6 +1048,87 @@ CUresult CUDAAPI cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph h
 	if (rc == CUDA_SUCCESS && !x)                                                      \
 		rc = CUDA_ERROR_INVALID_HANDLE
 
+/* The fake's captured nodes depend on one node per stream: a set (or an add to
+ * an empty list) of at most one node; more is CUDA_ERROR_NOT_SUPPORTED. */
+CUresult CUDAAPI cuStreamUpdateCaptureDependencies(CUstream hStream, CUgraphNode *dependencies,
+                                                   const CUgraphEdgeData *dependencyData, size_t numDependencies,
+                                                   unsigned int flags)
+{
+	fk_ctx *c;
+	CUresult rc = fk_begin(&c);
+	fk_stream *s = rc == CUDA_SUCCESS ? fk_stream_get(c, hStream) : NULL;
+	fk_graph *g = NULL;
+
+	if (rc == CUDA_SUCCESS && !s)
+		rc = CUDA_ERROR_INVALID_HANDLE;
+	else if (rc == CUDA_SUCCESS && ((numDependencies && !dependencies) || dependencyData ||
+	                                (flags != CU_STREAM_ADD_CAPTURE_DEPENDENCIES &&
+	                                 flags != CU_STREAM_SET_CAPTURE_DEPENDENCIES)))
+		rc = CUDA_ERROR_INVALID_VALUE;
+	else if (rc == CUDA_SUCCESS && (!s->cap || s->cap->invalidated))
+		rc = CUDA_ERROR_ILLEGAL_STATE;
+	for (size_t i = 0; rc == CUDA_SUCCESS && i < numDependencies; i++)
+		if (!node_get(c, dependencies[i], &g) || g != s->cap->graph)
+			rc = CUDA_ERROR_INVALID_VALUE;
+	if (rc == CUDA_SUCCESS) {
+		int set = flags == CU_STREAM_SET_CAPTURE_DEPENDENCIES || !s->last_node;
+		if (numDependencies > 1 || (!set && numDependencies))
+			rc = CUDA_ERROR_NOT_SUPPORTED;
+		else if (set)
+			s->last_node = numDependencies ? FK_H(dependencies[0]) : 0;
+	}
+	return fk_end(rc, __func__, "%p, %zu, %#x", (void *)hStream, numDependencies, flags);
+}
+
+/* An update takes the new graph when it flattens into as many steps of the same
+ * types, in order (the fake's notion of an unchanged topology); the exec keeps
+ * its steps' node ids. */
+CUresult CUDAAPI cuGraphExecUpdate(CUgraphExec hGraphExec, CUgraph hGraph, CUgraphExecUpdateResultInfo *resultInfo)
+{
+	GRAPH_BEGIN(hGraph);
+	fk_exec *x = rc == CUDA_SUCCESS ? fk_handle_get(FK_H(hGraphExec), FK_GRAPH_EXEC, c) : NULL;
+	fk_exec t = {0};
+	size_t cap = 0;
+
+	if (rc == CUDA_SUCCESS && !x)
+		rc = CUDA_ERROR_INVALID_HANDLE;
+	else if (rc == CUDA_SUCCESS && !resultInfo)
+		rc = CUDA_ERROR_INVALID_VALUE;
+	else if (rc == CUDA_SUCCESS && x->busy)
+		rc = CUDA_ERROR_NOT_SUPPORTED;
+	if (rc == CUDA_SUCCESS)
+		rc = flatten(&t, &cap, g);
+	if (rc == CUDA_SUCCESS) {
+		*resultInfo = (CUgraphExecUpdateResultInfo){ .result = CU_GRAPH_EXEC_UPDATE_SUCCESS };
+		if (t.n != x->n) {
+			resultInfo->result = CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED;
+			rc = CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
+		}
+		for (size_t i = 0; rc == CUDA_SUCCESS && i < t.n; i++) {
+			if (t.steps[i].type != x->steps[i].type) {
+				resultInfo->result = CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED;
+				resultInfo->errorNode = (CUgraphNode)(uintptr_t)t.steps[i].node;
+				rc = CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
+			}
+		}
+	}
+	if (rc == CUDA_SUCCESS) {
+		for (size_t i = 0; i < x->n; i++) {
+			t.steps[i].node = x->steps[i].node;
+			if (has_op(x->steps[i].type))
+				fk_op_free(&x->steps[i].op);
+		}
+		free(x->steps);
+		x->steps = t.steps;
+	} else {
+		for (size_t i = 0; i < t.n; i++)
+			if (has_op(t.steps[i].type))
+				fk_op_free(&t.steps[i].op);
+		free(t.steps);
+	}
+	return fk_end(rc, __func__, "%p, %p", (void *)hGraphExec, (void *)hGraph);
+}
+
 CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec hGraphExec)
 {
 	EXEC_BEGIN(hGraphExec);
