@@ -161,6 +161,44 @@ static void sgemm_host_and_device(cublasHandle_t h, int hn)
 	OK(cudaFree(dres));
 }
 
+/* A gemm inside a stream capture (PyTorch's torch.cuda.graph of a Linear): the
+ * server makes the call on the capturing stream, so it goes into the graph in
+ * order; nothing runs until a replay, and each replay runs it again (beta = 1
+ * accumulates). */
+static void captured(cublasHandle_t h, int hn)
+{
+	float alpha = 1.0f, beta = 1.0f, want[4], got[4];
+	cudaGraph_t g = NULL;
+	cudaGraphExec_t x = NULL;
+
+	to_dev(dC, hC, sizeof(hC));
+	OK(cublasSetStream(h, stream));
+	expect("cublasSetStream_v2 handle=blas#%d stream=prio:-3", hn);
+	OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+	OK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 3, &alpha, dA, 2, dB, 3, &beta, dC, 2));
+	expect("cublasSgemm_v2 handle=blas#%d transa=0 transb=0 m=2 n=2 k=3 alpha=h:%s A=0x%llx lda=2 B=0x%llx ldb=3 "
+	       "beta=h:%s C=0x%llx ldc=2", hn, hex(&alpha, 4), P(dA), P(dB), hex(&beta, 4), P(dC));
+	OK(cudaStreamEndCapture(stream, &g));
+	size_t nodes = 0;
+	OK(cudaGraphGetNodes(g, NULL, &nodes));
+	CHECK_EQ(nodes, 1);
+	to_host(got, dC, sizeof(got));
+	check_floats("sgemm in a capture does not run", got, hC, 4);
+	OK(cudaGraphInstantiate(&x, g, 0));
+	memcpy(want, hC, sizeof(want));
+	for (int r = 0; r < 2; r++) {
+		OK(cudaGraphLaunch(x, stream));
+		OK(cudaStreamSynchronize(stream));
+		ref_sgemm(0, 0, 2, 2, 3, alpha, hA, 2, hB, 3, beta, want, 2);
+		to_host(got, dC, sizeof(got));
+		check_floats(r ? "captured sgemm, second replay" : "captured sgemm, first replay", got, want, 4);
+	}
+	OK(cudaGraphExecDestroy(x));
+	OK(cudaGraphDestroy(g));
+	OK(cublasSetStream(h, 0));
+	expect("cublasSetStream_v2 handle=blas#%d stream=null", hn);
+}
+
 static void dots(cublasHandle_t h, int hn)
 {
 	float fr = -7;
@@ -815,6 +853,7 @@ int main(int argc, char **argv)
 	expect("cublasSetStream_v2 handle=blas#%d stream=null", hn);
 
 	sgemm_host_and_device(h, hn);
+	captured(h, hn);
 	dots(h, hn);
 	solver_imports(h, hn);
 	gemms(h, hn);

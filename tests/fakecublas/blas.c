@@ -245,6 +245,12 @@ GEMV(cublasZgemv_v2, cuDoubleComplex)
 	fb_arg_ptr("C", C);                        \
 	fb_arg_int("ldc", ldc)
 
+/* The float gemms: on the handle's stream, captured when it is capturing. */
+#define SGEMM_ON(st, al, A_, lda_, B_, ldb_, be, C_, ldc_)                                              \
+	fb_sgemm_on((st), &(fb_job){.transa = transa, .transb = transb, .m = m, .n = n, .k = k, .alpha = (al), \
+				    .beta = (be), .A = (A_), .lda = (lda_), .B = (B_), .ldb = (ldb_), .C = (C_),  \
+				    .ldc = (ldc_)})
+
 #define GEMM(name, T, run)                                                                                  \
 	cublasStatus_t name(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m,  \
 			    int n, int k, const T *alpha, const T *A, int lda, const T *B, int ldb, const T *beta, \
@@ -257,7 +263,7 @@ GEMV(cublasZgemv_v2, cuDoubleComplex)
 			return CUBLAS_STATUS_INVALID_VALUE;                                                 \
 		return run;                                                                                 \
 	}
-GEMM(cublasSgemm_v2, float, fb_sgemm(transa, transb, m, n, k, VAL(alpha, float), A, lda, B, ldb, VAL(beta, float), C, ldc))
+GEMM(cublasSgemm_v2, float, SGEMM_ON(o->stream, VAL(alpha, float), A, lda, B, ldb, VAL(beta, float), C, ldc))
 GEMM(cublasDgemm_v2, double, fb_dgemm(transa, transb, m, n, k, VAL(alpha, double), A, lda, B, ldb, VAL(beta, double), C, ldc))
 GEMM(cublasCgemm_v2, cuComplex, CUBLAS_STATUS_SUCCESS)
 GEMM(cublasZgemm_v2, cuDoubleComplex, CUBLAS_STATUS_SUCCESS)
@@ -276,7 +282,7 @@ cublasStatus_t cublasSgemmEx(cublasHandle_t handle, cublasOperation_t transa, cu
 		return CUBLAS_STATUS_INVALID_VALUE;
 	if (Atype != CUDA_R_32F || Btype != CUDA_R_32F || Ctype != CUDA_R_32F)
 		return CUBLAS_STATUS_SUCCESS; /* logged only */
-	return fb_sgemm(transa, transb, m, n, k, *alpha, A, lda, B, ldb, *beta, C, ldc);
+	return SGEMM_ON(o->stream, *alpha, A, lda, B, ldb, *beta, C, ldc);
 }
 
 static size_t compute_size(cublasComputeType_t c, cudaDataType ctype)
@@ -325,7 +331,7 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa, cub
 		return CUBLAS_STATUS_INVALID_VALUE;
 	if (Atype != CUDA_R_32F || Btype != CUDA_R_32F || Ctype != CUDA_R_32F || !is_32f(computeType))
 		return CUBLAS_STATUS_SUCCESS; /* logged only */
-	return fb_sgemm(transa, transb, m, n, k, VAL(alpha, float), A, lda, B, ldb, VAL(beta, float), C, ldc);
+	return SGEMM_ON(o->stream, VAL(alpha, float), A, lda, B, ldb, VAL(beta, float), C, ldc);
 }
 
 #define GEMM_SB(name, T, run)                                                                                \

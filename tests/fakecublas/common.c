@@ -193,3 +193,49 @@ static size_t span(long long rows, long long cols, long long ld, size_t elem)
 	}
 FB_GEMM(fb_sgemm, float)
 FB_GEMM(fb_dgemm, double)
+
+/* ---- gemms on a stream, captured or not ---- */
+
+static pthread_mutex_t jobs_mu = PTHREAD_MUTEX_INITIALIZER;
+static fb_job *jobs; /* captured ones: a graph may replay them until the library goes */
+
+static int run_job(const fb_job *j)
+{
+	if (j->copy_from)
+		for (int c = 0; c < j->n; c++)
+			if (fb_dev_ok(j->copy_from + c * j->copy_ld, (size_t)j->m * 4) &&
+			    fb_dev_ok(j->C + c * j->ldc, (size_t)j->m * 4))
+				memcpy(j->C + c * j->ldc, j->copy_from + c * j->copy_ld, (size_t)j->m * 4);
+	return fb_sgemm(j->transa, j->transb, j->m, j->n, j->k, j->alpha, j->A, j->lda, j->B, j->ldb, j->beta, j->C,
+			j->ldc);
+}
+
+static void CUDA_CB job_cb(void *p) { run_job(p); }
+
+int fb_sgemm_on(CUstream stream, const fb_job *j)
+{
+	CUresult (*is)(CUstream, CUstreamCaptureStatus *) =
+		(CUresult(*)(CUstream, CUstreamCaptureStatus *))driver_sym("cuStreamIsCapturing");
+	CUresult (*host)(CUstream, CUhostFn, void *) = (CUresult(*)(CUstream, CUhostFn, void *))driver_sym("cuLaunchHostFunc");
+	CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+	if (!stream || !is || !host || is(stream, &cs) != CUDA_SUCCESS || cs != CU_STREAM_CAPTURE_STATUS_ACTIVE)
+		return run_job(j);
+	fb_job *k = malloc(sizeof *k);
+	if (!k)
+		return CUBLAS_STATUS_ALLOC_FAILED;
+	*k = *j;
+	pthread_mutex_lock(&jobs_mu);
+	k->next = jobs;
+	jobs = k;
+	pthread_mutex_unlock(&jobs_mu);
+	return host(stream, job_cb, k) == CUDA_SUCCESS ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
+}
+
+__attribute__((destructor)) static void jobs_free(void)
+{
+	while (jobs) {
+		fb_job *k = jobs;
+		jobs = k->next;
+		free(k);
+	}
+}

@@ -78,4 +78,19 @@ int fb_sgemm(int transa, int transb, int m, int n, int k, float alpha, const flo
 int fb_dgemm(int transa, int transb, int m, int n, int k, double alpha, const double *A, long long lda,
 	     const double *B, long long ldb, double beta, double *C, long long ldc);
 
+/* A float gemm as a library call on a stream: run now, or, when the stream is
+ * capturing (the fake driver's cuStreamIsCapturing), recorded into the capture
+ * as a host function node that computes it at every replay, as a real cuBLAS
+ * call's kernels are captured. copy_from: D = C first (cublasLtMatmul with C !=
+ * D), with copy_ld C's leading dimension; NULL for none. */
+typedef struct fb_job {
+	int transa, transb, m, n, k;
+	float alpha, beta;
+	const float *A, *B, *copy_from;
+	float *C;
+	long long lda, ldb, ldc, copy_ld;
+	struct fb_job *next;
+} fb_job;
+int fb_sgemm_on(CUstream stream, const fb_job *j);
+
 #endif

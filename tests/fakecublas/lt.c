@@ -290,13 +290,10 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
 	    d->scale_type != CUDA_R_32F)
 		return CUBLAS_STATUS_SUCCESS; /* logged only */
 	int m = (int)dd->rows, n = (int)dd->cols, k = (int)(d->transa ? a->rows : a->cols);
-	if (C != D) { /* D = C first, then in place */
-		for (int j = 0; j < n; j++)
-			if (fb_dev_ok((const float *)C + (long long)j * c->ld, (size_t)m * 4) &&
-			    fb_dev_ok((float *)D + (long long)j * dd->ld, (size_t)m * 4))
-				memcpy((float *)D + (long long)j * dd->ld, (const float *)C + (long long)j * c->ld,
-				       (size_t)m * 4);
-	}
-	return fb_sgemm(d->transa, d->transb, m, n, k, *(const float *)alpha, A, a->ld, B, b->ld,
-			*(const float *)beta, D, dd->ld);
+	/* C != D: D = C first, then in place */
+	return fb_sgemm_on((CUstream)stream,
+			   &(fb_job){.transa = d->transa, .transb = d->transb, .m = m, .n = n, .k = k,
+				     .alpha = *(const float *)alpha, .beta = *(const float *)beta, .A = A, .lda = a->ld,
+				     .B = B, .ldb = b->ld, .C = D, .ldc = dd->ld,
+				     .copy_from = C != D ? (const float *)C : NULL, .copy_ld = c->ld});
 }
