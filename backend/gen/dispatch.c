@@ -1874,6 +1874,24 @@ static int gen_graph_exec_update(be_session *s, be_req *rq)
 	return be_op_graph_exec_update(s, rq, x_id, g_id);
 }
 
+static int gen_graph_upload(be_session *s, be_req *rq)
+{
+	uint64_t graphExec_id;
+	if (proto_arg_u64(&rq->view, 0, &graphExec_id))
+		return BE_EPROTO;
+	uint64_t stream_id;
+	if (proto_arg_u64(&rq->view, 1, &stream_id))
+		return BE_EPROTO;
+	CUgraphExec graphExec;
+	if (be_get_gexec(s, graphExec_id, &graphExec))
+		return CUDA_ERROR_INVALID_HANDLE;
+	CUstream stream;
+	if (be_get_stream(s, stream_id, &stream))
+		return CUDA_ERROR_INVALID_HANDLE;
+	CUresult st = be_drv.cuGraphUpload(graphExec, stream);
+	return st;
+}
+
 const be_op_desc be_ops[PROTO_OP_COUNT] = {
 	[PROTO_OP_HELLO] = {gen_hello, BE_OP_SYNC},
 	[PROTO_OP_MODULE_LOAD] = {gen_module_load, BE_OP_SYNC | BE_OP_PAYLOAD},
@@ -1979,6 +1997,7 @@ const be_op_desc be_ops[PROTO_OP_COUNT] = {
 	[PROTO_OP_CAPTURE_INFO] = {gen_capture_info, BE_OP_SYNC | BE_OP_QUICK},
 	[PROTO_OP_CAPTURE_SET_DEPS] = {gen_capture_set_deps, BE_OP_SYNC},
 	[PROTO_OP_GRAPH_EXEC_UPDATE] = {gen_graph_exec_update, BE_OP_SYNC},
+	[PROTO_OP_GRAPH_UPLOAD] = {gen_graph_upload, BE_OP_ASYNC},
 	/* api/cublas.api (backend/gen/lib_cublas.c) */
 	[PROTO_OP_CUBLASCREATE_V2] = {be_gen_cublasCreate_v2, BE_OP_ASYNC},
 	[PROTO_OP_CUBLASDESTROY_V2] = {be_gen_cublasDestroy_v2, BE_OP_ASYNC},

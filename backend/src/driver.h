@@ -85,6 +85,7 @@
 	X(cuStreamGetCaptureInfo)                            \
 	X(cuGraphInstantiate)                                \
 	X(cuGraphLaunch)                                     \
+	X(cuGraphUpload)                                     \
 	X(cuGraphDestroy)                                    \
 	X(cuGraphExecDestroy)                                \
 	X(cuGraphGetNodes)                                   \

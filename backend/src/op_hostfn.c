@@ -73,6 +73,12 @@ int be_op_hostfn(be_session *s, be_req *rq, uint64_t stream_id, uint64_t id)
 
 	if ((err = be_get_stream(s, stream_id, &st)))
 		return err;
+	/* Captured, the callback would fire at every replay of the graph, but its
+	 * record is good for one call (the client refuses it too). */
+	if (be_stream_capturing(st)) {
+		rg_log_once(BE_LOG, "not supported (a host function in a stream capture)", "hostfn");
+		return CUDA_ERROR_NOT_SUPPORTED;
+	}
 	be_hostfn *h = calloc(1, sizeof(*h));
 	if (!h)
 		return CUDA_ERROR_OUT_OF_MEMORY;

@@ -166,8 +166,6 @@ STUB(cuGraphNodeSetEnabled)
 STUB(cuGraphNodeSetParams)
 STUB(cuGraphReleaseUserObject)
 STUB(cuGraphRetainUserObject)
-STUB(cuGraphUpload)
-STUB(cuGraphUpload_ptsz)
 STUB(cuGraphicsEGLRegisterImage)
 STUB(cuGraphicsGLRegisterBuffer)
 STUB(cuGraphicsGLRegisterImage)
@@ -379,6 +377,7 @@ JUMP(cuEventRecordWithFlags_ptsz, cuEventRecordWithFlags)
 JUMP(cuEventRecord_ptsz, cuEventRecord)
 JUMP(cuGraphInstantiateWithParams_ptsz, cuGraphInstantiateWithParams)
 JUMP(cuGraphLaunch_ptsz, cuGraphLaunch)
+JUMP(cuGraphUpload_ptsz, cuGraphUpload)
 JUMP(cuLaunchCooperativeKernel_ptsz, cuLaunchCooperativeKernel)
 JUMP(cuLaunchHostFunc_ptsz, cuLaunchHostFunc)
 JUMP(cuLaunchKernelEx_ptsz, cuLaunchKernelEx)
@@ -691,8 +690,8 @@ const fe_drv_entry fe_drv_entries[] = {
 	{"cuGraphRemoveDependencies", 10000, 0, "cuGraphRemoveDependencies", (void *)fe_drv_graph_remove_dependencies_v1},
 	{"cuGraphRemoveDependencies", 12030, 0, "cuGraphRemoveDependencies_v2", (void *)cuGraphRemoveDependencies},
 	{"cuGraphRetainUserObject", 11030, 0, "cuGraphRetainUserObject", (void *)fe_drv_stub_cuGraphRetainUserObject},
-	{"cuGraphUpload", 11010, 0, "cuGraphUpload", (void *)fe_drv_stub_cuGraphUpload},
-	{"cuGraphUpload", 11010, FE_DRV_PTSZ, "cuGraphUpload_ptsz", (void *)fe_drv_stub_cuGraphUpload_ptsz},
+	{"cuGraphUpload", 11010, 0, "cuGraphUpload", (void *)cuGraphUpload},
+	{"cuGraphUpload", 11010, FE_DRV_PTSZ, "cuGraphUpload_ptsz", (void *)fe_drv_jump_cuGraphUpload_ptsz},
 	{"cuGraphicsEGLRegisterImage", 7000, 0, "cuGraphicsEGLRegisterImage", (void *)fe_drv_stub_cuGraphicsEGLRegisterImage},
 	{"cuGraphicsGLRegisterBuffer", 3000, 0, "cuGraphicsGLRegisterBuffer", (void *)fe_drv_stub_cuGraphicsGLRegisterBuffer},
 	{"cuGraphicsGLRegisterImage", 3000, 0, "cuGraphicsGLRegisterImage", (void *)fe_drv_stub_cuGraphicsGLRegisterImage},

@@ -1504,3 +1504,12 @@ int fe_rpc_graph_exec_update(fe_conn *c, uint64_t x, uint64_t g, int32_t *err, i
 	fe_reply_free(&r);
 	return st;
 }
+
+int fe_rpc_graph_upload(fe_conn *c, uint64_t graphExec, uint64_t stream)
+{
+	proto_msg m;
+	proto_msg_begin(&m, PROTO_OP_GRAPH_UPLOAD, fe_conn_next_seq(c), 2);
+	proto_msg_u64(&m, graphExec);
+	proto_msg_u64(&m, stream);
+	return fe_conn_post(c, &m, NULL, 0);
+}

@@ -106,5 +106,6 @@ int fe_rpc_capture_mode(fe_conn *c, uint32_t mode);
 int fe_rpc_capture_info(fe_conn *c, uint64_t stream, uint64_t g, uint64_t max, uint32_t *status, uint64_t *id, uint64_t *n, void *deps, size_t deps_cap);
 int fe_rpc_capture_set_deps(fe_conn *c, uint64_t stream, uint64_t g, const void *deps, size_t deps_len, uint32_t flags);
 int fe_rpc_graph_exec_update(fe_conn *c, uint64_t x, uint64_t g, int32_t *err, int32_t *result, uint64_t *node, uint64_t *from);
+int fe_rpc_graph_upload(fe_conn *c, uint64_t graphExec, uint64_t stream);
 
 #endif

@@ -29,3 +29,12 @@ cudaError_t cudaProfilerStop(void)
 		return e;
 	return fe_rt_leave(fe_rpc_profiler_stop(c));
 }
+
+cudaError_t cudaGraphUpload(cudaGraphExec_t graphExec, cudaStream_t stream)
+{
+	fe_conn *c;
+	cudaError_t e = fe_rt_enter(&c);
+	if (e != cudaSuccess)
+		return e;
+	return fe_rt_leave(fe_rpc_graph_upload(c, fe_rt_gexec(graphExec), fe_rt_stream(stream)));
+}

@@ -367,6 +367,11 @@ CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
 	return FE_DRV(cudaGraphLaunch(hGraphExec, hStream));
 }
 
+CUresult cuGraphUpload(CUgraphExec hGraphExec, CUstream hStream)
+{
+	return FE_DRV(cudaGraphUpload(hGraphExec, hStream));
+}
+
 CUresult cuGraphExecDestroy(CUgraphExec hGraphExec)
 {
 	return hGraphExec ? FE_DRV(cudaGraphExecDestroy(hGraphExec)) : CUDA_ERROR_INVALID_VALUE;

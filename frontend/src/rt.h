@@ -90,6 +90,7 @@ int fe_rt_device_used(int ordinal);
  * default streams collapse into the legacy one (documented limitation). */
 uint64_t fe_rt_stream(cudaStream_t s);
 uint64_t fe_rt_event(cudaEvent_t e);
+uint64_t fe_rt_gexec(cudaGraphExec_t x);
 uint64_t fe_rt_new_id(void);
 
 /* Device allocations (client view: address ranges), for cudaMemcpyDefault,

@@ -308,3 +308,4 @@ uint64_t fe_rt_stream(cudaStream_t s)
 }
 
 uint64_t fe_rt_event(cudaEvent_t e) { return (uint64_t)(uintptr_t)e; }
+uint64_t fe_rt_gexec(cudaGraphExec_t x) { return (uint64_t)(uintptr_t)x; }

@@ -490,6 +490,12 @@ cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void *userD
 		return fe_rt_fail(cudaErrorInvalidValue);
 	if (!stream_known(stream))
 		return fe_rt_fail(cudaErrorInvalidResourceHandle);
+	if (fe_stream_capturing(fe_rt_stream(stream))) {
+		/* A host node fires at every replay; the server's forwarding of a host
+		 * function is good for one call. */
+		rg_log_once("frontend", "not supported (a host function in a stream capture)", "cudaLaunchHostFunc");
+		return fe_rt_fail(cudaErrorNotSupported);
+	}
 	uint64_t id = fe_hostfn_register(fn, userData, fe_conn_peek_seq(c));
 	if (!id)
 		return fe_rt_fail(cudaErrorMemoryAllocation);

@@ -107,6 +107,7 @@ static const char *const names[PROTO_OP_COUNT] = {
 	[PROTO_OP_CAPTURE_INFO] = "capture_info",
 	[PROTO_OP_CAPTURE_SET_DEPS] = "capture_set_deps",
 	[PROTO_OP_GRAPH_EXEC_UPDATE] = "graph_exec_update",
+	[PROTO_OP_GRAPH_UPLOAD] = "graph_upload",
 	[PROTO_OP_CUBLASCREATE_V2] = "cublasCreate_v2",
 	[PROTO_OP_CUBLASDESTROY_V2] = "cublasDestroy_v2",
 	[PROTO_OP_CUBLASSETSTREAM_V2] = "cublasSetStream_v2",

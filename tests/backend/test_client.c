@@ -854,8 +854,26 @@ static void t_graphs(srv *s)
 	CHECK_EQ(post(&k, NULL, 0, PROTO_OP_MEMSET, "uuuuu", p, U(0), U(1), U(1024), U(0)), 0);
 	CHECK_EQ(post(&k, NULL, 0, PROTO_OP_STREAM_CREATE, "uui", U(3), U(1), I(0)), 0);
 	CHECK_EQ(call(&k, NULL, NULL, 0, NULL, 0, PROTO_OP_DEVICE_SYNC, ""), 0);
-	CHECK_EQ(call(&k, NULL, NULL, 0, NULL, 0, PROTO_OP_CAPTURE_BEGIN, "uu", U(3), U(0)), 0);
+	CHECK_EQ(call(&k, NULL, NULL, 0, NULL, 0, PROTO_OP_CAPTURE_BEGIN, "uuu", U(3), U(0), U(0)),
+		 CUDA_ERROR_INVALID_HANDLE); /* the graph id 0 */
+	CHECK_EQ(call(&k, NULL, NULL, 0, NULL, 0, PROTO_OP_CAPTURE_BEGIN, "uuu", U(3), U(0), U(20)), 0);
 	CHECK_EQ(post(&k, NULL, 0, PROTO_OP_MEMSET, "uuuuu", p, U(0x5a), U(1), U(16), U(3)), 0);
+	/* the capture's graph has its id already: one dependency, the memset */
+	CHECK_EQ(call(&k, &r, NULL, 0, NULL, 0, PROTO_OP_CAPTURE_INFO, "uuu", U(3), U(20), U(8)), 0);
+	CHECK_EQ(u64_result(&r, 0), CU_STREAM_CAPTURE_STATUS_ACTIVE);
+	CHECK_EQ(u64_result(&r, 2), 1);
+	rep_free(&r);
+	CHECK_EQ(call(&k, NULL, NULL, 0, NULL, 0, PROTO_OP_CAPTURE_INFO, "uuu", U(3), U(21), U(8)),
+		 CUDA_ERROR_INVALID_VALUE); /* not the capture's graph */
+	/* the capture owns it: no destroy, and the end names it */
+	CHECK_EQ(post(&k, NULL, 0, PROTO_OP_GRAPH_DESTROY, "u", U(20)), 0);
+	CHECK_EQ(call(&k, NULL, NULL, 0, NULL, 0, PROTO_OP_CAPTURE_END, "uu", U(3), U(21)), CUDA_ERROR_INVALID_HANDLE);
+	CHECK_EQ(k.latched, CUDA_ERROR_ILLEGAL_STATE);
+	/* a mode out of range; devout is not a request */
+	CHECK_EQ(post(&k, NULL, 0, PROTO_OP_CAPTURE_MODE, "u", U(7)), 0);
+	CHECK_EQ(post(&k, NULL, 0, PROTO_OP_DEVOUT, "b", "x", (size_t)1), 0);
+	CHECK_EQ(call(&k, NULL, NULL, 0, NULL, 0, PROTO_OP_STREAM_QUERY, "u", U(0)), 0);
+	CHECK_EQ(k.latched, CUDA_ERROR_INVALID_VALUE);
 	/* a staging copy into a capturing stream is refused */
 	CHECK_EQ(dtoh(&k, back, p, 16, 3), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
 	CHECK_EQ(call(&k, NULL, NULL, 0, NULL, 0, PROTO_OP_CAPTURE_END, "uu", U(3), U(20)), 0);
@@ -876,7 +894,9 @@ static void t_graphs(srv *s)
 	CHECK_EQ(call(&k, NULL, NULL, 0, NULL, 0, PROTO_OP_GRAPH_NODE_COUNT, "u", U(21)), CUDA_ERROR_INVALID_HANDLE);
 	CHECK_EQ(k.latched, CUDA_ERROR_INVALID_HANDLE);
 	/* a second graph and exec left for the teardown */
-	CHECK_EQ(call(&k, NULL, NULL, 0, NULL, 0, PROTO_OP_CAPTURE_BEGIN, "uu", U(3), U(0)), 0);
+	CHECK_EQ(call(&k, NULL, NULL, 0, NULL, 0, PROTO_OP_CAPTURE_BEGIN, "uuu", U(3), U(0), U(20)),
+		 CUDA_ERROR_INVALID_HANDLE); /* id in use */
+	CHECK_EQ(call(&k, NULL, NULL, 0, NULL, 0, PROTO_OP_CAPTURE_BEGIN, "uuu", U(3), U(0), U(21)), 0);
 	CHECK_EQ(post(&k, NULL, 0, PROTO_OP_MEMSET, "uuuuu", p, U(1), U(1), U(16), U(3)), 0);
 	CHECK_EQ(call(&k, NULL, NULL, 0, NULL, 0, PROTO_OP_CAPTURE_END, "uu", U(3), U(21)), 0);
 	CHECK_EQ(call(&k, NULL, NULL, 0, NULL, 0, PROTO_OP_GRAPH_INSTANTIATE, "uuu", U(31), U(21), U(0)), 0);

@@ -33,6 +33,8 @@ static void check(const char *label, const float *d, float want)
 	printf("%s: ok (%g)\n", label, want);
 }
 
+static void CUDART_CB host_noop(void *arg) { (void)arg; }
+
 static int capturing(cudaStream_t s)
 {
 	cudaStreamCaptureStatus st;
@@ -111,6 +113,15 @@ int main(void)
 	CK(cudaStreamGetCaptureInfo(s1, &st1, &id1, NULL, NULL, NULL, NULL));
 	CK(cudaStreamGetCaptureInfo(s2, &st2, &id2, NULL, NULL, NULL, NULL));
 	printf("capture info: %d %d, same id %d, id set %d\n", (int)st1, (int)st2, id1 == id2, id1 != 0);
+	if (rg_remote()) {
+		/* a host node would fire at every replay: refused through the remote */
+		cudaError_t e = cudaLaunchHostFunc(s2, host_noop, NULL);
+		if (e != cudaErrorNotSupported) {
+			fprintf(stderr, "cudaLaunchHostFunc in a capture: %s\n", cudaGetErrorName(e));
+			rg_failures++;
+		}
+		(void)cudaGetLastError();
+	}
 	rgtest_fill_u32<<<rgtest_grid(N), 256, 0, s2>>>((unsigned *)b, f2u(2.0f), N);
 	CK(cudaGetLastError());
 	CK(cudaEventRecord(join, s2));
@@ -127,6 +138,7 @@ int main(void)
 	/* nothing ran during the capture; each replay does */
 	cudaGraphExec_t x;
 	CK(cudaGraphInstantiateWithFlags(&x, g, cudaGraphInstantiateFlagAutoFreeOnLaunch));
+	CK(cudaGraphUpload(x, s1));
 	CK(cudaMemset(c, 0, N * 4));
 	check("before a replay", c, 0.0f);
 	CK(cudaGraphLaunch(x, s1));

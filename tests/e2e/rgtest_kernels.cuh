@@ -10,7 +10,6 @@
 #ifndef RGTEST_KERNELS_CUH
 #define RGTEST_KERNELS_CUH
 
-#include <cstdio>
 #include <cuda_runtime.h>
 
 /* p[i] = v for i < n. */
@@ -46,14 +45,6 @@ extern "C" __global__ void rgtest_scale_f32(float *p, float s, int n)
 extern "C" __global__ void rgtest_fault(int *p)
 {
 	*(volatile int *)0x10 = p != 0;
-}
-
-/* Device printf of "rgtest_print_i32 <v>" from the first thread only (the
- * fake writes the same line at the next synchronisation). */
-extern "C" __global__ void rgtest_print_i32(int v)
-{
-	if (blockIdx.x == 0 && threadIdx.x == 0)
-		printf("rgtest_print_i32 %d\n", v);
 }
 
 /* The launch geometry every program uses for these kernels (grid-stride). */
