@@ -44,13 +44,18 @@ typedef struct event_info {
 } event_info;
 static event_info *events;
 
-static int event_known(cudaEvent_t e, unsigned *flags)
+static event_info *event_find_locked(uint64_t id)
 {
-	uint64_t id = fe_rt_event(e);
-	pthread_mutex_lock(&lock);
 	event_info *ev = events;
 	while (ev && ev->id != id)
 		ev = ev->next;
+	return ev;
+}
+
+static int event_known(cudaEvent_t e, unsigned *flags)
+{
+	pthread_mutex_lock(&lock);
+	event_info *ev = event_find_locked(fe_rt_event(e));
 	if (ev && flags)
 		*flags = ev->flags;
 	pthread_mutex_unlock(&lock);
@@ -75,9 +80,7 @@ static void capture_note_record(uint64_t event, uint64_t stream)
 {
 	pthread_mutex_lock(&lock);
 	stream_info *s = find_locked(stream);
-	event_info *ev = events;
-	while (ev && ev->id != event)
-		ev = ev->next;
+	event_info *ev = event_find_locked(event);
 	if (ev)
 		ev->capture_id = s && s->capture == cudaStreamCaptureStatusActive ? s->capture_id : 0;
 	pthread_mutex_unlock(&lock);
@@ -87,9 +90,7 @@ static void capture_note_wait(uint64_t stream, uint64_t event)
 {
 	pthread_mutex_lock(&lock);
 	stream_info *s = find_locked(stream);
-	event_info *ev = events;
-	while (ev && ev->id != event)
-		ev = ev->next;
+	event_info *ev = event_find_locked(event);
 	int live = 0;
 	for (stream_info *o = streams; ev && ev->capture_id && o && !live; o = o->next)
 		live = o->capture_origin && o->capture_id == ev->capture_id;

@@ -12,25 +12,11 @@
 
 #define N 4096u
 
-static unsigned f2u(float f)
-{
-	unsigned u;
-	memcpy(&u, &f, 4);
-	return u;
-}
-
 static void check(const char *label, const float *d, float want)
 {
 	static float h[N];
 	CK(cudaMemcpy(h, d, sizeof(h), cudaMemcpyDeviceToHost));
-	for (unsigned i = 0; i < N; i++)
-		if (h[i] != want) {
-			fprintf(stderr, "%s: element %u = %g, want %g\n", label, i, h[i], want);
-			printf("%s: MISMATCH\n", label);
-			rg_failures++;
-			return;
-		}
-	printf("%s: ok (%g)\n", label, want);
+	rg_check_f32(label, h, N, want);
 }
 
 static void CUDART_CB host_noop(void *arg) { (void)arg; }
@@ -51,13 +37,13 @@ static cudaGraph_t capture_set_deps(cudaStream_t s, float *a, float *c, float v1
 	const cudaGraphNode_t *deps = NULL;
 	size_t n = 0;
 	CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-	rgtest_fill_u32<<<rgtest_grid(N), 256, 0, s>>>((unsigned *)c, f2u(v1), N);
+	rgtest_fill_u32<<<rgtest_grid(N), 256, 0, s>>>((unsigned *)c, rg_f2u(v1), N);
 	CK(cudaStreamGetCaptureInfo(s, &st, NULL, NULL, &deps, NULL, &n));
 	REQUIRE(n == 1, "%zu dependencies", n);
 	cudaGraphNode_t fill = deps[0];
 	rgtest_scale_f32<<<rgtest_grid(N), 256, 0, s>>>(c, v2, (int)N);
 	CK(cudaStreamUpdateCaptureDependencies(s, &fill, NULL, 1, cudaStreamSetCaptureDependencies));
-	rgtest_fill_u32<<<rgtest_grid(N), 256, 0, s>>>((unsigned *)a, f2u(v3), N);
+	rgtest_fill_u32<<<rgtest_grid(N), 256, 0, s>>>((unsigned *)a, rg_f2u(v3), N);
 	CK(cudaStreamEndCapture(s, &g));
 	return g;
 }
@@ -92,7 +78,7 @@ int main(void)
 	CK(cudaMalloc(&c, N * 4));
 	CK(cudaThreadExchangeStreamCaptureMode(&m));
 	printf("mode restored from: %d\n", (int)m);
-	rgtest_fill_u32<<<rgtest_grid(N), 256, 0, s1>>>((unsigned *)a, f2u(1.0f), N);
+	rgtest_fill_u32<<<rgtest_grid(N), 256, 0, s1>>>((unsigned *)a, rg_f2u(1.0f), N);
 	CK(cudaGetLastError());
 	cudaGraph_t during = NULL;
 	const cudaGraphNode_t *deps = NULL;
@@ -122,7 +108,7 @@ int main(void)
 		}
 		(void)cudaGetLastError();
 	}
-	rgtest_fill_u32<<<rgtest_grid(N), 256, 0, s2>>>((unsigned *)b, f2u(2.0f), N);
+	rgtest_fill_u32<<<rgtest_grid(N), 256, 0, s2>>>((unsigned *)b, rg_f2u(2.0f), N);
 	CK(cudaGetLastError());
 	CK(cudaEventRecord(join, s2));
 	CK(cudaStreamWaitEvent(s1, join, 0));
@@ -176,7 +162,7 @@ int main(void)
 	/* one kernel less: the topology changed */
 	cudaGraph_t g5;
 	CK(cudaStreamBeginCapture(s1, cudaStreamCaptureModeGlobal));
-	rgtest_fill_u32<<<rgtest_grid(N), 256, 0, s1>>>((unsigned *)c, f2u(9.0f), N);
+	rgtest_fill_u32<<<rgtest_grid(N), 256, 0, s1>>>((unsigned *)c, rg_f2u(9.0f), N);
 	CK(cudaStreamEndCapture(s1, &g5));
 	memset(&info, 0, sizeof(info));
 	EXPECT_ERR("cudaGraphExecUpdate, other topology", cudaGraphExecUpdate(x3, g5, &info),

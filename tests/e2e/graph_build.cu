@@ -15,26 +15,12 @@
 
 #define N (1u << 16)
 
-static unsigned f2u(float f)
-{
-	unsigned u;
-	memcpy(&u, &f, 4);
-	return u;
-}
-
 static float *h;
 
 static void check_q(const char *label, const float *q, float want)
 {
 	CK(cudaMemcpy(h, q, N * 4, cudaMemcpyDeviceToHost));
-	for (size_t i = 0; i < N; i++)
-		if (h[i] != want) {
-			fprintf(stderr, "%s: element %zu = %g, want %g\n", label, i, h[i], want);
-			printf("%s: MISMATCH\n", label);
-			rg_failures++;
-			return;
-		}
-	printf("%s: ok (%g)\n", label, want);
+	rg_check_f32(label, h, N, want);
 }
 
 static int cmp_str(const void *a, const void *b) { return strcmp((const char *)a, (const char *)b); }
@@ -108,7 +94,7 @@ int main(void)
 	struct cudaMemsetParams mp;
 	memset(&mp, 0, sizeof mp);
 	mp.dst = p;
-	mp.value = f2u(1.0f);
+	mp.value = rg_f2u(1.0f);
 	mp.elementSize = 4;
 	mp.width = N;
 	mp.height = 1;

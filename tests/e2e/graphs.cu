@@ -9,25 +9,6 @@
 
 #define N (1u << 20)
 
-static unsigned f2u(float f)
-{
-	unsigned u;
-	memcpy(&u, &f, 4);
-	return u;
-}
-
-static void check(const char *label, const float *p, size_t n, float want)
-{
-	for (size_t i = 0; i < n; i++)
-		if (p[i] != want) {
-			fprintf(stderr, "%s: element %zu = %g, want %g\n", label, i, p[i], want);
-			printf("%s: MISMATCH\n", label);
-			rg_failures++;
-			return;
-		}
-	printf("%s: ok (%g)\n", label, want);
-}
-
 int main(void)
 {
 	CK(cudaSetDevice(0));
@@ -47,7 +28,7 @@ int main(void)
 	CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
 	CK(cudaStreamIsCapturing(s, &st));
 	printf("capturing after begin: %d\n", (int)st);
-	rgtest_fill_u32<<<rgtest_grid(N), 256, 0, s>>>((unsigned *)p, f2u(2.0f), N);
+	rgtest_fill_u32<<<rgtest_grid(N), 256, 0, s>>>((unsigned *)p, rg_f2u(2.0f), N);
 	CK(cudaGetLastError());
 	rgtest_scale_f32<<<rgtest_grid(N), 256, 0, s>>>(p, 1.5f, N);
 	CK(cudaGetLastError());
@@ -74,7 +55,7 @@ int main(void)
 		CK(cudaMemcpy(h, q, N * 4, cudaMemcpyDeviceToHost));
 		char label[64];
 		snprintf(label, sizeof label, "graph A launch %d: q", launch);
-		check(label, h, N, 3.0f);
+		rg_check_f32(label, h, N, 3.0f);
 		unsigned char mh[4096];
 		CK(cudaMemcpy(mh, m, 4096, cudaMemcpyDeviceToHost));
 		int ok = 1;
@@ -97,12 +78,12 @@ int main(void)
 	CK(cudaGraphLaunch(xb, s));
 	CK(cudaStreamSynchronize(s));
 	CK(cudaMemcpy(h, q, N * 4, cudaMemcpyDeviceToHost));
-	check("graph B launched twice: q", h, N, 12.0f);
+	rg_check_f32("graph B launched twice: q", h, N, 12.0f);
 
 	/* a graph launched on the NULL stream, ordered with a plain copy */
 	CK(cudaGraphLaunch(xa, 0));
 	CK(cudaMemcpy(h, q, N * 4, cudaMemcpyDeviceToHost));
-	check("graph A on NULL stream: q", h, N, 3.0f);
+	rg_check_f32("graph A on NULL stream: q", h, N, 3.0f);
 
 	CK(cudaGraphExecDestroy(xa));
 	CK(cudaGraphExecDestroy(xb));

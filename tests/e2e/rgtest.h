@@ -99,6 +99,35 @@ static inline int rg_remote(void)
 	return s && *s;
 }
 
+/* The bits of a float, for rgtest_fill_u32. */
+static inline unsigned rg_f2u(float f)
+{
+	unsigned u;
+	memcpy(&u, &f, 4);
+	return u;
+}
+
+/* Whether every one of n floats at (host) p equals want; if not, prints
+ * "<label>: MISMATCH" (the element on stderr) and counts a failure. */
+static inline int rg_all_f32(const char *label, const float *p, size_t n, float want)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i] != want) {
+			fprintf(stderr, "%s: element %zu = %g, want %g\n", label, i, p[i], want);
+			printf("%s: MISMATCH\n", label);
+			rg_failures++;
+			return 0;
+		}
+	return 1;
+}
+
+/* The same, with "<label>: ok (<want>)" when they do. */
+static inline void rg_check_f32(const char *label, const float *p, size_t n, float want)
+{
+	if (rg_all_f32(label, p, n, want))
+		printf("%s: ok (%g)\n", label, want);
+}
+
 /* Deterministic data: xorshift64*, fixed seeds. */
 static inline uint64_t rg_rand(uint64_t *s)
 {

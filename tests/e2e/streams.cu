@@ -14,23 +14,10 @@
 
 #define N (4u << 20) /* elements */
 
-static unsigned f2u(float f)
-{
-	unsigned u;
-	memcpy(&u, &f, 4);
-	return u;
-}
-
 static void check_all_f32(const char *label, const float *p, size_t n, float want)
 {
-	for (size_t i = 0; i < n; i++)
-		if (p[i] != want) {
-			fprintf(stderr, "%s: element %zu = %g, want %g\n", label, i, p[i], want);
-			printf("%s: MISMATCH\n", label);
-			rg_failures++;
-			return;
-		}
-	printf("%s: ok (%zu x %g)\n", label, n, want);
+	if (rg_all_f32(label, p, n, want))
+		printf("%s: ok (%zu x %g)\n", label, n, want);
 }
 
 static void event_ordering(void)
@@ -45,7 +32,7 @@ static void event_ordering(void)
 	CK(cudaMallocHost(&h, N * 4));
 	/* several fills on A so that B would overtake it without the wait */
 	for (int i = 0; i < 4; i++)
-		rgtest_fill_u32<<<rgtest_grid(N), 256, 0, a>>>((unsigned *)d, f2u(1.0f + i * 0.25f), N);
+		rgtest_fill_u32<<<rgtest_grid(N), 256, 0, a>>>((unsigned *)d, rg_f2u(1.0f + i * 0.25f), N);
 	CK(cudaGetLastError());
 	CK(cudaEventRecord(ev, a));
 	CK(cudaStreamWaitEvent(b, ev, 0));
@@ -60,7 +47,7 @@ static void event_ordering(void)
 	EXPECT_ERR("stream query A after sync", cudaStreamQuery(a), cudaSuccess);
 
 	/* an event recorded on the NULL stream, waited on by a non-blocking stream */
-	rgtest_fill_u32<<<rgtest_grid(N), 256>>>((unsigned *)d, f2u(5.0f), N);
+	rgtest_fill_u32<<<rgtest_grid(N), 256>>>((unsigned *)d, rg_f2u(5.0f), N);
 	CK(cudaEventRecord(ev, 0));
 	CK(cudaStreamWaitEvent(a, ev, 0));
 	rgtest_scale_f32<<<rgtest_grid(N), 256, 0, a>>>(d, 0.5f, N);
@@ -86,12 +73,12 @@ static void legacy_null_stream(void)
 	printf("cudaStreamCreate flags: %u\n", flags);
 	CK(cudaMalloc(&d, N * 4));
 	for (int i = 0; i < 4; i++)
-		rgtest_fill_u32<<<rgtest_grid(N), 256, 0, c>>>((unsigned *)d, f2u(7.0f + i), N);
+		rgtest_fill_u32<<<rgtest_grid(N), 256, 0, c>>>((unsigned *)d, rg_f2u(7.0f + i), N);
 	/* no sync of c: the NULL-stream copy waits for it */
 	CK(cudaMemcpy(h, d, N * 4, cudaMemcpyDeviceToHost));
 	check_all_f32("blocking stream then NULL-stream copy", h, N, 10.0f);
 	/* and the other way: work on NULL is ordered before work on c */
-	rgtest_fill_u32<<<rgtest_grid(N), 256>>>((unsigned *)d, f2u(4.0f), N);
+	rgtest_fill_u32<<<rgtest_grid(N), 256>>>((unsigned *)d, rg_f2u(4.0f), N);
 	rgtest_scale_f32<<<rgtest_grid(N), 256, 0, c>>>(d, 0.25f, N);
 	CK(cudaMemcpyAsync(h, d, N * 4, cudaMemcpyDeviceToHost, c));
 	CK(cudaStreamSynchronize(c));
