@@ -16,6 +16,7 @@
 
 #include "backend.h"
 
+#include <fcntl.h> /* fallocate */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +28,7 @@
 #define CHUNK (1u << 20) /* the driver's default printf buffer; more goes in several events */
 
 static int enabled;
+static off_t sent; /* the file's bytes before this offset went to the client */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
 int be_devout_init(void)
@@ -70,10 +72,15 @@ void be_devout_flush(be_session *s)
 		return;
 	pthread_mutex_lock(&lock);
 	fflush(stdout); /* the driver may write through stdio */
+	/* The driver may be writing from another thread (a synchronize on the
+	 * waiter) while this one reads: the file is never truncated under it.
+	 * Text goes out from where the last flush stopped to the offset now, and
+	 * what was sent is punched out of the file (its memory freed, the offsets
+	 * kept), so a write landing meanwhile is read by the next flush. */
 	off_t end = lseek(STDOUT_FILENO, 0, SEEK_CUR);
-	if (end > 0) {
+	if (end > sent) {
 		char *buf = malloc(CHUNK);
-		for (off_t at = 0; buf && at < end;) {
+		for (off_t at = sent; buf && at < end;) {
 			size_t want = end - at < CHUNK ? (size_t)(end - at) : CHUNK;
 			ssize_t got = pread(STDOUT_FILENO, buf, want, at);
 			if (got <= 0 || send_text(s, buf, (size_t)got) != 0)
@@ -82,10 +89,11 @@ void be_devout_flush(be_session *s)
 		}
 		if (!buf)
 			LOG_WARN(BE_LOG, "session %" PRIu64 ": out of memory: %lld bytes of device output dropped", s->id,
-				 (long long)end);
+				 (long long)(end - sent));
 		free(buf);
-		if (ftruncate(STDOUT_FILENO, 0) != 0 || lseek(STDOUT_FILENO, 0, SEEK_SET) != 0)
-			LOG_WARN(BE_LOG, "session %" PRIu64 ": cannot empty the device output file: %m", s->id);
+		if (fallocate(STDOUT_FILENO, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, end) != 0)
+			LOG_DEBUG(BE_LOG, "session %" PRIu64 ": device output file: fallocate: %m", s->id);
+		sent = end;
 	}
 	pthread_mutex_unlock(&lock);
 }
