@@ -35,6 +35,7 @@
 #include "ticket.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,6 +48,7 @@
 
 #include "admit.h"
 #include "rg_args.h"
+#include "rg_token.h"
 #include "tenants.h"
 
 #define DEFAULT_LISTEN "127.0.0.1:7420"
@@ -494,36 +496,13 @@ static int parse_uint(const char *opt, const char *v, long max, unsigned *out)
 	return 0;
 }
 
-/* --token-file: the first line of a file only this user can read. A file
- * others can read is refused, not used: the token would be theirs too. */
+/* --token-file: the first line of a file only this user can read (rg_token.h). */
 static const char *read_token_file(const char *path)
 {
 	static char tok[TOKEN_MAX + 2];
-	struct stat st;
-	FILE *f = fopen(path, "re");
-	if (!f) {
-		fprintf(stderr, "remote-gpud: --token-file %s: %s\n", path, strerror(errno));
-		return NULL;
-	}
-	if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-		fprintf(stderr, "remote-gpud: --token-file %s: not a regular file\n", path);
-		fclose(f);
-		return NULL;
-	}
-	if (st.st_mode & 077) {
-		fprintf(stderr,
-			"remote-gpud: --token-file %s: readable by group or others (mode %04o); "
-			"run: chmod 600 %s\n",
-			path, (unsigned)(st.st_mode & 07777), path);
-		fclose(f);
-		return NULL;
-	}
-	size_t n = fgets(tok, sizeof(tok), f) ? strcspn(tok, "\r\n") : 0;
-	fclose(f);
-	tok[n] = 0;
-	if (n == 0 || n > TOKEN_MAX) {
-		fprintf(stderr, "remote-gpud: --token-file %s: %s\n", path,
-			n ? "token longer than 4096 bytes" : "no token on the first line");
+	char err[PATH_MAX + 200];
+	if (rg_token_file_read(path, tok, sizeof(tok), err, sizeof(err)) != 0) {
+		fprintf(stderr, "remote-gpud: --token-file %s\n", err);
 		return NULL;
 	}
 	return tok;

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "ops.h"
+#include "rg_args.h"
 
 static void copy_str(char *dst, size_t cap, const char *src, size_t len);
 
@@ -136,8 +137,10 @@ int be_op_hello(be_session *s, be_req *rq, uint32_t version, const char *token, 
 
 	/* [version, driver version, n, then per device: ordinal, name, uuid,
 	 * total memory, attributes (little-endian int32s), PCI bus id, stream
-	 * priorities least and greatest, peers (bit j: can access device j)] */
-	proto_msg *m = be_reply_begin(s, rq, 3 + 9 * (uint32_t)be_srv.ngpu);
+	 * priorities least and greatest, peers (bit j: can access device j)],
+	 * then the server's software version, for remote-gpu info (libremote.so
+	 * does not read it). */
+	proto_msg *m = be_reply_begin(s, rq, 3 + 9 * (uint32_t)be_srv.ngpu + 1);
 	proto_msg_u64(m, PROTO_VERSION);
 	proto_msg_i64(m, be_srv.driver_version);
 	proto_msg_u64(m, (uint64_t)be_srv.ngpu);
@@ -161,5 +164,6 @@ int be_op_hello(be_session *s, be_req *rq, uint32_t version, const char *token, 
 		proto_msg_i64(m, hi[g]);
 		proto_msg_u64(m, d->peers);
 	}
+	proto_msg_str(m, rg_version());
 	return be_reply_end(s, rq, m, NULL, 0);
 }

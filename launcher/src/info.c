@@ -1,0 +1,57 @@
+/*
+ * remote-gpu info: one probe per server, in REMOTE_GPU's order, which is the
+ * order of the devices a program sees (device N is the Nth entry).
+ */
+#include "launcher.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rg_opt.h"
+
+/* REMOTE_GPU_TIMEOUT (seconds) bounds each connection, as in libremote.so;
+ * 5 s when unset. */
+unsigned ln_timeout_ms(void)
+{
+	const char *v = getenv("REMOTE_GPU_TIMEOUT");
+	double s = v && *v ? atof(v) : 5.0;
+	return s > 0 ? (unsigned)(s * 1000) : 5000;
+}
+
+void ln_probe_print(int ordinal, const ln_probe *p)
+{
+	printf("device %d: %s\n", ordinal, p->entry);
+	if (p->state != LN_OK) {
+		printf("  error       %s%s%s%s\n", ln_probe_explain(p), p->detail[0] ? " (" : "", p->detail,
+		       p->detail[0] ? ")" : "");
+		return;
+	}
+	printf("  server      remote-gpud %s, protocol %u\n", p->version[0] ? p->version : "(version not sent: older than 0.1.0)",
+	       p->proto);
+	printf("  device      %s, %.1f GiB, driver %d.%d\n", p->name, (double)p->total_mem / (1024.0 * 1024 * 1024),
+	       p->driver_version / 1000, p->driver_version % 1000 / 10);
+	printf("  round trip  %.1f us (median of %d null calls; fastest %.1f us)\n", p->rtt_median_us, LN_PINGS,
+	       p->rtt_min_us);
+}
+
+int ln_info(const ln_opts *o)
+{
+	const char *servers = ln_servers(o);
+	if (!servers)
+		return rg_opt_error(LN_PROG, "no server: give --server HOST:PORT or set REMOTE_GPU");
+	int st = ln_env_secrets(o);
+	if (st)
+		return st;
+	char *list = strdup(servers), *save = NULL;
+	int n = 0, ok = 0;
+	for (char *e = strtok_r(list, ",", &save); e; e = strtok_r(NULL, ",", &save), n++) {
+		ln_probe p;
+		ln_probe_run(e, ln_timeout_ms(), &p);
+		ln_probe_print(n, &p);
+		ok += p.state == LN_OK;
+	}
+	free(list);
+	printf("servers answering: %d of %d\n", ok, n);
+	return ok == n ? 0 : 1;
+}
