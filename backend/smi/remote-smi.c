@@ -26,6 +26,7 @@
 #include "proto.h"
 #include "status.h"
 #include "rg_args.h"
+#include "rg_opt.h"
 
 static void usage(FILE *f)
 {
@@ -36,7 +37,7 @@ static void usage(FILE *f)
 	      "  --prometheus    Prometheus text format (what remote-gpud --metrics-port serves)\n"
 	      "  --ops           calls per protocol op for each session\n"
 	      "  --watch SEC     print again every SEC seconds until interrupted\n"
-	      "  --help, --version   (options also take --opt=VALUE)\n"
+	      "  -h, --help, --version   (options take --opt VALUE and --opt=VALUE; usage errors exit 2)\n"
 	      "Without --run-dir or --port: every live server in $TMPDIR/remote-gpud-*.\n",
 	      f);
 }
@@ -357,54 +358,43 @@ int main(int argc, char **argv)
 	int port = -1, json = 0, prom = 0, ops = 0;
 	double watch = 0;
 
-	if (rg_args_split(&argc, &argv) != 0) {
-		fprintf(stderr, "remote-smi: out of memory\n");
-		return 1;
-	}
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-			usage(stdout);
-			return 0;
-		} else if (!strcmp(a, "--version")) {
-			rg_version_print(stdout, "remote-smi");
-			return 0;
-		} else if (!strcmp(a, "--json")) {
-			json = 1;
-		} else if (!strcmp(a, "--prometheus")) {
-			prom = 1;
-		} else if (!strcmp(a, "--ops")) {
-			ops = 1;
-		} else if (!strcmp(a, "--run-dir") && v) {
-			run_dir = v;
-			i++;
-		} else if (!strcmp(a, "--port") && v) {
+	static const struct option longopts[] = {
+		{"run-dir", required_argument, NULL, 'd'}, {"port", required_argument, NULL, 'p'},
+		{"json", no_argument, NULL, 'j'},          {"prometheus", no_argument, NULL, 'P'},
+		{"ops", no_argument, NULL, 'o'},           {"watch", required_argument, NULL, 'w'},
+		{"help", no_argument, NULL, 'h'},          {"version", no_argument, NULL, 'V'},
+		{NULL, 0, NULL, 0},
+	};
+	int c;
+	long lv;
+	while ((c = rg_opt_next(argc, argv, ":h", longopts, "remote-smi")) != -1) {
+		switch (c) {
+		case 'h': usage(stdout); return 0;
+		case 'V': rg_version_print(stdout, "remote-smi"); return 0;
+		case 'j': json = 1; break;
+		case 'P': prom = 1; break;
+		case 'o': ops = 1; break;
+		case 'd': run_dir = optarg; break;
+		case 'p':
+			if (rg_opt_long("remote-smi", "--port", optarg, 1, 65535, &lv) != 0)
+				return RG_EXIT_USAGE;
+			port = (int)lv;
+			break;
+		case 'w': {
 			char *end;
-			long p = strtol(v, &end, 10);
-			if (*end || end == v || p <= 0 || p > 65535) {
-				fprintf(stderr, "remote-smi: --port %s: not a port number\n", v);
-				return 2;
-			}
-			port = (int)p;
-			i++;
-		} else if (!strcmp(a, "--watch") && v) {
-			char *end;
-			watch = strtod(v, &end);
-			if (*end || end == v || !(watch > 0)) {
-				fprintf(stderr, "remote-smi: --watch %s: not a number of seconds\n", v);
-				return 2;
-			}
-			i++;
-		} else {
-			fprintf(stderr, "remote-smi: %s: unknown option or missing value\n", a);
-			usage(stderr);
-			return 2;
+			watch = strtod(optarg, &end);
+			if (*end || end == optarg || !(watch > 0))
+				return rg_opt_error("remote-smi", "option '--watch' takes a number of seconds, not '%s'",
+						    optarg);
+			break;
+		}
+		default: return RG_EXIT_USAGE;
 		}
 	}
+	if (optind < argc)
+		return rg_opt_error("remote-smi", "unexpected argument '%s'", argv[optind]);
 	if (json && prom) {
-		fprintf(stderr, "remote-smi: --json and --prometheus exclude each other\n");
-		return 2;
+		return rg_opt_error("remote-smi", "--json and --prometheus exclude each other");
 	}
 
 	for (;;) {

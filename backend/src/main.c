@@ -48,7 +48,9 @@
 
 #include "admit.h"
 #include "rg_args.h"
+#include "rg_opt.h"
 #include "rg_token.h"
+#include "config.h"
 #include "tenants.h"
 
 #define DEFAULT_LISTEN "127.0.0.1:7420"
@@ -132,7 +134,9 @@ static void usage(FILE *f)
 		"  --tls-key FILE      TLS: its private key (PEM)\n"
 		"  --tls-client-ca F   TLS: clients must present a certificate this CA signed\n"
 		"  --insecure          listen off loopback without TLS (tcp) or on rdma, in clear\n"
-		"  --help, --version   (every option also takes --opt=VALUE)\n"
+		"  --config FILE       settings from FILE: 'name = value' lines, the names of these\n"
+		"                      options (token-file, not token); the command line overrides it\n"
+		"  --help, --version   (options take --opt VALUE and --opt=VALUE; usage errors exit 2)\n"
 		"Logging: REMOTE_GPU_LOG=info (or debug, or \"warn,backend=debug\"), REMOTE_GPU_LOG_FILE,\n"
 		"REMOTE_GPU_LOG_SYNC=1. Status of the server and its sessions: remote-smi.\n",
 		DEFAULT_HELLO_TIMEOUT_S, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_PER_SOURCE, DEFAULT_DRAIN_S);
@@ -588,6 +592,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "remote-gpud: out of memory\n");
 		return 1;
 	}
+	if ((r = be_config_expand(&argc, &argv)) != 0) /* config.c: --config FILE */
+		return r;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -605,11 +611,10 @@ int main(int argc, char **argv)
 			setenv("REMOTE_GPU_PRIMARY_CONTEXT", "1", 1); /* the session processes inherit it */
 			continue;
 		}
-		if (!v || strncmp(a, "--", 2) != 0) {
-			fprintf(stderr, "remote-gpud: %s: %s\n", a, v ? "unknown argument" : "missing value or unknown option");
-			usage(stderr);
-			return 2;
-		}
+		if (strncmp(a, "--", 2) != 0)
+			return rg_opt_error("remote-gpud", v ? "unexpected argument '%s'" : "unknown option '%s'", a);
+		if (!v)
+			return rg_opt_error("remote-gpud", "option '%s' needs a value (or is unknown)", a);
 		if (!strcmp(a, "--listen"))
 			listen = v;
 		else if (!strcmp(a, "--port-file"))
@@ -683,9 +688,7 @@ int main(int argc, char **argv)
 		else if (!strcmp(a, "--device"))
 			device = v; /* checked against the driver's devices (device_info) */
 		else {
-			fprintf(stderr, "remote-gpud: unknown option %s\n", a);
-			usage(stderr);
-			return 2;
+			return rg_opt_error("remote-gpud", "unknown option '%s'", a);
 		}
 		i++;
 	}

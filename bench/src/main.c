@@ -6,6 +6,7 @@
  */
 #include "bench.h"
 #include "rg_args.h"
+#include "rg_opt.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,7 +18,9 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: remote-bench [options]\n"
-		"  --version             print the version (options also take --opt=VALUE)\n"
+		"  -h, --help            this text\n"
+		"  --version             print the version (options take --opt VALUE and --opt=VALUE;\n"
+		"                        usage errors exit 2)\n"
 		"  --only cuda|tcp|shm|all  which benchmarks (default all)\n"
 		"  --json FILE           also write the results as JSON\n"
 		"  --iters N             timed calls per round-trip measurement (default 10000)\n"
@@ -93,59 +96,57 @@ int main(int argc, char **argv)
 		.max_size = 256 * MiB,
 		.step = 4,
 	};
-	if (rg_args_split(&argc, &argv) != 0) {
-		fprintf(stderr, "remote-bench: out of memory\n");
-		return 1;
-	}
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+	static const struct option longopts[] = {
+		{"only", required_argument, NULL, 'o'},     {"json", required_argument, NULL, 'j'},
+		{"iters", required_argument, NULL, 'i'},    {"launches", required_argument, NULL, 'l'},
+		{"launch-reps", required_argument, NULL, 'r'}, {"min-time", required_argument, NULL, 't'},
+		{"min-size", required_argument, NULL, 's'}, {"max-size", required_argument, NULL, 'S'},
+		{"step", required_argument, NULL, 'f'},     {"device", required_argument, NULL, 'd'},
+		{"label", required_argument, NULL, 'L'},    {"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, 'V'},        {NULL, 0, NULL, 0},
+	};
+	int c;
+	long lv = 0;
+	while ((c = rg_opt_next(argc, argv, ":h", longopts, "remote-bench")) != -1) {
 		int bad = 0;
-		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-			usage(stdout);
-			return 0;
-		}
-		if (!strcmp(a, "--version")) {
-			rg_version_print(stdout, "remote-bench");
-			return 0;
-		}
-		if (!v) {
-			bad = 1;
-		} else if (!strcmp(a, "--only")) {
-			o.run_cuda = !strcmp(v, "cuda") || !strcmp(v, "all");
-			o.run_tcp = !strcmp(v, "tcp") || !strcmp(v, "all");
-			o.run_shm = !strcmp(v, "shm") || !strcmp(v, "all");
+		switch (c) {
+		case 'h': usage(stdout); return 0;
+		case 'V': rg_version_print(stdout, "remote-bench"); return 0;
+		case 'o':
+			o.run_cuda = !strcmp(optarg, "cuda") || !strcmp(optarg, "all");
+			o.run_tcp = !strcmp(optarg, "tcp") || !strcmp(optarg, "all");
+			o.run_shm = !strcmp(optarg, "shm") || !strcmp(optarg, "all");
 			bad = !o.run_cuda && !o.run_tcp && !o.run_shm;
-		} else if (!strcmp(a, "--json")) {
-			o.json_path = v;
-		} else if (!strcmp(a, "--iters")) {
-			bad = (o.rtt_iters = atoi(v)) <= 0;
-		} else if (!strcmp(a, "--launches")) {
-			bad = (o.launches = atoi(v)) <= 0;
-		} else if (!strcmp(a, "--launch-reps")) {
-			bad = (o.launch_reps = atoi(v)) <= 0;
-		} else if (!strcmp(a, "--min-time")) {
-			bad = (o.min_time = atof(v)) <= 0;
-		} else if (!strcmp(a, "--min-size")) {
-			bad = parse_size(v, &o.min_size) != 0;
-		} else if (!strcmp(a, "--max-size")) {
-			bad = parse_size(v, &o.max_size) != 0 || o.max_size > ((size_t)1 << 31);
-		} else if (!strcmp(a, "--step")) {
-			o.step = atoi(v);
+			break;
+		case 'j': o.json_path = optarg; break;
+		case 'i': bad = rg_opt_long("remote-bench", "--iters", optarg, 1, 1L << 30, &lv) != 0; o.rtt_iters = (int)lv; break;
+		case 'l': bad = rg_opt_long("remote-bench", "--launches", optarg, 1, 1L << 30, &lv) != 0; o.launches = (int)lv; break;
+		case 'r': bad = rg_opt_long("remote-bench", "--launch-reps", optarg, 1, 1000, &lv) != 0; o.launch_reps = (int)lv; break;
+		case 't': bad = (o.min_time = atof(optarg)) <= 0; break;
+		case 's': bad = parse_size(optarg, &o.min_size) != 0; break;
+		case 'S': bad = parse_size(optarg, &o.max_size) != 0 || o.max_size > ((size_t)1 << 31); break;
+		case 'f':
+			o.step = atoi(optarg);
 			bad = o.step != 2 && o.step != 4;
-		} else if (!strcmp(a, "--device")) {
-			o.device = atoi(v);
-		} else if (!strcmp(a, "--label")) {
-			o.label = v;
-		} else {
-			bad = 1;
+			break;
+		case 'd': bad = rg_opt_long("remote-bench", "--device", optarg, 0, 1024, &lv) != 0; o.device = (int)lv; break;
+		case 'L': o.label = optarg; break;
+		default: return RG_EXIT_USAGE;
 		}
-		if (bad || o.min_size > o.max_size) {
-			fprintf(stderr, "remote-bench: bad argument: %s %s\n", a, v ? v : "");
-			usage(stderr);
-			return 2;
+		if (bad && optarg && c != 'i' && c != 'l' && c != 'r' && c != 'd') {
+			const char *name = "";
+			for (const struct option *lo = longopts; lo->name; lo++)
+				if (lo->val == c)
+					name = lo->name;
+			return rg_opt_error("remote-bench", "option '--%s' does not take '%s'", name, optarg);
 		}
-		i++;
+		if (bad)
+			return RG_EXIT_USAGE;
 	}
+	if (optind < argc)
+		return rg_opt_error("remote-bench", "unexpected argument '%s'", argv[optind]);
+	if (o.min_size > o.max_size)
+		return rg_opt_error("remote-bench", "--min-size is larger than --max-size");
 
 	const char *preload = getenv("LD_PRELOAD"), *remote = getenv("REMOTE_GPU");
 	if (!o.label)

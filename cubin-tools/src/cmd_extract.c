@@ -19,6 +19,7 @@
 #include "cubin_int.h"
 #include "cubin_store.h"
 #include "tool.h"
+#include "rg_opt.h"
 
 #define PROGRESS_MIN (32u << 20)
 
@@ -162,43 +163,29 @@ int cmd_extract(int argc, char **argv)
 	const char *store = NULL;
 	int quiet = 0, nfiles = 0, status = 0;
 
-	for (int i = 0; i < argc; i++) {
-		if (!strcmp(argv[i], "--store")) {
-			if (i + 1 >= argc) {
-				tool_error(NULL, "--store needs a directory");
-				return 2;
-			}
-			store = argv[++i];
-		} else if (!strncmp(argv[i], "--store=", 8)) {
-			store = argv[i] + 8;
-		} else if (!strcmp(argv[i], "--quiet") || !strcmp(argv[i], "-q")) {
+	static const struct option longopts[] = {
+		{"store", required_argument, NULL, 's'}, {"quiet", no_argument, NULL, 'q'}, {NULL, 0, NULL, 0}};
+	int c;
+	optind = 1;
+	while ((c = rg_opt_next(argc, argv, ":s:q", longopts, "remote-cubin")) != -1) {
+		if (c == 's')
+			store = optarg;
+		else if (c == 'q')
 			quiet = 1;
-		} else if (argv[i][0] == '-' && argv[i][1]) {
-			tool_error(NULL, "extract: unknown option %s", argv[i]);
-			return 2;
-		} else {
-			nfiles++;
-		}
+		else
+			return RG_EXIT_USAGE;
 	}
-	if (!store || !nfiles) {
-		tool_error(NULL, "usage: remote-cubin extract FILE... --store DIR");
-		return 2;
-	}
+	nfiles = argc - optind;
+	if (!store || !nfiles)
+		return rg_opt_error("remote-cubin", "usage: remote-cubin extract FILE... --store DIR");
 	int irc = cubin_store_init(store);
 	if (irc != CUBIN_OK) {
 		tool_error(store, "%s", irc == CUBIN_ESTOREFMT ? cubin_strerror(irc)
 							: "cannot create or open the store directory");
 		return 1;
 	}
-	for (int i = 0; i < argc; i++) {
-		if (!strcmp(argv[i], "--store")) {
-			i++;
-			continue;
-		}
-		if (argv[i][0] == '-' && argv[i][1])
-			continue;
+	for (int i = optind; i < argc; i++)
 		status |= extract_one(store, argv[i], quiet);
-	}
 	fflush(stdout);
 	return status;
 }

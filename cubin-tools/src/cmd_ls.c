@@ -18,6 +18,7 @@
 
 #include "cubin_store.h"
 #include "tool.h"
+#include "rg_opt.h"
 
 typedef struct lsctx {
 	int json;
@@ -201,23 +202,17 @@ int cmd_ls(int argc, char **argv)
 	struct stat st;
 	int status;
 
-	for (int i = 0; i < argc; i++) {
-		if (!strcmp(argv[i], "--json")) {
-			c.json = 1;
-		} else if (argv[i][0] == '-' && argv[i][1]) {
-			tool_error(NULL, "ls: unknown option %s", argv[i]);
-			return 2;
-		} else if (target) {
-			tool_error(NULL, "ls takes one FILE or DIR");
-			return 2;
-		} else {
-			target = argv[i];
-		}
+	static const struct option longopts[] = {{"json", no_argument, NULL, 'j'}, {NULL, 0, NULL, 0}};
+	int o;
+	optind = 1;
+	while ((o = rg_opt_next(argc, argv, ":", longopts, "remote-cubin")) != -1) {
+		if (o != 'j')
+			return RG_EXIT_USAGE;
+		c.json = 1;
 	}
-	if (!target) {
-		tool_error(NULL, "usage: remote-cubin ls FILE|DIR [--json]");
-		return 2;
-	}
+	if (argc - optind != 1)
+		return rg_opt_error("remote-cubin", "usage: remote-cubin ls FILE|DIR [--json]");
+	target = argv[optind];
 	if (c.json)
 		fputs("{\"inputs\":[", stdout);
 	if (stat(target, &st) == 0 && S_ISDIR(st.st_mode))

@@ -17,6 +17,7 @@
 
 #include "cubin_store.h"
 #include "tool.h"
+#include "rg_opt.h"
 
 static int check_entry(const char *dir, const cubin_store_rec *r);
 static int cmp_hash(const void *a, const void *b);
@@ -106,11 +107,13 @@ int cmd_verify(int argc, char **argv)
 	const char *dir;
 	int rc;
 
-	if (argc != 1 || argv[0][0] == '-') {
-		tool_error(NULL, "usage: remote-cubin verify DIR");
-		return 2;
-	}
-	dir = argv[0];
+	static const struct option longopts[] = {{NULL, 0, NULL, 0}};
+	optind = 1;
+	if (rg_opt_next(argc, argv, ":", longopts, "remote-cubin") != -1)
+		return RG_EXIT_USAGE;
+	if (argc - optind != 1)
+		return rg_opt_error("remote-cubin", "usage: remote-cubin verify DIR");
+	dir = argv[optind];
 	if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
 		tool_error(dir, "not a directory");
 		return 1;

@@ -16,13 +16,18 @@
 
 #include "tool.h"
 #include "rg_args.h"
+#include "rg_opt.h"
 
 static void usage(FILE *f)
 {
 	fputs("usage: remote-cubin extract FILE... --store DIR [--quiet]\n"
 	      "       remote-cubin ls FILE|DIR [--json]\n"
 	      "       remote-cubin verify DIR\n"
-	      "       remote-cubin --version\n"
+	      "       remote-cubin --version | --help\n"
+	      "  -s, --store DIR   the store to add to (extract)\n"
+	      "  -q, --quiet       no line per image (extract)\n"
+	      "  --json            machine-readable output (ls)\n"
+	      "Options take --opt VALUE and --opt=VALUE; usage errors exit 2.\n"
 	      "FILE: an ELF executable, shared library or object with a .nv_fatbin\n"
 	      "section, a .fatbin file, or a .cubin file. DIR: a store made by extract.\n",
 	      f);
@@ -47,10 +52,8 @@ int tool_isatty_stderr(void)
 
 int main(int argc, char **argv)
 {
-	if (argc < 2) {
-		usage(stderr);
-		return 2;
-	}
+	if (argc < 2)
+		return rg_opt_error("remote-cubin", "no command (extract, ls or verify)");
 	if (!strcmp(argv[1], "--version")) {
 		rg_version_print(stdout, "remote-cubin");
 		return 0;
@@ -60,12 +63,10 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (!strcmp(argv[1], "extract"))
-		return cmd_extract(argc - 2, argv + 2);
+		return cmd_extract(argc - 1, argv + 1); /* argv[0]: the command's name, for getopt */
 	if (!strcmp(argv[1], "ls"))
-		return cmd_ls(argc - 2, argv + 2);
+		return cmd_ls(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "verify"))
-		return cmd_verify(argc - 2, argv + 2);
-	tool_error(NULL, "unknown command '%s'", argv[1]);
-	usage(stderr);
-	return 2;
+		return cmd_verify(argc - 1, argv + 1);
+	return rg_opt_error("remote-cubin", "unknown command '%s' (extract, ls or verify)", argv[1]);
 }

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# The command-line conventions of every tool (common/rg_opt.h): --opt VALUE
+# and --opt=VALUE, one wording for usage errors, exit status 2, --help naming
+# every option, --version; and remote-gpud --config FILE (settings from a
+# file, the command line overriding them, token only through token-file).
+#   cmdline.sh BUILD_DIR FAKE_LIBCUDA
+set -u
+b=$1 fake=$2
+gpud=$b/backend/remote-gpud smi=$b/backend/remote-smi cubin=$b/cubin-tools/remote-cubin
+bench=$b/bench/remote-bench rg=$b/launcher/remote-gpu
+work=$(mktemp -d /tmp/rg-cmdline.XXXXXX)
+pids=()
+fail=0
+cleanup() {
+	for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+	if [ $fail -eq 0 ]; then rm -rf "$work"; else echo "scratch folder kept: $work"; fi
+}
+trap cleanup EXIT
+
+# check NAME WANT_STATUS PATTERN... -- CMD...: as in launcher.sh
+check() {
+	local name=$1 want=$2; shift 2
+	local pats=()
+	while [ "$1" != -- ]; do pats+=("$1"); shift; done
+	shift
+	"$@" >"$work/$name.out" 2>&1
+	local st=$? ok=1
+	[ "$st" = "$want" ] || { echo "FAIL $name: exit status $st, want $want"; ok=0; }
+	for p in "${pats[@]}"; do
+		if [ "${p:0:1}" = '!' ]; then
+			grep -Eq -- "${p:1}" "$work/$name.out" && { echo "FAIL $name: has '${p:1}'"; ok=0; }
+		else
+			grep -Eq -- "$p" "$work/$name.out" || { echo "FAIL $name: no '$p'"; ok=0; }
+		fi
+	done
+	if [ $ok = 1 ]; then echo "ok $name"; else sed 's/^/  | /' "$work/$name.out" | tail -n 20; fail=$((fail + 1)); fi
+}
+
+for t in "remote-gpud:$gpud" "remote-smi:$smi" "remote-cubin:$cubin" "remote-bench:$bench" "remote-gpu:$rg"; do
+	tn=${t%%:*} tp=${t#*:}
+	check "$tn.version" 0 "^$tn [0-9]+\.[0-9]+\.[0-9]+" -- "$tp" --version
+	check "$tn.help" 0 '--help' -- "$tp" --help
+done
+check gpud.unknown 2 "^remote-gpud: unknown option '--bogus'$" "^Try 'remote-gpud --help'.$" -- "$gpud" --bogus x
+check gpud.novalue 2 "^remote-gpud: option '--listen' needs a value" -- "$gpud" --listen
+check gpud.badnum 2 'not a device ordinal' -- "$gpud" --device=x
+check smi.unknown 2 "^remote-smi: unknown option '--bogus'$" "^Try 'remote-smi --help'.$" -- "$smi" --bogus
+check smi.unknown_eq 2 "^remote-smi: unknown option '--bogus'$" -- "$smi" --bogus=1
+check smi.novalue 2 "^remote-smi: option '--port' needs a value$" -- "$smi" --port
+check smi.badport 2 "^remote-smi: option '--port' takes a number from 1 to 65535, not 'x'$" -- "$smi" --port=x
+check smi.extra 2 "^remote-smi: unexpected argument 'x'$" -- "$smi" x
+check smi.exclusive 2 'exclude each other' -- "$smi" --json --prometheus
+check bench.unknown 2 "^remote-bench: unknown option '--bogus'$" -- "$bench" --bogus
+check bench.badonly 2 "^remote-bench: option '--only' does not take 'gpu'$" -- "$bench" --only=gpu
+check bench.badnum 2 "^remote-bench: option '--iters' takes a number" -- "$bench" --iters 0
+check cubin.nocmd 2 '^remote-cubin: no command' -- "$cubin"
+check cubin.unknown 2 "^remote-cubin: unknown option '--bogus'$" -- "$cubin" ls --bogus x
+check cubin.novalue 2 "^remote-cubin: option '--store' needs a value$" -- "$cubin" extract x --store
+check cubin.extract_usage 2 'usage: remote-cubin extract' -- "$cubin" extract --store=/tmp/x
+check cubin.ls_eq 1 -- "$cubin" ls --json /nonexistent
+check cubin.verify_usage 2 'usage: remote-cubin verify DIR' -- "$cubin" verify
+check rg.unknown 2 "^remote-gpu: unknown option '--bogus'$" -- "$rg" info --bogus
+
+# remote-gpud --config: settings from the file, the command line overriding
+TOKEN=cmdline-token-7c2e
+printf '%s\n' "$TOKEN" >"$work/token" && chmod 600 "$work/token"
+cat >"$work/gpud.conf" <<CONF
+# a comment, then a blank line
+
+listen = 127.0.0.1:0
+port-file = $work/port
+driver = "$fake"
+token-file = $work/token
+device = 7
+drain-seconds = 0
+insecure = no
+CONF
+check config_override 0 '^servers answering: 1 of 1$' -- sh -c "
+	'$gpud' --config '$work/gpud.conf' --device=0 >'$work/gpud.log' 2>&1 & echo \$! >'$work/gpud.pid'
+	for i in \$(seq 100); do [ -s '$work/port' ] && break; sleep 0.05; done
+	'$rg' info --server 127.0.0.1:\$(cat '$work/port') --token-file '$work/token'; st=\$?
+	kill -TERM \$(cat '$work/gpud.pid'); wait; exit \$st"
+check config_device 1 'device' -- timeout 20 "$gpud" --config "$work/gpud.conf"
+printf 'token = secret\n' >"$work/tok.conf"
+check config_token 2 "tok.conf:1: 'token' is not allowed in a file \(use token-file\)" -- "$gpud" --config "$work/tok.conf"
+printf 'listen 127.0.0.1:0\n' >"$work/bad.conf"
+check config_syntax 2 "bad.conf:1: not 'name = value'" -- "$gpud" --config "$work/bad.conf"
+printf 'bogus = 1\n' >"$work/unknown.conf"
+check config_unknown 2 "unknown option '--bogus'" -- "$gpud" --config "$work/unknown.conf"
+check config_missing 1 'nonexistent.conf: No such file' -- "$gpud" --config "$work/nonexistent.conf"
+[ $fail -eq 0 ] && echo "all command-line checks passed"
+exit $((fail ? 1 : 0))
