@@ -2,7 +2,7 @@
 # The build stage of deploy/Dockerfile: installs remote-gpu into a prefix of
 # /opt/remote-gpu and lays it out for the two images:
 #   OUT/node/    bin/remote-gpud, remote-smi, remote-cubin [, test-driver/]
-#   OUT/client/  lib/libremote.so, lib/remote-gpu/driver/, bin/remote-bench
+#   OUT/client/  lib/libremote.so, lib/remote-gpu/driver/, bin/remote-gpu, bin/remote-bench
 #                and the CUDA runtime it links [, test/ programs]
 # With /src/prebuilt/opt/remote-gpu (deploy/ci/compose-test.sh: the build
 # machine's install, its toolkit reused) nothing is compiled.
@@ -35,6 +35,7 @@ for t in remote-gpud remote-smi remote-cubin; do
 done
 [ "${TEST_DRIVER:-0}" = 1 ] && cp -a $tree/test-driver "$out/node/"
 cp -a $tree/lib/libremote.so $tree/lib/remote-gpu "$out/client/lib/"
+cp -a $tree/bin/remote-gpu "$out/client/bin/"
 cp -a $tree/bin/remote-bench $tree/lib/libcudart.so.13 "$out/client/bin/" 2>/dev/null || true
 [ -e "$out/client/bin/libcudart.so.13" ] && mv "$out/client/bin/libcudart.so.13" "$out/client/lib/"
 [ -d $tree/test ] && cp -a $tree/test "$out/client/"
