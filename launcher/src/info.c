@@ -8,15 +8,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rg_opt.h"
 
-/* REMOTE_GPU_TIMEOUT (seconds) bounds each connection, as in libremote.so;
- * 5 s when unset. */
+/* REMOTE_GPU_TIMEOUT (seconds) bounds each connection, as in libremote.so
+ * (frontend/src/live.c), whose default, 10 s, applies when it is unset or 0. */
 unsigned ln_timeout_ms(void)
 {
 	const char *v = getenv("REMOTE_GPU_TIMEOUT");
-	double s = v && *v ? atof(v) : 5.0;
-	return s > 0 ? (unsigned)(s * 1000) : 5000;
+	double s = v && *v ? atof(v) : 10.0;
+	return s > 0 ? (unsigned)(s * 1000) : 10000;
 }
 
 void ln_probe_print(int ordinal, const ln_probe *p)
@@ -37,10 +36,8 @@ void ln_probe_print(int ordinal, const ln_probe *p)
 
 int ln_info(const ln_opts *o)
 {
-	const char *servers = ln_servers(o);
-	if (!servers)
-		return rg_opt_error(LN_PROG, "no server: give --server HOST:PORT or set REMOTE_GPU");
-	int st = ln_env_secrets(o);
+	const char *servers;
+	int st = ln_env_client(o, &servers);
 	if (st)
 		return st;
 	char *list = strdup(servers), *save = NULL;

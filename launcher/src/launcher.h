@@ -40,6 +40,9 @@ int ln_locate(ln_paths *p, char *why, size_t cap);
 int ln_env_setup(const ln_opts *o, const ln_paths *p);
 /* Only the token (REMOTE_GPU_TOKEN) and the CA (REMOTE_GPU_TLS_CA). */
 int ln_env_secrets(const ln_opts *o);
+/* The servers (*servers) and the secrets; 0, or an exit status after saying
+ * what is missing. */
+int ln_env_client(const ln_opts *o, const char **servers);
 /* Reads the first line of a token file that only its owner may read.
  * 0, or -1 after printing why. */
 int ln_token_read(const char *file, char *out, size_t cap);

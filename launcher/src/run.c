@@ -80,12 +80,17 @@ int ln_env_secrets(const ln_opts *o)
 	return 0;
 }
 
+int ln_env_client(const ln_opts *o, const char **servers)
+{
+	if (!(*servers = ln_servers(o)))
+		return rg_opt_error(LN_PROG, "no server: give --server HOST:PORT or set REMOTE_GPU");
+	return ln_env_secrets(o);
+}
+
 int ln_env_setup(const ln_opts *o, const ln_paths *p)
 {
-	const char *servers = ln_servers(o);
-	if (!servers)
-		return rg_opt_error(LN_PROG, "no server: give --server HOST:PORT or set REMOTE_GPU");
-	int st = ln_env_secrets(o);
+	const char *servers;
+	int st = ln_env_client(o, &servers);
 	if (st)
 		return st;
 	if (setenv("REMOTE_GPU", servers, 1) != 0 || env_prepend("LD_PRELOAD", p->lib, ':') != 0)

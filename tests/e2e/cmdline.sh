@@ -8,33 +8,9 @@ set -u
 b=$1 fake=$2
 gpud=$b/backend/remote-gpud smi=$b/backend/remote-smi cubin=$b/cubin-tools/remote-cubin
 bench=$b/bench/remote-bench rg=$b/launcher/remote-gpu
-work=$(mktemp -d /tmp/rg-cmdline.XXXXXX)
-pids=()
-fail=0
-cleanup() {
-	for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-	if [ $fail -eq 0 ]; then rm -rf "$work"; else echo "scratch folder kept: $work"; fi
-}
-trap cleanup EXIT
-
-# check NAME WANT_STATUS PATTERN... -- CMD...: as in launcher.sh
-check() {
-	local name=$1 want=$2; shift 2
-	local pats=()
-	while [ "$1" != -- ]; do pats+=("$1"); shift; done
-	shift
-	"$@" >"$work/$name.out" 2>&1
-	local st=$? ok=1
-	[ "$st" = "$want" ] || { echo "FAIL $name: exit status $st, want $want"; ok=0; }
-	for p in "${pats[@]}"; do
-		if [ "${p:0:1}" = '!' ]; then
-			grep -Eq -- "${p:1}" "$work/$name.out" && { echo "FAIL $name: has '${p:1}'"; ok=0; }
-		else
-			grep -Eq -- "$p" "$work/$name.out" || { echo "FAIL $name: no '$p'"; ok=0; }
-		fi
-	done
-	if [ $ok = 1 ]; then echo "ok $name"; else sed 's/^/  | /' "$work/$name.out" | tail -n 20; fail=$((fail + 1)); fi
-}
+# shellcheck source=check_lib.sh
+. "$(dirname "$0")/check_lib.sh"
+check_scratch cmdline
 
 for t in "remote-gpud:$gpud" "remote-smi:$smi" "remote-cubin:$cubin" "remote-bench:$bench" "remote-gpu:$rg"; do
 	tn=${t%%:*} tp=${t#*:}

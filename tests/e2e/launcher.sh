@@ -8,14 +8,9 @@
 set -u
 gpud=$1 fake=$2 rg=$3 bin=$4
 [ -x "$bin/devquery" ] || { echo "skipped: e2e programs not built (no nvcc)"; exit 77; }
-work=$(mktemp -d /tmp/rg-launcher.XXXXXX)
-pids=()
-fail=0
-cleanup() {
-	for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-	if [ $fail -eq 0 ]; then rm -rf "$work"; else echo "scratch folder kept: $work"; fi
-}
-trap cleanup EXIT
+# shellcheck source=check_lib.sh
+. "$(dirname "$0")/check_lib.sh"
+check_scratch launcher
 TOKEN=launcher-test-token-5d1f
 printf '%s\n' "$TOKEN" >"$work/token" && chmod 600 "$work/token"
 printf 'not-the-token\n' >"$work/wrong" && chmod 600 "$work/wrong"
@@ -30,32 +25,12 @@ start() {
 	port=$(cat "$work/$name.port")
 }
 
-# check NAME WANT_STATUS PATTERN... -- CMD...: runs CMD (stdout and stderr to
-# NAME.out), wants its exit status and every PATTERN (grep -E) in its output;
-# a PATTERN starting with ! must not be there.
-check() {
-	local name=$1 want=$2; shift 2
-	local pats=()
-	while [ "$1" != -- ]; do pats+=("$1"); shift; done
-	shift
-	"$@" >"$work/$name.out" 2>&1
-	local st=$? ok=1
-	[ "$st" = "$want" ] || { echo "FAIL $name: exit status $st, want $want"; ok=0; }
-	for p in "${pats[@]}"; do
-		if [ "${p:0:1}" = '!' ]; then
-			grep -Eq -- "${p:1}" "$work/$name.out" && { echo "FAIL $name: has '${p:1}'"; ok=0; }
-		else
-			grep -Eq -- "$p" "$work/$name.out" || { echo "FAIL $name: no '$p'"; ok=0; }
-		fi
-	done
-	if [ $ok = 1 ]; then echo "ok $name"; else sed 's/^/  | /' "$work/$name.out" | tail -n 20; fail=$((fail + 1)); fi
-}
 
 start good --token-file "$work/token"
 good=$port
 # a port nothing listens on: bind one, close it
 dead=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-libdir=$(dirname "$(dirname "$rg")")/frontend
+libdir=$(cd "$(dirname "$rg")/../frontend" && pwd -P)
 
 check version 0 '^remote-gpu [0-9]+\.[0-9]+\.[0-9]+' -- "$rg" --version
 check help 0 '--server ADDR' '--token-file F' '--tls-ca F' -- "$rg" --help

@@ -719,6 +719,35 @@ if [ "${RG_TORCH:-1}" = 1 ] && [ -f "$here/torch_probe.py" ] && python3 -c 'impo
   cp "$work/d/torch.remote.err" "$report_dir/torch-remote.log" 2>/dev/null
 fi
 
+# ---- issue 21: the launcher (remote-gpu info, doctor, run) against the real GPU ------
+if [ "${RG_LAUNCHER:-0}" = 1 ] && [ -x "$B/launcher/remote-gpu" ] && [ "$(left)" -gt 60 ]; then
+  healthy_server
+  note "launcher: remote-gpu info, doctor, run"
+  rgl=$B/launcher/remote-gpu
+  {
+    echo -e "\n## remote-gpu (launcher/), GPU-less client\n\n\`\`\`"
+    # launcher SUBCOMMAND [-- COMMAND...]: remote-gpu in the GPU-less namespace
+    launcher() {
+      local sub=$1; shift
+      echo "\$ remote-gpu $sub --server 127.0.0.1:PORT $*"
+      timeout 60 unshare -m --propagation private bash "$work/gpuless.sh" "$rgl" "$sub" \
+        --server 127.0.0.1:$srv_port "$@" 2>&1 | head -n 40
+      echo "exit status ${PIPESTATUS[0]}"
+    }
+    launcher info
+    launcher doctor -- "$bin/devquery"
+    launcher doctor -- "$bin/static_devquery"
+    launcher doctor -- python3
+    launcher run -- "$bin/devquery"
+    if python3 -c 'import torch' 2>/dev/null; then
+      echo "\$ remote-gpu run --server 127.0.0.1:PORT -- python3 -c 'torch.cuda...'"
+      timeout 120 unshare -m --propagation private bash "$work/gpuless.sh" "$rgl" run --server 127.0.0.1:$srv_port \
+        -- python3 -c 'import torch; print(torch.cuda.device_count(), torch.cuda.get_device_name(0), (torch.ones(4, device="cuda") * 2).sum().item())' 2>&1 | tail -n 5
+    fi
+    echo '```'
+  } >>"$rep"
+fi
+
 # ---- issue 3: startup with a preloaded cubin store; issue 4: the examples ----------
 if [ "${RG_STARTUP:-1}" = 1 ] && [ -x "$root/bench/cubin-startup.sh" ] && [ "$(left)" -gt 150 ]; then
   note "cubin store startup benchmark"
