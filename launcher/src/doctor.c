@@ -190,8 +190,9 @@ int ln_doctor(const ln_opts *o)
 			ln_probe_run(e, ln_timeout_ms(), &pr);
 			char msg[1024];
 			if (pr.state == LN_OK) {
-				snprintf(msg, sizeof(msg), "server %s: remote-gpud %s, %s, round trip %.1f us", e,
-					 pr.version[0] ? pr.version : "(older than 0.1.0)", pr.name, pr.rtt_median_us);
+				snprintf(msg, sizeof(msg), "server %s: remote-gpud %s, %d device(s) (%s), round trip %.1f us",
+					 e, pr.version[0] ? pr.version : "(older than 0.1.0)", pr.ndev,
+					 pr.ndev ? pr.dev[0].name : "", pr.rtt_median_us);
 				say_ok("%s", msg);
 			} else if (pr.state == LN_NOT_PROBED) {
 				printf("note     server %s: %s\n", e, ln_probe_explain(&pr));

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #define LN_PROG "remote-gpu"
+#define LN_MAX_DEV 16 /* devices of one server that the probe lists */
 
 /* The options every subcommand takes. servers: the comma-joined --server
  * values, NULL when none was given (REMOTE_GPU of the environment then). */
@@ -68,9 +69,13 @@ typedef struct ln_probe {
 	char detail[160];   /* connect error text, ... */
 	uint32_t proto;     /* the server's protocol version */
 	char version[96];   /* the server's software version, "" if it did not say */
-	char name[256];     /* device */
-	uint64_t total_mem; /* bytes */
 	int driver_version;
+	int ndev;           /* the devices it serves, in the order the client numbers them */
+	struct ln_probe_dev {
+		uint32_t ordinal;   /* on the server */
+		char name[256];
+		uint64_t total_mem; /* bytes */
+	} dev[LN_MAX_DEV];
 	double rtt_min_us, rtt_median_us; /* of LN_PINGS null calls */
 } ln_probe;
 #define LN_PINGS 20

@@ -89,24 +89,43 @@ static void probe_pings(transport_conn *c, uint64_t *seq, ln_probe *p)
 	p->rtt_median_us = t[n / 2];
 }
 
-/* Reads the hello reply's results (frontend/src/rt_hello.c has the layout);
- * the server's software version is the last one, from servers that send it. */
+/* Reads the hello reply's results (frontend/src/rt_hello.c has the layout):
+ * [version, driver version, then per device: ordinal, name, uuid, total
+ * memory, attributes, PCI bus id, stream priorities least and greatest], or,
+ * from servers of several devices, [version, driver version, n, then n such
+ * groups each with a peers mask]; told apart by the type of the fourth result
+ * (a name, or an ordinal). The server's software version follows, from
+ * servers that send it. */
 static void probe_read_hello(const proto_view *v, ln_probe *p)
 {
-	uint32_t i = PROTO_REPLY_FIRST, ord;
-	int32_t drv = 0, lo, hi;
+	int32_t drv = 0, prio;
+	uint32_t first = 2, per = 8, n = 1, ord;
 	const char *s;
 	const void *b;
-	size_t n;
-	int bad = proto_arg_u32(v, i++, &p->proto) || proto_arg_i32(v, i++, &drv) || proto_arg_u32(v, i++, &ord);
-	if (!bad && !(bad = proto_arg_str(v, i++, &s, &n)))
-		snprintf(p->name, sizeof(p->name), "%.*s", (int)n, s);
-	bad = bad || proto_arg_bin(v, i++, &b, &n) || proto_arg_u64(v, i++, &p->total_mem) ||
-	      proto_arg_bin(v, i++, &b, &n) || proto_arg_str(v, i++, &s, &n) || proto_arg_i32(v, i++, &lo) ||
-	      proto_arg_i32(v, i++, &hi);
+	size_t len;
+	uint64_t mem;
+	int bad = proto_arg_u32(v, 0, &p->proto) || proto_arg_i32(v, 1, &drv);
+	if (!bad && proto_arg_str(v, 3, &s, &len) != PROTO_OK) {
+		bad = proto_arg_u32(v, 2, &n) || n > 1024;
+		first = 3;
+		per = 9;
+	}
+	for (uint32_t d = 0; !bad && d < n; d++) {
+		uint32_t i = first + d * per;
+		bad = proto_arg_u32(v, i, &ord) || proto_arg_str(v, i + 1, &s, &len) || proto_arg_bin(v, i + 2, &b, &len) ||
+		      proto_arg_u64(v, i + 3, &mem) || proto_arg_bin(v, i + 4, &b, &len) ||
+		      proto_arg_i32(v, i + 6, &prio) || proto_arg_i32(v, i + 7, &prio);
+		if (!bad && p->ndev < LN_MAX_DEV) {
+			struct ln_probe_dev *x = &p->dev[p->ndev++];
+			x->ordinal = ord;
+			x->total_mem = mem;
+			proto_arg_str(v, i + 1, &s, &len);
+			snprintf(x->name, sizeof(x->name), "%.*s", (int)len, s);
+		}
+	}
 	p->driver_version = drv;
-	if (!bad && proto_arg_str(v, i, &s, &n) == PROTO_OK)
-		snprintf(p->version, sizeof(p->version), "%.*s", (int)n, s);
+	if (!bad && proto_arg_str(v, first + n * per, &s, &len) == PROTO_OK)
+		snprintf(p->version, sizeof(p->version), "%.*s", (int)len, s);
 	if (bad) {
 		p->state = LN_FAILED;
 		snprintf(p->detail, sizeof(p->detail), "malformed handshake reply");

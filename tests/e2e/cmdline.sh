@@ -51,7 +51,7 @@ device = 7
 drain-seconds = 0
 insecure = no
 CONF
-check config_override 0 '^servers answering: 1 of 1$' -- sh -c "
+check config_override 0 '^servers answering: 1 of 1; devices: 1$' -- sh -c "
 	'$gpud' --config '$work/gpud.conf' --device=0 >'$work/gpud.log' 2>&1 & echo \$! >'$work/gpud.pid'
 	for i in \$(seq 100); do [ -s '$work/port' ] && break; sleep 0.05; done
 	'$rg' info --server 127.0.0.1:\$(cat '$work/port') --token-file '$work/token'; st=\$?

@@ -55,12 +55,13 @@ check run_static 0 'Fake|device' -- "$rg" run --server 127.0.0.1:$good --token-f
 check run_status 3 -- "$rg" run --server 127.0.0.1:$good -- sh -c 'exit 3'
 
 # info
-check info_good 0 "^device 0: 127.0.0.1:$good$" '^  server      remote-gpud [0-9]+\.[0-9]+\.[0-9]+.*, protocol [0-9]+$' \
-	'^  device      .+, [0-9.]+ GiB, driver [0-9]+\.[0-9]+$' '^  round trip  [0-9.]+ us \(median of 20 null calls' \
-	'^servers answering: 1 of 1$' -- "$rg" info --server 127.0.0.1:$good --token-file "$work/token"
-check info_env 0 "^device 1: 127.0.0.1:$good$" '^servers answering: 2 of 2$' -- \
+check info_good 0 "^127.0.0.1:$good$" \
+	'^  server      remote-gpud [0-9]+\.[0-9]+\.[0-9]+.*, protocol [0-9]+, driver [0-9]+\.[0-9]+$' \
+	'^  device 0    .+, [0-9.]+ GiB \(its GPU 0\)$' '^  round trip  [0-9.]+ us \(median of 20 null calls' \
+	'^servers answering: 1 of 1; devices: 1$' -- "$rg" info --server 127.0.0.1:$good --token-file "$work/token"
+check info_env 0 '^  device 1    ' '^servers answering: 2 of 2; devices: 2$' -- \
 	env REMOTE_GPU=127.0.0.1:$good,127.0.0.1:$good REMOTE_GPU_TOKEN=$TOKEN "$rg" info
-check info_dead 1 "^device 1: 127.0.0.1:$dead$" 'server unreachable' '^servers answering: 1 of 2$' -- \
+check info_dead 1 "^127.0.0.1:$dead$" '^  error       server unreachable' '^servers answering: 1 of 2; devices: 1$' -- \
 	"$rg" info -s 127.0.0.1:$good -s 127.0.0.1:$dead --token-file "$work/token"
 
 # doctor
