@@ -19,7 +19,7 @@ for t in "remote-gpud:$gpud" "remote-smi:$smi" "remote-cubin:$cubin" "remote-ben
 done
 check gpud.unknown 2 "^remote-gpud: unknown option '--bogus'$" "^Try 'remote-gpud --help'.$" -- "$gpud" --bogus x
 check gpud.novalue 2 "^remote-gpud: option '--listen' needs a value" -- "$gpud" --listen
-check gpud.badnum 2 'not a device ordinal' -- "$gpud" --device=x
+check gpud.badnum 2 '^remote-gpud: --hello-timeout x: not a number from 0 to' -- "$gpud" --hello-timeout=x
 check smi.unknown 2 "^remote-smi: unknown option '--bogus'$" "^Try 'remote-smi --help'.$" -- "$smi" --bogus
 check smi.unknown_eq 2 "^remote-smi: unknown option '--bogus'$" -- "$smi" --bogus=1
 check smi.novalue 2 "^remote-smi: option '--port' needs a value$" -- "$smi" --port
