@@ -584,9 +584,11 @@ def gen_server_h(d):
     for k in d.kinds:
         out.append(f"\tBE_{d.K(k)} = {k.index},\n")
     out.append(f"}};\n\n/* Every function of api/{d.stem}.api, resolved from the library when the first\n"
-               f" * call needs it; NULL where the library lacks it. */\nstruct be_{d.stem}_fns {{\n")
+               f" * call needs it; NULL where the library lacks it. Typed from the header\n"
+               f" * the api was generated from, so that an older header on the server (one\n"
+               f" * that lacks the newest functions) still builds. */\nstruct be_{d.stem}_fns {{\n")
     for f in d.fns:
-        out.append(f"\t__typeof__({f.name}) *{f.name};\n")
+        out.append(f"\t{c_proto(f, '(*' + f.name + ')')};\n")
     out.append(f"}};\nextern struct be_{d.stem}_fns be_{d.stem};\nextern be_lib_def be_{d.stem}_lib;\n\n")
     modes = mode_tags(d)
     if modes:

@@ -17,37 +17,39 @@ enum {
 };
 
 /* Every function of api/nccl.api, resolved from the library when the first
- * call needs it; NULL where the library lacks it. */
+ * call needs it; NULL where the library lacks it. Typed from the header
+ * the api was generated from, so that an older header on the server (one
+ * that lacks the newest functions) still builds. */
 struct be_nccl_fns {
-	__typeof__(ncclGetVersion) *ncclGetVersion;
-	__typeof__(ncclGetUniqueId) *ncclGetUniqueId;
-	__typeof__(ncclCommInitRank) *ncclCommInitRank;
-	__typeof__(ncclCommInitRankConfig) *ncclCommInitRankConfig;
-	__typeof__(ncclCommInitRankScalable) *ncclCommInitRankScalable;
-	__typeof__(ncclCommSplit) *ncclCommSplit;
-	__typeof__(ncclCommShrink) *ncclCommShrink;
-	__typeof__(ncclCommFinalize) *ncclCommFinalize;
-	__typeof__(ncclCommDestroy) *ncclCommDestroy;
-	__typeof__(ncclCommAbort) *ncclCommAbort;
-	__typeof__(ncclCommRevoke) *ncclCommRevoke;
-	__typeof__(ncclCommGetAsyncError) *ncclCommGetAsyncError;
-	__typeof__(ncclCommCount) *ncclCommCount;
-	__typeof__(ncclCommUserRank) *ncclCommUserRank;
-	__typeof__(ncclRedOpCreatePreMulSum) *ncclRedOpCreatePreMulSum;
-	__typeof__(ncclRedOpDestroy) *ncclRedOpDestroy;
-	__typeof__(ncclAllReduce) *ncclAllReduce;
-	__typeof__(ncclBroadcast) *ncclBroadcast;
-	__typeof__(ncclBcast) *ncclBcast;
-	__typeof__(ncclReduce) *ncclReduce;
-	__typeof__(ncclAllGather) *ncclAllGather;
-	__typeof__(ncclReduceScatter) *ncclReduceScatter;
-	__typeof__(ncclAlltoAll) *ncclAlltoAll;
-	__typeof__(ncclGather) *ncclGather;
-	__typeof__(ncclScatter) *ncclScatter;
-	__typeof__(ncclSend) *ncclSend;
-	__typeof__(ncclRecv) *ncclRecv;
-	__typeof__(ncclGroupStart) *ncclGroupStart;
-	__typeof__(ncclGroupEnd) *ncclGroupEnd;
+	ncclResult_t (*ncclGetVersion)(int * version);
+	ncclResult_t (*ncclGetUniqueId)(ncclUniqueId* uniqueId);
+	ncclResult_t (*ncclCommInitRank)(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank);
+	ncclResult_t (*ncclCommInitRankConfig)(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank, ncclConfig_t* config);
+	ncclResult_t (*ncclCommInitRankScalable)(ncclComm_t* newcomm, int nranks, int myrank, int nId, ncclUniqueId* commIds, ncclConfig_t* config);
+	ncclResult_t (*ncclCommSplit)(ncclComm_t comm, int color, int key, ncclComm_t * newcomm, ncclConfig_t* config);
+	ncclResult_t (*ncclCommShrink)(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags);
+	ncclResult_t (*ncclCommFinalize)(ncclComm_t comm);
+	ncclResult_t (*ncclCommDestroy)(ncclComm_t comm);
+	ncclResult_t (*ncclCommAbort)(ncclComm_t comm);
+	ncclResult_t (*ncclCommRevoke)(ncclComm_t comm, int revokeFlags);
+	ncclResult_t (*ncclCommGetAsyncError)(ncclComm_t comm, ncclResult_t * asyncError);
+	ncclResult_t (*ncclCommCount)(const ncclComm_t comm, int* count);
+	ncclResult_t (*ncclCommUserRank)(const ncclComm_t comm, int* rank);
+	ncclResult_t (*ncclRedOpCreatePreMulSum)(ncclRedOp_t * op, void * scalar, ncclDataType_t datatype, ncclScalarResidence_t residence, ncclComm_t comm);
+	ncclResult_t (*ncclRedOpDestroy)(ncclRedOp_t op, ncclComm_t comm);
+	ncclResult_t (*ncclAllReduce)(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream);
+	ncclResult_t (*ncclBroadcast)(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream);
+	ncclResult_t (*ncclBcast)(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream);
+	ncclResult_t (*ncclReduce)(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream);
+	ncclResult_t (*ncclAllGather)(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream);
+	ncclResult_t (*ncclReduceScatter)(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream);
+	ncclResult_t (*ncclAlltoAll)(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream);
+	ncclResult_t (*ncclGather)(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream);
+	ncclResult_t (*ncclScatter)(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream);
+	ncclResult_t (*ncclSend)(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm, cudaStream_t stream);
+	ncclResult_t (*ncclRecv)(void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm, cudaStream_t stream);
+	ncclResult_t (*ncclGroupStart)(void);
+	ncclResult_t (*ncclGroupEnd)(void);
 };
 extern struct be_nccl_fns be_nccl;
 extern be_lib_def be_nccl_lib;
