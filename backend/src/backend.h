@@ -99,9 +99,10 @@ typedef struct be_server {
 	 * the cookie the supervisor gave it inside TLS after checking its token,
 	 * so the hello over rdma carries no token (it would cross in clear). */
 	int cookie_auth;
-	/* A session process with --primary-context (REMOTE_GPU_PRIMARY_CONTEXT=1): its
-	 * one session runs in the device's primary context, which libraries that
-	 * call cudaSetDevice (NCCL) bind too, instead of a context of its own. */
+	/* A session process (one session; unless --own-context): its session runs
+	 * in the devices' primary contexts, as a local process does, which
+	 * libraries that call cudaSetDevice (NCCL) bind too. Thread isolation's
+	 * sessions each make contexts of their own. */
 	int primary_ctx;
 } be_server;
 

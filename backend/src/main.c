@@ -3,7 +3,7 @@
  *
  *   remote-gpud [--listen HOST:PORT] [--port-file FILE] [--device N,M,...|all]
  *               [--driver PATH] [--token-file FILE] [--isolation process|thread]
- *               [--cublas PATH] [--cublaslt PATH] [--nccl PATH] [--primary-context]
+ *               [--cublas PATH] [--cublaslt PATH] [--nccl PATH] [--own-context]
  *               [--run-dir DIR] [--metrics-port N] [--metrics-listen HOST:PORT]
  *               [--hello-timeout S] [--version]
  *               [--idle-timeout S] [--max-connections N] [--max-per-source N]
@@ -99,9 +99,10 @@ static void usage(FILE *f)
 		"  --cublaslt PATH     cuBLASLt (default libcublasLt.so.13; also REMOTE_GPU_CUBLASLT)\n"
 		"  --nccl PATH         NCCL (default libnccl.so.2; also REMOTE_GPU_NCCL); NCCL_NVLS_ENABLE\n"
 		"                      is 0 unless set in the environment\n"
-		"  --primary-context   a session process runs its session in the device's primary context\n"
-		"                      (which NCCL's cudaSetDevice binds), not a context of its own; also\n"
-		"                      REMOTE_GPU_PRIMARY_CONTEXT=1\n"
+		"  --own-context       a session process makes contexts of its own instead of running its\n"
+		"                      session in the devices' primary contexts, as a local process does\n"
+		"                      and libraries that call cudaSetDevice (NCCL) need; also\n"
+		"                      REMOTE_GPU_OWN_CONTEXT=1 (thread isolation always has its own)\n"
 		"  --token-file FILE   clients must present the token in FILE's first line (the file must\n"
 		"                      not be readable by group or others); or REMOTE_GPU_TOKEN\n"
 		"  --token T           the same, but visible to local users until it is scrubbed: prefer\n"
@@ -607,8 +608,8 @@ int main(int argc, char **argv)
 		}
 		if (be_tls_flag(a) == 0)
 			continue;
-		if (!strcmp(a, "--primary-context")) {
-			setenv("REMOTE_GPU_PRIMARY_CONTEXT", "1", 1); /* the session processes inherit it */
+		if (!strcmp(a, "--own-context")) {
+			setenv("REMOTE_GPU_OWN_CONTEXT", "1", 1); /* the session processes inherit it */
 			continue;
 		}
 		if (strncmp(a, "--", 2) != 0)
@@ -701,8 +702,8 @@ int main(int argc, char **argv)
 	if ((r = be_tenants_setup(M.session_fd >= 0 || M.session_listen, !strcmp(isolation, "thread"))) != 0)
 		return r;
 	/* one session per process: only then may it have the primary context */
-	const char *pc = getenv("REMOTE_GPU_PRIMARY_CONTEXT");
-	be_srv.primary_ctx = (M.session_fd >= 0 || M.session_listen) && pc && !strcmp(pc, "1");
+	const char *oc = getenv("REMOTE_GPU_OWN_CONTEXT");
+	be_srv.primary_ctx = (M.session_fd >= 0 || M.session_listen) && !(oc && !strcmp(oc, "1"));
 	if (be_tenants_active() && (token || token_file)) {
 		fprintf(stderr, "remote-gpud: --tenants holds the tokens: leave out --token and --token-file\n");
 		return 2;

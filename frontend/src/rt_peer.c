@@ -51,8 +51,12 @@ cudaError_t fe_peer_access(int dev, int peer, int enable, unsigned flags)
 		fe_rt_set_current_device(cur);
 	if (e != cudaSuccess)
 		return e;
-	if (!fe_rt_device(peer) || peer == dev)
+	if (!fe_rt_device(peer))
 		return fe_rt_fail(cudaErrorInvalidDevice);
+	/* Its own device: peer access unsupported to enable (measured on an H100,
+	 * where the documentation says invalid device). */
+	if (peer == dev)
+		return fe_rt_fail(enable ? cudaErrorPeerAccessUnsupported : cudaErrorInvalidDevice);
 	if (enable && flags != 0)
 		return fe_rt_fail(cudaErrorInvalidValue);
 	if (!can_access(dev, peer))

@@ -35,7 +35,11 @@ def setup():
 
 
 def say(rank, text):
-    print(f"rank {rank} {text}", flush=True)
+    # One write(2) per line: the ranks share the pipe, and print() under an
+    # unbuffered stdout writes the text and its newline apart (lines of two
+    # ranks ran together on 2 H100s).
+    sys.stdout.flush()
+    os.write(1, f"rank {rank} {text}\n".encode())
 
 
 def digest(t):

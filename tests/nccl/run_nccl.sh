@@ -17,9 +17,10 @@
 #   4. neither server logged an error or a malformed call.
 #
 #   run_nccl.sh --gpud PATH --lib PATH --driver PATH --nccl PATH --prog PATH
-#               [--isolation process|thread] [--primary-context] [--keep]
+#               [--isolation process|thread] [--own-context] [--keep]
 #
-# --primary-context: the servers run each session in the device's primary context.
+# --own-context: the servers' session processes make contexts of their own
+# (by default they run in the devices' primary contexts).
 #
 # Free memory is per process on the fake driver, so the baseline checks mean
 # something in thread isolation (each session is a process of its own otherwise).
@@ -32,7 +33,7 @@ while [ $# -gt 0 ]; do
   case $opt in
     gpud|lib|driver|nccl|prog|isolation) printf -v "$opt" '%s' "${2:?$1 needs a value}"; shift 2 ;;
     keep) keep=1; shift ;;
-    primary-context) extra+=(--primary-context); shift ;;
+    own-context) extra+=(--own-context); shift ;;
     h|help|-h) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "run_nccl: unknown argument $1" >&2; exit 2 ;;
   esac
