@@ -1,14 +1,7 @@
 /*
  * remote-gpud: serves one or more GPUs to remote-gpu clients (libremote.so).
  *
- *   remote-gpud [--listen HOST:PORT] [--port-file FILE] [--device N,M,...|all]
- *               [--driver PATH] [--token-file FILE] [--isolation process|thread]
- *               [--cublas PATH] [--cublaslt PATH] [--nccl PATH] [--own-context]
- *               [--run-dir DIR] [--metrics-port N] [--metrics-listen HOST:PORT]
- *               [--hello-timeout S] [--version]
- *               [--idle-timeout S] [--max-connections N] [--max-per-source N]
- *               [--drain-seconds S]
- *               [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]] [--insecure]
+ *   remote-gpud [options]    (options.c parses them; remote-gpud --help lists them)
  *
  * The main thread runs the libuv loop: the listener, the signals and, with
  * --isolation thread, every session's connection callbacks. By default each
@@ -47,20 +40,11 @@
 #include <unistd.h>
 
 #include "admit.h"
-#include "rg_args.h"
-#include "rg_opt.h"
-#include "rg_token.h"
-#include "config.h"
+#include "options.h"
 #include "tenants.h"
 
-#define DEFAULT_LISTEN "127.0.0.1:7420"
-#define DEFAULT_HELLO_TIMEOUT_S 10
-#define DEFAULT_MAX_CONNECTIONS 256
-#define DEFAULT_MAX_PER_SOURCE 64
-#define DEFAULT_DRAIN_S 30
 #define FD_RESERVE 64          /* thread mode: descriptors kept for the listener, logs, the driver */
 #define FD_PER_SESSION 8       /* thread mode: descriptors one session may hold (socket, driver's) */
-#define TOKEN_MAX 4096
 
 be_server be_srv;
 
@@ -80,68 +64,9 @@ static struct {
 	unsigned drain_s;
 	int ending;                 /* the grace is over: sessions were told to end */
 	int process_mode;           /* supervisor of session processes */
-} M = {.session_fd = -1, .port_fd = -1, .drain_s = DEFAULT_DRAIN_S};
+} M = {.session_fd = -1, .port_fd = -1, .drain_s = BE_DEFAULT_DRAIN_S};
 
 #define DRAIN_TICK_MS 100
-
-static void usage(FILE *f)
-{
-	fprintf(f,
-		"usage: remote-gpud [options]\n"
-		"  --listen ADDR       [tcp://|rdma://|rdma+tls://]HOST:PORT to listen on (default " DEFAULT_LISTEN ";\n"
-		"                      port 0: any free port), or shm:///PATH: a unix socket for clients\n"
-		"                      on this host, frames through shared memory (put it in a 0700 folder)\n"
-		"  --port-file FILE    write the bound port to FILE once listening\n"
-		"  --device LIST       GPU ordinals to serve, comma-separated, or all (default 0);\n"
-		"                      each client sees them as its devices 0, 1, ...\n"
-		"  --driver PATH       CUDA driver library (default libcuda.so.1)\n"
-		"  --cublas PATH       cuBLAS (default libcublas.so.13; also REMOTE_GPU_CUBLAS)\n"
-		"  --cublaslt PATH     cuBLASLt (default libcublasLt.so.13; also REMOTE_GPU_CUBLASLT)\n"
-		"  --nccl PATH         NCCL (default libnccl.so.2; also REMOTE_GPU_NCCL); NCCL_NVLS_ENABLE\n"
-		"                      is 0 unless set in the environment\n"
-		"  --own-context       a session process makes contexts of its own instead of running its\n"
-		"                      session in the devices' primary contexts, as a local process does\n"
-		"                      and libraries that call cudaSetDevice (NCCL) need; also\n"
-		"                      REMOTE_GPU_OWN_CONTEXT=1 (thread isolation always has its own)\n"
-		"  --token-file FILE   clients must present the token in FILE's first line (the file must\n"
-		"                      not be readable by group or others); or REMOTE_GPU_TOKEN\n"
-		"  --token T           the same, but visible to local users until it is scrubbed: prefer\n"
-		"                      --token-file\n"
-		"  --cubin-store DIR   kernel images on disk (remote-cubin extract; uploads are added)\n"
-		"                      default: $TMPDIR/remote-gpud-store2-<uid>\n"
-		"  --store-quota N     bytes of images each tenant may upload to the store\n"
-		"                      (suffix K, M, G; default 1G; 0: no uploads)\n"
-		"  --tenants FILE      tenants: each token's name, device memory quota, class and most\n"
-		"                      sessions (format: docs/TENANTS.md); re-read on SIGHUP\n"
-		"  --isolation MODE    process (default): each session in a process of its own, so a\n"
-		"                      kernel fault cannot reach other clients; thread: all in one\n"
-		"                      process (faster session start, no fault isolation; contexts of one\n"
-		"                      process can read each other's device memory, so it serves one\n"
-		"                      tenant: it takes a single token, all clients share it)\n"
-		"  --hello-timeout S   a connection must authenticate within S seconds (default %d; 0: no limit)\n"
-		"  --idle-timeout S    end an authenticated session with no call in flight for S seconds\n"
-		"                      (default 0: never; a program may rightly pause for long)\n"
-		"  --max-connections N connections (process mode: session processes) at once (default %d)\n"
-		"  --max-per-source N  connections from one source address at once (default %d)\n"
-		"  --drain-seconds S   on SIGTERM, stop accepting and let sessions finish for S seconds\n"
-		"                      before ending them (default %d)\n"
-		"  --run-dir DIR       where the status of the server and its sessions is kept for\n"
-		"                      remote-smi (default $TMPDIR/remote-gpud-<port>)\n"
-		"  --metrics-port N    serve Prometheus metrics at http://127.0.0.1:N/metrics\n"
-		"                      (0: any free port, printed at start)\n"
-		"  --metrics-listen A  the same on HOST:PORT, for a Prometheus on another host (the\n"
-		"                      numbers are not secret, but nothing there authenticates)\n"
-		"  --tls-cert FILE     TLS: certificate chain (PEM); clients connect with tls://\n"
-		"  --tls-key FILE      TLS: its private key (PEM)\n"
-		"  --tls-client-ca F   TLS: clients must present a certificate this CA signed\n"
-		"  --insecure          listen off loopback without TLS (tcp) or on rdma, in clear\n"
-		"  --config FILE       settings from FILE: 'name = value' lines, the names of these\n"
-		"                      options (token-file, not token); the command line overrides it\n"
-		"  --help, --version   (options take --opt VALUE and --opt=VALUE; usage errors exit 2)\n"
-		"Logging: REMOTE_GPU_LOG=info (or debug, or \"warn,backend=debug\"), REMOTE_GPU_LOG_FILE,\n"
-		"REMOTE_GPU_LOG_SYNC=1. Status of the server and its sessions: remote-smi.\n",
-		DEFAULT_HELLO_TIMEOUT_S, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_PER_SOURCE, DEFAULT_DRAIN_S);
-}
 
 /* Immutable facts about one device, asked once and handed to every client. */
 static void gpu_info(be_gpu *g)
@@ -487,32 +412,6 @@ static int serve_sent(transport_addr *addr, const char *driver, const char *devi
 	return atomic_load(&be_srv.auth_failed) ? BE_EXIT_AUTH : rc;
 }
 
-/* A number option in [0, max]: 0, or -1 after saying why. */
-static int parse_uint(const char *opt, const char *v, long max, unsigned *out)
-{
-	char *end;
-	errno = 0;
-	long n = strtol(v, &end, 10);
-	if (errno || *end || end == v || n < 0 || n > max) {
-		fprintf(stderr, "remote-gpud: %s %s: not a number from 0 to %ld\n", opt, v, max);
-		return -1;
-	}
-	*out = (unsigned)n;
-	return 0;
-}
-
-/* --token-file: the first line of a file only this user can read (rg_token.h). */
-static const char *read_token_file(const char *path)
-{
-	static char tok[TOKEN_MAX + 2];
-	char err[PATH_MAX + 200];
-	if (rg_token_file_read(path, tok, sizeof(tok), err, sizeof(err)) != 0) {
-		fprintf(stderr, "remote-gpud: --token-file %s\n", err);
-		return NULL;
-	}
-	return tok;
-}
-
 /* A directory in a shared temporary folder (sticky and world-writable, as
  * /tmp) that another user made, or a symlink there, is refused: whoever made it
  * could have planted kernel images in it for every tenant to load. 0, or -1
@@ -576,129 +475,23 @@ static void fd_headroom(int thread_mode, unsigned *max_conns)
 
 int main(int argc, char **argv)
 {
-	const char *listen = DEFAULT_LISTEN, *port_file = NULL, *driver = NULL, *token = NULL;
-	const char *isolation = "process", *store = NULL, *run_dir = NULL, *store_quota = "1G";
-	const char *token_file = NULL;
-	int metrics_port = -1;
-	const char *metrics_host = "127.0.0.1";
-	const char *device = "0";
-	unsigned hello_s = DEFAULT_HELLO_TIMEOUT_S, idle_s = 0, max_conns = DEFAULT_MAX_CONNECTIONS,
-		 max_per_source = DEFAULT_MAX_PER_SOURCE;
+	be_options o;
 	transport_addr addr;
 	int r;
 
 	rg_log_init("remote-gpud");
 	be_nccl_env_defaults(); /* inherited by the session processes */
-	if (rg_args_split(&argc, &argv) != 0) {
-		fprintf(stderr, "remote-gpud: out of memory\n");
-		return 1;
-	}
-	if ((r = be_config_expand(&argc, &argv)) != 0) /* config.c: --config FILE */
+	if ((r = be_options_parse(&argc, &argv, &o)) >= 0) /* options.c */
 		return r;
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-			usage(stdout);
-			return 0;
-		}
-		if (!strcmp(a, "--version")) {
-			rg_version_print(stdout, "remote-gpud");
-			return 0;
-		}
-		if (be_tls_flag(a) == 0)
-			continue;
-		if (!strcmp(a, "--own-context")) {
-			setenv("REMOTE_GPU_OWN_CONTEXT", "1", 1); /* the session processes inherit it */
-			continue;
-		}
-		if (strncmp(a, "--", 2) != 0)
-			return rg_opt_error("remote-gpud", v ? "unexpected argument '%s'" : "unknown option '%s'", a);
-		if (!v)
-			return rg_opt_error("remote-gpud", "option '%s' needs a value (or is unknown)", a);
-		if (!strcmp(a, "--listen"))
-			listen = v;
-		else if (!strcmp(a, "--port-file"))
-			port_file = v;
-		else if (!strcmp(a, "--driver"))
-			driver = v;
-		else if (!strcmp(a, "--token")) {
-			/* Scrubbed from our command line (/proc/PID/cmdline reads
-			 * this memory): seen only until now. */
-			static char tok[TOKEN_MAX + 1];
-			snprintf(tok, sizeof(tok), "%s", v);
-			memset(argv[i + 1], 'x', strlen(argv[i + 1]));
-			token = tok;
-		} else if (!strcmp(a, "--token-file"))
-			token_file = v;
-		else if (!strcmp(a, "--hello-timeout")) {
-			if (parse_uint(a, v, 86400, &hello_s))
-				return 2;
-		} else if (!strcmp(a, "--idle-timeout")) {
-			if (parse_uint(a, v, 86400 * 365, &idle_s))
-				return 2;
-		} else if (!strcmp(a, "--max-connections")) {
-			if (parse_uint(a, v, 1 << 20, &max_conns))
-				return 2;
-		} else if (!strcmp(a, "--max-per-source")) {
-			if (parse_uint(a, v, 1 << 20, &max_per_source))
-				return 2;
-		} else if (!strcmp(a, "--drain-seconds")) {
-			if (parse_uint(a, v, 86400, &M.drain_s))
-				return 2;
-		}
-		else if (be_lib_option(a, v) == 0)
-			; /* a forwarded library's path (lib.c): --cublas, --cublaslt, --nccl */
-		else if ((r = be_tenants_option(a, v)) >= 0) {
-			if (r)
-				return r; /* --tenants, --ledger-fd (tenants.c) */
-		} else if (be_tls_option(a, v) == 0)
-			; /* --tls-cert, --tls-key, --tls-client-ca (listen_tls.c) */
-		else if (!strcmp(a, "--isolation") && (!strcmp(v, "process") || !strcmp(v, "thread")))
-			isolation = v;
-		else if (!strcmp(a, "--cubin-store"))
-			store = v;
-		else if (!strcmp(a, "--store-quota"))
-			store_quota = v;
-		else if (!strcmp(a, "--run-dir"))
-			run_dir = v;
-		else if (!strcmp(a, "--metrics-port")) {
-			char *end;
-			errno = 0;
-			long p = strtol(v, &end, 10);
-			if (errno || *end || end == v || p < 0 || p > 65535) {
-				fprintf(stderr, "remote-gpud: --metrics-port %s: not a port number\n", v);
-				return 2;
-			}
-			metrics_port = (int)p;
-		} else if (!strcmp(a, "--metrics-listen")) {
-			static transport_addr ma;
-			if (transport_parse_addr(v, &ma) != TRANSPORT_OK || strcmp(ma.scheme, "tcp")) {
-				fprintf(stderr, "remote-gpud: --metrics-listen %s: not HOST:PORT\n", v);
-				return 2;
-			}
-			metrics_host = ma.host;
-			metrics_port = ma.port;
-		}
-		else if (!strcmp(a, "--session-fd"))
-			M.session_fd = atoi(v);
-		else if (!strcmp(a, "--session-listen"))
-			M.session_listen = v;
-		else if (!strcmp(a, "--port-fd"))
-			M.port_fd = atoi(v);
-		else if (!strcmp(a, "--device"))
-			device = v; /* checked against the driver's devices (device_info) */
-		else {
-			return rg_opt_error("remote-gpud", "unknown option '%s'", a);
-		}
-		i++;
-	}
-	if (token_file && !(token = read_token_file(token_file)))
-		return 2;
-	if (be_quota_parse(store_quota, &be_srv.store_quota) != 0) {
-		fprintf(stderr, "remote-gpud: --store-quota %s: not a size (bytes, or with K, M, G)\n", store_quota);
-		return 2;
-	}
+	const char *listen = o.listen, *port_file = o.port_file, *driver = o.driver, *token = o.token;
+	const char *isolation = o.isolation, *store = o.store, *run_dir = o.run_dir, *store_quota = o.store_quota;
+	const char *token_file = o.token_file, *metrics_host = o.metrics_host, *device = o.device;
+	int metrics_port = o.metrics_port;
+	unsigned hello_s = o.hello_s, idle_s = o.idle_s, max_conns = o.max_conns, max_per_source = o.max_per_source;
+	M.drain_s = o.drain_s;
+	M.session_fd = o.session_fd;
+	M.session_listen = o.session_listen;
+	M.port_fd = o.port_fd;
 	if ((r = be_tenants_setup(M.session_fd >= 0 || M.session_listen, !strcmp(isolation, "thread"))) != 0)
 		return r;
 	/* one session per process: only then may it have the primary context */

@@ -19,7 +19,17 @@ for t in "remote-gpud:$gpud" "remote-smi:$smi" "remote-cubin:$cubin" "remote-ben
 done
 check gpud.unknown 2 "^remote-gpud: unknown option '--bogus'$" "^Try 'remote-gpud --help'.$" -- "$gpud" --bogus x
 check gpud.novalue 2 "^remote-gpud: option '--listen' needs a value" -- "$gpud" --listen
-check gpud.badnum 2 '^remote-gpud: --hello-timeout x: not a number from 0 to' -- "$gpud" --hello-timeout=x
+check gpud.unknown_eq 2 "^remote-gpud: unknown option '--bogus'$" -- "$gpud" --bogus=1
+check gpud.novalue_eq 2 "^remote-gpud: option '--listen' needs a value$" -- "$gpud" --device 0 --listen
+check gpud.badnum 2 "^remote-gpud: option '--hello-timeout' takes a number from 0 to 86400, not 'x'$" \
+	-- "$gpud" --hello-timeout=x
+check gpud.badport 2 "^remote-gpud: option '--metrics-port' takes a number from 0 to 65535, not '70000'$" \
+	-- "$gpud" --metrics-port 70000
+check gpud.isolation 2 "^remote-gpud: option '--isolation' takes process or thread, not 'fork'$" \
+	-- "$gpud" --isolation=fork
+check gpud.extra 2 "^remote-gpud: unexpected argument 'x'$" -- "$gpud" x
+check gpud.quota 2 "^remote-gpud: option '--store-quota' takes a size" -- "$gpud" --store-quota 1Q
+check gpud.help_all 0 '--session-fd' '--metrics-listen' '--tls-client-ca' '--cublaslt' -- "$gpud" -h
 check smi.unknown 2 "^remote-smi: unknown option '--bogus'$" "^Try 'remote-smi --help'.$" -- "$smi" --bogus
 check smi.unknown_eq 2 "^remote-smi: unknown option '--bogus'$" -- "$smi" --bogus=1
 check smi.novalue 2 "^remote-smi: option '--port' needs a value$" -- "$smi" --port
@@ -56,6 +66,19 @@ check config_override 0 '^servers answering: 1 of 1; devices: 1$' -- sh -c "
 	for i in \$(seq 100); do [ -s '$work/port' ] && break; sleep 0.05; done
 	'$rg' info --server 127.0.0.1:\$(cat '$work/port') --token-file '$work/token'; st=\$?
 	kill -TERM \$(cat '$work/gpud.pid'); wait; exit \$st"
+# --listen=ADDR and --listen ADDR (and the other forms) serve alike
+serve() { # serve NAME ARGS...: remote-gpud with ARGS answers remote-gpu info
+	local name=$1
+	shift
+	check "$name" 0 '^servers answering: 1 of 1; devices: 1$' -- sh -c "
+	'$gpud' $* --port-file='$work/$name.port' >'$work/$name.log' 2>&1 & echo \$! >'$work/$name.pid'
+	for i in \$(seq 100); do [ -s '$work/$name.port' ] && break; sleep 0.05; done
+	'$rg' info --server 127.0.0.1:\$(cat '$work/$name.port') --token-file '$work/token'; st=\$?
+	kill -TERM \$(cat '$work/$name.pid'); wait; exit \$st"
+}
+serve listen_eq "--listen=127.0.0.1:0 --driver='$fake' --token-file='$work/token' --drain-seconds=0 --device=0"
+serve listen_space "--listen 127.0.0.1:0 --driver '$fake' --token-file '$work/token' --drain-seconds 0 --device 0"
+serve listen_thread "--isolation=thread --listen 127.0.0.1:0 --driver '$fake' --token-file '$work/token'"
 check config_device 1 'device' -- timeout 20 "$gpud" --config "$work/gpud.conf"
 printf 'token = secret\n' >"$work/tok.conf"
 check config_token 2 "tok.conf:1: 'token' is not allowed in a file \(use token-file\)" -- "$gpud" --config "$work/tok.conf"
