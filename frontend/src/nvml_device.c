@@ -128,7 +128,7 @@ nvmlReturn_t nvmlDeviceGetP2PStatus(nvmlDevice_t device1, nvmlDevice_t device2, 
 	if (r != NVML_SUCCESS)
 		return r;
 	int rw = p2pIndex == NVML_P2P_CAPS_INDEX_READ || p2pIndex == NVML_P2P_CAPS_INDEX_WRITE;
-	*p2pStatus = rw && fe_peer_can(a->first + a->remote, b->first + b->remote) ? NVML_P2P_STATUS_OK
+	*p2pStatus = rw && fe_peer_can(a->ordinal, b->ordinal) ? NVML_P2P_STATUS_OK
 										 : NVML_P2P_STATUS_NOT_SUPPORTED;
 	return NVML_SUCCESS;
 }

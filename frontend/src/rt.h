@@ -26,7 +26,8 @@ typedef struct fe_device {
 	transport_addr addr;
 	fe_conn *conn;
 	int remote;     /* its index among the server's devices (the frames' device) */
-	int first;      /* the ordinal of the server's device 0 here */
+	int first;      /* the slot of the server's device 0 in REMOTE_GPU's list (names the server) */
+	int ordinal;    /* its ordinal in the program (after CUDA_VISIBLE_DEVICES); -1: not visible */
 	int nremote;    /* how many devices the server serves */
 	uint64_t peers; /* bit j: it can access the server's device j (the server's driver says) */
 	int driver_version;

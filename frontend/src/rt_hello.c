@@ -166,10 +166,14 @@ int fe_hello(fe_device *devs, int max, int *ndev)
 	int32_t drv;
 	int bad = proto_arg_u32(v, i++, &version) || proto_arg_i32(v, i++, &drv) || proto_arg_u32(v, i++, &n) || n == 0;
 	if (!bad && (int)n > max) {
-		LOG_WARN("frontend", "%s serves %u devices: using %d (at most %d in all)", fe_conn_peer(d->conn), n, max,
-			 FE_MAX_DEVICES);
+		/* never a silent cut: the caller fails (cudaErrorInvalidValue is this case alone) */
+		LOG_ERROR("frontend", "%s serves %u devices, more than the %d this client has left of its most, %d "
+				      "(FE_MAX_DEVICES): shorten REMOTE_GPU",
+			  fe_conn_peer(d->conn), n, max, FE_MAX_DEVICES);
+		fe_reply_free(&r);
+		return cudaErrorInvalidValue;
 	}
-	uint32_t use = (int)n > max ? (uint32_t)max : n;
+	uint32_t use = n;
 	fe_conn *chan = d->conn;
 	for (uint32_t k = 0; k < use && !bad; k++) {
 		fe_device *x = &devs[k];

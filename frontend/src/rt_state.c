@@ -1,6 +1,8 @@
 /*
  * Client state: the devices named by REMOTE_GPU (one connection each), opened on
- * the first CUDA call; the error rules of the runtime API; fork safety.
+ * the first CUDA call, a server that cannot be reached or refuses the session
+ * skipped (REMOTE_GPU_STRICT=1: failing instead), CUDA_VISIBLE_DEVICES applied
+ * on top (rt_visible.c); the error rules of the runtime API; fork safety.
  */
 #include <stdatomic.h>
 #include <stdio.h>
@@ -16,13 +18,17 @@
 
 /* rt_hello.c: the handshake on devs[0].conn; fills devs[0 .. *n) (at most max). */
 int fe_hello(fe_device *devs, int max, int *n);
+/* rt_visible.c: the devices CUDA_VISIBLE_DEVICES leaves visible, in its order. */
+int fe_visible_select(const fe_device *devs, int n, int *map);
 
 static struct {
 	pthread_mutex_t lock;
 	int inited;
 	cudaError_t init_err;
-	int ndev;
-	fe_device dev[FE_MAX_DEVICES];
+	int ndev;                 /* visible devices: the program's ordinals */
+	int nslot;                /* devices of the reachable servers, in REMOTE_GPU's order */
+	int vis[FE_MAX_DEVICES];  /* ordinal -> slot */
+	fe_device dev[FE_MAX_DEVICES]; /* by slot (a channel's callbacks hold &dev[slot]) */
 	atomic_int sticky;
 	atomic_uint_fast64_t next_id;
 } S = {PTHREAD_MUTEX_INITIALIZER};
@@ -82,37 +88,110 @@ static void atfork_child(void)
 	/* The child must not touch the parent's connections: their sockets are
 	 * shared with the parent and their receiver threads do not exist here. It
 	 * starts over with sessions of its own on its first CUDA call. */
-	for (int i = 0; i < S.ndev; i++)
+	for (int i = 0; i < S.nslot; i++)
 		S.dev[i].conn = NULL;
 	pthread_mutex_init(&S.lock, NULL);
 	S.inited = 0;
 	S.ndev = 0;
+	S.nslot = 0;
 	forget(FE_RT_FORK);
 }
 
 /* Opens d's channel and says hello: a new session on that server, whose
- * devices fill d[0 .. *n) (at most max). */
-static cudaError_t device_connect(fe_device *d, int max, int *n, const char *spec)
+ * devices fill d[0 .. *n) (at most max). *reached: the connection was made
+ * (a failure after it is the server's answer, logged by fe_hello); then: the
+ * end of the log line when it was not. */
+static cudaError_t device_connect(fe_device *d, int max, int *n, const char *spec, int *reached, const char *then)
 {
+	*reached = 0;
 	int err = fe_conn_open(&d->addr, fe_hostfn_dispatch, d, &d->conn);
 	if (err == TRANSPORT_ETIMEDOUT && fe_live_timeout() > 0) {
 		/* as a server lost later is: REMOTE_GPU_TIMEOUT bounds both */
-		LOG_ERROR("frontend", "cannot reach remote GPU at %s: no connection within %g s (REMOTE_GPU_TIMEOUT)",
-			  spec, fe_live_timeout());
+		LOG_ERROR("frontend", "cannot reach remote GPU at %s: no connection within %g s (REMOTE_GPU_TIMEOUT)%s",
+			  spec, fe_live_timeout(), then);
 		d->conn = NULL;
 		return cudaErrorDevicesUnavailable;
 	}
 	if (err) {
-		LOG_ERROR("frontend", "cannot reach remote GPU at %s: %s", spec, transport_strerror(err));
+		LOG_ERROR("frontend", "cannot reach remote GPU at %s: %s%s", spec, transport_strerror(err), then);
 		d->conn = NULL;
 		return cudaErrorDevicesUnavailable;
 	}
+	*reached = 1;
 	cudaError_t e = (cudaError_t)fe_hello(d, max, n);
 	if (e != cudaSuccess) {
 		fe_conn_close(d->conn);
 		d->conn = NULL;
 	}
 	return e;
+}
+
+static int strict(void)
+{
+	const char *v = getenv("REMOTE_GPU_STRICT");
+	return v && *v && strcmp(v, "0") != 0;
+}
+
+/* Closes the sessions of the servers none of whose devices is visible. */
+static void close_hidden(void)
+{
+	for (int p = 0; p < S.nslot; p += S.dev[p].nremote) {
+		int used = 0;
+		for (int k = 0; k < S.dev[p].nremote; k++)
+			used |= S.dev[p + k].ordinal >= 0;
+		if (used)
+			continue;
+		for (int k = S.dev[p].nremote - 1; k >= 0; k--) { /* views first, the channel last */
+			fe_conn_close(S.dev[p + k].conn);
+			S.dev[p + k].conn = NULL;
+		}
+	}
+}
+
+/* Each REMOTE_GPU entry in turn: its server's devices are the next slots. An
+ * entry whose server cannot be reached or refuses the session is skipped
+ * (logged); with none left the first entry's error is the result, as with
+ * REMOTE_GPU_STRICT=1 at the first such entry. More devices than
+ * FE_MAX_DEVICES: an error, never a silent cut. */
+static cudaError_t connect_all(char *list)
+{
+	cudaError_t first_err = cudaSuccess;
+	char *save = NULL;
+	for (char *tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		if (S.nslot == FE_MAX_DEVICES) {
+			LOG_ERROR("frontend", "REMOTE_GPU: the servers before entry '%s' already serve %d devices, "
+					      "this client's most (FE_MAX_DEVICES): shorten the list",
+				  tok, FE_MAX_DEVICES);
+			return cudaErrorInvalidValue;
+		}
+		fe_device *d = &S.dev[S.nslot];
+		memset(d, 0, sizeof(*d));
+		if (transport_parse_addr(tok, &d->addr)) {
+			LOG_ERROR("frontend", "REMOTE_GPU entry '%s' is not [scheme://]host:port", tok);
+			return cudaErrorInvalidValue;
+		}
+		int n = 0, reached;
+		int fail = strict();
+		cudaError_t e = device_connect(d, FE_MAX_DEVICES - S.nslot, &n, tok, &reached,
+					       fail ? " (REMOTE_GPU_STRICT=1: no device)"
+						    : ": entry skipped (REMOTE_GPU_STRICT=1 fails instead)");
+		if (e == cudaErrorInvalidValue) /* the server has more devices than the slots left */
+			return e;
+		if (e != cudaSuccess) {
+			if (reached) /* its reason is logged by fe_hello, under the server's address */
+				LOG_WARN("frontend", "REMOTE_GPU entry '%s' %s: its server refused the session (above)", tok,
+					 fail ? "fails (REMOTE_GPU_STRICT=1: no device)" : "skipped (REMOTE_GPU_STRICT=1 fails instead)");
+			if (fail)
+				return e;
+			if (first_err == cudaSuccess)
+				first_err = e;
+			continue;
+		}
+		for (int i = 0; i < n; i++)
+			S.dev[S.nslot + i].first = S.nslot;
+		S.nslot += n;
+	}
+	return S.nslot > 0 ? cudaSuccess : first_err;
 }
 
 static cudaError_t init_locked(void)
@@ -124,23 +203,22 @@ static cudaError_t init_locked(void)
 				      "(set REMOTE_GPU=host:port[,host:port...])");
 		return cudaErrorNoDevice;
 	}
-	char buf[1024];
-	snprintf(buf, sizeof(buf), "%s", spec);
-	char *save = NULL;
-	for (char *tok = strtok_r(buf, ",", &save); tok && S.ndev < FE_MAX_DEVICES; tok = strtok_r(NULL, ",", &save)) {
-		fe_device *d = &S.dev[S.ndev];
-		memset(d, 0, sizeof(*d));
-		if (transport_parse_addr(tok, &d->addr)) {
-			LOG_ERROR("frontend", "REMOTE_GPU entry '%s' is not [scheme://]host:port", tok);
-			return cudaErrorInvalidValue;
-		}
-		int n = 0;
-		cudaError_t e = device_connect(d, FE_MAX_DEVICES - S.ndev, &n, tok);
-		if (e != cudaSuccess)
-			return e;
-		for (int i = 0; i < n; i++)
-			S.dev[S.ndev + i].first = S.ndev;
-		S.ndev += n;
+	char *list = strdup(spec);
+	if (!list)
+		return cudaErrorMemoryAllocation;
+	cudaError_t e = connect_all(list);
+	free(list);
+	if (e != cudaSuccess)
+		return e;
+	for (int i = 0; i < S.nslot; i++)
+		S.dev[i].ordinal = -1;
+	S.ndev = fe_visible_select(S.dev, S.nslot, S.vis);
+	for (int i = 0; i < S.ndev; i++)
+		S.dev[S.vis[i]].ordinal = i;
+	close_hidden();
+	if (S.ndev == 0) {
+		LOG_ERROR("frontend", "CUDA_VISIBLE_DEVICES leaves none of the %d remote devices visible", S.nslot);
+		return cudaErrorNoDevice;
 	}
 	return cudaSuccess;
 }
@@ -188,9 +266,10 @@ cudaError_t fe_rt_reset_device(int ordinal)
 	d->conn = NULL;
 	char spec[300];
 	snprintf(spec, sizeof(spec), "%s:%d (after cudaDeviceReset)", d->addr.host, d->addr.port);
-	int n = 0;
-	cudaError_t e = device_connect(d, 1, &n, spec);
-	d->first = ordinal;
+	int n = 0, reached;
+	cudaError_t e = device_connect(d, 1, &n, spec, &reached, "");
+	d->first = (int)(d - S.dev);
+	d->ordinal = ordinal;
 	atomic_store(&S.sticky, 0);
 	pthread_mutex_unlock(&S.lock);
 	if (!tls_in_driver) /* a driver call's reset leaves the runtime's error alone */
@@ -210,7 +289,7 @@ fe_device *fe_rt_device(int ordinal)
 {
 	if (fe_rt_init() != cudaSuccess || ordinal < 0 || ordinal >= S.ndev)
 		return NULL;
-	return &S.dev[ordinal];
+	return &S.dev[S.vis[ordinal]];
 }
 
 int fe_rt_current_device(void) { return tls_device; }
@@ -232,7 +311,7 @@ cudaError_t(fe_rt_enter)(fe_conn **c)
 		if (!(atomic_load_explicit(&rt_used_devices, memory_order_relaxed) >> tls_device & 1))
 			atomic_fetch_or(&rt_used_devices, 1u << tls_device);
 	}
-	*c = S.dev[tls_device].conn;
+	*c = S.dev[S.vis[tls_device]].conn;
 	return cudaSuccess;
 }
 
@@ -266,7 +345,7 @@ cudaError_t(fe_rt_leave)(int status)
 	if (e == cudaSuccess && tls_device < S.ndev) {
 		/* CUDA reports an earlier asynchronous failure at the next call that
 		 * synchronises: that is this one. */
-		int latched = fe_conn_take_latched(S.dev[tls_device].conn);
+		int latched = fe_conn_take_latched(S.dev[S.vis[tls_device]].conn);
 		if (latched)
 			e = (cudaError_t)latched;
 	}

@@ -33,7 +33,8 @@
 # middle of a 64 MiB copy loop, garbage bytes on the server's port, NVML with
 # two remote devices (REMOTE_GPU naming the server twice), multi_gpu on two
 # servers of two devices each (multi_gpu_mixed), NVML on a server of two
-# devices (nvml_multi), SIGTERM.
+# devices (nvml_multi), dead REMOTE_GPU entries and CUDA_VISIBLE_DEVICES
+# (skip_dead), SIGTERM.
 #
 # Exit status: 0 all passed, 1 some failed, 77 skipped (no nvcc, or the backend,
 # frontend or fake driver not built). The last line is "N passed, N failed".
@@ -486,6 +487,62 @@ t_garbage() {
 # warm_store: NVIDIA's libraries register hundreds of images; with the server's
 # store warm (a second run of the same program), no image bytes are sent but
 # those of images the device refused (never stored: issue 24).
+# skip_dead: REMOTE_GPU naming a port nobody listens on (127.0.0.1:1), or a
+# server that refuses the session (another token), between two servers of two
+# fake devices each: the entry is logged and skipped,
+# multi_gpu's checks pass on the four devices left; every entry dead: the error
+# as before (cudaErrorDevicesUnavailable, 46); REMOTE_GPU_STRICT=1 with one
+# dead: the same error; CUDA_VISIBLE_DEVICES on top (ordinals, order, the list
+# ending at an invalid entry, a UUID, empty); more devices than FE_MAX_DEVICES
+# (16): an error (cudaErrorInvalidValue, 1), 16 exactly: all usable. The
+# visible program checks that NVML lists what CUDA does.
+t_skip_dead() {
+  problems=()
+  local dir=$work/skip_dead dead=127.0.0.1:1 a b r u=() got
+  mkdir -p "$dir"
+  { start_extra 2 1 && start_extra 2 2 && REMOTE_GPU_TOKEN=not-the-clients start_extra 1 3; } || problems+=("a server of two fake devices did not start: $(tail -n 3 "$work/server.extra.log")")
+  # vis NAME GPUS [VAR=VALUE...]: the visible program; its stdout in NAME.out, its devices' UUIDs in $got
+  vis() {
+    local name=$1 gpus=$2
+    shift 2
+    (unset CUDA_VISIBLE_DEVICES REMOTE_GPU_STRICT REMOTE_GPU_TOKEN; [ $# -gt 0 ] && export "$@"; client_gpus=$gpus client "$bin/visible") \
+      >"$dir/$name.out" 2>"$dir/$name.err"
+    local rc=$?
+    got=$(sed -n 's/^device [0-9]* //p' "$dir/$name.out" | tr '\n' ' ')
+    return $rc
+  }
+  want() { # NAME RC FIRST-LINE [UUIDS]
+    local rc=$?
+    [ "$rc" = "$2" ] || problems+=("$1: exit status $rc, want $2: $(tail -n 2 "$dir/$1.err")")
+    [ "$(head -n 1 "$dir/$1.out")" = "$3" ] || problems+=("$1: '$(head -n 1 "$dir/$1.out")', want '$3'")
+    [ $# -lt 4 ] || [ "$got" = "$4" ] || problems+=("$1: devices '$got', want '$4'")
+  }
+  if [ ${#problems[@]} -eq 0 ]; then
+    a=127.0.0.1:${extra_ports[0]} b=127.0.0.1:${extra_ports[1]} r=127.0.0.1:${extra_ports[2]}
+    client_gpus=$a,$dead,$b expect_name=multi_gpu_mixed run_program multi_gpu "$dir/mixed"
+    grep -q "cannot reach remote GPU at $dead: .*: entry skipped" "$dir/mixed/err" || problems+=("no log line names the skipped entry $dead")
+    vis all "$a,$dead,$b"; want all 0 "count 4"
+    read -r -a u <<<"$got"
+    [ ${#u[@]} -eq 4 ] && [ "$(printf '%s\n' "${u[@]}" | sort -u | wc -l)" -eq 4 ] || problems+=("all: not four distinct devices: $got")
+    vis dead "$dead,127.0.0.1:2"; want dead 3 "error 46"
+    vis refused "$a,$r,$b"; want refused 0 "count 4" "${u[*]} "
+    grep -q "REMOTE_GPU entry '$r' skipped" "$dir/refused.err" || problems+=("refused: no log line names the skipped entry $r")
+    vis strict "$a,$dead,$b" REMOTE_GPU_STRICT=1; want strict 3 "error 46"
+    vis strict0 "$a,$dead,$b" REMOTE_GPU_STRICT=0; want strict0 0 "count 4" "${u[*]} "
+    vis cvd1 "$a,$dead,$b" CUDA_VISIBLE_DEVICES=1; want cvd1 0 "count 1" "${u[1]} "
+    vis cvd10 "$a,$dead,$b" CUDA_VISIBLE_DEVICES=1,0; want cvd10 0 "count 2" "${u[1]} ${u[0]} "
+    vis cvd091 "$a,$dead,$b" CUDA_VISIBLE_DEVICES=0,9,1; want cvd091 0 "count 1" "${u[0]} "
+    vis cvd3u "$a,$dead,$b" "CUDA_VISIBLE_DEVICES=${u[3]},2"; want cvd3u 0 "count 2" "${u[3]} ${u[2]} "
+    vis cvdnone "$a,$dead,$b" CUDA_VISIBLE_DEVICES=; want cvdnone 3 "error 100"
+    vis sixteen "$a,$dead,$b,$a,$b,$a,$dead,$b,$a,$b"; want sixteen 0 "count 16"
+    vis over "$a,$dead,$b,$a,$b,$a,$dead,$b,$a,$b,$a"; want over 3 "error 1"
+    grep -q "FE_MAX_DEVICES" "$dir/over.err" || problems+=("over: no log line names the limit")
+  fi
+  stop_extra || problems+=("a server of two fake devices did not end cleanly: $(tail -n 3 "$work/server.extra.log")")
+  report skip_dead "${problems[@]}"
+  [ ${#problems[@]} -eq 0 ] || show_files "$dir"
+}
+
 # Two remote devices: two sessions on the one server, which NVML must count
 # and describe as two devices, as CUDA does.
 t_nvml_two() {
@@ -564,6 +621,7 @@ for t in "${tests[@]}"; do
     nvml_two) t_nvml_two ;;
     multi_gpu_mixed) t_gpu2 multi_gpu 2 multi_gpu_mixed ;;
     nvml_multi) t_gpu2 nvml 1 nvml_multi 2 ;;
+    skip_dead) t_skip_dead ;;
     *) if [[ $GPU2 == *" $t "* ]]; then t_gpu2 "$t" 1; else t_program "$t"; fi ;;
   esac
 done

@@ -243,7 +243,8 @@ CUresult CUDAAPI cuDeviceTotalMem(size_t *bytes, CUdevice dev)
 
 CUresult CUDAAPI cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)
 {
-	/* A fixed, version-4-shaped UUID whose last byte is the ordinal. */
+	/* A fixed, version-4-shaped UUID whose last byte is the ordinal and the
+	 * one before it FAKECUDA_ARENA_SLOT (two servers' devices differ). */
 	static const unsigned char base[16] = { 0x72, 0x67, 0x66, 0x61, 0x6b, 0x65, 0x40,
 	                                        0x00, 0x80, 0x00, 0x00, 0x00, 0x00, 0x00,
 	                                        0x00, 0x00 };
@@ -254,6 +255,8 @@ CUresult CUDAAPI cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)
 		rc = CUDA_ERROR_INVALID_DEVICE;
 	if (rc == CUDA_SUCCESS) {
 		memcpy(uuid->bytes, base, 16);
+		const char *slot = getenv("FAKECUDA_ARENA_SLOT");
+		uuid->bytes[14] = (char)(slot ? atoi(slot) : 0);
 		uuid->bytes[15] = (char)dev;
 	}
 	return fk_end(rc, __func__, "%d", dev);
