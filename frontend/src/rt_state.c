@@ -208,10 +208,13 @@ static cudaError_t init_locked(void)
 		return cudaErrorMemoryAllocation;
 	cudaError_t e = connect_all(list);
 	free(list);
-	if (e != cudaSuccess)
-		return e;
 	for (int i = 0; i < S.nslot; i++)
 		S.dev[i].ordinal = -1;
+	if (e != cudaSuccess) { /* the sessions opened before the failing entry end */
+		close_hidden();
+		S.nslot = 0;
+		return e;
+	}
 	S.ndev = fe_visible_select(S.dev, S.nslot, S.vis);
 	for (int i = 0; i < S.ndev; i++)
 		S.dev[S.vis[i]].ordinal = i;
