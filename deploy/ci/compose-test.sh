@@ -10,8 +10,9 @@
 #   - /metrics answers on each node's published port;
 #   - the client service, run with test programs, sees two devices (one per
 #     node), copies bytes exactly on both, and runs remote-bench --only cuda;
-#   - gpu1 is stopped (SIGTERM: the drain): a client naming both nodes fails
-#     and says which one is gone; a client naming gpu0 alone still works;
+#   - gpu1 is stopped (SIGTERM: the drain): a client naming both nodes says
+#     gpu1 is gone and runs on gpu0's device alone; with REMOTE_GPU_STRICT=1 it
+#     fails; a client naming gpu0 alone still works;
 #   - everything is taken down (containers, network, volumes).
 #
 #   deploy/ci/compose-test.sh [--build DIR] [--keep]
@@ -133,7 +134,7 @@ done
 client() {
 	local servers=$1
 	shift
-	compose run --rm --no-deps -T -e REMOTE_GPU="$servers" -e RGTEST_FAKE=1 client sh -c \
+	compose run --rm --no-deps -T -e REMOTE_GPU="$servers" -e RGTEST_FAKE=1 ${strict:+-e REMOTE_GPU_STRICT=1} client sh -c \
 		'REMOTE_GPU_TOKEN=$(cat /run/secrets/token) "$@"; echo "client-status: $?"' sh "$@" 2>&1 |
 		tr -d '\r' >"$work/client.out"
 	cat "$work/client.out"
@@ -151,10 +152,15 @@ grep -q "launches/s" "$work/bench.out" || { tail -n 20 "$work/bench.out"; fail "
 
 step "stop gpu1 (SIGTERM, drain)"
 compose stop gpu1 >/dev/null 2>&1 || fail "compose stop gpu1"
-if client $both /opt/remote-gpu/test/devquery >"$work/down.out" 2>&1; then
-	cat "$work/down.out"; fail "a client naming a stopped node succeeded"
+# the stopped node is reported and skipped: gpu0's device alone; with
+# REMOTE_GPU_STRICT=1 the client fails instead
+client $both /opt/remote-gpu/test/devquery >"$work/down.out" 2>&1 &&
+	grep -q "^device count: 1$" "$work/down.out" || { cat "$work/down.out"; fail "a client naming both nodes, gpu1 stopped: not gpu0's device alone"; }
+grep -q "cannot reach remote GPU at tls://gpu1:7420: .*entry skipped" "$work/down.out" || { cat "$work/down.out"; fail "the client does not say gpu1 is unreachable and skipped"; }
+if strict=1 client $both /opt/remote-gpu/test/devquery >"$work/strict.out" 2>&1; then
+	cat "$work/strict.out"; fail "REMOTE_GPU_STRICT=1: a client naming a stopped node succeeded"
 fi
-grep -q "cannot reach remote GPU at tls://gpu1:7420" "$work/down.out" || { cat "$work/down.out"; fail "the client does not say gpu1 is unreachable"; }
+grep -q "cannot reach remote GPU at tls://gpu1:7420" "$work/strict.out" || { cat "$work/strict.out"; fail "REMOTE_GPU_STRICT=1: the client does not say gpu1 is unreachable"; }
 client tls://gpu0:7420 /opt/remote-gpu/test/devquery >"$work/one.out" 2>&1 &&
 	grep -q "^device count: 1$" "$work/one.out" || { cat "$work/one.out"; fail "gpu0 alone, after gpu1 stopped"; }
 
