@@ -8,6 +8,7 @@
  * (program names) have any invalid byte replaced. Counters end in _total.
  * Per-op call counts are given only for ops a session used.
  */
+#include "rg_uuid.h"
 #include "status.h"
 
 #include <inttypes.h>
@@ -173,10 +174,7 @@ char *be_metrics_render(const be_snap *snaps, size_t n, size_t *len)
 			put_label(f, "device", v);
 			fputc(',', f);
 			put_label(f, "name", d->name);
-			const uint8_t *u = d->uuid;
-			snprintf(uuid, sizeof(uuid),
-				 "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1], u[2],
-				 u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
+			rg_uuid_format(d->uuid, uuid);
 			fputc(',', f);
 			put_label(f, "uuid", uuid);
 			fputc(',', f);

@@ -10,16 +10,15 @@
 
 #include "nvml_int.h"
 #include "proto_nvml.h"
+#include "rg_uuid.h"
 
 static nvmlReturn_t pci_info(nvmlDevice_t device, nvmlPciInfo_t *pci);
 static nvmlReturn_t two_devices(nvmlDevice_t h1, nvmlDevice_t h2, const void *out, fe_device **a, fe_device **b);
 
 void fe_nvml_format_uuid(const fe_device *d, char out[NVML_DEVICE_UUID_BUFFER_SIZE])
 {
-	const uint8_t *u = d->uuid;
-	snprintf(out, NVML_DEVICE_UUID_BUFFER_SIZE,
-		 "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1], u[2], u[3],
-		 u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
+	_Static_assert(NVML_DEVICE_UUID_BUFFER_SIZE >= RG_UUID_STR_LEN, "room for a UUID");
+	rg_uuid_format(d->uuid, out);
 }
 
 nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char *name, unsigned int length);
