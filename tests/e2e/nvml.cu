@@ -207,11 +207,14 @@ int main(int argc, char **argv)
 		}
 		CK(cudaFree(d));
 
-		/* not implemented: NOT_SUPPORTED, never success */
-		int state = 0;
-		unsigned fan = 0;
-		NV(nvmlDeviceGetNvLinkState(h, 0, &state), NOT_SUPPORTED);
-		NV(nvmlDeviceGetFanSpeed(h, &fan), NOT_SUPPORTED);
+		/* not implemented by libremote.so: NOT_SUPPORTED, never success (a
+		 * local NVML answers them where the board has NVLink or fans) */
+		if (rg_remote()) {
+			int state = 0;
+			unsigned fan = 0;
+			NV(nvmlDeviceGetNvLinkState(h, 0, &state), NOT_SUPPORTED);
+			NV(nvmlDeviceGetFanSpeed(h, &fan), NOT_SUPPORTED);
+		}
 	}
 
 	/* reads between devices 0 and 1: as CUDA's can-access-peer says (0 and 5:

@@ -6,7 +6,8 @@ local one, and the first error line where it did not.
 
   frontier.py WRAPPER PORT LIBREMOTE OUT.md
 
-Each remote run's stderr is kept in frontier-logs/ beside OUT.md (its last 256 KiB);
+Each remote run's stderr is kept in frontier-logs/ beside OUT.md (its last 256 KiB),
+and both outputs of a case whose outputs differ (NAME.local.out, NAME.remote.out);
 RG_FRONTIER_LOG=debug (or any REMOTE_GPU_LOG spec) sets the remote runs' log level;
 RG_FRONTIER_ONLY="JAX,graph" runs only the cases whose name holds one of these words.
 
@@ -149,8 +150,8 @@ print("result", out.tolist())
 
 CU = {
     "device printf": r'''#include <cstdio>
-__global__ void k() { printf("block %d thread %d\n", blockIdx.x, threadIdx.x); }
-int main() { k<<<2, 2>>>(); cudaDeviceSynchronize(); printf("result host after\n"); return 0; }
+__global__ void k() { printf("thread %d\n", threadIdx.x); }
+int main() { k<<<1, 4>>>(); cudaDeviceSynchronize(); printf("result host after\n"); return 0; }
 ''',
     "device assert": r'''#include <cstdio>
 #include <cassert>
@@ -204,6 +205,10 @@ for name, cmd in cases:
         fh.write(rerr[-(256 << 10):])
     lres = [l for l in lout.splitlines() if not l.startswith("time")]
     rres = [l for l in rout.splitlines() if not l.startswith("time")]
+    if lres != rres:  # keep both outputs of a case that differs
+        for side, text in (("local", lout), ("remote", rout)):
+            with open(os.path.join(logs, f"{slug}.{side}.out"), "w") as fh:
+                fh.write(text[-(64 << 10):])
     same = "yes" if lres == rres and lres else "no"
     unsup = sum(1 for l in rerr.splitlines() if "not supported" in l)
     why = "" if same == "yes" else first_error(rerr) or "(no error text)"

@@ -76,6 +76,12 @@ DRV_PROGRAMS=($(rg_programs gpu driver))
 # servers of one GPU each (devices of two servers: exit status only, since peer
 # access differs from local there).
 GPU2_PROGRAMS=($(rg_programs gpu2))
+# Programs that print every device the host has (tag alldev): where nvidia-smi
+# shows two GPUs or more, they run with the gpu2 programs against the server of
+# every GPU (a server of one device would show fewer than the local run).
+ALLDEV=($(rg_programs alldev))
+ngpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+alldev() { [ "${ngpus:-0}" -ge 2 ] && [[ " ${ALLDEV[*]} " == *" ${1#static_} "* ]]; }
 
 note() { echo "$*" | tee -a "$log"; }
 elapsed() { echo $(($(date +%s) - t0)); }
@@ -369,7 +375,7 @@ run_pair() { # NAME [nomem]: local then remote; fills a table row
     problems+=("remote not run: $server_note")
   fi
   # (gpu2 programs print the GPUs' names: their expected file is the double's)
-  if [ -f "$e2e/expected/$p.out" ] && [[ " ${GPU2_PROGRAMS[*]} " != *" $p "* ]]; then
+  if [ -f "$e2e/expected/$p.out" ] && [[ " ${GPU2_PROGRAMS[*]} " != *" $p "* ]] && ! alldev "$p"; then
     # GPU-only lines (kernels the fake cannot run) are compared local vs remote only
     grep -v -e '^expect ' -e '^  echo: ok' -e '^gpu: ' "$d/local.out" >"$d/local.cmp"
     if diff -u "$e2e/expected/$p.out" "$d/local.cmp" >"$d/expected.diff"; then exp=yes; else exp=NO; problems+=("local output differs from tests/e2e/expected/$p.out"); fi
@@ -389,8 +395,8 @@ run_pair() { # NAME [nomem]: local then remote; fills a table row
 
 wanted() { [ -z "${RG_ONLY:-}" ] || [[ " $RG_ONLY " == *" $1 "* ]]; }
 if [ "${RG_PROGRAMS:-1}" = 1 ]; then
-  for p in "${E2E_PROGRAMS[@]}" "${EXAMPLES[@]}"; do wanted "$p" && run_pair "$p"; done
-  for p in "${STATIC_PROGRAMS[@]}"; do wanted "static_$p" && run_pair "static_$p"; done
+  for p in "${E2E_PROGRAMS[@]}" "${EXAMPLES[@]}"; do wanted "$p" && ! alldev "$p" && run_pair "$p"; done
+  for p in "${STATIC_PROGRAMS[@]}"; do wanted "static_$p" && ! alldev "$p" && run_pair "static_$p"; done
   for p in "${DRV_PROGRAMS[@]}"; do wanted "$p" && run_pair "$p"; done
 fi
 
@@ -439,10 +445,15 @@ stop_gpud() { # 0 if every extra server exited 0 on SIGTERM
   gpud_extra=()
   return $rc
 }
-ngpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
 gpu2_run=()
 if [ "${RG_PROGRAMS:-1}" = 1 ] && [ ${#GPU2_PROGRAMS[@]} -gt 0 ]; then
   for p in "${GPU2_PROGRAMS[@]}"; do wanted "$p" && gpu2_run+=("$p"); done
+fi
+if [ "${RG_PROGRAMS:-1}" = 1 ] && [ "${ngpus:-0}" -ge 2 ]; then
+  for p in "${ALLDEV[@]}"; do
+    wanted "$p" && gpu2_run+=("$p")
+    [[ " ${STATIC_PROGRAMS[*]} " == *" $p "* ]] && wanted "static_$p" && gpu2_run+=("static_$p")
+  done
 fi
 if [ ${#gpu2_run[@]} -gt 0 ] && [ "${ngpus:-0}" -lt 2 ]; then
   note "gpu2 programs not run (${gpu2_run[*]}): nvidia-smi shows ${ngpus:-0} GPU(s), they need 2 or more"
@@ -463,6 +474,7 @@ elif [ ${#gpu2_run[@]} -gt 0 ] && [ $server_ok = 1 ]; then
   # two servers of one GPU each: the devices of two servers (copies through
   # the client); the program must pass its own checks
   for p in "${gpu2_run[@]}"; do
+    [[ " ${GPU2_PROGRAMS[*]} " == *" $p "* ]] || continue
     problems=()
     if start_gpud --device 0 && a=$gpud_port && start_gpud --device 1 && b=$gpud_port; then
       d=$work/d/$p.two_servers
@@ -766,8 +778,13 @@ fi
 if [ "${RG_FRONTIER:-0}" = 1 ] && [ "$(left)" -gt 120 ]; then
   healthy_server
   note "frontier: issue 18's programs"
+  # where the host has several GPUs the local runs see them all (NVML's count
+  # among them): the remote runs get a server of every GPU
+  fport=$srv_port
+  if [ "${ngpus:-0}" -ge 2 ]; then start_gpud --device all && fport=$gpud_port; fi
   timeout $(( $(left) - 30 )) python3 "$here/frontier.py" "unshare -m --propagation private bash $work/gpuless.sh" \
-    "$srv_port" "$lib" "$report_dir/frontier.md" >"$work/frontier.log" 2>&1 || note "frontier.py: exit $?"
+    "$fport" "$lib" "$report_dir/frontier.md" >"$work/frontier.log" 2>&1 || note "frontier.py: exit $?"
+  stop_gpud || note "frontier: the --device all server did not exit 0 on SIGTERM"
   grep '^frontier:' "$work/frontier.log" | tee -a "$log"
 fi
 
