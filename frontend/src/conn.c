@@ -674,6 +674,8 @@ int fe_conn_drain_detached(fe_conn *c)
 	return dead ? FE_EDEAD : 0;
 }
 
+int fe_conn_detached_pending(fe_conn *c) { return atomic_load(&c->chan->detached) > 0; }
+
 static int detached_before_locked(fe_conn *c, uint64_t seq)
 {
 	for (fe_pending *p = c->pending; p; p = p->next)

@@ -95,6 +95,8 @@ int fe_conn_wait(fe_conn *c, fe_pending *p);
 int fe_conn_begin_detached(fe_conn *c, proto_msg *m, void *dest, uint64_t dest_len);
 /* Waits until every detached request sent before this call has landed. */
 int fe_conn_drain_detached(fe_conn *c);
+/* A detached request has not landed yet (no lock: a hint for the caller). */
+int fe_conn_detached_pending(fe_conn *c);
 /* Same, for those with a seq below seq only. */
 int fe_conn_drain_detached_before(fe_conn *c, uint64_t seq);
 

@@ -126,13 +126,18 @@ int fe_mem_kind(const void *p);
 /* [p, p + len) lies in one range of device memory (allocated, a module global,
  * managed): what a copy may touch on the device side. */
 int fe_mem_device_ok(const void *p, size_t len);
-/* [p, p + len) lies in one pinned or registered host range (host_memset.c). */
-int fe_host_memset_target(const void *p, size_t len);
-/* A memset of that memory, run here in the stream's order (width in elements
- * of elem bytes, rows pitch bytes apart); sync: wait for it. Calls the runtime's
- * entry points, so the caller returns this result as it is. */
+/* Stream-ordered operations on pinned or registered host memory (host_ops.c).
+ * fe_host_pinned: [p, p + len) lies in one such range. fe_host_memset: a
+ * memset of it (width in elements of elem bytes, rows pitch bytes apart);
+ * fe_host_copy: a host-to-host copy touching it; each runs here in the
+ * stream's order, sync: waits for it. Both call the runtime's entry points, so
+ * the caller returns their result as it is. fe_host_pending: one of them has
+ * not run yet (a copy that reads pinned memory waits for its stream first). */
+int fe_host_pinned(const void *p, size_t len);
 cudaError_t fe_host_memset(void *p, size_t pitch, uint32_t value, uint32_t elem, size_t width, size_t height,
 			   cudaStream_t stream, int sync);
+cudaError_t fe_host_copy(void *dst, const void *src, size_t n, cudaStream_t stream, int sync);
+int fe_host_pending(void);
 
 /* Between devices (rt_peer.c): a copy of n bytes from srcdev's memory to
  * dstdev's (on one server by its driver, else staged through this process),

@@ -44,6 +44,17 @@ int fe_mem_device_ok(const void *p, size_t len)
 
 /* Managed memory is copied on the device side whatever the kind says (as
  * CUDA does): its host pages may be stale or inaccessible (managed.c). */
+/* A copy sends host bytes when it is called; pinned memory that work still
+ * pending on the client will write (a stream-ordered fill or copy, host_ops.c,
+ * or a copy from the device landing later) is read once the stream has done
+ * that work. Costs two loads when nothing is pending. */
+static cudaError_t settle_source(fe_conn *c, const void *src, size_t n, cudaStream_t stream)
+{
+	if (!fe_host_pending() && !fe_conn_detached_pending(c))
+		return cudaSuccess;
+	return fe_host_pinned(src, n) ? cudaStreamSynchronize(stream) : cudaSuccess;
+}
+
 static enum cudaMemcpyKind resolve_kind(void *dst, const void *src, enum cudaMemcpyKind kind)
 {
 	if (kind != cudaMemcpyDefault && !fe_managed_any())
@@ -134,21 +145,43 @@ static cudaError_t memcpy_common(fe_api_site site, void *dst, const void *src, s
 	uint64_t sid = fe_rt_stream(stream);
 	switch (resolve_kind(dst, src, kind)) {
 	case cudaMemcpyHostToHost:
+		if (fe_host_pinned(dst, count) || fe_host_pinned(src, count)) /* in stream order */
+			return fe_host_copy(dst, src, count, stream, !async);
 		memmove(dst, src, count);
 		return cudaSuccess;
 	case cudaMemcpyHostToDevice:
-		if (!fe_mem_device_ok(dst, count))
+		if (!fe_mem_device_ok(dst, count)) {
+			if (fe_host_pinned(dst, count)) /* pinned memory as the device side: host_ops.c */
+				return fe_host_copy(dst, src, count, stream, !async);
 			return fe_rt_fail(cudaErrorInvalidValue);
+		}
+		if ((e = settle_source(c, src, count, stream)) != cudaSuccess)
+			return e;
 		return fe_rt_leave(fe_copy_htod(c, (uintptr_t)dst, src, count, sid));
 	case cudaMemcpyDeviceToHost:
-		if (!fe_mem_device_ok(src, count))
+		if (!fe_mem_device_ok(src, count)) {
+			if (fe_host_pinned(src, count))
+				return fe_host_copy(dst, src, count, stream, !async);
 			return fe_rt_fail(cudaErrorInvalidValue);
+		}
 		return fe_rt_leave(fe_copy_dtoh(c, dst, (uintptr_t)src, count, sid, async));
 	case cudaMemcpyDeviceToDevice: {
 		fe_range rd, rs;
 		if (fe_mem_find((uintptr_t)dst, count, &rd) != 0 || !device_kind(rd.kind) ||
-		    fe_mem_find((uintptr_t)src, count, &rs) != 0 || !device_kind(rs.kind))
+		    fe_mem_find((uintptr_t)src, count, &rs) != 0 || !device_kind(rs.kind)) {
+			/* a pinned side: the direction it really is (host_ops.c) */
+			int dh = fe_host_pinned(dst, count), sh = fe_host_pinned(src, count);
+			if (dh && sh)
+				return fe_host_copy(dst, src, count, stream, !async);
+			if (dh && fe_mem_device_ok(src, count))
+				return fe_rt_leave(fe_copy_dtoh(c, dst, (uintptr_t)src, count, sid, async));
+			if (sh && fe_mem_device_ok(dst, count)) {
+				if ((e = settle_source(c, src, count, stream)) != cudaSuccess)
+					return e;
+				return fe_rt_leave(fe_copy_htod(c, (uintptr_t)dst, src, count, sid));
+			}
 			return fe_rt_fail(cudaErrorInvalidValue);
+		}
 		int cur = fe_rt_current_device();
 		if (rd.device != cur || rs.device != cur) /* another device's memory (rt_peer.c) */
 			return fe_peer_copy(site, dst, rd.device, src, rs.device, count, stream, async);
@@ -328,7 +361,7 @@ static cudaError_t memset_common(fe_api_site site, void *p, int value, size_t co
 	if (count == 0)
 		return cudaSuccess;
 	if (!fe_mem_device_ok(p, count)) {
-		if (fe_host_memset_target(p, count))
+		if (fe_host_pinned(p, count))
 			return fe_host_memset(p, count, (uint8_t)value, 1, count, 1, stream, !async);
 		return fe_rt_fail(cudaErrorInvalidValue);
 	}
@@ -356,7 +389,7 @@ static cudaError_t memset2d_common(fe_api_site site, void *p, size_t pitch, int 
 	if (width > pitch)
 		return fe_rt_fail(cudaErrorInvalidPitchValue);
 	if (!fe_mem_device_ok(p, pitch * (height - 1) + width)) {
-		if (fe_host_memset_target(p, pitch * (height - 1) + width))
+		if (fe_host_pinned(p, pitch * (height - 1) + width))
 			return fe_host_memset(p, pitch, (uint8_t)value, 1, width, height, s, !async);
 		return fe_rt_fail(cudaErrorInvalidValue);
 	}

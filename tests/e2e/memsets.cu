@@ -165,6 +165,39 @@ static void pinned(void)
 	free(want);
 }
 
+/* Pinned memory named as a copy's device side (XLA reads 8-byte results out of
+ * pinned buffers with cuMemcpyDtoHAsync): with unified addressing the GPU
+ * reaches it, and the copy keeps the stream's order (after the memset). */
+static void pinned_as_device(void)
+{
+	const size_t n = 64;
+	uint8_t *h, *out, *d, back[64], want[64];
+	CK(cudaMallocHost((void **)&h, n));
+	CK(cudaMallocHost((void **)&out, n));
+	CK(cudaMalloc((void **)&d, n));
+	memset(out, 0, n);
+	cudaStream_t s;
+	CK(cudaStreamCreate(&s));
+	CK(cudaMemsetAsync(h, 0x3c, n, s));
+	CK(cudaMemcpyAsync(out, h, n, cudaMemcpyDeviceToHost, s));    /* pinned to pinned */
+	CK(cudaMemcpyAsync(d, h, n, cudaMemcpyDeviceToDevice, s));     /* pinned to device */
+	CK(cudaMemsetAsync(d + 8, 0x5d, 8, s));
+	CK(cudaMemcpyAsync(h, d, n, cudaMemcpyDeviceToDevice, s));     /* device to pinned */
+	CK(cudaStreamSynchronize(s));
+	CK(cudaMemcpy(back, h + 4, 16, cudaMemcpyDeviceToHost));       /* synchronous, to the stack */
+	memset(want, 0x3c, n);
+	int ok = !memcmp(out, want, n);
+	memset(want + 8, 0x5d, 8);
+	ok = ok && !memcmp(h, want, n) && !memcmp(back, want + 4, 16);
+	printf("copy pinned as device side: %s\n", ok ? "ok" : "MISMATCH");
+	if (!ok)
+		rg_failures++;
+	CK(cudaStreamDestroy(s));
+	CK(cudaFreeHost(h));
+	CK(cudaFreeHost(out));
+	CK(cudaFree(d));
+}
+
 int main(void)
 {
 	CK(cudaSetDevice(0));
@@ -173,5 +206,6 @@ int main(void)
 	twod(0);
 	twod(1);
 	pinned();
+	pinned_as_device();
 	return rg_finish("memsets");
 }
