@@ -34,7 +34,8 @@
 # local output fail without it: copies threads streams matmul reduction
 # memsets), RG_LIBS=0 (skip the
 # library checks and the ResNet-50 benchmark, torch_libs.sh), RG_BENCH=0 (skip
-# bench/run-gpu.sh), RG_GPUD and
+# bench/run-gpu.sh), RG_DEB=1 (the .debs unpacked here run the examples they
+# ship: deb_examples.sh), RG_GPUD and
 # RG_LIBREMOTE (use these binaries, skip the CMake build), RG_GPU_BUDGET_S
 # (whole run including the benchmarks, default 470 s), RG_MEM_SLACK (bytes of
 # free-memory difference tolerated after a client, default 0).
@@ -729,6 +730,17 @@ if [ "${RG_TORCH:-1}" = 1 ] && [ -f "$here/torch_probe.py" ] && python3 -c 'impo
     echo '```'
   } >>"$rep"
   cp "$work/d/torch.remote.err" "$report_dir/torch-remote.log" 2>/dev/null
+fi
+
+# ---- issue 21: the .debs unpacked on this machine run the examples they ship --------
+if [ "${RG_DEB:-0}" = 1 ] && [ "$(left)" -gt 60 ]; then
+  note "packages: cpack, dpkg -x, the shipped examples through the unpacked tools"
+  # (after the report's totals: a failure shows in its section and the exit status)
+  if bash "$here/deb_examples.sh" "$B" "unshare -m --propagation private bash $work/gpuless.sh" "$rep"; then
+    note "PASS deb_examples"
+  else
+    nfail=$((nfail + 1)); note "FAIL deb_examples (gpu-report.md, packages section)"
+  fi
 fi
 
 # ---- issue 21: the launcher (remote-gpu info, doctor, run) against the real GPU ------
