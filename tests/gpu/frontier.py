@@ -130,6 +130,47 @@ f = jax.jit(lambda x: jnp.sin(x) @ x.T)
 x = jnp.arange(256 * 256, dtype=jnp.float32).reshape(256, 256) / 65536
 print("result", float(f(x).sum()))
 """,
+    "CuPy ReductionKernel, fft, linalg, random, sort": """
+import cupy as cp
+# the examples of CuPy's user guide: a user-defined reduction (L2 norm),
+# cuFFT, cuSOLVER, cuRAND, CUB's sort, and the memory pool's accounting
+l2 = cp.ReductionKernel("T x", "T y", "x * x", "a + b", "y = sqrt(a)", "0", "l2norm")
+x = cp.arange(1000, dtype=cp.float64)
+print("result l2", float(l2(x)))
+f = cp.fft.fft(cp.arange(64, dtype=cp.complex128))
+print("result fft", float(cp.abs(f).sum()))
+a = cp.eye(32) * 4 + cp.ones((32, 32))
+print("result solve", float(cp.linalg.solve(a, cp.arange(32.0)).sum()))
+print("result eigvalsh", "%.10g" % float(cp.linalg.eigvalsh(a).sum()))
+cp.random.seed(1)
+r = cp.random.standard_normal(1 << 16, dtype=cp.float32)
+print("result random", "%.6g" % float(r.sum()))
+print("result sort", float(cp.sort(r)[:10].sum()) < 0)
+pool = cp.get_default_memory_pool()
+print("result pool", pool.used_bytes() > 0, pool.total_bytes() >= pool.used_bytes())
+""",
+    "JAX grad, vmap, scan, random, conv": """
+import jax, jax.numpy as jnp
+from jax import lax
+# the examples of JAX's quickstart: grad of a loss, vmap of a per-example
+# function, lax.scan, PRNG keys, and a convolution (cuDNN)
+def loss(w, x):
+    return jnp.sum(jnp.tanh(x @ w) ** 2)
+w = jnp.arange(64, dtype=jnp.float32).reshape(8, 8) / 64
+x = jnp.arange(32, dtype=jnp.float32).reshape(4, 8) / 32
+g = jax.jit(jax.grad(loss))(w, x)
+print("result grad", "%.6g" % float(g.sum()))
+per = jax.vmap(lambda v: jnp.dot(v, v))(x)
+print("result vmap", [float(v) for v in per])
+c, ys = lax.scan(lambda c, v: (c + v, c * v), 0.0, jnp.arange(10.0))
+print("result scan", float(c), float(ys.sum()))
+k = jax.random.key(0)
+print("result random", "%.6g" % float(jax.random.normal(k, (1000,)).sum()))
+img = jnp.ones((1, 3, 16, 16), jnp.float32)
+ker = jnp.ones((4, 3, 3, 3), jnp.float32) / 27
+y = lax.conv_general_dilated(img, ker, (1, 1), "SAME")
+print("result conv", "%.6g" % float(y.sum()))
+""",
     "NVML device count": """
 import ctypes
 n = ctypes.CDLL("libnvidia-ml.so.1")
