@@ -8,7 +8,25 @@
 #      mount namespace where the driver libraries and /dev/nvidia* are /dev/null, so the
 #      client is truly GPU-less (DESIGN.md, Testing);
 #   3. bench/report.py: the ratios against the targets, written as
-#      bench/results/<date>-<gpu>.md and .json, or into $OUT when it is set.
+#      bench/results/<date>-<gpu>.md and .json, or into $OUT when it is set;
+#   4. bench/plot_copy.py: the copy-bandwidth curves of the reports as <date>-<gpu>-copy.png
+#      (each transport against its baselines and local CUDA, by size), where the machine's
+#      python3 has matplotlib (else a note in the report).
+#   5. The PyTorch benchmarks (bench/torch_bench.py), each local against remote in
+#      alternating runs, client in the same GPU-less namespace, each writing its report:
+#      RG_COMPILED_GPT2=1: issue 18's compiled GPT-2-small training (torch.compile of
+#        examples/transformer/gpt2.py; every run compiles, Inductor's and Triton's caches
+#        in a new folder per run; one remote run fills the server's --cubin-store first):
+#        step time and time to the first compiled step, remote/local, and the losses
+#        (<date>-<gpu>-compiled-gpt2.md). RG_GPT2_MODES (default, or
+#        "default,reduce-overhead"), RG_GPT2_STEPS (30), RG_GPT2_ROUNDS (2),
+#        RG_GPT2_BUDGET_S (90: later rounds only where they fit).
+#      RG_MODEL_LOAD=1: issue 20's model load, a state dict of RG_MODEL_LOAD_GIB (4) GiB
+#        of mixed sizes moved to the GPU (.to and load_state_dict), remote/local per
+#        transport in RG_MODEL_LOAD_TRANSPORTS (tcp,shm) (<date>-<gpu>-model-load.md).
+#        RG_MODEL_LOAD_ROUNDS (2), RG_MODEL_LOAD_BUDGET_S (60).
+#      Each stops with a message naming what is missing (torch, triton, the build's
+#      driver folder); a failed run makes run-gpu.sh exit 1 after the other steps.
 #
 # Environment: RG_BUILD (build folder, default build), RG_DEVICE (GPU, default 0),
 # RG_COMMIT (commit to name when there is no .git, as on the device machine), RG_TLS=1
@@ -17,24 +35,6 @@
 # remote run over shm://, a unix socket and rings in shared memory, reported as
 # <date>-<gpu>-shm.md against the shm transport's own baselines, measured in the
 # local run, and against local CUDA).
-# 4. bench/plot_copy.py: the copy-bandwidth curves of the reports as <date>-<gpu>-copy.png
-#    (each transport against its baselines and local CUDA, by size), where the machine's
-#    python3 has matplotlib (else a note in the report).
-# 5. The PyTorch benchmarks (bench/torch_bench.py), each local against remote in
-#    alternating runs, client in the same GPU-less namespace, each writing its report:
-#    RG_COMPILED_GPT2=1: issue 18's compiled GPT-2-small training (torch.compile of
-#      examples/transformer/gpt2.py; every run compiles, Inductor's and Triton's caches
-#      in a new folder per run; one remote run fills the server's --cubin-store first):
-#      step time and time to the first compiled step, remote/local, and the losses
-#      (<date>-<gpu>-compiled-gpt2.md). RG_GPT2_MODES (default, or
-#      "default,reduce-overhead"), RG_GPT2_STEPS (30), RG_GPT2_ROUNDS (2),
-#      RG_GPT2_BUDGET_S (90: later rounds only where they fit).
-#    RG_MODEL_LOAD=1: issue 20's model load, a state dict of RG_MODEL_LOAD_GIB (4) GiB
-#      of mixed sizes moved to the GPU (.to and load_state_dict), remote/local per
-#      transport in RG_MODEL_LOAD_TRANSPORTS (tcp,shm) (<date>-<gpu>-model-load.md).
-#      RG_MODEL_LOAD_ROUNDS (2), RG_MODEL_LOAD_BUDGET_S (60).
-#    Each stops with a message naming what is missing (torch, triton, the build's
-#    driver folder); a failed run makes run-gpu.sh exit 1 after the other steps.
 # RG_REMOTE_BENCH=0 skips steps 1-4 (remote-bench is still needed: the namespace's check
 # runs it). With $OUT set, the reports and the PNG go there and everything else (the
 # JSON files, raw runs, server logs, the PyTorch runs' logs) into one bench-raw.tar.gz:
@@ -294,7 +294,7 @@ fi
 # ---- the raw files: one archive with $OUT ----
 if [ -n "${OUT:-}" ]; then
 	(cd "$work" && { find . -maxdepth 1 -type f \( -name '*.txt' -o -name '*.log' -o -name '*.json' \)
-		find . -mindepth 2 -path './torch-*' -type f \( -name '*.log' -o -name '*.json' \) -size -20M; } |
+		find . -mindepth 2 -maxdepth 2 -path './torch-*' -type f \( -name '*.log' -o -name '*.json' \) -size -20M; } |
 		sed 's|^\./||' | tar czf "$OUT/bench-raw.tar.gz" -T -) ||
 		echo "run-gpu: could not write $OUT/bench-raw.tar.gz" >&2
 fi

@@ -47,6 +47,17 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+class Stopped(Exception):
+    """SIGTERM (the caller's time limit): the report is written with the runs done."""
+
+
+STOPPED = "stopped by SIGTERM (the caller's time limit): the report has the runs finished before"
+
+
+def on_sigterm(*_):
+    raise Stopped()
+
+
 def die(msg):
     print(f"torch_bench: {msg}", file=sys.stderr, flush=True)
     sys.exit(2)
@@ -83,6 +94,10 @@ def parse():
     a.device = a.device or ("cpu" if a.dry_run else "cuda")
     if a.rounds < 1:
         p.error("--rounds must be at least 1")
+    if not set(a.transports.split(",")) <= {"tcp", "shm"}:
+        p.error(f"--transports {a.transports}: tcp, shm or both")
+    if not set(a.modes.split(",")) <= {"default", "reduce-overhead", "eager"}:
+        p.error(f"--modes {a.modes}: default, reduce-overhead (or eager, for dry runs)")
     if a.layers is not None and not a.dry_run:
         p.error("--layers is for dry runs only: the benchmark is GPT-2-small")
     return a
@@ -328,31 +343,37 @@ def bench_gpt2(a, work, notes):
                 "--device", a.device] + (["--deterministic"] if a.deterministic else [])
         if a.layers is not None:
             argv += ["--layers", str(a.layers)]
-        cold = r.run(f"{mode}: remote, empty store", argv, target)
-        cold["side"], cold["store"] = "remote", "empty (fills it)"
-        rows.append(cold)
-        loc, rem = [], []
-        for k in range(1, a.rounds + 1):
-            est = max([x["wall_s"] for x in rows[-3:]] or [0]) * 2
-            why = r.why_not(k, rows, est)
-            if why:
-                notes.append(f"{mode}: {why}")
-                break
-            x = r.run(f"{mode}: local {k}", argv)
-            x["side"], x["store"] = "local", "-"
-            loc.append(x)
-            y = r.run(f"{mode}: remote {k}", argv, target)
-            y["side"], y["store"] = "remote", "warm"
-            rem.append(y)
-            rows += [x, y]
-        if srv:
-            n = srv.stop()
+        cold, loc, rem = {}, [], []
+        try:
+            cold = r.run(f"{mode}: remote, empty store", argv, target)
+            cold["side"], cold["store"] = "remote", "empty (fills it)"
+            rows.append(cold)
+            for k in range(1, a.rounds + 1):
+                est = max([x["wall_s"] for x in rows[-3:]] or [0]) * 2
+                why = r.why_not(k, rows, est)
+                if why:
+                    notes.append(f"{mode}: {why}")
+                    break
+                x = r.run(f"{mode}: local {k}", argv)
+                x["side"], x["store"] = "local", "-"
+                loc.append(x)
+                rows.append(x)
+                y = r.run(f"{mode}: remote {k}", argv, target)
+                y["side"], y["store"] = "remote", "warm"
+                rem.append(y)
+                rows.append(y)
+        except Stopped:
+            notes.append(STOPPED)
+        finally:
+            n = srv.stop() if srv else None
             if n:
                 notes.append(n)
         ls, rs = median([step_ms(x) for x in loc]), median([step_ms(x) for x in rem])
         lf, rf = median([x.get("to_first_step_s") for x in loc]), median([x.get("to_first_step_s") for x in rem])
         how, ok = compare_losses(loc, [cold] + rem)
         summary.append((mode, ls, rs, lf, rf, cold.get("to_first_step_s"), how, ok, len(loc)))
+        if STOPPED in notes:
+            break
 
     used = r.elapsed()
     params = next((x.get("parameters") for x in rows if x.get("parameters")), None)
@@ -407,8 +428,6 @@ def bench_load(a, work, notes):
         die(f"torch_load.py make failed: {(mk.stderr.strip().splitlines() or ['?'])[-1]}")
     servers = {}
     for tr in a.transports.split(","):
-        if tr not in ("tcp", "shm"):
-            die(f"--transports: {tr}: tcp or shm")
         if a.dry_run:
             servers[tr] = "dry-run"
             continue
@@ -420,24 +439,27 @@ def bench_load(a, work, notes):
             servers[tr] = s
     argv = [os.path.join(HERE, "torch_load.py"), "run", state, "--out", "{out}", "--device", a.device]
     rows, loc, rem = [], [], {tr: [] for tr in servers}
-    for k in range(1, a.rounds + 1):
-        est = sum(x["wall_s"] for x in rows[-(1 + len(servers)):]) if rows else 0
-        why = r.why_not(k, rows, est)
-        if why:
-            notes.append(why)
-            break
-        x = r.run(f"local {k}", argv)
-        x["side"] = "local"
-        loc.append(x)
-        rows.append(x)
+    try:
+        for k in range(1, a.rounds + 1):
+            est = sum(x["wall_s"] for x in rows[-(1 + len(servers)):]) if rows else 0
+            why = r.why_not(k, rows, est)
+            if why:
+                notes.append(why)
+                break
+            x = r.run(f"local {k}", argv)
+            x["side"] = "local"
+            loc.append(x)
+            rows.append(x)
+            for tr, s in servers.items():
+                y = r.run(f"remote {tr} {k}", argv, s if a.dry_run else s.target)
+                y["side"] = tr
+                rem[tr].append(y)
+                rows.append(y)
+    except Stopped:
+        notes.append(STOPPED)
+    finally:
         for tr, s in servers.items():
-            y = r.run(f"remote {tr} {k}", argv, s if a.dry_run else s.target)
-            y["side"] = tr
-            rem[tr].append(y)
-            rows.append(y)
-    for tr, s in servers.items():
-        if not a.dry_run:
-            n = s.stop()
+            n = None if a.dry_run else s.stop()
             if n:
                 notes.append(n)
     used = r.elapsed()  # the state dict's making included
@@ -485,11 +507,16 @@ def bench_load(a, work, notes):
 
 def main():
     a = parse()
+    signal.signal(signal.SIGTERM, on_sigterm)
     check_tools(a)
     work = a.work or tempfile.mkdtemp(prefix=f"rg-torch-{a.what}.")
     os.makedirs(work, mode=0o700, exist_ok=True)  # an shm:// socket lives here
     notes = []
-    w, failures, used = (bench_gpt2 if a.what == "gpt2" else bench_load)(a, work, notes)
+    try:
+        w, failures, used = (bench_gpt2 if a.what == "gpt2" else bench_load)(a, work, notes)
+    except Stopped:
+        die(f"{a.what}: {STOPPED.split(':')[0]} before any run")
+    failures += STOPPED in notes
     os.makedirs(os.path.dirname(os.path.abspath(a.md)), exist_ok=True)
     with open(a.md, "w") as f:
         f.write("\n".join(w))
