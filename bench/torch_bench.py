@@ -377,17 +377,19 @@ def bench_gpt2(a, work, notes):
 
     used = r.elapsed()
     params = next((x.get("parameters") for x in rows if x.get("parameters")), None)
+    batch = next((x.get("batch") for x in rows if x.get("batch")), None) or ["?", "?"]
     w = header(a, "Compiled GPT-2-small training, local vs remote (issue 18 item 7)", notes)
     w += [f"- model: `examples/transformer/gpt2.py` built from its configuration ({fmt(params, ',')} parameters, "
-          f"batch 8 x 256 tokens, Adam), `torch.compile(model, mode=...)`, {a.steps} steps a run; "
+          f"batch {batch[0]} x {batch[1]} tokens, Adam), `torch.compile(model, mode=...)`, {a.steps} steps a run; "
           + ("deterministic algorithms (and Inductor's deterministic mode)" if a.deterministic else
              "not deterministic"),
           "- every run compiles: TORCHINDUCTOR_CACHE_DIR and TRITON_CACHE_DIR in a new folder per run",
           "- remote-gpud with `--cubin-store` (a new store per mode); the first remote run fills it "
           "(cold store), the later ones find their images there (warm store)",
           "- order: remote (cold store), then local and remote alternating; medians over the rounds",
-          "- time to the first compiled step: from the script's start (before `import torch`) to the "
-          "end of the first training step (compilation of forward and backward included)",
+          "- time to the first compiled step: from the script's start (before `import torch`; libremote.so "
+          "connects at the first CUDA call, after it) to the end of the first training step (compilation "
+          "of forward and backward included)",
           "- step time: the median of steps 3 to the last of a run, each ending with `loss.item()`",
           f"- device time of this benchmark: {used:.0f} s (budget {a.budget:.0f} s)", ""]
     w += ["## Targets", "", "| mode | target | local | remote | ratio | |", "|---|---|---|---|---|---|"]
