@@ -20,11 +20,11 @@
 #        step time and time to the first compiled step, remote/local, and the losses
 #        (<date>-<gpu>-compiled-gpt2.md). RG_GPT2_MODES (default, or
 #        "default,reduce-overhead"), RG_GPT2_STEPS (30), RG_GPT2_ROUNDS (2),
-#        RG_GPT2_BUDGET_S (90: later rounds only where they fit).
+#        RG_GPT2_BUDGET_S (100: later rounds only where they fit).
 #      RG_MODEL_LOAD=1: issue 20's model load, a state dict of RG_MODEL_LOAD_GIB (4) GiB
 #        of mixed sizes moved to the GPU (.to and load_state_dict), remote/local per
 #        transport in RG_MODEL_LOAD_TRANSPORTS (tcp,shm) (<date>-<gpu>-model-load.md).
-#        RG_MODEL_LOAD_ROUNDS (2), RG_MODEL_LOAD_BUDGET_S (60).
+#        RG_MODEL_LOAD_ROUNDS (2), RG_MODEL_LOAD_BUDGET_S (50).
 #      Each stops with a message naming what is missing (torch, triton, the build's
 #      driver folder); a failed run makes run-gpu.sh exit 1 after the other steps.
 #
@@ -283,11 +283,11 @@ torch_bench() {
 	[ "$rc" = 0 ] || torch_failed+=("$what (exit $rc$(limit_note "$rc"); $work/torch-$what.txt)")
 }
 if [ "${RG_COMPILED_GPT2:-0}" = 1 ]; then
-	torch_bench gpt2 compiled-gpt2 "${RG_GPT2_BUDGET_S:-90}" --modes "${RG_GPT2_MODES:-default}" \
+	torch_bench gpt2 compiled-gpt2 "${RG_GPT2_BUDGET_S:-100}" --modes "${RG_GPT2_MODES:-default}" \
 		--steps "${RG_GPT2_STEPS:-30}" --rounds "${RG_GPT2_ROUNDS:-2}"
 fi
 if [ "${RG_MODEL_LOAD:-0}" = 1 ]; then
-	torch_bench load model-load "${RG_MODEL_LOAD_BUDGET_S:-60}" --gib "${RG_MODEL_LOAD_GIB:-4}" \
+	torch_bench load model-load "${RG_MODEL_LOAD_BUDGET_S:-50}" --gib "${RG_MODEL_LOAD_GIB:-4}" \
 		--transports "${RG_MODEL_LOAD_TRANSPORTS:-tcp,shm}" --rounds "${RG_MODEL_LOAD_ROUNDS:-2}"
 fi
 

@@ -25,7 +25,7 @@ digests of what arrived equal to local.
 WRAP is the command that runs a program in the GPU-less namespace (run-gpu.sh
 --gpu-less BENCH under unshare -m). The remote runs get LD_PRELOAD=libremote.so,
 REMOTE_GPU, and LD_LIBRARY_PATH/TRITON_LIBCUDA_PATH = libremote.so's driver folder.
---budget: seconds for the whole benchmark; the first round always runs, later
+--budget: seconds for the whole benchmark; a mode's first round always runs, later
 rounds only where they fit (the report says how many ran). --dry-run: no server,
 no namespace, every "remote" run is a second local run on --device (cpu): it tests
 the harness and the report on a machine without a GPU. Exit status: 0 when every
@@ -72,7 +72,7 @@ def parse():
     p.add_argument("--md", required=True, help="the report (markdown)")
     p.add_argument("--work", help="scratch folder (default: a new one under /tmp)")
     p.add_argument("--gpu", default="0", help="the GPU for local runs and remote-gpud --device")
-    p.add_argument("--budget", type=float, default=None, help="seconds (gpt2 90, load 60)")
+    p.add_argument("--budget", type=float, default=None, help="seconds (gpt2 100, load 50)")
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--commit", default=os.environ.get("RG_COMMIT", ""))
     p.add_argument("--python", default="python3", help="the interpreter of every run")
@@ -89,7 +89,7 @@ def parse():
     g.add_argument("--transports", default="tcp,shm")
     g.add_argument("--gib", type=float, default=4.0)
     a = p.parse_args()
-    a.budget = a.budget if a.budget is not None else (90.0 if a.what == "gpt2" else 60.0)
+    a.budget = a.budget if a.budget is not None else (100.0 if a.what == "gpt2" else 50.0)
     a.run_timeout = a.run_timeout or (240.0 if a.what == "gpt2" else 120.0)
     a.device = a.device or ("cpu" if a.dry_run else "cuda")
     if a.rounds < 1:
