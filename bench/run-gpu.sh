@@ -8,7 +8,25 @@
 #      mount namespace where the driver libraries and /dev/nvidia* are /dev/null, so the
 #      client is truly GPU-less (DESIGN.md, Testing);
 #   3. bench/report.py: the ratios against the targets, written as
-#      bench/results/<date>-<gpu>.md and .json, or into $OUT when it is set.
+#      bench/results/<date>-<gpu>.md and .json, or into $OUT when it is set;
+#   4. bench/plot_copy.py: the copy-bandwidth curves of the reports as <date>-<gpu>-copy.png
+#      (each transport against its baselines and local CUDA, by size), where the machine's
+#      python3 has matplotlib (else a note in the report).
+#   5. The PyTorch benchmarks (bench/torch_bench.py), each local against remote in
+#      alternating runs, client in the same GPU-less namespace, each writing its report:
+#      RG_COMPILED_GPT2=1: issue 18's compiled GPT-2-small training (torch.compile of
+#        examples/transformer/gpt2.py; every run compiles, Inductor's and Triton's caches
+#        in a new folder per run; one remote run fills the server's --cubin-store first):
+#        step time and time to the first compiled step, remote/local, and the losses
+#        (<date>-<gpu>-compiled-gpt2.md). RG_GPT2_MODES (default, or
+#        "default,reduce-overhead"), RG_GPT2_STEPS (30), RG_GPT2_ROUNDS (2),
+#        RG_GPT2_BUDGET_S (100: later rounds only where they fit).
+#      RG_MODEL_LOAD=1: issue 20's model load, a state dict of RG_MODEL_LOAD_GIB (4) GiB
+#        of mixed sizes moved to the GPU (.to and load_state_dict), remote/local per
+#        transport in RG_MODEL_LOAD_TRANSPORTS (tcp,shm) (<date>-<gpu>-model-load.md).
+#        RG_MODEL_LOAD_ROUNDS (2), RG_MODEL_LOAD_BUDGET_S (50).
+#      Each stops with a message naming what is missing (torch, triton, the build's
+#      driver folder); a failed run makes run-gpu.sh exit 1 after the other steps.
 #
 # Environment: RG_BUILD (build folder, default build), RG_DEVICE (GPU, default 0),
 # RG_COMMIT (commit to name when there is no .git, as on the device machine), RG_TLS=1
@@ -17,10 +35,16 @@
 # remote run over shm://, a unix socket and rings in shared memory, reported as
 # <date>-<gpu>-shm.md against the shm transport's own baselines, measured in the
 # local run, and against local CUDA).
+# RG_REMOTE_BENCH=0 skips steps 1-4 (remote-bench is still needed: the namespace's check
+# runs it). With $OUT set, the reports and the PNG go there and everything else (the
+# JSON files, raw runs, server logs, the PyTorch runs' logs) into one bench-raw.tar.gz:
+# the device tool brings back at most 8 files.
 # Arguments are passed to both remote-bench runs (e.g. --min-time 0.1 --iters 5000).
 # Takes under a minute when all works (local run about 15 s on an H200 machine); the
 # steps' time limits (local 60 s, server start 20 s, remote 85 s, shutdown 5 s) keep the
 # whole under 3 minutes. A run stopped by its limit leaves the sections it finished.
+# The PyTorch benchmarks add their budgets (about 150 s together by default) and
+# print the seconds they used.
 set -uo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -76,6 +100,7 @@ gpud=$build/backend/remote-gpud
 lib=$build/frontend/libremote.so
 [ -x "$bench" ] || { echo "run-gpu: $bench missing: build the project first (cmake -S . -B $build && cmake --build $build)" >&2; exit 1; }
 bench=$(readlink -f "$bench")
+rbench=${RG_REMOTE_BENCH:-1}
 
 work=$(mktemp -d /tmp/rg-bench.XXXXXX)
 gpud_pid=
@@ -103,10 +128,12 @@ date=$(date -u +%Y-%m-%d)
 slug=$(echo "${gpu_name:-unknown-gpu}" | tr '[:upper:]' '[:lower:]' | sed 's/[^a-z0-9]\+/-/g; s/^-//; s/-$//')
 
 # ---- 1. local: CUDA on this GPU, TCP baselines ----
-echo "== run-gpu: local run (CUDA on GPU $dev, TCP loopback baselines)"
-timeout 60 "$bench" --only all --device "$dev" --json "$work/local.json" "$@" 2>&1 | tee "$work/local.txt"
-rc=${PIPESTATUS[0]}
-[ "$rc" = 0 ] || notes+=("local run exited with $rc$(limit_note "$rc")")
+if [ "$rbench" = 1 ]; then
+	echo "== run-gpu: local run (CUDA on GPU $dev, TCP loopback baselines)"
+	timeout 60 "$bench" --only all --device "$dev" --json "$work/local.json" "$@" 2>&1 | tee "$work/local.txt"
+	rc=${PIPESTATUS[0]}
+	[ "$rc" = 0 ] || notes+=("local run exited with $rc$(limit_note "$rc")")
+fi
 
 # ---- 2. remote: remote-gpud on the GPU, GPU-less client through libremote.so ----
 # remote_run NAME SCHEME [SERVER ARGS...]: a remote-bench run through libremote.so,
@@ -156,12 +183,14 @@ remote_run() {
 
 bench_args=("$@")
 remote_json_remote= remote_json_tls= remote_json_shm=
-if [ ! -x "$gpud" ] || [ ! -f "$lib" ]; then
+[ -f "$lib" ] && lib=$(readlink -f "$lib")
+if [ "$rbench" != 1 ]; then
+	echo "== run-gpu: RG_REMOTE_BENCH=0: no remote-bench runs"
+elif [ ! -x "$gpud" ] || [ ! -f "$lib" ]; then
 	notes+=("remote run not made: $gpud or $lib missing")
 elif ! command -v unshare >/dev/null; then
 	notes+=("remote run not made: unshare missing")
 else
-	lib=$(readlink -f "$lib")
 	# --drain-seconds 0: SIGTERM at the end ends the (finished) sessions at once
 	remote_run remote tcp --drain-seconds 0
 	# RG_TLS=1: the same over tls:// (a throwaway CA and certificate for localhost)
@@ -187,34 +216,95 @@ remote_json=$remote_json_remote
 # ---- 3. report ----
 outdir=${OUT:-$root/bench/results}
 mkdir -p "$outdir"
-META_DATE=$date META_GPU_NAME=$gpu_name META_GPUS=$gpus META_DRIVER=$driver \
-META_CPU="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')" \
-META_CPUS=$(nproc) META_KERNEL=$(uname -r) META_COMMIT=$commit \
-META_COMMAND="bench/run-gpu.sh${*:+ $*}" META_NOTES="$(printf '%s\n' "${notes[@]}")" \
-META_SECONDS=$(($(date +%s) - start)) \
-python3 - "$work/meta.json" <<'EOF'
+# with $OUT: the JSON files go into the archive of raw files (at most 8 files come back)
+jsondir=$outdir
+[ -n "${OUT:-}" ] && jsondir=$work
+reports=()
+if [ "$rbench" = 1 ]; then
+	META_DATE=$date META_GPU_NAME=$gpu_name META_GPUS=$gpus META_DRIVER=$driver \
+	META_CPU="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')" \
+	META_CPUS=$(nproc) META_KERNEL=$(uname -r) META_COMMIT=$commit \
+	META_COMMAND="bench/run-gpu.sh${*:+ $*}" META_NOTES="$(printf '%s\n' "${notes[@]}")" \
+	META_SECONDS=$(($(date +%s) - start)) \
+	python3 - "$work/meta.json" <<'EOF'
 import json, os, sys
 m = {k[5:].lower(): v for k, v in os.environ.items() if k.startswith("META_")}
 m["gpus"] = [l for l in m.get("gpus", "").splitlines() if l]
 m["notes"] = [l for l in m.get("notes", "").splitlines() if l]
 json.dump(m, open(sys.argv[1], "w"), indent=1)
 EOF
-python3 "$root/bench/report.py" --meta "$work/meta.json" --local "$work/local.json" \
-	${remote_json:+--remote "$remote_json"} \
-	--md "$outdir/$date-$slug.md" --json "$outdir/$date-$slug.json" >/dev/null || exit 1
-if [ -n "$remote_json_tls" ]; then
-	python3 "$root/bench/report.py" --meta "$work/meta.json" --local "$work/local.json" --remote "$remote_json_tls" \
-		--md "$outdir/$date-$slug-tls.md" --json "$outdir/$date-$slug-tls.json" >/dev/null || exit 1
+	python3 "$root/bench/report.py" --meta "$work/meta.json" --local "$work/local.json" \
+		${remote_json:+--remote "$remote_json"} \
+		--md "$outdir/$date-$slug.md" --json "$jsondir/$date-$slug.json" >/dev/null || exit 1
+	reports+=("$outdir/$date-$slug.md")
+	if [ -n "$remote_json_tls" ]; then
+		python3 "$root/bench/report.py" --meta "$work/meta.json" --local "$work/local.json" --remote "$remote_json_tls" \
+			--md "$outdir/$date-$slug-tls.md" --json "$jsondir/$date-$slug-tls.json" >/dev/null || exit 1
+		reports+=("$outdir/$date-$slug-tls.md")
+	fi
+	if [ -n "$remote_json_shm" ]; then
+		python3 "$root/bench/report.py" --meta "$work/meta.json" --local "$work/local.json" --remote "$remote_json_shm" \
+			--transport shm --md "$outdir/$date-$slug-shm.md" --json "$jsondir/$date-$slug-shm.json" >/dev/null || exit 1
+		reports+=("$outdir/$date-$slug-shm.md")
+	fi
 fi
-if [ -n "$remote_json_shm" ]; then
-	python3 "$root/bench/report.py" --meta "$work/meta.json" --local "$work/local.json" --remote "$remote_json_shm" \
-		--transport shm --md "$outdir/$date-$slug-shm.md" --json "$outdir/$date-$slug-shm.json" >/dev/null || exit 1
+
+# ---- 4. the copy-bandwidth curves, beside the reports ----
+if [ ${#reports[@]} -gt 0 ]; then
+	png=$date-$slug-copy.png
+	python3 "$root/bench/plot_copy.py" -o "$outdir/$png" "${reports[@]}" >"$work/plot.txt" 2>&1
+	case $? in
+	0) line="Copy-bandwidth curves (every report of this run): \`$png\`" ;;
+	3) line="Copy-bandwidth curves not drawn: python3 on this machine has no matplotlib" ;;
+	*) line="Copy-bandwidth curves not drawn: bench/plot_copy.py failed: $(tail -n 1 "$work/plot.txt")" ;;
+	esac
+	echo "run-gpu: $line"
+	printf '\n## Copy curves\n\n%s\n' "$line" >>"$outdir/$date-$slug.md"
 fi
+
+# ---- 5. the PyTorch benchmarks ----
+torch_failed=()
+# torch_bench WHAT NAME BUDGET ARGS...: bench/torch_bench.py, its report $outdir/$date-$slug-NAME.md
+torch_bench() {
+	local what=$1 name=$2 budget=$3 rc
+	shift 3
+	echo "== run-gpu: PyTorch benchmark $what (budget $budget s)"
+	if [ ! -x "$gpud" ] || [ ! -f "$lib" ] || ! command -v unshare >/dev/null; then
+		echo "run-gpu: FAILED: $what needs $gpud, $lib and unshare" >&2
+		torch_failed+=("$what (missing $gpud, $lib or unshare)")
+		return
+	fi
+	# the limit: the budget, the last round's overrun, the state dict's making, the report
+	timeout $((budget + 240)) python3 "$root/bench/torch_bench.py" "$what" --gpud "$gpud" --lib "$lib" \
+		--wrap "unshare -m bash $root/bench/run-gpu.sh --gpu-less $bench" --gpu "$dev" --budget "$budget" \
+		--work "$work/torch-$what" --md "$outdir/$date-$slug-$name.md" --commit "$commit" "$@" 2>&1 |
+		tee "$work/torch-$what.txt"
+	rc=${PIPESTATUS[0]}
+	[ "$rc" = 0 ] || torch_failed+=("$what (exit $rc$(limit_note "$rc"); $work/torch-$what.txt)")
+}
+if [ "${RG_COMPILED_GPT2:-0}" = 1 ]; then
+	torch_bench gpt2 compiled-gpt2 "${RG_GPT2_BUDGET_S:-100}" --modes "${RG_GPT2_MODES:-default}" \
+		--steps "${RG_GPT2_STEPS:-30}" --rounds "${RG_GPT2_ROUNDS:-2}"
+fi
+if [ "${RG_MODEL_LOAD:-0}" = 1 ]; then
+	torch_bench load model-load "${RG_MODEL_LOAD_BUDGET_S:-50}" --gib "${RG_MODEL_LOAD_GIB:-4}" \
+		--transports "${RG_MODEL_LOAD_TRANSPORTS:-tcp,shm}" --rounds "${RG_MODEL_LOAD_ROUNDS:-2}"
+fi
+
+# ---- the raw files: one archive with $OUT ----
 if [ -n "${OUT:-}" ]; then
-	for f in local.txt remote.txt tls.txt shm.txt gpud-remote.log gpud-tls.log gpud-shm.log; do [ -f "$work/$f" ] && cp "$work/$f" "$OUT/"; done
+	(cd "$work" && { find . -maxdepth 1 -type f \( -name '*.txt' -o -name '*.log' -o -name '*.json' \)
+		find . -mindepth 2 -maxdepth 2 -path './torch-*' -type f \( -name '*.log' -o -name '*.json' \) -size -20M; } |
+		sed 's|^\./||' | tar czf "$OUT/bench-raw.tar.gz" -T -) ||
+		echo "run-gpu: could not write $OUT/bench-raw.tar.gz" >&2
 fi
 echo
-cat "$outdir/$date-$slug.md"
-echo
-[ -n "$remote_json_shm" ] && { echo; cat "$outdir/$date-$slug-shm.md"; echo; }
-echo "run-gpu: wrote $outdir/$date-$slug.md and .json in $(($(date +%s) - start)) s (raw runs in $work)"
+for f in "${reports[@]}"; do
+	cat "$f"
+	echo
+done
+echo "run-gpu: wrote ${reports[*]:-no remote-bench report}$([ -n "${OUT:-}" ] && echo " and $OUT/bench-raw.tar.gz") in $(($(date +%s) - start)) s (raw runs in $work)"
+if [ ${#torch_failed[@]} -gt 0 ]; then
+	printf 'run-gpu: FAILED: PyTorch benchmark %s\n' "${torch_failed[@]}" >&2
+	exit 1
+fi

@@ -827,7 +827,7 @@ if [ "${RG_BENCH:-1}" = 1 ] && [ -f "$root/bench/run-gpu.sh" ]; then
     # anything it put under bench/results/ instead of $OUT counts too
     find "$root/bench/results" -type f -newer "$marker" -exec cp {} "$work/bench/" \; 2>/dev/null
     here_new=()
-    for f in "$work"/bench/*.md "$work"/bench/*.json; do
+    for f in "$work"/bench/*.md "$work"/bench/*.json "$work"/bench/*.png; do
       [ -f "$f" ] && cp "$f" "$report_dir/" && here_new+=("$(basename "$f")")
     done
     if [ -n "$(ls -A "$work/bench" 2>/dev/null)" ]; then
