@@ -16,6 +16,10 @@ Cases:
            once the latency session is quiet; the counters in /metrics
   streams  a latency session's streams get the greatest priority, a batch
            one's the least, whatever they asked (the driver's log)
+  ahead    the bound on a batch session's queued work: no markers while no
+           latency tenant has a session; with one (quiet), --batch-ahead 4
+           records a marker event after each async frame and lets at most 4
+           be outstanding (the driver's log: records and destroys counted)
   off      --priority off: the same batch frame is not held
 Prints one line per check and exits 1 if any failed.
 """
@@ -135,6 +139,41 @@ def t_streams():
         srv.stop()
 
 
+def t_ahead():
+    d = os.path.join(preauth.tempfile.mkdtemp(prefix="rg-prio."), "fakecuda.log")
+    os.environ["FAKECUDA_LOG"] = d
+    try:
+        srv = server(tenants_text(L_LINE, B_LINE), "--batch-ahead", "4")
+    finally:
+        del os.environ["FAKECUDA_LOG"]
+
+    def count(what):
+        """Calls of bat's executor only: the thread that created its streams (lat
+        records markers of its own, on another thread)."""
+        lines = open(d).read().splitlines()
+        tids = {l.split("]")[0] for l in lines if "cuStreamCreateWithPriority(" in l}
+        return sum(1 for l in lines if what in l and l.split("]")[0] in tids)
+    try:
+        bat = Client(srv.port, TOK_B)
+        r0 = count("cuEventRecord(")
+        for i in range(8):
+            send_async(bat, OP_STREAM_CREATE, [10 + i, 1, 0])
+        check(bat.alloc(1)[0] == 0 and count("cuEventRecord(") == r0, "no latency session: no markers")
+        lat = Client(srv.port, TOK_L)
+        check(until(lambda: smi_json(srv)["lat"]["busy_sessions"] == 0), "lat: a session, quiet")
+        r0, d0 = count("cuEventRecord("), count("cuEventDestroy")
+        for i in range(8):
+            send_async(bat, OP_STREAM_CREATE, [20 + i, 1, 0])
+        check(bat.alloc(1)[0] == 0, "bat: 8 async frames and a call")
+        check(count("cuEventRecord(") - r0 == 8, "a marker after each (--batch-ahead 4: one every frame)")
+        check(count("cuEventDestroy") - d0 == 4, "the oldest let go once 4 are outstanding: 4 of 8")
+        check(smi_json(srv)["bat"]["ahead_waits"] == 0, "the double's work is done at once: no waits")
+        lat.close()
+        bat.close()
+    finally:
+        srv.stop()
+
+
 def t_off():
     srv = server(tenants_text(L_LINE, B_LINE), "--priority", "off", "--batch-hold-ms", "60000")
     try:
@@ -150,7 +189,7 @@ def t_off():
         srv.stop()
 
 
-CASES = {"hold": t_hold, "streams": t_streams, "off": t_off}
+CASES = {"hold": t_hold, "streams": t_streams, "ahead": t_ahead, "off": t_off}
 
 if __name__ == "__main__":
     for name in sys.argv[4:] or list(CASES):
