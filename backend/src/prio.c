@@ -25,8 +25,9 @@
  *     tenants have sessions, a batch session records a marker event on the
  *     legacy stream (which orders every blocking stream) every
  *     --batch-ahead/BE_PRIO_MARKS async frames, and before it records one more
- *     than BE_PRIO_MARKS waits for the oldest: at most about --batch-ahead
- *     launches are ever ahead of the latency tenant's. Markers are skipped
+ *     than BE_PRIO_MARKS waits for the oldest (polling, at most --batch-hold-ms):
+ *     at most about --batch-ahead launches are ever ahead of the latency
+ *     tenant's. Markers are skipped
  *     while the session captures a graph (an event on the legacy stream would
  *     break the capture).
  *   - Streams the server creates get the greatest priority for latency
@@ -247,7 +248,15 @@ static void mark(be_session *s, be_prio_sess *p)
 		if (be_drv.cuEventQuery(old) == CUDA_ERROR_NOT_READY) {
 			be_ledger_tenant *t = &p->l->t[p->l->slot[p->slot].tenant];
 			atomic_fetch_add(&t->ahead_waits, 1);
-			be_drv.cuEventSynchronize(old);
+			/* Polled, and no longer than a hold: the GPU work behind the
+			 * marker may wait on something only a later frame brings (a
+			 * stream waiting on a value a later copy writes). */
+			uint64_t t0 = rg_clock_ns();
+			while (be_drv.cuEventQuery(old) == CUDA_ERROR_NOT_READY && !atomic_load(&s->closing) &&
+			       rg_clock_ns() - t0 < p->l->prio.hold_ns) {
+				struct timespec ts = {0, BE_PRIO_POLL_US * 1000};
+				nanosleep(&ts, NULL);
+			}
 		}
 		be_drv.cuEventDestroy(old);
 		p->head = (p->head + 1) % BE_PRIO_MARKS;
