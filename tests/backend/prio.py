@@ -20,6 +20,8 @@ Cases:
            latency tenant has a session; with one (quiet), --batch-ahead 4
            records a marker event after each async frame and lets at most 4
            be outstanding (the driver's log: records and destroys counted)
+  kill     a latency session process SIGKILLed while busy: the supervisor's reap
+           takes its mark back, and batch work is not held for it
   off      --priority off: the same batch frame is not held
 Prints one line per check and exits 1 if any failed.
 """
@@ -174,6 +176,22 @@ def t_ahead():
         srv.stop()
 
 
+def t_kill():
+    srv = server(tenants_text(L_LINE, B_LINE), "--batch-hold-ms", "60000")
+    try:
+        lat = Client(srv.port, TOK_L)
+        check(busy_latency(lat, 1) and smi_json(srv)["lat"]["busy_sessions"] == 1, "lat: busy in a host function")
+        tenants.kill_session(srv)
+        check(until(lambda: smi_json(srv)["lat"]["busy_sessions"] == 0 and smi_json(srv)["lat"]["sessions"] == 0),
+              "lat's process killed: its busy mark is taken back")
+        bat = Client(srv.port, TOK_B)
+        check(bat.alloc(MiB)[0] == 0 and smi_json(srv)["bat"]["holds"] == 0, "bat: not held for a dead session")
+        lat.close()
+        bat.close()
+    finally:
+        srv.stop()
+
+
 def t_off():
     srv = server(tenants_text(L_LINE, B_LINE), "--priority", "off", "--batch-hold-ms", "60000")
     try:
@@ -189,7 +207,7 @@ def t_off():
         srv.stop()
 
 
-CASES = {"hold": t_hold, "streams": t_streams, "ahead": t_ahead, "off": t_off}
+CASES = {"hold": t_hold, "streams": t_streams, "ahead": t_ahead, "kill": t_kill, "off": t_off}
 
 if __name__ == "__main__":
     for name in sys.argv[4:] or list(CASES):

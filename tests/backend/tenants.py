@@ -178,6 +178,14 @@ def until(cond, secs=5.0):
     return cond()
 
 
+def kill_session(srv):
+    """SIGKILL for the server's one session process."""
+    kids = srv.children()
+    check(len(kids) == 1, "one session process")
+    for k in kids:
+        os.kill(k, signal.SIGKILL)
+
+
 # ---- cases ------------------------------------------------------------------
 
 def t_quota():
@@ -224,10 +232,7 @@ def t_sigkill():
     try:
         a = Client(srv.port, TOK_A)
         check(a.status == 0 and a.alloc(MiB)[0] == 0, "a: its whole quota in one session")
-        kids = srv.children()
-        check(len(kids) == 1, "one session process")
-        for k in kids:
-            os.kill(k, signal.SIGKILL)
+        kill_session(srv)
         check(until(lambda: smi_json(srv)["a"]["memory"] == 0 and smi_json(srv)["a"]["sessions"] == 0),
               "a: the killed process's memory and session are given back")
         a2 = Client(srv.port, TOK_A)
