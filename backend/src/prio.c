@@ -8,10 +8,10 @@
  *
  *   - A session of a latency tenant is "busy" from the moment its executor
  *     takes frames until its executor and its waiter (the replies of
- *     synchronising calls, which wait for the GPU) both have nothing left and
- *     the GPU has done what it submitted (a marker event on the legacy stream,
- *     which the waiter waits for), and BE_PRIO_LINGER_US longer (the gaps
- *     between a client's calls). It
+ *     synchronising calls, which wait for the GPU) both have nothing left and,
+ *     after a run of many frames, the GPU has done them (a marker event on the
+ *     legacy stream, which the waiter waits for), and BE_PRIO_LINGER_US longer
+ *     (the gaps between a client's calls). It
  *     says so in the tenant ledger that every session process maps (its slot's
  *     busy flag, the ledger's count of busy latency sessions).
  *   - A session of a batch tenant looks at that count before each frame its
@@ -53,11 +53,13 @@
 
 #define BE_PRIO_POLL_US 50
 #define BE_PRIO_MARKS 4
+#define BE_PRIO_MARK_BURST 16 /* latency: frames in one run that earn a marker at its end */
 
 typedef struct be_prio_sess {
 	be_ledger *l;
 	uint32_t slot, klass;
 	atomic_int running;  /* latency: the executor runs frames it took (be_prio_busy .. be_prio_idle) */
+	uint32_t burst;      /* latency: frames run since the last be_prio_idle */
 	uint64_t free_until; /* batch: no hold before this (after a hold reached the bound) */
 	uint32_t since_mark, every;
 	CUevent mark[BE_PRIO_MARKS]; /* oldest at head */
@@ -173,7 +175,11 @@ static void unmark(be_prio_sess *p) { be_ledger_busy(p->l, p->slot, 0, rg_clock_
 /* The executor has run what it took, and still holds the run (q_busy): the
  * session's context is its own. The GPU may still be at the work: unless the
  * waiter has entries (which say when it is done), a marker after it goes to
- * the waiter, and the waiter's end of it makes the session quiet. running and
+ * the waiter, and the waiter's end of it makes the session quiet. Only after
+ * BE_PRIO_MARK_BURST frames: a client that sends its launches one by one (a
+ * token of greedy generation) keeps the GPU up with them, the linger covers
+ * the rest, and a marker (an event record, a waiter wake-up: microseconds)
+ * after each would slow the very session it serves. running and
  * the waiter's busy are stored and then the other read, both sequentially
  * consistent: of the executor here and the waiter ending its last entry, at
  * least one sees the other done, and unmarks. */
@@ -182,8 +188,11 @@ void be_prio_idle(be_session *s)
 	be_prio_sess *p = s->prio;
 	if (p->klass != BE_TENANT_LATENCY)
 		return;
+	int marker = p->burst >= BE_PRIO_MARK_BURST;
+	p->burst = 0;
 	if (atomic_load(&s->q_len) == 0 && be_waiter_idle(s) &&
-	    (!s->ctx || legacy_capturing() || be_waiter_after(s, NULL, NULL, NULL, 0, NULL) != 0 || be_waiter_idle(s)))
+	    (!marker || !s->ctx || legacy_capturing() || be_waiter_after(s, NULL, NULL, NULL, 0, NULL) != 0 ||
+	     be_waiter_idle(s)))
 		unmark(p);
 	atomic_store(&p->running, 0);
 	if (atomic_load(&s->q_len) == 0 && be_waiter_idle(s))
@@ -276,6 +285,7 @@ static void mark(be_session *s, be_prio_sess *p)
 void be_prio_ran(be_session *s, int async)
 {
 	be_prio_sess *p = s->prio;
+	p->burst++;
 	if (p->klass != BE_TENANT_BATCH || !async || !s->ctx ||
 	    !atomic_load_explicit(&p->l->prio.latency_sessions, memory_order_relaxed))
 		return;
