@@ -41,7 +41,7 @@ F_ASYNC = 2
 TOK_L, TOK_B = "tok-lat-0123456789", "tok-bat-0123456789"
 L_LINE = "lat token=%s memory=none class=latency sessions=4" % TOK_L
 B_LINE = "bat token=%s memory=none class=batch sessions=4" % TOK_B
-HOLD_MS = 2000
+HOLD_MS = 4000  # long enough for remote-smi to see a hold under way on a loaded machine
 
 
 def mp(v):
