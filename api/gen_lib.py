@@ -95,13 +95,14 @@ class Kind:
         self.ctype, self.tag, self.unknown, self.index = ctype, tag, unknown, index
         self.mode = "mode" in flags
         self.early = "early" in flags
+        self.charge = "charge" in flags
         self.alias = self.teardown = None
         for f in flags:
             if f.startswith("alias="):
                 self.alias = f[6:]
             elif f.startswith("teardown="):
                 self.teardown = f[9:]
-            elif f not in ("mode", "early"):
+            elif f not in ("mode", "early", "charge"):
                 raise LibError(f"@handle {ctype}: unknown flag {f}")
         self.destroy = None  # the function whose parameter is `del` of this kind
 
@@ -596,6 +597,12 @@ def gen_server_h(d):
                    f" * obj (or with that mode parameter, as a pointer) is a device address, else 0. */\n")
         for t in modes:
             out.append(f"int be_{d.stem}_mode_{t}(void *obj, int which);\n")
+    charged = [k for k in d.kinds if k.charge]
+    if charged:
+        out.append(f"\n/* Hand-written (backend/src/lib_{d.stem}.c): device memory the library takes for\n"
+                   f" * a new object of the kind (`charge`), which its tenant pays (lib.c). */\n")
+        for k in charged:
+            out.append(f"uint64_t be_{d.stem}_charge_{k.tag}(be_session *s);\n")
     if d.fixes:
         out.append(f"\n/* Hand-written (backend/src/lib_{d.stem}.c): make a host input from the client\n"
                    f" * safe to hand the library (@fix). */\n")
@@ -724,7 +731,8 @@ def gen_server_c(d):
     for k in d.kinds:
         alias = f"BE_{d.K(tags[k.alias])}" if k.alias else "-1"
         destroy = f"destroy_{k.tag}" if k.destroy else "NULL"
-        out.append(f'\t[BE_{d.K(k)}] = {{"{k.ctype}", {k.unknown}, {alias}, {destroy}, {int(k.early)}}},\n')
+        charge = f"be_{d.stem}_charge_{k.tag}" if k.charge else "NULL"
+        out.append(f'\t[BE_{d.K(k)}] = {{"{k.ctype}", {k.unknown}, {alias}, {destroy}, {int(k.early)}, {charge}}},\n')
     out.append("};\n\nstatic be_lib_so libs[] = {\n")
     for l in d.libs:
         out.append(f'\t[BE_{d.L(l)}] = {{"{l.name}", "{l.soname}", "{l.option}", "{l.env}"}},\n')

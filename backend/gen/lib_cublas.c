@@ -3882,11 +3882,11 @@ static int destroy_ltpref(void *o)
 }
 
 static const be_lib_kind kinds[] = {
-	[BE_CUBLAS_K_BLAS] = {"cublasHandle_t", CUBLAS_STATUS_NOT_INITIALIZED, -1, destroy_blas, 0},
-	[BE_CUBLAS_K_LT] = {"cublasLtHandle_t", CUBLAS_STATUS_NOT_INITIALIZED, BE_CUBLAS_K_BLAS, destroy_lt, 0},
-	[BE_CUBLAS_K_LTDESC] = {"cublasLtMatmulDesc_t", CUBLAS_STATUS_INVALID_VALUE, -1, destroy_ltdesc, 0},
-	[BE_CUBLAS_K_LTLAYOUT] = {"cublasLtMatrixLayout_t", CUBLAS_STATUS_INVALID_VALUE, -1, destroy_ltlayout, 0},
-	[BE_CUBLAS_K_LTPREF] = {"cublasLtMatmulPreference_t", CUBLAS_STATUS_INVALID_VALUE, -1, destroy_ltpref, 0},
+	[BE_CUBLAS_K_BLAS] = {"cublasHandle_t", CUBLAS_STATUS_NOT_INITIALIZED, -1, destroy_blas, 0, be_cublas_charge_blas},
+	[BE_CUBLAS_K_LT] = {"cublasLtHandle_t", CUBLAS_STATUS_NOT_INITIALIZED, BE_CUBLAS_K_BLAS, destroy_lt, 0, NULL},
+	[BE_CUBLAS_K_LTDESC] = {"cublasLtMatmulDesc_t", CUBLAS_STATUS_INVALID_VALUE, -1, destroy_ltdesc, 0, NULL},
+	[BE_CUBLAS_K_LTLAYOUT] = {"cublasLtMatrixLayout_t", CUBLAS_STATUS_INVALID_VALUE, -1, destroy_ltlayout, 0, NULL},
+	[BE_CUBLAS_K_LTPREF] = {"cublasLtMatmulPreference_t", CUBLAS_STATUS_INVALID_VALUE, -1, destroy_ltpref, 0, NULL},
 };
 
 static be_lib_so libs[] = {

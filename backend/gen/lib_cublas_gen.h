@@ -217,6 +217,10 @@ extern be_lib_def be_cublas_lib;
 int be_cublas_mode_blas(void *obj, int which);
 int be_cublas_mode_ltdesc(void *obj, int which);
 
+/* Hand-written (backend/src/lib_cublas.c): device memory the library takes for
+ * a new object of the kind (`charge`), which its tenant pays (lib.c). */
+uint64_t be_cublas_charge_blas(be_session *s);
+
 /* Handlers, one per function (op table: gen/dispatch.c). */
 int be_gen_cublasCreate_v2(be_session *s, be_req *rq);
 int be_gen_cublasDestroy_v2(be_session *s, be_req *rq);

@@ -478,7 +478,7 @@ static int destroy_comm(void *o)
 }
 
 static const be_lib_kind kinds[] = {
-	[BE_NCCL_K_COMM] = {"ncclComm_t", ncclInvalidArgument, -1, destroy_comm, 1},
+	[BE_NCCL_K_COMM] = {"ncclComm_t", ncclInvalidArgument, -1, destroy_comm, 1, NULL},
 };
 
 static be_lib_so libs[] = {

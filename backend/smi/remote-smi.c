@@ -312,8 +312,12 @@ static void print_json(const be_snap *snaps, size_t n)
 				else
 					printf("null");
 				printf(", \"sessions_started\": %" PRIu64 ", \"allocations_refused\": %" PRIu64
-				       ", \"sessions_refused\": %" PRIu64 ", \"removed\": %s}",
+				       ", \"sessions_refused\": %" PRIu64 ", \"removed\": %s",
 				       t->started, t->refused_mem, t->refused_sess, t->removed ? "true" : "false");
+				printf(", \"busy_sessions\": %" PRIu64 ", \"held_sessions\": %" PRIu64 ", \"holds\": %" PRIu64
+				       ", \"hold_timeouts\": %" PRIu64 ", \"held_seconds\": %.6f, \"ahead_waits\": %" PRIu64 "}",
+				       t->busy, t->held_now, t->holds, t->hold_timeouts, (double)t->held_ns / 1e9,
+				       t->ahead_waits);
 			}
 			printf("%s]", s->ntenants ? "\n   " : "");
 		}

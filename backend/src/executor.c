@@ -29,6 +29,7 @@
 #include <stdlib.h>
 
 #include "dispatch.h"
+#include "prio.h"
 
 static void *executor_main(void *arg);
 static be_req *take(be_session *s, int *stop);
@@ -153,13 +154,22 @@ static void *executor_main(void *arg)
 	for (;;) {
 		int stop;
 		be_req *rq = take(s, &stop);
+		if (rq && s->prio)
+			be_prio_busy(s);
 		while (rq) {
 			be_req *next = rq->next;
-			if (!stop && !atomic_load(&s->closing))
+			if (!stop && !atomic_load(&s->closing)) {
+				if (s->prio)
+					be_prio_admit(s);
 				run_frame(s, rq);
+				if (s->prio)
+					be_prio_ran(s, (be_frame_of(rq)->flags & PROTO_F_ASYNC) != 0);
+			}
 			be_frame_free(s, be_frame_of(rq));
 			rq = next;
 		}
+		if (s->prio)
+			be_prio_idle(s);
 		idle(s);
 		if (stop)
 			break;

@@ -5,6 +5,7 @@
  * Everything here but loading runs on the session's executor thread.
  */
 #include "backend.h"
+#include "tenants.h"
 
 #include <dlfcn.h>
 #include <inttypes.h>
@@ -242,7 +243,10 @@ static void *lookup(be_lib_dec *d, uint32_t i, int kind, int del)
 		return NULL;
 	const be_lib_kind *k = &d->def->kinds[kind];
 	void *obj = NULL;
-	int r = del ? be_htab_del(&d->ls->tabs[kind], id, &obj, NULL) : be_htab_get(&d->ls->tabs[kind], id, &obj, NULL);
+	uint64_t charged = 0;
+	int r = del ? be_htab_del(&d->ls->tabs[kind], id, &obj, &charged) : be_htab_get(&d->ls->tabs[kind], id, &obj, NULL);
+	if (r == BE_H_OK && charged)
+		be_tenant_uncharge(d->s, charged);
 	if (r != BE_H_OK && !del && k->alias >= 0 && be_htab_get(&d->ls->tabs[k->alias], id, &obj, NULL) == BE_H_OK)
 		r = BE_H_OK;
 	if (r != BE_H_OK) {
@@ -272,9 +276,21 @@ uint64_t be_lib_new_id(be_lib_dec *d, uint32_t i, int kind)
 
 void be_lib_add(be_lib_dec *d, int kind, uint64_t id, void *obj)
 {
-	int r = be_htab_add(&d->ls->tabs[kind], id, obj, 0);
+	const be_lib_kind *k = &d->def->kinds[kind];
+	/* What the library took for the object is the tenant's to pay: over its
+	 * quota, the object goes again and the call fails as out of memory. Kept
+	 * as the entry's aux, given back at the destroy (lookup). */
+	uint64_t charge = k->charge ? k->charge(d->s) : 0;
+	if (charge && be_tenant_charge(d->s, charge) != CUDA_SUCCESS) {
+		k->destroy(obj);
+		d->st = d->def->st_nomem;
+		return;
+	}
+	int r = be_htab_add(&d->ls->tabs[kind], id, obj, charge);
 	if (r == BE_H_OK)
 		return;
+	if (charge)
+		be_tenant_uncharge(d->s, charge);
 	LOG_WARN(BE_LOG, "session %" PRIu64 ": %s: cannot register id %" PRIu64 ": %s", d->s->id,
 		 proto_op_name(d->rq->view.op), id, be_h_strerror(r));
 	d->def->kinds[kind].destroy(obj);

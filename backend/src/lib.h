@@ -69,6 +69,9 @@ typedef struct be_lib_kind {
 	int alias;
 	int (*destroy)(void *obj);
 	int early;
+	/* bytes of device memory the library takes for each new object, charged
+	 * to the session's tenant (tenants.h) until its destroy; NULL: none */
+	uint64_t (*charge)(be_session *s);
 } be_lib_kind;
 
 typedef struct be_lib_def {

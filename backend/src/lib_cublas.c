@@ -55,3 +55,14 @@ int be_cublas_mode_ltdesc(void *obj, int which)
 		return 0;
 	}
 }
+
+/* The workspace a cuBLAS handle allocates for itself at its creation (the
+ * cuBLAS documentation's default: 32 MiB on compute capability 9.0 and later,
+ * 4 MiB before), which its tenant pays. A client that gives the handle its own
+ * (cublasSetWorkspace, as PyTorch does) allocated that with cudaMalloc, also
+ * paid; the library's own is not freed by it, so the charge stays. */
+uint64_t be_cublas_charge_blas(be_session *s)
+{
+	int major = be_cur_gpu(s)->attrs[CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR];
+	return (major >= 9 ? 32u : 4u) << 20;
+}

@@ -99,7 +99,8 @@ static void session_family(FILE *f, const be_snap *snaps, size_t n, const char *
 		}
 }
 
-enum { T_USED, T_PEAK, T_QUOTA, T_SESS, T_MAXSESS, T_STARTED, T_REFMEM, T_REFSESS };
+enum { T_USED, T_PEAK, T_QUOTA, T_SESS, T_MAXSESS, T_STARTED, T_REFMEM, T_REFSESS, T_BUSY, T_HELDNOW, T_HOLDS,
+       T_HOLDTO, T_HELDNS, T_AHEAD };
 
 /* Per tenant of --tenants: labelled by name and class (names are the
  * operator's, not a client's). A quota or maximum that is unlimited is left
@@ -126,6 +127,12 @@ static void tenant_family(FILE *f, const be_snap *snaps, size_t n, const char *n
 			case T_STARTED: v = t->started; break;
 			case T_REFMEM: v = t->refused_mem; break;
 			case T_REFSESS: v = t->refused_sess; break;
+			case T_BUSY: v = t->busy; break;
+			case T_HELDNOW: v = t->held_now; break;
+			case T_HOLDS: v = t->holds; break;
+			case T_HOLDTO: v = t->hold_timeouts; break;
+			case T_HELDNS: v = t->held_ns; break;
+			case T_AHEAD: v = t->ahead_waits; break;
 			}
 			if ((which == T_QUOTA && v == UINT64_MAX) || (which == T_MAXSESS && v == 0))
 				continue;
@@ -135,7 +142,10 @@ static void tenant_family(FILE *f, const be_snap *snaps, size_t n, const char *n
 			put_label(f, "tenant", t->name);
 			fputc(',', f);
 			put_label(f, "class", t->klass == 1 ? "latency" : t->klass == 2 ? "batch" : "?");
-			fprintf(f, "} %" PRIu64 "\n", v);
+			if (which == T_HELDNS)
+				fprintf(f, "} %.6f\n", (double)v / 1e9);
+			else
+				fprintf(f, "} %" PRIu64 "\n", v);
 		}
 }
 
@@ -239,6 +249,18 @@ char *be_metrics_render(const be_snap *snaps, size_t n, size_t *len)
 		      "Allocations refused because they would pass the tenant's quota.", T_REFMEM);
 	tenant_family(f, snaps, n, "remote_gpud_tenant_sessions_refused_total", "counter",
 		      "Sessions refused because the tenant had its maximum.", T_REFSESS);
+	tenant_family(f, snaps, n, "remote_gpud_tenant_busy_sessions", "gauge",
+		      "Latency tenant: its sessions with work now (batch work is held back meanwhile).", T_BUSY);
+	tenant_family(f, snaps, n, "remote_gpud_tenant_held_sessions", "gauge",
+		      "Batch tenant: its sessions held back now for latency work.", T_HELDNOW);
+	tenant_family(f, snaps, n, "remote_gpud_tenant_holds_total", "counter",
+		      "Batch tenant: frames held back for latency work.", T_HOLDS);
+	tenant_family(f, snaps, n, "remote_gpud_tenant_hold_timeouts_total", "counter",
+		      "Batch tenant: holds that reached --batch-hold-ms.", T_HOLDTO);
+	tenant_family(f, snaps, n, "remote_gpud_tenant_held_seconds_total", "counter",
+		      "Batch tenant: time its sessions were held back.", T_HELDNS);
+	tenant_family(f, snaps, n, "remote_gpud_tenant_ahead_waits_total", "counter",
+		      "Batch tenant: waits for its own work queued on the GPU to drain (--batch-ahead).", T_AHEAD);
 
 	/* No family names a session's client (host, pid, command line): /metrics
 	 * answers anyone who can reach the port, and a tenant's command line is

@@ -38,6 +38,7 @@
 
 #include "cubin.h"
 #include "cubin_store.h"
+#include "tenants.h"
 #include "ops.h"
 
 #define MAX_PARAMS 32768 /* a parameter buffer holds at most 32764 bytes */
@@ -210,13 +211,16 @@ static void resolve_var(be_session *s, proto_msg *m, CUmodule mod, const entry *
 
 	if (st == CUDA_SUCCESS && bytes > 0) {
 		const be_range *r = be_ranges_at(&s->ranges, (uint64_t)dp);
-		if (!(r && r->size == bytes)) { /* not listed twice */
+		/* Not listed twice, nor charged twice: the first resolve pays for it
+		 * (an initialised one was in the image already: counted high). */
+		if (!(r && r->size == bytes) && (st = be_tenant_charge(s, bytes)) == CUDA_SUCCESS) {
 			int err = be_ranges_add(&s->ranges, (uint64_t)dp, bytes, BE_RANGE_VAR);
 			if (err)
 				LOG_WARN(BE_LOG, "session %" PRIu64 ": variable %s at 0x%llx+%zu not recorded (%d)", s->id,
 					 e->name, (unsigned long long)dp, bytes, err);
 		}
-	} else if (st != CUDA_SUCCESS) {
+	}
+	if (st != CUDA_SUCCESS) {
 		LOG_INFO(BE_LOG, "session %" PRIu64 ": variable %s: %s", s->id, e->name, be_errname(st));
 		dp = 0;
 		bytes = 0;
@@ -339,9 +343,23 @@ int be_op_module_load(be_session *s, be_req *rq, uint64_t m_id, const void *hash
 		goto out;
 	}
 
+	/* The tenant pays for the module before the driver loads it: its image's
+	 * size stands for the code, constants and initialised variables the driver
+	 * puts on the device (its own figure is not to be had); variables are
+	 * charged as they are resolved (resolve_var). Modules live as long as the
+	 * session, whose end gives the bytes back. */
+	uint64_t isz = upload ? plen : be_img_size(img);
+	if ((r = be_tenant_charge(s, isz)) != CUDA_SUCCESS) {
+		if (img)
+			be_imgcache_put(img);
+		free(upload);
+		goto out;
+	}
 	r = be_drv.cuModuleLoadData(&mod, image);
 	if (img)
 		be_imgcache_put(img);
+	if (r != CUDA_SUCCESS)
+		be_tenant_uncharge(s, isz);
 	if (r != CUDA_SUCCESS) {
 		LOG_INFO(BE_LOG, "session %" PRIu64 ": cuModuleLoadData(%s): %s%s", s->id, hex, be_errname(r),
 			 upload ? " (the upload is not kept)" : "");
@@ -350,11 +368,13 @@ int be_op_module_load(be_session *s, be_req *rq, uint64_t m_id, const void *hash
 	}
 	if (upload && (r = publish_upload(s, hex, upload, (size_t)plen)) != CUDA_SUCCESS) {
 		be_drv.cuModuleUnload(mod);
+		be_tenant_uncharge(s, isz);
 		goto out;
 	}
 	int err = be_htab_add(&s->modules, m_id, mod, 0);
 	if (err) {
 		be_drv.cuModuleUnload(mod);
+		be_tenant_uncharge(s, isz);
 		r = err == BE_H_ENOMEM ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_INVALID_HANDLE;
 		goto out;
 	}

@@ -9,6 +9,7 @@
 #include <inttypes.h>
 
 #include "ops.h"
+#include "prio.h"
 
 static int add_failed(be_session *s, const char *kind, uint64_t id, int err)
 {
@@ -25,6 +26,7 @@ int be_op_stream_create(be_session *s, be_req *rq, uint64_t stream_id, uint32_t 
 	/* Check the id first: a stream created for a rejected id would leak. */
 	if (stream_id == 0 || be_htab_get(&s->streams, stream_id, NULL, NULL) == BE_H_OK)
 		return add_failed(s, "stream", stream_id, stream_id ? BE_H_EINUSE : BE_H_EZERO);
+	priority = be_prio_stream_priority(s, priority); /* a tenant's class decides (prio.c) */
 	if ((r = be_drv.cuStreamCreateWithPriority(&st, flags, priority)) != CUDA_SUCCESS)
 		return r;
 	if ((err = be_htab_add(&s->streams, stream_id, st, 0))) {

@@ -15,6 +15,7 @@
 #include "rg_args.h"
 #include "rg_opt.h"
 #include "rg_token.h"
+#include "prio.h"
 #include "tenants.h"
 
 #define OPT_PROG "remote-gpud"
@@ -27,6 +28,7 @@ enum {
 	O_CUBLAS, O_CUBLASLT, O_NCCL,       /* a forwarded library's path (lib.c) */
 	O_TLS_CERT, O_TLS_KEY, O_TLS_CA, O_INSECURE, /* listen_tls.c */
 	O_TENANTS, O_LEDGER_FD,            /* tenants.c */
+	O_PRIORITY, O_BATCH_HOLD, O_BATCH_RUN, O_BATCH_AHEAD, /* prio.c */
 };
 
 /* Each option's val is its own: opt_name finds its name by it. */
@@ -58,6 +60,10 @@ static const struct option opt_long[] = {
 	{"insecure", no_argument, NULL, O_INSECURE},
 	{"tenants", required_argument, NULL, O_TENANTS},
 	{"ledger-fd", required_argument, NULL, O_LEDGER_FD},
+	{"priority", required_argument, NULL, O_PRIORITY},
+	{"batch-hold-ms", required_argument, NULL, O_BATCH_HOLD},
+	{"batch-run-ms", required_argument, NULL, O_BATCH_RUN},
+	{"batch-ahead", required_argument, NULL, O_BATCH_AHEAD},
 	{"session-fd", required_argument, NULL, O_SESSION_FD},
 	{"session-listen", required_argument, NULL, O_SESSION_LISTEN},
 	{"port-fd", required_argument, NULL, O_PORT_FD},
@@ -95,6 +101,12 @@ static void opt_usage(FILE *f)
 		"                      (suffix K, M, G; default 1G; 0: no uploads)\n"
 		"  --tenants FILE      tenants: each token's name, device memory quota, class and most\n"
 		"                      sessions (format: docs/TENANTS.md); re-read on SIGHUP\n"
+		"  --priority MODE     admit (default): with --tenants, batch tenants' work is held back\n"
+		"                      while latency tenants' runs (docs/TENANTS.md); off: not\n"
+		"  --batch-hold-ms N   the longest one hold of a batch session (default %d) ...\n"
+		"  --batch-run-ms N    ... after which it runs unheld for N ms (default %d)\n"
+		"  --batch-ahead N     launches a batch session may have queued on the GPU while\n"
+		"                      latency tenants have sessions (default %d)\n"
 		"  --isolation MODE    process (default): each session in a process of its own, so a\n"
 		"                      kernel fault cannot reach other clients; thread: all in one\n"
 		"                      process (faster session start, no fault isolation; contexts of one\n"
@@ -127,6 +139,7 @@ static void opt_usage(FILE *f)
 		"  --ledger-fd N       the tenants' ledger (memory in use per tenant) on descriptor N\n"
 		"Logging: REMOTE_GPU_LOG=info (or debug, or \"warn,backend=debug\"), REMOTE_GPU_LOG_FILE,\n"
 		"REMOTE_GPU_LOG_SYNC=1. Status of the server and its sessions: remote-smi.\n",
+		BE_PRIO_DEFAULT_HOLD_MS, BE_PRIO_DEFAULT_RUN_MS, BE_PRIO_DEFAULT_AHEAD,
 		BE_DEFAULT_HELLO_TIMEOUT_S, BE_DEFAULT_MAX_CONNECTIONS, BE_DEFAULT_MAX_PER_SOURCE, BE_DEFAULT_DRAIN_S);
 }
 
@@ -228,6 +241,13 @@ static int opt_one(be_options *o, int c, const char *name, char *v)
 	case O_TENANTS:
 	case O_LEDGER_FD:
 		if ((r = be_tenants_option(opt, v)) != 0)
+			return r < 0 ? rg_opt_error(OPT_PROG, "unknown option '%s'", opt) : r;
+		break;
+	case O_PRIORITY:
+	case O_BATCH_HOLD:
+	case O_BATCH_RUN:
+	case O_BATCH_AHEAD:
+		if ((r = be_prio_option(opt, v)) != 0)
 			return r < 0 ? rg_opt_error(OPT_PROG, "unknown option '%s'", opt) : r;
 		break;
 	}

@@ -16,6 +16,7 @@
  * still call back into the session.
  */
 #include "backend.h"
+#include "prio.h"
 #include "admit.h"
 #include "tenants.h"
 
@@ -733,6 +734,7 @@ void be_session_teardown(be_session *s)
 		}
 		/* (device 0's context is current now) */
 		be_waiter_cleanup(s);
+		be_prio_drop(s);    /* its marker events, while their contexts live */
 		be_lib_teardown(s); /* library handles may use the streams below */
 		/* Each object is destroyed with its own device's context current. */
 		for (int d = be_srv.ngpu - 1; d >= 0; d--) {

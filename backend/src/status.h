@@ -181,6 +181,8 @@ typedef struct be_snap_tenant {
 	int removed;                  /* gone from the file, sessions left */
 	uint64_t quota;               /* UINT64_MAX: unlimited */
 	uint64_t used, peak, sessions, started, refused_mem, refused_sess;
+	/* latency first (prio.c) */
+	uint64_t busy, held_now, holds, hold_timeouts, held_ns, ahead_waits;
 } be_snap_tenant;
 
 typedef struct be_snap {

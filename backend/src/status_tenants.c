@@ -53,6 +53,12 @@ int be_snap_read_tenants(const char *dir, be_snap *out)
 			o->started = LD(t->started);
 			o->refused_mem = LD(t->refused_mem);
 			o->refused_sess = LD(t->refused_sess);
+			o->busy = LD(t->busy);
+			o->held_now = LD(t->held_now);
+			o->holds = LD(t->holds);
+			o->hold_timeouts = LD(t->hold_timeouts);
+			o->held_ns = LD(t->held_ns);
+			o->ahead_waits = LD(t->ahead_waits);
 		}
 	}
 	munmap(l, sizeof(be_ledger));

@@ -45,6 +45,7 @@ static int sha_equal(const char *a, const char *b);
 
 static void ledger_recount(be_ledger *l)
 {
+	uint64_t lat = 0;
 	for (int i = 0; i < BE_TENANTS_MAX; i++) {
 		atomic_store(&l->t[i].used, 0);
 		atomic_store(&l->t[i].sessions, 0);
@@ -56,7 +57,9 @@ static void ledger_recount(be_ledger *l)
 		be_ledger_tenant *t = &l->t[sl->tenant];
 		atomic_store(&t->used, atomic_load(&t->used) + sl->charged);
 		atomic_store(&t->sessions, atomic_load(&t->sessions) + 1);
+		lat += sl->klass == BE_TENANT_LATENCY;
 	}
+	atomic_store(&l->prio.latency_sessions, lat);
 }
 
 static void ledger_lock(be_ledger *l)
@@ -242,7 +245,11 @@ int be_ledger_login(be_ledger *l, const char *sha, int64_t pid, uint32_t *slot, 
 		if (atomic_load(&sl->pid))
 			continue;
 		sl->tenant = (uint32_t)found;
+		sl->klass = t->klass;
 		sl->charged = 0;
+		atomic_store(&sl->busy, 0);
+		if (t->klass == BE_TENANT_LATENCY)
+			atomic_fetch_add(&l->prio.latency_sessions, 1);
 		atomic_store(&sl->pid, pid);
 		atomic_fetch_add(&t->sessions, 1);
 		atomic_fetch_add(&t->started, 1);
@@ -292,6 +299,25 @@ void be_ledger_uncharge(be_ledger *l, uint32_t slot, uint64_t size)
 	pthread_mutex_unlock(&l->mu);
 }
 
+/* The exchange makes mark and unmark pairs whoever calls (the executor, the
+ * waiter, the supervisor reaping a dead process): a count never goes twice. */
+void be_ledger_busy(be_ledger *l, uint32_t slot, int busy, uint64_t now_ns)
+{
+	be_ledger_slot *sl = &l->slot[slot];
+	be_ledger_tenant *t = &l->t[sl->tenant];
+	if ((int)atomic_exchange(&sl->busy, (uint32_t)busy) == busy)
+		return;
+	if (busy) {
+		atomic_fetch_add(&t->busy, 1);
+		atomic_fetch_add(&l->prio.busy, 1);
+		return;
+	}
+	if (now_ns)
+		atomic_store(&l->prio.quiet_ns, now_ns);
+	atomic_fetch_sub(&t->busy, 1);
+	atomic_fetch_sub(&l->prio.busy, 1);
+}
+
 /* Under the lock. */
 static void slot_release(be_ledger *l, be_ledger_slot *sl)
 {
@@ -300,6 +326,11 @@ static void slot_release(be_ledger *l, be_ledger_slot *sl)
 	atomic_store(&t->used, used > sl->charged ? used - sl->charged : 0);
 	atomic_store(&t->sessions, n ? n - 1 : 0);
 	sl->charged = 0;
+	be_ledger_busy(l, (uint32_t)(sl - l->slot), 0, 0);
+	if (sl->klass == BE_TENANT_LATENCY) {
+		uint64_t lat = atomic_load(&l->prio.latency_sessions);
+		atomic_store(&l->prio.latency_sessions, lat ? lat - 1 : 0);
+	}
 	atomic_store(&sl->pid, 0);
 	if (n <= 1 && atomic_load(&t->state) == BE_LT_REMOVED)
 		atomic_store(&t->state, BE_LT_FREE);

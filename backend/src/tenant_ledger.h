@@ -14,7 +14,7 @@
 #include "tenants.h"
 
 #define BE_LEDGER_MAGIC 0x544e4752u /* "RGNT" */
-#define BE_LEDGER_VERSION 1
+#define BE_LEDGER_VERSION 2
 #define BE_LEDGER_SLOTS 4096 /* sessions at once, over all tenants */
 #define BE_LEDGER_FILE "tenants.stat"
 
@@ -35,18 +35,39 @@ typedef struct be_ledger_tenant {
 	_Atomic uint64_t started;      /* sessions since the tenant appeared */
 	_Atomic uint64_t refused_mem;  /* allocations refused over the quota */
 	_Atomic uint64_t refused_sess; /* hellos refused at max sessions */
+	/* latency first (prio.c) */
+	_Atomic uint64_t busy;        /* latency: its sessions with work now */
+	_Atomic uint64_t held_now;    /* batch: its sessions held back now */
+	_Atomic uint64_t holds;       /* batch: frames held back */
+	_Atomic uint64_t hold_timeouts; /* batch: holds that reached the bound */
+	_Atomic uint64_t held_ns;     /* batch: time held back, all sessions */
+	_Atomic uint64_t ahead_waits; /* batch: waits for its own work ahead to drain */
 } be_ledger_tenant;
 
 typedef struct be_ledger_slot {
 	_Atomic int64_t pid; /* 0: free */
 	uint32_t tenant;
+	uint32_t klass;        /* its tenant's class at the login: a reload does not change it */
+	_Atomic uint32_t busy; /* latency: counted in its tenant's busy and the ledger's (prio.c) */
 	uint32_t pad;
 	uint64_t charged; /* bytes this session holds */
 } be_ledger_slot;
 
+/* Latency first (prio.c): the supervisor's settings, and what batch sessions
+ * look at before each frame. */
+typedef struct be_ledger_prio {
+	uint32_t on;                       /* --priority admit */
+	uint32_t ahead;                    /* --batch-ahead: launches */
+	uint64_t hold_ns, run_ns, linger_ns; /* --batch-hold-ms, --batch-run-ms, BE_PRIO_LINGER_US */
+	_Atomic uint64_t latency_sessions; /* live sessions of latency tenants */
+	_Atomic uint64_t busy;             /* of them, with work now */
+	_Atomic uint64_t quiet_ns;         /* CLOCK_MONOTONIC when one last went quiet */
+} be_ledger_prio;
+
 typedef struct be_ledger {
 	uint32_t magic, version, size, pad;
 	pthread_mutex_t mu; /* process-shared, robust: a session process may die holding it */
+	be_ledger_prio prio;
 	be_ledger_tenant t[BE_TENANTS_MAX];
 	be_ledger_slot slot[BE_LEDGER_SLOTS];
 } be_ledger;
@@ -69,6 +90,9 @@ be_ledger *be_ledger_map(int fd);
 int be_ledger_publish(be_ledger *l, const be_tenant_table *tab);
 /* hello: the tenant whose token hashes to sha, a slot for the session. */
 int be_ledger_login(be_ledger *l, const char *sha, int64_t pid, uint32_t *slot, uint32_t *tenant);
+/* Latency sessions: the slot has work now (1) or not (0). No lock: atomics
+ * only, called around every burst of frames. */
+void be_ledger_busy(be_ledger *l, uint32_t slot, int busy, uint64_t now_ns);
 int be_ledger_charge(be_ledger *l, uint32_t slot, uint64_t size);
 void be_ledger_uncharge(be_ledger *l, uint32_t slot, uint64_t size);
 void be_ledger_logout(be_ledger *l, uint32_t slot);

@@ -21,6 +21,7 @@
  * in the FIFO. REMOTE_GPU_NO_FASTPATH=1 turns this off (tests of the waiter).
  */
 #include "backend.h"
+#include "prio.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -306,7 +307,9 @@ static void *waiter_main(void *arg)
 			cur = e->ctx;
 		}
 		run_entry(s, e, 1);
-		atomic_fetch_sub(&w->busy, 1); /* after the reply went out */
+		/* after the reply went out; a latency session with nothing left goes quiet */
+		if (atomic_fetch_sub(&w->busy, 1) == 1 && s->prio)
+			be_prio_waiter_idle(s);
 	}
 	return NULL;
 }

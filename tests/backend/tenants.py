@@ -21,8 +21,17 @@ Cases (each starts its own server on a free port):
             duplicate names and tokens, bad sizes; a file others can read; two
             tenants in thread mode; --tenants with --token-file
   thread    thread mode with one tenant: its quota holds
+  modules   a module's image is charged at its load (over the quota:
+            CUDA_ERROR_OUT_OF_MEMORY) and its variables when resolved (over the
+            quota: that entry's CUDA_ERROR_OUT_OF_MEMORY); needs the double's
+            test_kernels.cubin in $RG_FAKECUDA_KERNELS (nvcc), else skipped
+  cublas    a cuBLAS handle's default workspace (32 MiB on the double's
+            compute capability 9.0) is charged at cublasCreate_v2 (over the
+            quota: CUBLAS_STATUS_ALLOC_FAILED) and given back at its destroy;
+            needs the fake cuBLAS in $RG_FAKECUBLAS and $RG_FAKECUBLASLT
 Prints one line per check and exits 1 if any failed.
 """
+import hashlib
 import json
 import os
 import signal
@@ -39,6 +48,7 @@ import preauth  # noqa: E402  the wire helpers and the server wrapper
 from preauth import check, recv_exact, connect, frame, VERSION, OP_HELLO  # noqa: E402
 
 OP_MEM_ALLOC, OP_MEM_FREE, OP_MEM_ALLOC_ASYNC, OP_ARRAY_CREATE = 3, 4, 5, 51
+OP_CUBLAS_CREATE, OP_CUBLAS_DESTROY, CUBLAS_ALLOC_FAILED = 1024, 1025, 3
 OOM, NOT_PERMITTED, TOO_MANY_PEERS = 2, 800, 711
 TOK_A, TOK_B, TOK_C = "tok-a-0123456789", "tok-b-0123456789", "tok-c-0123456789"
 KiB, MiB = 1024, 1024 * 1024
@@ -111,6 +121,20 @@ class Client:
         # CU_AD_FORMAT_UNSIGNED_INT8 (1), one channel: width * height bytes
         return self.call(OP_ARRAY_CREATE, [aid, width, height, 0, 1, 1, 0])[0]
 
+    def module_load(self, mid, image, names):
+        """[m, bin hash, size, names] with the image as payload: (status, entries)."""
+        h = hashlib.sha256(image).hexdigest().encode()
+        msg = (bytes([0x94]) + preauth.mp(mid) + b"\xc4" + bytes([len(h)]) + h + preauth.mp(len(image)) +
+               preauth.mp(names))
+        self.seq += 1
+        self.s.sendall(struct.pack("<IHHIIQQii", preauth.MAGIC, VERSION, 0, len(msg), preauth.OP_MODULE_LOAD,
+                                   len(image), self.seq, 0, 0) + msg + image)
+        hd = recv_exact(self.s, 40)
+        _, _, _, hl, _, pl, _, status, _ = struct.unpack("<IHHIIQQii", hd)
+        body = recv_exact(self.s, hl + pl)
+        msg = unpack(body[:hl])[0] if hl else []
+        return status, (msg[0] if status == 0 and msg else None)
+
     def close(self):
         self.s.close()
 
@@ -152,6 +176,14 @@ def until(cond, secs=5.0):
             return True
         time.sleep(0.05)
     return cond()
+
+
+def kill_session(srv):
+    """SIGKILL for the server's one session process."""
+    kids = srv.children()
+    check(len(kids) == 1, "one session process")
+    for k in kids:
+        os.kill(k, signal.SIGKILL)
 
 
 # ---- cases ------------------------------------------------------------------
@@ -200,10 +232,7 @@ def t_sigkill():
     try:
         a = Client(srv.port, TOK_A)
         check(a.status == 0 and a.alloc(MiB)[0] == 0, "a: its whole quota in one session")
-        kids = srv.children()
-        check(len(kids) == 1, "one session process")
-        for k in kids:
-            os.kill(k, signal.SIGKILL)
+        kill_session(srv)
         check(until(lambda: smi_json(srv)["a"]["memory"] == 0 and smi_json(srv)["a"]["sessions"] == 0),
               "a: the killed process's memory and session are given back")
         a2 = Client(srv.port, TOK_A)
@@ -314,8 +343,69 @@ def t_thread():
         srv.stop()
 
 
+def t_modules():
+    kdir = os.environ.get("RG_FAKECUDA_KERNELS", "")
+    path = os.path.join(kdir, "test_kernels.cubin")
+    if not kdir or not os.path.exists(path):
+        print("skipped: no test_kernels.cubin (RG_FAKECUDA_KERNELS; built where nvcc is)")
+        return
+    image = open(path, "rb").read()
+    n = len(image)
+    srv = server(tenants_text("m token=%s memory=%d class=batch sessions=none" % (TOK_A, n + 20),
+                              "s token=%s memory=%d class=batch sessions=none" % (TOK_C, n - 1), B_LINE))
+    try:
+        m, sm, b = Client(srv.port, TOK_A), Client(srv.port, TOK_C), Client(srv.port, TOK_B)
+        st, _ = sm.module_load(1, image, "")
+        check(st == OOM, "s (quota one byte short of the image): module_load is CUDA_ERROR_OUT_OF_MEMORY")
+        check(smi_json(srv)["s"]["memory"] == 0 and smi_json(srv)["s"]["allocations_refused"] == 1,
+              "s: nothing charged, one refusal")
+        st, ents = m.module_load(1, image, "v:gvar\n")
+        check(st == 0 and ents and ents[0][0] == OOM,
+              "m (image + 20 bytes): the module loads, its 40-byte gvar is out of memory")
+        check(smi_json(srv)["m"]["memory"] == n, "m: the image's %d bytes are charged" % n)
+        st, ents = b.module_load(1, image, "v:gvar\nv:gvar\n")
+        check(st == 0 and ents and ents[0][0] == 0 and ents[0][2] == 40 and ents[1][0] == 0,
+              "b (no quota): the module and gvar (40 bytes), resolved twice")
+        check(smi_json(srv)["b"]["memory"] == n + 40, "b: the image and gvar once: %d bytes" % (n + 40))
+        b.close()
+        check(until(lambda: smi_json(srv)["b"]["memory"] == 0), "b: given back when its session ends")
+        m.close()
+        sm.close()
+    finally:
+        srv.stop()
+
+
+def t_cublas():
+    blas, blaslt = os.environ.get("RG_FAKECUBLAS", ""), os.environ.get("RG_FAKECUBLASLT", "")
+    if not blas or not blaslt:
+        print("skipped: no fake cuBLAS (RG_FAKECUBLAS, RG_FAKECUBLASLT)")
+        return
+    srv = server(tenants_text("a token=%s memory=16M class=batch sessions=none" % TOK_A,
+                              "b token=%s memory=48M class=batch sessions=none" % TOK_B),
+                 "--cublas", blas, "--cublaslt", blaslt)
+    try:
+        a, b = Client(srv.port, TOK_A), Client(srv.port, TOK_B)
+
+        def blas(c, op, hid):  # sent without the async flag: answered, the library's status first
+            st, msg = c.call(op, [hid])
+            return msg[0] if st == 0 and msg else ("transport", st)
+        check(blas(a, OP_CUBLAS_CREATE, 1) == CUBLAS_ALLOC_FAILED,
+              "a (16 MiB): cublasCreate_v2 is CUBLAS_STATUS_ALLOC_FAILED (a 32 MiB workspace)")
+        check(smi_json(srv)["a"]["memory"] == 0, "a: nothing charged")
+        check(blas(b, OP_CUBLAS_CREATE, 1) == 0, "b (48 MiB): cublasCreate_v2")
+        check(smi_json(srv)["b"]["memory"] == 32 * MiB, "b: its handle's 32 MiB workspace is charged")
+        check(blas(b, OP_CUBLAS_CREATE, 2) == CUBLAS_ALLOC_FAILED, "b: a second handle passes the quota")
+        check(blas(b, OP_CUBLAS_DESTROY, 1) == 0 and smi_json(srv)["b"]["memory"] == 0,
+              "b: cublasDestroy_v2 gives the 32 MiB back")
+        check(blas(b, OP_CUBLAS_CREATE, 3) == 0, "b: and a new handle fits again")
+        a.close()
+        b.close()
+    finally:
+        srv.stop()
+
+
 CASES = {"quota": t_quota, "sigkill": t_sigkill, "sessions": t_sessions, "reload": t_reload, "badfile": t_badfile,
-         "thread": t_thread}
+         "thread": t_thread, "modules": t_modules, "cublas": t_cublas}
 
 if __name__ == "__main__":
     for name in sys.argv[4:] or list(CASES):

@@ -29,7 +29,9 @@
 # Environment: OUT (report folder), RG_BUILD_DIR (default <repo>/build-gpu),
 # RG_COMMIT (commit to name when the tree has no .git), RG_PROGRAMS=0 (skip
 # the programs and the server tests), RG_FRONTIER=1 (issue 18's programs,
-# tests/gpu/frontier.py), RG_ONLY="a b" (of the programs, only
+# tests/gpu/frontier.py), RG_TWO_TENANTS=1 (bench/two_tenants.sh: GPT-2
+# generation and training as two tenants, into $OUT/two-tenants/; ~150 s),
+# RG_ONLY="a b" (of the programs, only
 # these; the server tests still run, and those that compare with a program's
 # local output fail without it: copies threads streams matmul reduction
 # memsets), RG_LIBS=0 (skip the
@@ -798,6 +800,17 @@ if [ "${RG_FRONTIER:-0}" = 1 ] && [ "$(left)" -gt 120 ]; then
     "$fport" "$lib" "$report_dir/frontier.md" >"$work/frontier.log" 2>&1 || note "frontier.py: exit $?"
   stop_gpud || note "frontier: the --device all server did not exit 0 on SIGTERM"
   grep '^frontier:' "$work/frontier.log" | tee -a "$log"
+fi
+
+# ---- two tenants: generation (latency) beside training (batch), issue 22 -------------
+if [ "${RG_TWO_TENANTS:-0}" = 1 ] && [ $build_ok = 1 ] && python3 -c 'import torch' 2>/dev/null &&
+   [ "$(left)" -gt 120 ]; then
+  note "two tenants: bench/two_tenants.sh (servers of their own)"
+  OUT=$report_dir/two-tenants RG_GPUD=$gpud RG_LIBREMOTE=$lib RG_COMMIT="$commit" \
+    RG_GPULESS="unshare -m --propagation private bash $work/gpuless.sh" \
+    timeout $(( $(left) - 30 )) bash "$root/bench/two_tenants.sh" >"$work/two-tenants.log" 2>&1 ||
+    note "two_tenants.sh: exit $?"
+  note "$(tail -n 1 "$work/two-tenants.log")"
 fi
 
 # ---- the libraries torch reaches through the driver API, and ResNet-50 ---------------
