@@ -621,14 +621,7 @@ static int gen_graph_launch(be_session *s, be_req *rq)
 	uint64_t stream_id;
 	if (proto_arg_u64(&rq->view, 1, &stream_id))
 		return BE_EPROTO;
-	CUgraphExec x;
-	if (be_get_gexec(s, x_id, &x))
-		return CUDA_ERROR_INVALID_HANDLE;
-	CUstream stream;
-	if (be_get_stream(s, stream_id, &stream))
-		return CUDA_ERROR_INVALID_HANDLE;
-	CUresult st = be_drv.cuGraphLaunch(x, stream);
-	return st;
+	return be_op_graph_launch(s, rq, x_id, stream_id);
 }
 
 static int gen_graph_destroy(be_session *s, be_req *rq)
@@ -1892,6 +1885,56 @@ static int gen_graph_upload(be_session *s, be_req *rq)
 	return st;
 }
 
+static int gen_graph_add_host(be_session *s, be_req *rq)
+{
+	uint64_t g_id;
+	if (proto_arg_u64(&rq->view, 0, &g_id))
+		return BE_EPROTO;
+	const void *deps;
+	size_t deps_len;
+	if (proto_arg_bin(&rq->view, 1, &deps, &deps_len))
+		return BE_EPROTO;
+	uint64_t id_w;
+	if (proto_arg_u64(&rq->view, 2, &id_w))
+		return BE_EPROTO;
+	uint64_t id = (uint64_t)id_w;
+	return be_op_graph_add_host(s, rq, g_id, deps, deps_len, id);
+}
+
+static int gen_graph_host_get(be_session *s, be_req *rq)
+{
+	uint64_t node_w;
+	if (proto_arg_u64(&rq->view, 0, &node_w))
+		return BE_EPROTO;
+	uint64_t node = (uint64_t)node_w;
+	return be_op_graph_host_get(s, rq, node);
+}
+
+static int gen_graph_host_set(be_session *s, be_req *rq)
+{
+	uint64_t x_id;
+	if (proto_arg_u64(&rq->view, 0, &x_id))
+		return BE_EPROTO;
+	uint64_t node_w;
+	if (proto_arg_u64(&rq->view, 1, &node_w))
+		return BE_EPROTO;
+	uint64_t node = (uint64_t)node_w;
+	uint64_t id_w;
+	if (proto_arg_u64(&rq->view, 2, &id_w))
+		return BE_EPROTO;
+	uint64_t id = (uint64_t)id_w;
+	return be_op_graph_host_set(s, rq, x_id, node, id);
+}
+
+static int gen_hostfn_forget(be_session *s, be_req *rq)
+{
+	uint64_t id_w;
+	if (proto_arg_u64(&rq->view, 0, &id_w))
+		return BE_EPROTO;
+	uint64_t id = (uint64_t)id_w;
+	return be_op_hostfn_forget(s, rq, id);
+}
+
 const be_op_desc be_ops[PROTO_OP_COUNT] = {
 	[PROTO_OP_HELLO] = {gen_hello, BE_OP_SYNC},
 	[PROTO_OP_MODULE_LOAD] = {gen_module_load, BE_OP_SYNC | BE_OP_PAYLOAD},
@@ -1998,6 +2041,10 @@ const be_op_desc be_ops[PROTO_OP_COUNT] = {
 	[PROTO_OP_CAPTURE_SET_DEPS] = {gen_capture_set_deps, BE_OP_SYNC},
 	[PROTO_OP_GRAPH_EXEC_UPDATE] = {gen_graph_exec_update, BE_OP_SYNC},
 	[PROTO_OP_GRAPH_UPLOAD] = {gen_graph_upload, BE_OP_ASYNC},
+	[PROTO_OP_GRAPH_ADD_HOST] = {gen_graph_add_host, BE_OP_SYNC},
+	[PROTO_OP_GRAPH_HOST_GET] = {gen_graph_host_get, BE_OP_SYNC | BE_OP_QUICK},
+	[PROTO_OP_GRAPH_HOST_SET] = {gen_graph_host_set, BE_OP_SYNC},
+	[PROTO_OP_HOSTFN_FORGET] = {gen_hostfn_forget, BE_OP_ASYNC},
 	/* api/cublas.api (backend/gen/lib_cublas.c) */
 	[PROTO_OP_CUBLASCREATE_V2] = {be_gen_cublasCreate_v2, BE_OP_ASYNC},
 	[PROTO_OP_CUBLASDESTROY_V2] = {be_gen_cublasDestroy_v2, BE_OP_ASYNC},

@@ -34,6 +34,7 @@ int be_op_hostfn_done(be_session *s, be_req *rq, uint64_t id);
 int be_op_capture_begin(be_session *s, be_req *rq, uint64_t stream, uint32_t mode, uint64_t g);
 int be_op_capture_end(be_session *s, be_req *rq, uint64_t stream, uint64_t g);
 int be_op_graph_instantiate(be_session *s, be_req *rq, uint64_t x, uint64_t g, uint64_t flags);
+int be_op_graph_launch(be_session *s, be_req *rq, uint64_t x, uint64_t stream);
 int be_op_graph_destroy(be_session *s, be_req *rq, uint64_t g);
 int be_op_graph_exec_destroy(be_session *s, be_req *rq, uint64_t x);
 int be_op_graph_node_count(be_session *s, be_req *rq, uint64_t g);
@@ -95,5 +96,9 @@ int be_op_capture_mode(be_session *s, be_req *rq, uint32_t mode);
 int be_op_capture_info(be_session *s, be_req *rq, uint64_t stream, uint64_t g, uint64_t max);
 int be_op_capture_set_deps(be_session *s, be_req *rq, uint64_t stream, uint64_t g, const void *deps, size_t deps_len, uint32_t flags);
 int be_op_graph_exec_update(be_session *s, be_req *rq, uint64_t x, uint64_t g);
+int be_op_graph_add_host(be_session *s, be_req *rq, uint64_t g, const void *deps, size_t deps_len, uint64_t id);
+int be_op_graph_host_get(be_session *s, be_req *rq, uint64_t node);
+int be_op_graph_host_set(be_session *s, be_req *rq, uint64_t x, uint64_t node, uint64_t id);
+int be_op_hostfn_forget(be_session *s, be_req *rq, uint64_t id);
 
 #endif

@@ -208,6 +208,34 @@ typedef struct be_hostfn {
 void be_hostfn_release_all(be_session *s);
 /* Teardown, after the context is gone: frees records of callbacks never run. */
 void be_hostfn_cleanup(be_session *s);
+/* A driver thread, for a host node: the client runs its function id; returns
+ * when it has (or the session is closing). */
+void be_hostfn_call(be_session *s, uint64_t id);
+
+/* ---- host nodes (op_hostnode.c) ---- */
+
+typedef struct be_hn_sess be_hn_sess;
+typedef struct be_hnrec be_hnrec;
+/* A record for the client's function id (held by nothing yet); a node's
+ * parameters that call it; the client id of a node's parameters (a record of the
+ * session's, else CUDA_ERROR_INVALID_VALUE). */
+be_hnrec *be_hostnode_new(be_session *s, uint64_t id);
+void be_hostnode_params(be_hnrec *r, CUDA_HOST_NODE_PARAMS *p);
+int be_hostnode_id_of(be_session *s, const CUDA_HOST_NODE_PARAMS *p, uint64_t *id);
+/* Frees a record that no node has (tell: the client is told to forget it). */
+void be_hostnode_abandon(be_session *s, be_hnrec *r, int tell);
+/* Graph (exec 0) or graph exec (exec 1) id holds r / what another holds; the
+ * holder goes when its graph or exec is destroyed (drop). */
+void be_hostnode_hold(be_session *s, int exec, uint64_t id, be_hnrec *r);
+void be_hostnode_merge(be_session *s, int to_exec, uint64_t to_id, int from_exec, uint64_t from_id);
+void be_hostnode_drop(be_session *s, int exec, uint64_t id);
+/* After exec x_id was launched on st: its launch holds its records until it ends
+ * (or, on a capturing stream, the capture's graph holds them). */
+int be_hostnode_launched(be_session *s, uint64_t x_id, CUstream st);
+/* A host function on capturing stream st: a host node of the capture's graph. */
+int be_hostnode_capture(be_session *s, CUstream st, uint64_t id);
+/* Teardown, after the contexts are gone. */
+void be_hostnode_cleanup(be_session *s);
 
 /* ---- answers to the client's pings (pong.c) ---- */
 
@@ -294,6 +322,7 @@ struct be_session {
 	be_staging staging;
 	struct be_lib_sess *lib; /* objects of forwarded libraries (lib.c), on first use */
 	struct be_vmm_sess *vmm; /* virtual memory management (op_vmm.c), on first use */
+	struct be_hn_sess *hn;   /* host nodes' records and holders (op_hostnode.c), on first use */
 
 	be_pong pong;
 
@@ -332,6 +361,9 @@ static inline int be_waiter_idle(be_session *s) { return atomic_load(&s->w.busy)
 
 /* session.c */
 void be_latch(be_session *s, int status);
+/* Sends m (begun with seq 0) as an event frame outside the replies, from any
+ * thread, and frees it: 0 or a TRANSPORT_E* error. */
+int be_event_send(be_session *s, proto_msg *m);
 /* A reply for a sequence number rather than a request (waiter). */
 proto_msg *be_reply_begin_seq(be_session *s, uint64_t seq, uint32_t nresults);
 int be_reply_send(be_session *s, proto_msg *m, const void *payload, size_t len);
@@ -430,12 +462,21 @@ int be_graph_node_name(be_session *s, uint64_t g_id, CUgraphNode n, uint64_t *id
 int be_graph_name_nodes(be_session *s, uint64_t g_id, const CUgraphNode *v, size_t n, uint8_t *ids);
 int be_graph_node_list(be_session *s, uint64_t g_id, const void *ids, size_t len, CUgraphNode *small, size_t nsmall,
 		       CUgraphNode **out, size_t *n);
+/* The node of id (of any graph; *g_id, if asked, the client id of its graph). */
+int be_graph_node_get(be_session *s, uint64_t id, CUgraphNode *out, uint64_t *g_id);
+/* Every add: graph and dependencies looked up, the driver's add run by fn, the
+ * new node named and its id replied. */
+typedef CUresult (*be_graph_add_fn)(CUgraphNode *n, CUgraph g, const CUgraphNode *deps, size_t ndeps, const void *arg);
+int be_graph_add_node(be_session *s, be_req *rq, uint64_t g_id, const void *deps, size_t deps_len, be_graph_add_fn fn,
+		      const void *arg);
 /* aux of a graph in s->graphs: the graph of a capture under way (the driver owns
  * it until the capture ends; the client may look at it, not destroy it). */
 #define BE_GRAPH_CAPTURING 1u
 /* op_capture.c: a stream that began a capture is destroyed (its aux in
  * s->streams is the capture's graph id): the capture ends, its graph goes. */
 void be_capture_drop(CUstream st, uint64_t g_id, be_session *s);
+/* The client id of the graph that capturing stream st captures into. */
+int be_capture_graph_id(be_session *s, CUstream st, uint64_t *g_id);
 
 /* op_launch.c: a kernel's parameter buffer as it came in a launch or a kernel
  * node, checked against the function's parameter size and copied to aligned

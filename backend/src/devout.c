@@ -53,17 +53,9 @@ int be_devout_init(void)
 static int send_text(be_session *s, const void *text, size_t n)
 {
 	proto_msg m;
-	int err = -1;
 	proto_msg_begin(&m, PROTO_OP_DEVOUT, 0, 1);
 	proto_msg_bin(&m, text, n);
-	if (proto_msg_finish(&m, PROTO_F_EVENT, 0) == PROTO_OK) {
-		struct iovec iov = {m.data, m.len};
-		err = transport_sendv(s->conn, &iov, 1);
-		if (!err)
-			be_stat_sent(s->stat, m.len);
-	}
-	proto_msg_free(&m);
-	return err;
+	return be_event_send(s, &m);
 }
 
 void be_devout_flush(be_session *s)

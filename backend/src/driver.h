@@ -106,6 +106,10 @@
 	X(cuGraphGetEdges)                                   \
 	X(cuGraphNodeGetType)                                \
 	X(cuGraphDestroyNode)                                \
+	X(cuGraphAddHostNode)                                \
+	X(cuGraphHostNodeGetParams)                          \
+	X(cuGraphHostNodeSetParams)                          \
+	X(cuGraphExecHostNodeSetParams)                      \
 	X(cuDeviceGetDefaultMemPool)                         \
 	X(cuMemPoolSetAttribute)                             \
 	X(cuMemPoolGetAttribute)                             \

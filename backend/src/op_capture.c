@@ -75,6 +75,40 @@ static void forget_capture_graph(be_session *s, uint64_t g_id)
 {
 	be_graph_forget_owned(s, g_id);
 	be_htab_del(&s->graphs, g_id, NULL, NULL);
+	be_hostnode_drop(s, 0, g_id);
+}
+
+typedef struct find_graph {
+	CUgraph g;
+	uint64_t id;
+} find_graph;
+
+static void match_capturing(void *ctx, uint64_t id, void *obj, uint64_t aux)
+{
+	find_graph *f = ctx;
+	if ((aux & BE_GRAPH_CAPTURING) && obj == f->g)
+		f->id = id;
+}
+
+int be_capture_graph_id(be_session *s, CUstream st, uint64_t *g_id)
+{
+	CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+	cuuint64_t cid;
+	find_graph f = {0};
+	CUresult r = be_drv.cuStreamGetCaptureInfo(st, &cs, &cid, &f.g, NULL, NULL, NULL);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (cs == CU_STREAM_CAPTURE_STATUS_INVALIDATED)
+		return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+	if (cs != CU_STREAM_CAPTURE_STATUS_ACTIVE)
+		return CUDA_ERROR_ILLEGAL_STATE;
+	be_htab_each(&s->graphs, match_capturing, &f);
+	if (!f.id) {
+		LOG_INFO(BE_LOG, "session %" PRIu64 ": a capture whose graph has no id", s->id);
+		return CUDA_ERROR_ILLEGAL_STATE;
+	}
+	*g_id = f.id;
+	return 0;
 }
 
 int be_op_capture_end(be_session *s, be_req *rq, uint64_t stream_id, uint64_t g_id)

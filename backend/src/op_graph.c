@@ -38,11 +38,16 @@ int be_op_graph_instantiate(be_session *s, be_req *rq, uint64_t x_id, uint64_t g
 
 	if ((err = be_get_graph(s, g_id, &g)) || (err = id_free(s, &s->gexecs, "graph exec", x_id)))
 		return err;
+	/* The exec's copies of the graph's host nodes: held before they exist. */
+	be_hostnode_merge(s, 1, x_id, 0, g_id);
 	/* cuGraphInstantiate is cuGraphInstantiateWithFlags in CUDA 13. */
-	if ((r = be_drv.cuGraphInstantiate(&x, g, (unsigned long long)flags)) != CUDA_SUCCESS)
+	if ((r = be_drv.cuGraphInstantiate(&x, g, (unsigned long long)flags)) != CUDA_SUCCESS) {
+		be_hostnode_drop(s, 1, x_id);
 		return r;
+	}
 	if ((err = be_htab_add(&s->gexecs, x_id, x, 0))) {
 		be_drv.cuGraphExecDestroy(x);
+		be_hostnode_drop(s, 1, x_id);
 		return err == BE_H_ENOMEM ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_INVALID_HANDLE;
 	}
 	return CUDA_SUCCESS;
@@ -66,7 +71,9 @@ int be_op_graph_destroy(be_session *s, be_req *rq, uint64_t g_id)
 		LOG_INFO(BE_LOG, "session %" PRIu64 ": graph_destroy %" PRIu64 ": %s", s->id, g_id, be_h_strerror(err));
 		return CUDA_ERROR_INVALID_HANDLE;
 	}
-	return be_drv.cuGraphDestroy((CUgraph)g);
+	CUresult r = be_drv.cuGraphDestroy((CUgraph)g);
+	be_hostnode_drop(s, 0, g_id); /* after: the graph's nodes are gone */
+	return r;
 }
 
 int be_op_graph_exec_destroy(be_session *s, be_req *rq, uint64_t x_id)
@@ -78,7 +85,24 @@ int be_op_graph_exec_destroy(be_session *s, be_req *rq, uint64_t x_id)
 			 be_h_strerror(err));
 		return CUDA_ERROR_INVALID_HANDLE;
 	}
-	return be_drv.cuGraphExecDestroy((CUgraphExec)x);
+	CUresult r = be_drv.cuGraphExecDestroy((CUgraphExec)x);
+	/* Launches still in flight hold its host nodes' records themselves. */
+	be_hostnode_drop(s, 1, x_id);
+	return r;
+}
+
+int be_op_graph_launch(be_session *s, be_req *rq, uint64_t x_id, uint64_t stream_id)
+{
+	CUgraphExec x;
+	CUstream st;
+	CUresult r;
+	int err;
+
+	if ((err = be_get_gexec(s, x_id, &x)) || (err = be_get_stream(s, stream_id, &st)))
+		return err;
+	if ((r = be_drv.cuGraphLaunch(x, st)) != CUDA_SUCCESS)
+		return r;
+	return be_hostnode_launched(s, x_id, st);
 }
 
 int be_op_graph_node_count(be_session *s, be_req *rq, uint64_t g_id)
@@ -112,6 +136,8 @@ int be_op_graph_exec_update(be_session *s, be_req *rq, uint64_t x_id, uint64_t g
 	}
 	if ((err = be_get_gexec(s, x_id, &x)) || (err = be_get_graph(s, g_id, &g)))
 		return err;
+	/* The host nodes the exec may take from g: held before, whatever the answer. */
+	be_hostnode_merge(s, 1, x_id, 0, g_id);
 	CUresult r = be_drv.cuGraphExecUpdate(x, g, &info);
 	if (info.errorNode && be_graph_node_name(s, g_id, info.errorNode, &node))
 		node = 0;

@@ -149,12 +149,18 @@ int be_graph_node_list(be_session *s, uint64_t g_id, const void *ids, size_t len
 	return 0;
 }
 
+int be_graph_node_get(be_session *s, uint64_t id, CUgraphNode *out, uint64_t *g_id)
+{
+	int err = node_get(s, id, 0, out);
+	if (!err && g_id)
+		be_htab_get(&s->nodes, id, NULL, g_id);
+	return err;
+}
+
 /* The common path of every add: graph and dependencies looked up, the driver's
  * add run by the caller's fn, the new node named and sent back. */
-typedef CUresult (*add_fn)(CUgraphNode *n, CUgraph g, const CUgraphNode *deps, size_t ndeps, const void *arg);
-
-static int add_node(be_session *s, be_req *rq, uint64_t g_id, const void *deps, size_t deps_len, add_fn fn,
-		    const void *arg)
+int be_graph_add_node(be_session *s, be_req *rq, uint64_t g_id, const void *deps, size_t deps_len, be_graph_add_fn fn,
+		      const void *arg)
 {
 	CUgraph g;
 	CUgraphNode small[16], *dv, n;
@@ -214,6 +220,7 @@ int be_op_graph_clone(be_session *s, be_req *rq, uint64_t copy_id, uint64_t g_id
 		be_drv.cuGraphDestroy(c);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
+	be_hostnode_merge(s, 0, copy_id, 0, g_id); /* its host nodes */
 	return CUDA_SUCCESS;
 }
 
@@ -224,7 +231,7 @@ static CUresult add_empty(CUgraphNode *n, CUgraph g, const CUgraphNode *deps, si
 
 int be_op_graph_add_empty(be_session *s, be_req *rq, uint64_t g_id, const void *deps, size_t deps_len)
 {
-	return add_node(s, rq, g_id, deps, deps_len, add_empty, NULL);
+	return be_graph_add_node(s, rq, g_id, deps, deps_len, add_empty, NULL);
 }
 
 static CUresult add_kernel(CUgraphNode *n, CUgraph g, const CUgraphNode *deps, size_t nd, const void *arg)
@@ -259,7 +266,7 @@ int be_op_graph_add_kernel(be_session *s, be_req *rq, uint64_t g_id, const void 
 	if ((err = be_kargs_take(s, f_id, params, params_len, &fn, &a)))
 		return err;
 	kernel_params(&p, fn, gx, gy, gz, bx, by, bz, shmem, &a);
-	err = add_node(s, rq, g_id, deps, deps_len, add_kernel, &p);
+	err = be_graph_add_node(s, rq, g_id, deps, deps_len, add_kernel, &p);
 	be_kargs_free(&a);
 	return err;
 }
@@ -313,7 +320,7 @@ int be_op_graph_add_memset(be_session *s, be_req *rq, uint64_t g_id, const void 
 		      .width = (size_t)width, .height = (size_t)height},
 		.ctx = s->ctx,
 	};
-	return add_node(s, rq, g_id, deps, deps_len, add_memset, &m);
+	return be_graph_add_node(s, rq, g_id, deps, deps_len, add_memset, &m);
 }
 
 typedef struct memcpy_arg {
@@ -351,7 +358,7 @@ int be_op_graph_add_memcpy(be_session *s, be_req *rq, uint64_t g_id, const void 
 	m.p.Height = (size_t)height;
 	m.p.Depth = (size_t)depth;
 	m.ctx = s->ctx;
-	return add_node(s, rq, g_id, deps, deps_len, add_memcpy, &m);
+	return be_graph_add_node(s, rq, g_id, deps, deps_len, add_memcpy, &m);
 }
 
 typedef struct event_arg {
@@ -374,7 +381,7 @@ int be_op_graph_add_event(be_session *s, be_req *rq, uint64_t g_id, const void *
 
 	if ((err = be_get_event(s, e_id, &ev.e)))
 		return err;
-	return add_node(s, rq, g_id, deps, deps_len, add_event, &ev);
+	return be_graph_add_node(s, rq, g_id, deps, deps_len, add_event, &ev);
 }
 
 static CUresult add_child(CUgraphNode *n, CUgraph g, const CUgraphNode *deps, size_t nd, const void *arg)
@@ -385,13 +392,15 @@ static CUresult add_child(CUgraphNode *n, CUgraph g, const CUgraphNode *deps, si
 int be_op_graph_add_child(be_session *s, be_req *rq, uint64_t g_id, const void *deps, size_t deps_len,
 			  uint64_t child_id)
 {
-	CUgraph child;
+	CUgraph child, parent;
 	int err;
 
 	/* The node holds the driver's copy of child; its nodes get no ids. */
-	if ((err = be_get_graph(s, child_id, &child)))
+	if ((err = be_get_graph(s, child_id, &child)) || (err = be_get_graph(s, g_id, &parent)))
 		return err;
-	return add_node(s, rq, g_id, deps, deps_len, add_child, child);
+	/* The copy's host nodes: held before it exists (holding more is harmless). */
+	be_hostnode_merge(s, 0, g_id, 0, child_id);
+	return be_graph_add_node(s, rq, g_id, deps, deps_len, add_child, child);
 }
 
 int be_op_graph_edges_edit(be_session *s, be_req *rq, uint64_t g_id, const void *from, size_t from_len,

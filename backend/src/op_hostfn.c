@@ -7,6 +7,9 @@
  * which may itself be waiting for this stream (and with the driver test double,
  * which runs host functions inside cuLaunchHostFunc, is the caller).
  *
+ * A host node's callback (op_hostnode.c) goes the same way at each replay, with
+ * a record of its own per call (be_hostfn_call).
+ *
  * A record per callback lives in the session's list until the callback ends. At
  * the close every blocked callback is released (hf_dying) and later ones return
  * at once; records of callbacks the driver never ran (a context error cancels
@@ -32,6 +35,21 @@ static void hf_unlink(be_session *s, be_hostfn *h)
 		h->next->prev = h->prev;
 }
 
+/* Puts h, a callback for the client's function id, in the session's list; its serial. */
+static uint64_t hf_link(be_session *s, be_hostfn *h, uint64_t id)
+{
+	h->s = s;
+	h->id = id;
+	pthread_mutex_lock(&s->hf_mu);
+	uint64_t serial = h->serial = ++s->hf_serial;
+	h->next = s->hf_list;
+	if (s->hf_list)
+		s->hf_list->prev = h;
+	s->hf_list = h;
+	pthread_mutex_unlock(&s->hf_mu);
+	return serial;
+}
+
 static void CUDA_CB hostfn_cb(void *data)
 {
 	be_hostfn *h = data;
@@ -45,16 +63,10 @@ static void CUDA_CB hostfn_cb(void *data)
 		proto_msg m;
 		proto_msg_begin(&m, PROTO_OP_HOSTFN, 0, 1);
 		proto_msg_u64(&m, h->id);
-		if (proto_msg_finish(&m, PROTO_F_EVENT, 0) == PROTO_OK) {
-			struct iovec iov = {m.data, m.len};
-			int err = transport_sendv(s->conn, &iov, 1);
-			if (!err)
-				be_stat_sent(s->stat, m.len);
-			if (err)
-				LOG_DEBUG(BE_LOG, "session %" PRIu64 ": host function %" PRIu64 ": %s", s->id, h->id,
-					  transport_strerror(err));
-		}
-		proto_msg_free(&m);
+		int err = be_event_send(s, &m);
+		if (err)
+			LOG_DEBUG(BE_LOG, "session %" PRIu64 ": host function %" PRIu64 ": %s", s->id, h->id,
+				  transport_strerror(err));
 
 		pthread_mutex_lock(&s->hf_mu);
 		/* A failed send closes the connection, which sets hf_dying. */
@@ -73,24 +85,16 @@ int be_op_hostfn(be_session *s, be_req *rq, uint64_t stream_id, uint64_t id)
 
 	if ((err = be_get_stream(s, stream_id, &st)))
 		return err;
-	/* Captured, the callback would fire at every replay of the graph, but its
-	 * record is good for one call (the client refuses it too). */
-	if (be_stream_capturing(st)) {
-		rg_log_once(BE_LOG, "not supported (a host function in a stream capture)", "hostfn");
-		return CUDA_ERROR_NOT_SUPPORTED;
-	}
+	/* Captured, it fires at every replay of the graph: a host node's record
+	 * (op_hostnode.c), which the graph and its execs hold. */
+	if ((err = be_stream_capturing(st)) == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED)
+		return be_hostnode_capture(s, st, id);
+	if (err)
+		return err;
 	be_hostfn *h = calloc(1, sizeof(*h));
 	if (!h)
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	h->s = s;
-	h->id = id;
-	pthread_mutex_lock(&s->hf_mu);
-	uint64_t serial = h->serial = ++s->hf_serial;
-	h->next = s->hf_list;
-	if (s->hf_list)
-		s->hf_list->prev = h;
-	s->hf_list = h;
-	pthread_mutex_unlock(&s->hf_mu);
+	uint64_t serial = hf_link(s, h, id);
 
 	/* With the test double the callback has run (and freed h) when this
 	 * returns; h may only be touched again after looking it up. */
@@ -107,6 +111,17 @@ int be_op_hostfn(be_session *s, be_req *rq, uint64_t stream_id, uint64_t id)
 		pthread_mutex_unlock(&s->hf_mu);
 	}
 	return r;
+}
+
+void be_hostfn_call(be_session *s, uint64_t id)
+{
+	be_hostfn *h = calloc(1, sizeof(*h));
+	if (!h) {
+		LOG_WARN(BE_LOG, "session %" PRIu64 ": out of memory: host function %" PRIu64 " not called", s->id, id);
+		return;
+	}
+	hf_link(s, h, id);
+	hostfn_cb(h);
 }
 
 int be_op_hostfn_done(be_session *s, be_req *rq, uint64_t id)

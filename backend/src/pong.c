@@ -28,15 +28,9 @@ static void pong_send(be_session *s)
 {
 	proto_msg m;
 	proto_msg_begin(&m, PROTO_OP_PING, 0, 0);
-	if (proto_msg_finish(&m, PROTO_F_EVENT, 0) == PROTO_OK) {
-		struct iovec iov = {m.data, m.len};
-		int err = transport_sendv(s->conn, &iov, 1);
-		if (!err)
-			be_stat_sent(s->stat, m.len);
-		else
-			LOG_DEBUG(BE_LOG, "session %" PRIu64 ": ping answer not sent: %s", s->id, transport_strerror(err));
-	}
-	proto_msg_free(&m);
+	int err = be_event_send(s, &m);
+	if (err)
+		LOG_DEBUG(BE_LOG, "session %" PRIu64 ": ping answer not sent: %s", s->id, transport_strerror(err));
 }
 
 static void *pong_main(void *arg)

@@ -70,6 +70,18 @@ int be_reply_status_seq(be_session *s, uint64_t seq, int status)
 
 int be_reply_status(be_session *s, be_req *rq, int status) { return be_reply_status_seq(s, rq->seq, status); }
 
+int be_event_send(be_session *s, proto_msg *m)
+{
+	int err = TRANSPORT_ENOMEM;
+	if (proto_msg_finish(m, PROTO_F_EVENT, 0) == PROTO_OK) {
+		struct iovec iov = {m->data, m->len};
+		if (!(err = transport_sendv(s->conn, &iov, 1)))
+			be_stat_sent(s->stat, m->len);
+	}
+	proto_msg_free(m);
+	return err;
+}
+
 int be_reply_u64(be_session *s, be_req *rq, uint64_t v)
 {
 	proto_msg *m = be_reply_begin(s, rq, 1);
@@ -779,6 +791,7 @@ void be_session_teardown(be_session *s)
 		be_staging_destroy(&s->staging);
 	}
 	be_hostfn_cleanup(s);
+	be_hostnode_cleanup(s);
 	be_tenant_logout(s); /* after every free: what is left goes back at once */
 	unsigned failed = gx.failed + gr.failed + ev.failed + st.failed + mo.failed + to.failed + so.failed + ar.failed +
 			  po.failed + afailed;

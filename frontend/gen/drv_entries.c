@@ -116,7 +116,6 @@ STUB(cuGLUnregisterBufferObject)
 STUB(cuGraphAddBatchMemOpNode)
 STUB(cuGraphAddExternalSemaphoresSignalNode)
 STUB(cuGraphAddExternalSemaphoresWaitNode)
-STUB(cuGraphAddHostNode)
 STUB(cuGraphAddMemAllocNode)
 STUB(cuGraphAddMemFreeNode)
 STUB(cuGraphAddNode)
@@ -137,7 +136,6 @@ STUB(cuGraphExecEventWaitNodeSetEvent)
 STUB(cuGraphExecExternalSemaphoresSignalNodeSetParams)
 STUB(cuGraphExecExternalSemaphoresWaitNodeSetParams)
 STUB(cuGraphExecGetFlags)
-STUB(cuGraphExecHostNodeSetParams)
 STUB(cuGraphExecMemcpyNodeSetParams)
 STUB(cuGraphExecMemsetNodeSetParams)
 STUB(cuGraphExecNodeSetParams)
@@ -145,8 +143,6 @@ STUB(cuGraphExternalSemaphoresSignalNodeGetParams)
 STUB(cuGraphExternalSemaphoresSignalNodeSetParams)
 STUB(cuGraphExternalSemaphoresWaitNodeGetParams)
 STUB(cuGraphExternalSemaphoresWaitNodeSetParams)
-STUB(cuGraphHostNodeGetParams)
-STUB(cuGraphHostNodeSetParams)
 STUB(cuGraphKernelNodeCopyAttributes)
 STUB(cuGraphKernelNodeGetAttribute)
 STUB(cuGraphKernelNodeSetAttribute)
@@ -608,7 +604,7 @@ const fe_drv_entry fe_drv_entries[] = {
 	{"cuGraphAddEventWaitNode", 11010, 0, "cuGraphAddEventWaitNode", (void *)cuGraphAddEventWaitNode},
 	{"cuGraphAddExternalSemaphoresSignalNode", 11020, 0, "cuGraphAddExternalSemaphoresSignalNode", (void *)fe_drv_stub_cuGraphAddExternalSemaphoresSignalNode},
 	{"cuGraphAddExternalSemaphoresWaitNode", 11020, 0, "cuGraphAddExternalSemaphoresWaitNode", (void *)fe_drv_stub_cuGraphAddExternalSemaphoresWaitNode},
-	{"cuGraphAddHostNode", 10000, 0, "cuGraphAddHostNode", (void *)fe_drv_stub_cuGraphAddHostNode},
+	{"cuGraphAddHostNode", 10000, 0, "cuGraphAddHostNode", (void *)cuGraphAddHostNode},
 	{"cuGraphAddKernelNode", 10000, 0, "cuGraphAddKernelNode", (void *)fe_drv_graph_add_kernel_node_v1},
 	{"cuGraphAddKernelNode", 12000, 0, "cuGraphAddKernelNode_v2", (void *)cuGraphAddKernelNode},
 	{"cuGraphAddMemAllocNode", 11040, 0, "cuGraphAddMemAllocNode", (void *)fe_drv_stub_cuGraphAddMemAllocNode},
@@ -638,7 +634,7 @@ const fe_drv_entry fe_drv_entries[] = {
 	{"cuGraphExecExternalSemaphoresSignalNodeSetParams", 11020, 0, "cuGraphExecExternalSemaphoresSignalNodeSetParams", (void *)fe_drv_stub_cuGraphExecExternalSemaphoresSignalNodeSetParams},
 	{"cuGraphExecExternalSemaphoresWaitNodeSetParams", 11020, 0, "cuGraphExecExternalSemaphoresWaitNodeSetParams", (void *)fe_drv_stub_cuGraphExecExternalSemaphoresWaitNodeSetParams},
 	{"cuGraphExecGetFlags", 12000, 0, "cuGraphExecGetFlags", (void *)fe_drv_stub_cuGraphExecGetFlags},
-	{"cuGraphExecHostNodeSetParams", 10020, 0, "cuGraphExecHostNodeSetParams", (void *)fe_drv_stub_cuGraphExecHostNodeSetParams},
+	{"cuGraphExecHostNodeSetParams", 10020, 0, "cuGraphExecHostNodeSetParams", (void *)cuGraphExecHostNodeSetParams},
 	{"cuGraphExecKernelNodeSetParams", 10010, 0, "cuGraphExecKernelNodeSetParams", (void *)fe_drv_graph_exec_kernel_node_set_params_v1},
 	{"cuGraphExecKernelNodeSetParams", 12000, 0, "cuGraphExecKernelNodeSetParams_v2", (void *)cuGraphExecKernelNodeSetParams},
 	{"cuGraphExecMemcpyNodeSetParams", 10020, 0, "cuGraphExecMemcpyNodeSetParams", (void *)fe_drv_stub_cuGraphExecMemcpyNodeSetParams},
@@ -654,8 +650,8 @@ const fe_drv_entry fe_drv_entries[] = {
 	{"cuGraphGetEdges", 12030, 0, "cuGraphGetEdges_v2", (void *)cuGraphGetEdges},
 	{"cuGraphGetNodes", 10000, 0, "cuGraphGetNodes", (void *)cuGraphGetNodes},
 	{"cuGraphGetRootNodes", 10000, 0, "cuGraphGetRootNodes", (void *)cuGraphGetRootNodes},
-	{"cuGraphHostNodeGetParams", 10000, 0, "cuGraphHostNodeGetParams", (void *)fe_drv_stub_cuGraphHostNodeGetParams},
-	{"cuGraphHostNodeSetParams", 10000, 0, "cuGraphHostNodeSetParams", (void *)fe_drv_stub_cuGraphHostNodeSetParams},
+	{"cuGraphHostNodeGetParams", 10000, 0, "cuGraphHostNodeGetParams", (void *)cuGraphHostNodeGetParams},
+	{"cuGraphHostNodeSetParams", 10000, 0, "cuGraphHostNodeSetParams", (void *)cuGraphHostNodeSetParams},
 	{"cuGraphInstantiate", 10000, 0, "cuGraphInstantiate", (void *)fe_drv_graph_instantiate_v1},
 	{"cuGraphInstantiate", 11000, 0, "cuGraphInstantiate_v2", (void *)fe_drv_graph_instantiate_v1},
 	{"cuGraphInstantiate", 12000, 0, "cuGraphInstantiateWithFlags", (void *)cuGraphInstantiateWithFlags},

@@ -1513,3 +1513,55 @@ int fe_rpc_graph_upload(fe_conn *c, uint64_t graphExec, uint64_t stream)
 	proto_msg_u64(&m, stream);
 	return fe_conn_post(c, &m, NULL, 0);
 }
+
+int fe_rpc_graph_add_host(fe_conn *c, uint64_t g, const void *deps, size_t deps_len, uint64_t id, uint64_t *node)
+{
+	proto_msg m;
+	proto_msg_begin(&m, PROTO_OP_GRAPH_ADD_HOST, fe_conn_next_seq(c), 3);
+	proto_msg_u64(&m, g);
+	proto_msg_bin(&m, deps, deps_len);
+	proto_msg_u64(&m, (uint64_t)id);
+	fe_reply r;
+	int st = fe_conn_call(c, &m, NULL, 0, NULL, 0, &r);
+	if (st != 0)
+		return st;
+	{
+		uint64_t v;
+		if (proto_arg_u64(&r.view, PROTO_REPLY_FIRST + 0, &v))
+			st = PROTO_EDECODE;
+		else
+			*node = v;
+	}
+	fe_reply_free(&r);
+	return st;
+}
+
+int fe_rpc_graph_host_get(fe_conn *c, uint64_t node, uint64_t *id)
+{
+	proto_msg m;
+	proto_msg_begin(&m, PROTO_OP_GRAPH_HOST_GET, fe_conn_next_seq(c), 1);
+	proto_msg_u64(&m, (uint64_t)node);
+	fe_reply r;
+	int st = fe_conn_call(c, &m, NULL, 0, NULL, 0, &r);
+	if (st != 0)
+		return st;
+	{
+		uint64_t v;
+		if (proto_arg_u64(&r.view, PROTO_REPLY_FIRST + 0, &v))
+			st = PROTO_EDECODE;
+		else
+			*id = v;
+	}
+	fe_reply_free(&r);
+	return st;
+}
+
+int fe_rpc_graph_host_set(fe_conn *c, uint64_t x, uint64_t node, uint64_t id)
+{
+	proto_msg m;
+	proto_msg_begin(&m, PROTO_OP_GRAPH_HOST_SET, fe_conn_next_seq(c), 3);
+	proto_msg_u64(&m, x);
+	proto_msg_u64(&m, (uint64_t)node);
+	proto_msg_u64(&m, (uint64_t)id);
+	return fe_conn_call(c, &m, NULL, 0, NULL, 0, NULL);
+}

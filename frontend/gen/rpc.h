@@ -107,5 +107,8 @@ int fe_rpc_capture_info(fe_conn *c, uint64_t stream, uint64_t g, uint64_t max, u
 int fe_rpc_capture_set_deps(fe_conn *c, uint64_t stream, uint64_t g, const void *deps, size_t deps_len, uint32_t flags);
 int fe_rpc_graph_exec_update(fe_conn *c, uint64_t x, uint64_t g, int32_t *err, int32_t *result, uint64_t *node, uint64_t *from);
 int fe_rpc_graph_upload(fe_conn *c, uint64_t graphExec, uint64_t stream);
+int fe_rpc_graph_add_host(fe_conn *c, uint64_t g, const void *deps, size_t deps_len, uint64_t id, uint64_t *node);
+int fe_rpc_graph_host_get(fe_conn *c, uint64_t node, uint64_t *id);
+int fe_rpc_graph_host_set(fe_conn *c, uint64_t x, uint64_t node, uint64_t id);
 
 #endif

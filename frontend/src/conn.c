@@ -211,11 +211,13 @@ static void rx_devout(fe_conn *c)
 static void rx_event(fe_conn *c)
 {
 	uint64_t id;
-	if (c->rx_view.op == PROTO_OP_HOSTFN && proto_arg_u64(&c->rx_view, 0, &id) == PROTO_OK && c->hostfn)
-		c->hostfn(c->hostfn_ctx, id);
-	else if (c->rx_view.op == PROTO_OP_DEVOUT)
+	int op = c->rx_view.op;
+	if ((op == PROTO_OP_HOSTFN || op == PROTO_OP_HOSTFN_FORGET) && proto_arg_u64(&c->rx_view, 0, &id) == PROTO_OK &&
+	    c->hostfn)
+		c->hostfn(c->hostfn_ctx, id, op == PROTO_OP_HOSTFN_FORGET);
+	else if (op == PROTO_OP_DEVOUT)
 		rx_devout(c);
-	else if (c->rx_view.op == PROTO_OP_PING)
+	else if (op == PROTO_OP_PING)
 		; /* an answer to the watchdog's ping: its arrival was the point */
 	else
 		LOG_WARN("frontend", "unexpected event op %u from server", c->rx_view.op);

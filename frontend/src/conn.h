@@ -48,7 +48,8 @@ typedef struct fe_pending {
 	struct fe_pending *next;
 } fe_pending;
 
-typedef void (*fe_hostfn_cb)(void *ctx, uint64_t id);
+/* The server reached host function id (gone 0), or forgot a host node's (gone 1). */
+typedef void (*fe_hostfn_cb)(void *ctx, uint64_t id, int gone);
 
 /* A function called with a frame's op before it is sent, on the sending thread
  * (managed.c registers one: host writes to managed memory go over before any

@@ -3,9 +3,8 @@
  * handles (rt_graph.c, rt_stream.c); the driver's parameter structs become the
  * runtime's here. A kernel node's function is a registered kernel: a CUfunction
  * or a CUkernel, both an fe_kernel that the runtime's lookup knows. What the
- * runtime layer does not support (memcpy nodes on host memory or arrays, exec
- * update; graph upload has no definition here) answers as it does:
- * CUDA_ERROR_NOT_SUPPORTED, logged.
+ * runtime layer does not support (memcpy nodes on host memory or arrays)
+ * answers as it does: CUDA_ERROR_NOT_SUPPORTED, logged.
  */
 #include <stddef.h>
 #include <string.h>
@@ -270,6 +269,33 @@ CUresult cuGraphAddEventWaitNode(CUgraphNode *phGraphNode, CUgraph hGraph, const
 {
 	return FE_DRV(cudaGraphAddEventWaitNode((cudaGraphNode_t *)phGraphNode, hGraph, NODES(dependencies),
 						numDependencies, event));
+}
+
+_Static_assert(sizeof(CUDA_HOST_NODE_PARAMS) == sizeof(struct cudaHostNodeParams) &&
+		       offsetof(CUDA_HOST_NODE_PARAMS, userData) == offsetof(struct cudaHostNodeParams, userData),
+	       "host node parameters are the runtime's");
+
+CUresult cuGraphAddHostNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+			    size_t numDependencies, const CUDA_HOST_NODE_PARAMS *nodeParams)
+{
+	return FE_DRV(cudaGraphAddHostNode((cudaGraphNode_t *)phGraphNode, hGraph, NODES(dependencies), numDependencies,
+					   (const struct cudaHostNodeParams *)nodeParams));
+}
+
+CUresult cuGraphHostNodeGetParams(CUgraphNode hNode, CUDA_HOST_NODE_PARAMS *nodeParams)
+{
+	return FE_DRV(cudaGraphHostNodeGetParams(hNode, (struct cudaHostNodeParams *)nodeParams));
+}
+
+CUresult cuGraphHostNodeSetParams(CUgraphNode hNode, const CUDA_HOST_NODE_PARAMS *nodeParams)
+{
+	return FE_DRV(cudaGraphHostNodeSetParams(hNode, (const struct cudaHostNodeParams *)nodeParams));
+}
+
+CUresult cuGraphExecHostNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_HOST_NODE_PARAMS *nodeParams)
+{
+	return FE_DRV(cudaGraphExecHostNodeSetParams((cudaGraphExec_t)hGraphExec, hNode,
+						     (const struct cudaHostNodeParams *)nodeParams));
 }
 
 CUresult cuGraphDestroyNode(CUgraphNode hNode) { return FE_DRV(cudaGraphDestroyNode(hNode)); }

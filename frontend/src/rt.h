@@ -224,9 +224,16 @@ typedef struct fe_kargs {
 cudaError_t fe_kernel_pack(fe_conn *c, const void *func, dim3 g, dim3 b, void **args, size_t shmem, fe_kargs *out);
 void fe_kargs_free(fe_kargs *a);
 
-/* Host functions (cudaLaunchHostFunc, cudaStreamAddCallback). */
-void fe_hostfn_dispatch(void *ctx, uint64_t id);
+/* Host functions (rt_hostfn.c): the receiver's handler of hostfn (gone 0) and
+ * hostfn_forget (gone 1) events; one called once (cudaLaunchHostFunc), one
+ * of a host node (called at every replay until the server forgets it, or
+ * dropped when the call that named it failed); a host node's function. 0: no
+ * memory. */
+void fe_hostfn_dispatch(void *ctx, uint64_t id, int gone);
 uint64_t fe_hostfn_register(void (*fn)(void *), void *data, uint64_t after_seq);
+uint64_t fe_hostnode_register(void (*fn)(void *), void *data);
+void fe_hostnode_drop(uint64_t id);
+int fe_hostnode_lookup(uint64_t id, void (**fn)(void *), void **data);
 
 /* Stream capture state known on the client from begin/end capture calls. */
 int fe_stream_capturing(uint64_t sid);

@@ -368,6 +368,78 @@ cudaError_t cudaGraphAddChildGraphNode(cudaGraphNode_t *pGraphNode, cudaGraph_t 
 		     pGraphNode, &id);
 }
 
+/* Host nodes: the function runs in this process at every replay; the server
+ * knows it by an id (rt_hostfn.c) that the node's record holds until no graph
+ * or exec of the server's has it. */
+cudaError_t cudaGraphAddHostNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph, const cudaGraphNode_t *pDependencies,
+				 size_t numDependencies, const struct cudaHostNodeParams *pNodeParams)
+{
+	fe_conn *c;
+	uint64_t id = 0, hid;
+	cudaError_t e = add_enter(&c, pGraphNode, graph, pDependencies, numDependencies);
+	if (e != cudaSuccess)
+		return e;
+	if (!pNodeParams || !pNodeParams->fn)
+		return fe_rt_fail(cudaErrorInvalidValue);
+	if (!(hid = fe_hostnode_register(pNodeParams->fn, pNodeParams->userData)))
+		return fe_rt_fail(cudaErrorMemoryAllocation);
+	fe_conn_expect_events(c);
+	int st = fe_rpc_graph_add_host(c, gid(graph), DEPS(pDependencies, numDependencies), hid, &id);
+	if (st)
+		fe_hostnode_drop(hid);
+	return added(st, pGraphNode, &id);
+}
+
+cudaError_t cudaGraphHostNodeGetParams(cudaGraphNode_t node, struct cudaHostNodeParams *pNodeParams)
+{
+	fe_conn *c;
+	uint64_t hid = 0;
+	cudaError_t e = fe_rt_enter(&c);
+	if (e != cudaSuccess)
+		return e;
+	if (!node || !pNodeParams)
+		return fe_rt_fail(cudaErrorInvalidValue);
+	int st = fe_rpc_graph_host_get(c, nid(node), &hid);
+	if (st == 0 && !fe_hostnode_lookup(hid, &pNodeParams->fn, &pNodeParams->userData)) {
+		LOG_WARN("frontend", "host node %llu: function %llu unknown here", (unsigned long long)nid(node),
+			 (unsigned long long)hid);
+		st = CUDA_ERROR_INVALID_VALUE;
+	}
+	return fe_rt_leave(st);
+}
+
+/* cudaGraphHostNodeSetParams (x 0) and cudaGraphExecHostNodeSetParams. */
+static cudaError_t host_set(fe_api_site site, uint64_t x, cudaGraphNode_t node, const struct cudaHostNodeParams *p)
+{
+	fe_conn *c;
+	uint64_t hid;
+	cudaError_t e = fe_rt_enter_site(&c, site);
+	if (e != cudaSuccess)
+		return e;
+	if (!node || !p || !p->fn)
+		return fe_rt_fail(cudaErrorInvalidValue);
+	if (!(hid = fe_hostnode_register(p->fn, p->userData)))
+		return fe_rt_fail(cudaErrorMemoryAllocation);
+	fe_conn_expect_events(c);
+	int st = fe_rpc_graph_host_set(c, x, nid(node), hid);
+	if (st)
+		fe_hostnode_drop(hid);
+	return fe_rt_leave(st);
+}
+
+cudaError_t cudaGraphHostNodeSetParams(cudaGraphNode_t node, const struct cudaHostNodeParams *pNodeParams)
+{
+	return host_set(FE_API_SITE, 0, node, pNodeParams);
+}
+
+cudaError_t cudaGraphExecHostNodeSetParams(cudaGraphExec_t hGraphExec, cudaGraphNode_t node,
+					   const struct cudaHostNodeParams *pNodeParams)
+{
+	if (!hGraphExec)
+		return fe_rt_fail(cudaErrorInvalidValue);
+	return host_set(FE_API_SITE, (uintptr_t)hGraphExec, node, pNodeParams);
+}
+
 /* Edges are plain dependencies here: edge data other than the default (a
  * programmatic launch edge) is not forwarded. */
 static cudaError_t edges_edit(fe_api_site site, cudaGraph_t graph, const cudaGraphNode_t *from,

@@ -384,103 +384,6 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event)
 	return fe_rt_leave(st);
 }
 
-/* ---- host functions: run in a client thread when the server says the stream
- * reached them; the stream waits until we answer. */
-
-typedef struct hostfn {
-	uint64_t id;
-	uint64_t after_seq; /* async copies to host sent before it must land first */
-	void (*fn)(void *);
-	void *data;
-	fe_device *dev;
-	struct hostfn *next;
-} hostfn;
-
-static struct {
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	hostfn *registered, *ready, **ready_tail;
-	int started;
-	pthread_t thread;
-} H = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER};
-
-static void *hostfn_main(void *arg)
-{
-	pthread_setname_np(pthread_self(), "rg-hostfn");
-	for (;;) {
-		pthread_mutex_lock(&H.lock);
-		while (!H.ready)
-			pthread_cond_wait(&H.cond, &H.lock);
-		hostfn *h = H.ready;
-		H.ready = h->next;
-		pthread_mutex_unlock(&H.lock);
-		/* The stream reached the host function, so every copy to host queued
-		 * before it is done on the GPU: let its bytes land before user code
-		 * looks at them. */
-		fe_conn_drain_detached_before(h->dev->conn, h->after_seq);
-		h->fn(h->data);
-		fe_rpc_hostfn_done(h->dev->conn, h->id);
-		free(h);
-	}
-	return NULL;
-}
-
-/* After fork: the callback thread is the parent's; the child starts its own. */
-static void forget_hostfns(void)
-{
-	pthread_mutex_init(&H.lock, NULL);
-	pthread_cond_init(&H.cond, NULL);
-	H.registered = H.ready = NULL;
-	H.started = 0;
-}
-
-uint64_t fe_hostfn_register(void (*fn)(void *), void *data, uint64_t after_seq)
-{
-	hostfn *h = calloc(1, sizeof(*h));
-	if (!h)
-		return 0;
-	h->id = fe_rt_new_id();
-	h->after_seq = after_seq;
-	h->fn = fn;
-	h->data = data;
-	pthread_mutex_lock(&H.lock);
-	if (!H.started) {
-		pthread_attr_t a;
-		pthread_attr_init(&a);
-		pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-		H.started = pthread_create(&H.thread, &a, hostfn_main, NULL) == 0;
-		pthread_attr_destroy(&a);
-	}
-	h->next = H.registered;
-	H.registered = h;
-	pthread_mutex_unlock(&H.lock);
-	return H.started ? h->id : 0;
-}
-
-/* Called by the receiver thread: must not run user code itself (a slow host
- * function would hold up every reply). */
-void fe_hostfn_dispatch(void *ctx, uint64_t id)
-{
-	pthread_mutex_lock(&H.lock);
-	hostfn **pp = &H.registered;
-	while (*pp && (*pp)->id != id)
-		pp = &(*pp)->next;
-	hostfn *h = *pp;
-	if (h) {
-		*pp = h->next;
-		h->next = NULL;
-		h->dev = ctx;
-		hostfn **tail = &H.ready;
-		while (*tail)
-			tail = &(*tail)->next;
-		*tail = h;
-		pthread_cond_signal(&H.cond);
-	}
-	pthread_mutex_unlock(&H.lock);
-	if (!h)
-		LOG_WARN("frontend", "server reached unknown host function %llu", (unsigned long long)id);
-}
-
 cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void *userData)
 {
 	fe_conn *c;
@@ -491,17 +394,17 @@ cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void *userD
 		return fe_rt_fail(cudaErrorInvalidValue);
 	if (!stream_known(stream))
 		return fe_rt_fail(cudaErrorInvalidResourceHandle);
-	if (fe_stream_capturing(fe_rt_stream(stream))) {
-		/* A host node fires at every replay; the server's forwarding of a host
-		 * function is good for one call. */
-		rg_log_once("frontend", "not supported (a host function in a stream capture)", "cudaLaunchHostFunc");
-		return fe_rt_fail(cudaErrorNotSupported);
-	}
-	uint64_t id = fe_hostfn_register(fn, userData, fe_conn_peek_seq(c));
+	/* Captured, it is a host node of the capture's graph: called at every replay,
+	 * until the server forgets it (rt_hostfn.c), also when the call fails there. */
+	uint64_t id = fe_stream_capturing(fe_rt_stream(stream)) ? fe_hostnode_register(fn, userData)
+								: fe_hostfn_register(fn, userData, fe_conn_peek_seq(c));
 	if (!id)
 		return fe_rt_fail(cudaErrorMemoryAllocation);
 	fe_conn_expect_events(c);
-	return fe_rt_leave(fe_rpc_hostfn(c, fe_rt_stream(stream), id));
+	int st = fe_rpc_hostfn(c, fe_rt_stream(stream), id);
+	if (st) /* never reached the server */
+		fe_hostnode_drop(id);
+	return fe_rt_leave(st);
 }
 
 typedef struct callback_call {
@@ -522,6 +425,12 @@ cudaError_t cudaStreamAddCallback(cudaStream_t stream, cudaStreamCallback_t call
 {
 	if (!callback || flags != 0)
 		return fe_rt_fail(cudaErrorInvalidValue);
+	if (fe_stream_capturing(fe_rt_stream(stream))) {
+		/* CUDA refuses a stream callback in a capture (and invalidates it;
+		 * here the capture goes on). */
+		rg_log_once("frontend", "not supported in a stream capture", "cudaStreamAddCallback");
+		return fe_rt_fail(cudaErrorStreamCaptureUnsupported);
+	}
 	callback_call *cc = malloc(sizeof(*cc));
 	if (!cc)
 		return fe_rt_fail(cudaErrorMemoryAllocation);
@@ -792,13 +701,3 @@ cudaError_t cudaGraphExecDestroy(cudaGraphExec_t graphExec)
 		return e;
 	return fe_rt_leave(fe_rpc_graph_exec_destroy(c, (uintptr_t)graphExec));
 }
-
-/* After fork the host functions waiting for the parent's sessions are gone (a reset device's are
- * dropped by its calls as they fail, as before). */
-static void forget(int dev)
-{
-	if (dev == FE_RT_FORK)
-		forget_hostfns();
-}
-
-__attribute__((constructor)) static void register_forget(void) { fe_rt_on_forget(forget); }

@@ -108,6 +108,10 @@ static const char *const names[PROTO_OP_COUNT] = {
 	[PROTO_OP_CAPTURE_SET_DEPS] = "capture_set_deps",
 	[PROTO_OP_GRAPH_EXEC_UPDATE] = "graph_exec_update",
 	[PROTO_OP_GRAPH_UPLOAD] = "graph_upload",
+	[PROTO_OP_GRAPH_ADD_HOST] = "graph_add_host",
+	[PROTO_OP_GRAPH_HOST_GET] = "graph_host_get",
+	[PROTO_OP_GRAPH_HOST_SET] = "graph_host_set",
+	[PROTO_OP_HOSTFN_FORGET] = "hostfn_forget",
 	[PROTO_OP_CUBLASCREATE_V2] = "cublasCreate_v2",
 	[PROTO_OP_CUBLASDESTROY_V2] = "cublasDestroy_v2",
 	[PROTO_OP_CUBLASSETSTREAM_V2] = "cublasSetStream_v2",
@@ -347,6 +351,7 @@ int proto_op_quick(uint32_t op)
 	case PROTO_OP_VMM_GET_ACCESS:
 	case PROTO_OP_TENSOR_MAP_ENCODE:
 	case PROTO_OP_CAPTURE_INFO:
+	case PROTO_OP_GRAPH_HOST_GET:
 	case PROTO_OP_NCCLCOMMGETASYNCERROR:
 	case PROTO_OP_NCCLCOMMCOUNT:
 	case PROTO_OP_NCCLCOMMUSERRANK:

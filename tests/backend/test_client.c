@@ -149,7 +149,9 @@ typedef struct cli {
 	uint64_t seq;
 	int latched;     /* of the last reply */
 	uint64_t events[16];
+	uint32_t event_ops[16];
 	int nevents;
+	int auto_done; /* answer host function events at once */
 } cli;
 
 typedef struct rep {
@@ -226,6 +228,8 @@ static void *dest_cb(void *ctx, const transport_frame *f)
 	return d && f->hdr.payload_len <= d->cap ? d->buf : NULL;
 }
 
+static int post(cli *k, const void *payload, uint64_t plen, uint32_t op, const char *fmt, ...);
+
 /* Receives frames until the reply to seq; host function events on the way are
  * recorded. Returns 0 or a transport error. */
 static int recv_reply(cli *k, uint64_t seq, rep *r, void *buf, size_t cap)
@@ -244,11 +248,16 @@ static int recv_reply(cli *k, uint64_t seq, rep *r, void *buf, size_t cap)
 		}
 		if (f.hdr.flags & PROTO_F_EVENT) {
 			uint64_t id = 0;
+			uint32_t op = v.op;
 			proto_arg_u64(&v, 0, &id);
-			if (k->nevents < 16)
+			if (k->nevents < 16) {
+				k->event_ops[k->nevents] = op;
 				k->events[k->nevents++] = id;
+			}
 			proto_view_free(&v);
 			transport_frame_free(&f);
+			if (op == PROTO_OP_HOSTFN && k->auto_done)
+				post(k, NULL, 0, PROTO_OP_HOSTFN_DONE, "u", id);
 			continue;
 		}
 		int32_t st = -1, la = -1;
@@ -957,6 +966,119 @@ static void t_graphs(srv *s)
 	}
 }
 
+/* The events k received since nevents was 0: n of them, each of op, with the
+ * ids of want in any order. */
+static int events_are(cli *k, uint32_t op, const uint64_t *want, int n)
+{
+	if (k->nevents != n)
+		return 0;
+	for (int i = 0; i < n; i++) {
+		int found = 0;
+		for (int j = 0; j < n; j++)
+			found |= k->event_ops[j] == op && k->events[j] == want[i];
+		if (!found)
+			return 0;
+	}
+	return 1;
+}
+
+/* Host nodes: each replay of an exec calls the client (hostfn events, answered
+ * at once here); a record goes, and the client is told (hostfn_forget), when the
+ * last graph or exec that holds it is destroyed, not before. */
+static void t_hostnodes(srv *s)
+{
+	cli k;
+	rep r;
+	if (!CHECK(open_session(&k, s->port) == 0))
+		return;
+	k.auto_done = 1;
+	CHECK_EQ(post(&k, NULL, 0, PROTO_OP_STREAM_CREATE, "uui", U(4), U(1), I(0)), 0);
+	CHECK_EQ(post(&k, NULL, 0, PROTO_OP_GRAPH_CREATE, "uu", U(40), U(0)), 0);
+	CHECK_EQ(call(&k, NULL, NULL, 0, NULL, 0, PROTO_OP_GRAPH_ADD_HOST, "ubu", U(41), NULL, (size_t)0, U(500)),
+		 CUDA_ERROR_INVALID_HANDLE); /* no graph 41 */
+	CHECK_EQ(call(&k, &r, NULL, 0, NULL, 0, PROTO_OP_GRAPH_ADD_HOST, "ubu", U(40), NULL, (size_t)0, U(501)), 0);
+	uint64_t h1 = u64_result(&r, 0);
+	rep_free(&r);
+	CHECK_EQ(call(&k, &r, NULL, 0, NULL, 0, PROTO_OP_GRAPH_ADD_HOST, "ubu", U(40), &h1, (size_t)8, U(502)), 0);
+	uint64_t h2 = u64_result(&r, 0);
+	rep_free(&r);
+	CHECK_EQ(call(&k, &r, NULL, 0, NULL, 0, PROTO_OP_GRAPH_HOST_GET, "u", U(h2)), 0);
+	CHECK_EQ(u64_result(&r, 0), 502);
+	rep_free(&r);
+	CHECK_EQ(call(&k, &r, NULL, 0, NULL, 0, PROTO_OP_GRAPH_NODE_TYPE, "u", U(h1)), 0);
+	rep_free(&r);
+	CHECK_EQ(call(&k, NULL, NULL, 0, NULL, 0, PROTO_OP_GRAPH_INSTANTIATE, "uuu", U(42), U(40), U(0)), 0);
+	/* the exec's copy of h1 calls 503, then 508 (while its graph, which names the
+	 * node, lives); the exec keeps holding 501 and 503 all the same */
+	CHECK_EQ(call(&k, NULL, NULL, 0, NULL, 0, PROTO_OP_GRAPH_HOST_SET, "uuu", U(42), U(h1), U(503)), 0);
+	CHECK_EQ(call(&k, NULL, NULL, 0, NULL, 0, PROTO_OP_GRAPH_HOST_SET, "uuu", U(42), U(h1), U(508)), 0);
+	CHECK_EQ(call(&k, NULL, NULL, 0, NULL, 0, PROTO_OP_GRAPH_HOST_SET, "uuu", U(43), U(h1), U(509)),
+		 CUDA_ERROR_INVALID_HANDLE); /* no exec 43 */
+	k.nevents = 0;
+	CHECK_EQ(post(&k, NULL, 0, PROTO_OP_GRAPH_DESTROY, "u", U(40)), 0);
+	CHECK_EQ(post(&k, NULL, 0, PROTO_OP_GRAPH_LAUNCH, "uu", U(42), U(4)), 0);
+	CHECK_EQ(post(&k, NULL, 0, PROTO_OP_GRAPH_LAUNCH, "uu", U(42), U(4)), 0);
+	CHECK_EQ(call(&k, NULL, NULL, 0, NULL, 0, PROTO_OP_STREAM_SYNC, "u", U(4)), 0);
+	CHECK_EQ(k.latched, 0);
+	/* in the graph's order at each replay; the exec holds them: nothing forgotten */
+	CHECK_EQ(k.nevents, 4);
+	for (int i = 0; i < 4 && i < k.nevents; i++) {
+		CHECK_EQ(k.event_ops[i], PROTO_OP_HOSTFN);
+		CHECK_EQ(k.events[i], i % 2 ? 502 : 508);
+	}
+	/* its destroy ends all four */
+	k.nevents = 0;
+	CHECK_EQ(post(&k, NULL, 0, PROTO_OP_GRAPH_EXEC_DESTROY, "u", U(42)), 0);
+	CHECK_EQ(call(&k, NULL, NULL, 0, NULL, 0, PROTO_OP_DEVICE_SYNC, ""), 0);
+	CHECK(events_are(&k, PROTO_OP_HOSTFN_FORGET, (const uint64_t[]){501, 502, 503, 508}, 4));
+	/* a graph alone: its destroy */
+	CHECK_EQ(post(&k, NULL, 0, PROTO_OP_GRAPH_CREATE, "uu", U(43), U(0)), 0);
+	CHECK_EQ(call(&k, &r, NULL, 0, NULL, 0, PROTO_OP_GRAPH_ADD_HOST, "ubu", U(43), NULL, (size_t)0, U(504)), 0);
+	rep_free(&r);
+	k.nevents = 0;
+	CHECK_EQ(post(&k, NULL, 0, PROTO_OP_GRAPH_DESTROY, "u", U(43)), 0);
+	CHECK_EQ(call(&k, NULL, NULL, 0, NULL, 0, PROTO_OP_DEVICE_SYNC, ""), 0);
+	CHECK(events_are(&k, PROTO_OP_HOSTFN_FORGET, (const uint64_t[]){504}, 1));
+	/* captured: the graph and its exec hold it; the exec outlives the graph */
+	CHECK_EQ(call(&k, NULL, NULL, 0, NULL, 0, PROTO_OP_CAPTURE_BEGIN, "uuu", U(4), U(0), U(44)), 0);
+	CHECK_EQ(post(&k, NULL, 0, PROTO_OP_HOSTFN, "uu", U(4), U(505)), 0);
+	CHECK_EQ(call(&k, NULL, NULL, 0, NULL, 0, PROTO_OP_CAPTURE_END, "uu", U(4), U(44)), 0);
+	CHECK_EQ(call(&k, NULL, NULL, 0, NULL, 0, PROTO_OP_GRAPH_INSTANTIATE, "uuu", U(45), U(44), U(0)), 0);
+	k.nevents = 0;
+	CHECK_EQ(post(&k, NULL, 0, PROTO_OP_GRAPH_DESTROY, "u", U(44)), 0);
+	CHECK_EQ(post(&k, NULL, 0, PROTO_OP_GRAPH_LAUNCH, "uu", U(45), U(4)), 0);
+	CHECK_EQ(call(&k, NULL, NULL, 0, NULL, 0, PROTO_OP_STREAM_SYNC, "u", U(4)), 0);
+	CHECK(events_are(&k, PROTO_OP_HOSTFN, (const uint64_t[]){505}, 1));
+	k.nevents = 0;
+	CHECK_EQ(post(&k, NULL, 0, PROTO_OP_GRAPH_EXEC_DESTROY, "u", U(45)), 0);
+	CHECK_EQ(call(&k, NULL, NULL, 0, NULL, 0, PROTO_OP_DEVICE_SYNC, ""), 0);
+	CHECK(events_are(&k, PROTO_OP_HOSTFN_FORGET, (const uint64_t[]){505}, 1));
+	/* a capture that fails: the record goes with it */
+	CHECK_EQ(call(&k, NULL, NULL, 0, NULL, 0, PROTO_OP_CAPTURE_BEGIN, "uuu", U(4), U(0), U(46)), 0);
+	CHECK_EQ(post(&k, NULL, 0, PROTO_OP_HOSTFN, "uu", U(4), U(506)), 0);
+	CHECK_EQ(call(&k, &r, NULL, 0, NULL, 0, PROTO_OP_MEM_ALLOC, "u", U(64)), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+	rep_free(&r);
+	k.nevents = 0;
+	CHECK_EQ(call(&k, NULL, NULL, 0, NULL, 0, PROTO_OP_CAPTURE_END, "uu", U(4), U(46)),
+		 CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+	CHECK(events_are(&k, PROTO_OP_HOSTFN_FORGET, (const uint64_t[]){506}, 1));
+	/* hostfn_forget is not a request; a graph and exec left for the teardown */
+	CHECK_EQ(post(&k, NULL, 0, PROTO_OP_HOSTFN_FORGET, "u", U(1)), 0);
+	CHECK_EQ(call(&k, NULL, NULL, 0, NULL, 0, PROTO_OP_DEVICE_SYNC, ""), 0);
+	CHECK_EQ(k.latched, CUDA_ERROR_NOT_SUPPORTED);
+	CHECK_EQ(post(&k, NULL, 0, PROTO_OP_GRAPH_CREATE, "uu", U(47), U(0)), 0);
+	CHECK_EQ(call(&k, &r, NULL, 0, NULL, 0, PROTO_OP_GRAPH_ADD_HOST, "ubu", U(47), NULL, (size_t)0, U(507)), 0);
+	rep_free(&r);
+	CHECK_EQ(call(&k, NULL, NULL, 0, NULL, 0, PROTO_OP_GRAPH_INSTANTIATE, "uuu", U(48), U(47), U(0)), 0);
+	CHECK_EQ(post(&k, NULL, 0, PROTO_OP_GRAPH_LAUNCH, "uu", U(48), U(4)), 0);
+	CHECK_EQ(call(&k, NULL, NULL, 0, NULL, 0, PROTO_OP_STREAM_SYNC, "u", U(4)), 0);
+	cli_close(&k);
+	if (CHECK(open_session(&k, s->port) == 0)) {
+		CHECK_EQ(wait_baseline(&k), g_baseline);
+		cli_close(&k);
+	}
+}
+
 /* Frames a well-behaved client never sends. Each ends (at most) its own session. */
 static void t_bad_input(srv *s)
 {
@@ -1441,6 +1563,7 @@ int main(int argc, char **argv)
 	t_modules(&s);
 	t_store(&s);
 	t_graphs(&s);
+	t_hostnodes(&s);
 	t_bad_input(&s);
 	t_concurrent(&s);
 	CHECK(srv_alive(&s));

@@ -602,15 +602,19 @@ CUresult CUDAAPI cuGraphAddKernelNode(CUgraphNode *phGraphNode, CUgraph hGraph,
 	return fk_end(rc, __func__, "%p", (void *)hGraph);
 }
 
+/* Start of a node's parameter calls: the node h of the current context, if it
+ * is of type want, else CUDA_ERROR_INVALID_VALUE. */
+#define TYPED_NODE_BEGIN(h, want)                                                          \
+	fk_ctx *c;                                                                         \
+	CUresult rc = fk_begin(&c);                                                        \
+	fk_gnode *nd = rc == CUDA_SUCCESS ? node_get(c, (h), NULL) : NULL;                 \
+	if (rc == CUDA_SUCCESS && (!nd || nd->type != (want)))                             \
+		rc = CUDA_ERROR_INVALID_VALUE
+
 CUresult CUDAAPI cuGraphKernelNodeSetParams(CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS *p)
 {
-	fk_ctx *c;
-	CUresult rc = fk_begin(&c);
-	fk_gnode *nd = rc == CUDA_SUCCESS ? node_get(c, hNode, NULL) : NULL;
+	TYPED_NODE_BEGIN(hNode, CU_GRAPH_NODE_TYPE_KERNEL);
 	fk_op op;
-
-	if (rc == CUDA_SUCCESS && (!nd || nd->type != CU_GRAPH_NODE_TYPE_KERNEL))
-		rc = CUDA_ERROR_INVALID_VALUE;
 	if (rc == CUDA_SUCCESS)
 		rc = kernel_params(c, p, &op);
 	if (rc == CUDA_SUCCESS) {
@@ -729,6 +733,54 @@ CUresult CUDAAPI cuGraphAddEventWaitNode(CUgraphNode *phGraphNode, CUgraph hGrap
 {
 	return add_event_node(phGraphNode, hGraph, dependencies, numDependencies, event,
 	                      CU_GRAPH_NODE_TYPE_WAIT_EVENT, __func__);
+}
+
+/* A host node's parameters (a host function is any non-NULL fn). */
+static CUresult host_params(const CUDA_HOST_NODE_PARAMS *p, fk_op *op)
+{
+	if (!p || !p->fn)
+		return CUDA_ERROR_INVALID_VALUE;
+	*op = (fk_op){ .kind = FK_OP_HOST };
+	op->u.h.fn = p->fn;
+	op->u.h.data = p->userData;
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuGraphAddHostNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                    const CUgraphNode *dependencies, size_t numDependencies,
+                                    const CUDA_HOST_NODE_PARAMS *p)
+{
+	ADD_BEGIN(phGraphNode, hGraph, dependencies, numDependencies);
+	fk_op op;
+	if (rc == CUDA_SUCCESS)
+		rc = host_params(p, &op);
+	ADD_NODE(CU_GRAPH_NODE_TYPE_HOST, dependencies, numDependencies);
+	if (rc == CUDA_SUCCESS) {
+		nd->op = op;
+		*phGraphNode = (CUgraphNode)(uintptr_t)nd->id;
+	}
+	return fk_end(rc, __func__, "%p", (void *)hGraph);
+}
+
+CUresult CUDAAPI cuGraphHostNodeGetParams(CUgraphNode hNode, CUDA_HOST_NODE_PARAMS *p)
+{
+	TYPED_NODE_BEGIN(hNode, CU_GRAPH_NODE_TYPE_HOST);
+	if (rc == CUDA_SUCCESS && !p)
+		rc = CUDA_ERROR_INVALID_VALUE;
+	if (rc == CUDA_SUCCESS) {
+		p->fn = nd->op.u.h.fn;
+		p->userData = nd->op.u.h.data;
+	}
+	return fk_end(rc, __func__, "%p", (void *)hNode);
+}
+
+CUresult CUDAAPI cuGraphHostNodeSetParams(CUgraphNode hNode, const CUDA_HOST_NODE_PARAMS *p)
+{
+	TYPED_NODE_BEGIN(hNode, CU_GRAPH_NODE_TYPE_HOST);
+	fk_op op;
+	if (rc == CUDA_SUCCESS && (rc = host_params(p, &op)) == CUDA_SUCCESS)
+		nd->op = op;
+	return fk_end(rc, __func__, "%p", (void *)hNode);
 }
 
 CUresult CUDAAPI cuGraphAddChildGraphNode(CUgraphNode *phGraphNode, CUgraph hGraph,
@@ -1137,16 +1189,22 @@ CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec hGraphExec)
 	return fk_end(rc, __func__, "%p", (void *)hGraphExec);
 }
 
+/* The step of exec x that node h became, if it is of type (else NULL). */
+static fk_step *exec_step(fk_exec *x, CUgraphNode h, int type)
+{
+	for (size_t i = 0; x && i < x->n; i++)
+		if (x->steps[i].node == FK_H(h))
+			return x->steps[i].type == type ? &x->steps[i] : NULL;
+	return NULL;
+}
+
 CUresult CUDAAPI cuGraphExecKernelNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
                                                 const CUDA_KERNEL_NODE_PARAMS *p)
 {
 	EXEC_BEGIN(hGraphExec);
-	fk_step *st = NULL;
+	fk_step *st = exec_step(x, hNode, CU_GRAPH_NODE_TYPE_KERNEL);
 	fk_op op;
-	for (size_t i = 0; rc == CUDA_SUCCESS && i < x->n; i++)
-		if (x->steps[i].node == FK_H(hNode))
-			st = &x->steps[i];
-	if (rc == CUDA_SUCCESS && (!st || st->type != CU_GRAPH_NODE_TYPE_KERNEL))
+	if (rc == CUDA_SUCCESS && !st)
 		rc = CUDA_ERROR_INVALID_VALUE;
 	if (rc == CUDA_SUCCESS)
 		rc = kernel_params(c, p, &op);
@@ -1154,6 +1212,19 @@ CUresult CUDAAPI cuGraphExecKernelNodeSetParams(CUgraphExec hGraphExec, CUgraphN
 		fk_op_free(&st->op);
 		st->op = op;
 	}
+	return fk_end(rc, __func__, "%p, %p", (void *)hGraphExec, (void *)hNode);
+}
+
+CUresult CUDAAPI cuGraphExecHostNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
+                                              const CUDA_HOST_NODE_PARAMS *p)
+{
+	EXEC_BEGIN(hGraphExec);
+	fk_step *st = exec_step(x, hNode, CU_GRAPH_NODE_TYPE_HOST);
+	fk_op op;
+	if (rc == CUDA_SUCCESS && !st)
+		rc = CUDA_ERROR_INVALID_VALUE;
+	if (rc == CUDA_SUCCESS && (rc = host_params(p, &op)) == CUDA_SUCCESS)
+		st->op = op;
 	return fk_end(rc, __func__, "%p, %p", (void *)hGraphExec, (void *)hNode);
 }
 
