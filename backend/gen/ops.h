@@ -95,5 +95,9 @@ int be_op_capture_mode(be_session *s, be_req *rq, uint32_t mode);
 int be_op_capture_info(be_session *s, be_req *rq, uint64_t stream, uint64_t g, uint64_t max);
 int be_op_capture_set_deps(be_session *s, be_req *rq, uint64_t stream, uint64_t g, const void *deps, size_t deps_len, uint32_t flags);
 int be_op_graph_exec_update(be_session *s, be_req *rq, uint64_t x, uint64_t g);
+int be_op_peer_ticket(be_session *s, be_req *rq, CUdeviceptr dst, uint64_t len, uint64_t stream);
+int be_op_peer_push(be_session *s, be_req *rq, CUdeviceptr src, uint64_t len, uint64_t stream, const void *ticket, size_t ticket_len, const char *scheme, size_t scheme_len, const char *host, size_t host_len, uint32_t port);
+int be_op_peer_open(be_session *s, be_req *rq, const void *ticket, size_t ticket_len);
+int be_op_peer_data(be_session *s, be_req *rq, uint64_t offset);
 
 #endif

@@ -17,6 +17,7 @@
  */
 #include "backend.h"
 #include "admit.h"
+#include "peer.h"
 #include "tenants.h"
 
 #include <inttypes.h>
@@ -532,6 +533,7 @@ void be_on_close(void *ctx, int err)
 	}
 	LOG_INFO(BE_LOG, "session %" PRIu64 " (%s): connection closed (%s)", s->id, s->peer, transport_strerror(err));
 	atomic_store(&s->closing, 1);
+	be_peer_session_gone(s); /* before anything of s goes */
 	be_hostfn_release_all(s);
 	be_executor_stop(s);
 }

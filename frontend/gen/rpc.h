@@ -107,5 +107,7 @@ int fe_rpc_capture_info(fe_conn *c, uint64_t stream, uint64_t g, uint64_t max, u
 int fe_rpc_capture_set_deps(fe_conn *c, uint64_t stream, uint64_t g, const void *deps, size_t deps_len, uint32_t flags);
 int fe_rpc_graph_exec_update(fe_conn *c, uint64_t x, uint64_t g, int32_t *err, int32_t *result, uint64_t *node, uint64_t *from);
 int fe_rpc_graph_upload(fe_conn *c, uint64_t graphExec, uint64_t stream);
+int fe_rpc_peer_ticket(fe_conn *c, uint64_t dst, uint64_t len, uint64_t stream, void *ticket, size_t ticket_cap, uint32_t *port);
+int fe_rpc_peer_push(fe_conn *c, uint64_t src, uint64_t len, uint64_t stream, const void *ticket, size_t ticket_len, const char *scheme, const char *host, uint32_t port, uint32_t *reached);
 
 #endif

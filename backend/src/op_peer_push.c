@@ -1,0 +1,185 @@
+/*
+ * Server to server copies, the ops (peer.h has the whole path).
+ *
+ * B, the destination's server: peer_ticket hands the client a ticket for a
+ * range of the frame's device and the port of its peer listener; peer_data
+ * runs each chunk A sent (peer_recv.c queued it on this session's executor):
+ * an H2D copy on the ticket's stream, answered to A once queued, the last one
+ * once the stream has it done, so A's reply to the client means the bytes are
+ * on B's device.
+ *
+ * A, the source's server: peer_push connects to B's peer listener, presents
+ * the ticket, and streams the range in staging-sized chunks (each read from
+ * the device in the order of the push's stream), at most BE_PEER_WINDOW of
+ * them unanswered. The executor is busy for the copy, as it would be for a
+ * synchronous copy of the client's. A connection that cannot be made within
+ * BE_PEER_CONNECT_MS is answered reached 0: the client then copies through
+ * itself.
+ */
+#include "peer.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+#include "ops.h"
+
+int be_op_peer_ticket(be_session *s, be_req *rq, CUdeviceptr dst, uint64_t len, uint64_t stream_id)
+{
+	CUstream st;
+	int err, port;
+	uint8_t t[BE_PEER_TICKET_LEN];
+
+	if ((err = be_get_stream(s, stream_id, &st)))
+		return err;
+	if (len == 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!be_ranges_check(&s->ranges, dst, len))
+		return be_bad_range(s, "peer_ticket", dst, len);
+	if (!(port = be_peer_listen_port()))
+		return CUDA_ERROR_NOT_SUPPORTED;
+	be_peer_grant g = {.s = s, .sid = s->id, .dev = (uint32_t)s->cur, .dst = dst, .len = len, .stream_id = stream_id};
+	if ((err = be_peer_ticket_issue(&g, t)))
+		return err;
+	proto_msg *m = be_reply_begin(s, rq, 2);
+	proto_msg_bin(m, t, sizeof(t));
+	proto_msg_u64(m, (uint64_t)port);
+	return be_reply_end(s, rq, m, NULL, 0);
+}
+
+int be_op_peer_open(be_session *s, be_req *rq, const void *ticket, size_t ticket_len)
+{
+	LOG_WARN(BE_LOG, "session %" PRIu64 ": peer_open belongs on a peer connection, not a client's", s->id);
+	return CUDA_ERROR_NOT_PERMITTED;
+}
+
+int be_op_peer_data(be_session *s, be_req *rq, uint64_t offset)
+{
+	be_frame *fr = be_frame_of(rq);
+	be_buf *pb = be_req_payload(rq);
+	uint64_t n = be_req_payload_len(rq);
+	CUstream st;
+	int r;
+
+	if (!fr->peer.xfer) {
+		LOG_WARN(BE_LOG, "session %" PRIu64 ": peer_data belongs on a peer connection, not a client's", s->id);
+		return CUDA_ERROR_NOT_PERMITTED;
+	}
+	CUdeviceptr p = (CUdeviceptr)(fr->peer.dst + offset);
+	if ((r = be_get_stream(s, fr->peer.stream, &st)) == 0 && !be_ranges_check(&s->ranges, p, n))
+		r = be_bad_range(s, "peer_data", p, n); /* freed since the ticket */
+	if (r == 0 && !pb->p)
+		r = CUDA_ERROR_OUT_OF_MEMORY;
+	if (r == 0 && !(r = be_stream_capturing(st)))
+		r = be_drv.cuMemcpyHtoDAsync(p, pb->p, (size_t)n, st);
+	if (r == 0 && fr->peer.last) {
+		/* A answers its client when this is answered: the copy is done. */
+		r = be_drv.cuStreamSynchronize(st);
+		be_staging_release(&s->staging, pb);
+	} else {
+		r = be_htod_done(s, st, pb, r);
+	}
+	be_peer_answer(fr->peer.xfer, rq->seq, r);
+	return 0; /* the status went to A, and from it to the client */
+}
+
+/* ---- A ---- */
+
+static void *no_payload(void *ctx, const transport_frame *f) { return NULL; }
+
+/* B's next answer: its status, or a transport error as CUDA_ERROR_UNKNOWN. */
+static int answer_of(transport_conn *c)
+{
+	transport_frame f = {0};
+	int r = transport_recv_frame(c, &f, no_payload, NULL);
+	if (r != TRANSPORT_OK) {
+		LOG_WARN(BE_LOG, "peer copy to %s: %s", c->peer, transport_strerror(r));
+		return CUDA_ERROR_UNKNOWN;
+	}
+	r = (f.hdr.flags & PROTO_F_REPLY) && f.hdr.payload_len == 0 ? f.hdr.status : CUDA_ERROR_UNKNOWN;
+	transport_frame_free(&f);
+	return r;
+}
+
+static int send_msg(transport_conn *c, proto_msg *m, uint16_t flags, const void *payload, size_t len)
+{
+	int r = proto_msg_finish(m, flags, len);
+	if (r == PROTO_OK) {
+		struct iovec iov[2] = {{m->data, m->len}, {(void *)payload, len}};
+		r = transport_sendv(c, iov, len ? 2 : 1) == TRANSPORT_OK ? 0 : CUDA_ERROR_UNKNOWN;
+	} else {
+		r = CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	proto_msg_free(m);
+	return r;
+}
+
+static int push(be_session *s, transport_conn *c, CUdeviceptr src, uint64_t len, CUstream st, const void *ticket)
+{
+	proto_msg m;
+	be_buf b;
+	int r, inflight = 0;
+	uint64_t seq = 1;
+
+	proto_msg_begin(&m, PROTO_OP_PEER_OPEN, seq++, 1);
+	proto_msg_bin(&m, ticket, BE_PEER_TICKET_LEN);
+	if ((r = send_msg(c, &m, 0, NULL, 0)) || (r = answer_of(c)))
+		return r;
+	size_t cap = len < BE_CHUNK_SIZE ? (size_t)len : BE_CHUNK_SIZE;
+	if (be_staging_take(&s->staging, cap, &b) != 0)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	for (uint64_t off = 0; off < len && r == 0; off += cap) {
+		size_t k = len - off < cap ? (size_t)(len - off) : cap;
+		if ((r = be_drv.cuMemcpyDtoHAsync(b.p, src + off, k, st)) || (r = be_drv.cuStreamSynchronize(st)))
+			break;
+		proto_msg_begin(&m, PROTO_OP_PEER_DATA, seq++, 1);
+		proto_msg_u64(&m, off);
+		if ((r = send_msg(c, &m, PROTO_F_ASYNC, b.p, k))) /* b is free again when this returns */
+			break;
+		if (++inflight >= BE_PEER_WINDOW) {
+			r = answer_of(c);
+			inflight--;
+		}
+	}
+	while (r == 0 && inflight-- > 0)
+		r = answer_of(c);
+	be_staging_release(&s->staging, &b);
+	return r;
+}
+
+int be_op_peer_push(be_session *s, be_req *rq, CUdeviceptr src, uint64_t len, uint64_t stream_id, const void *ticket,
+		    size_t ticket_len, const char *scheme, size_t scheme_len, const char *host, size_t host_len,
+		    uint32_t port)
+{
+	transport_addr a = {.port = (int)port};
+	transport_conn *c;
+	CUstream st;
+	int err;
+
+	if (!be_peer_listen_enabled())
+		return CUDA_ERROR_NOT_SUPPORTED;
+	if (ticket_len != BE_PEER_TICKET_LEN || scheme_len >= sizeof(a.scheme) || host_len == 0 ||
+	    host_len >= sizeof(a.host) || port == 0 || port > 65535)
+		return CUDA_ERROR_INVALID_VALUE;
+	memcpy(a.scheme, scheme, scheme_len);
+	memcpy(a.host, host, host_len);
+	if (strcmp(a.scheme, "tcp") && strcmp(a.scheme, "tls"))
+		return CUDA_ERROR_INVALID_VALUE;
+	if ((err = be_get_stream(s, stream_id, &st)))
+		return err;
+	if (len == 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!be_ranges_check(&s->ranges, src, len))
+		return be_bad_range(s, "peer_push", src, len);
+	if ((err = be_stream_capturing(st)))
+		return err;
+	int r = transport_connect_within(&a, BE_PEER_CONNECT_MS, &c);
+	if (r != TRANSPORT_OK) {
+		LOG_WARN(BE_LOG, "session %" PRIu64 ": peer copy: cannot reach %s://%s:%d: %s", s->id, a.scheme, a.host,
+			 a.port, transport_strerror(r));
+		return be_reply_u64(s, rq, 0);
+	}
+	err = push(s, c, (CUdeviceptr)src, len, st, ticket);
+	transport_shutdown(c);
+	transport_close(c);
+	return err ? err : be_reply_u64(s, rq, 1);
+}
