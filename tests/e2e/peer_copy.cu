@@ -1,0 +1,141 @@
+/*
+ * Copies between devices of two servers (REMOTE_GPU=a,b: device 0 on a,
+ * device 1 on b), for run_e2e.sh's peer_s2s, which runs it once where the
+ * servers copy to each other directly and once where the source's server
+ * cannot reach the destination's (the client stages); the bytes must be the
+ * same either way, and the log says which way they went.
+ *   - cudaMemcpyPeer both ways at sizes around the servers' 4 MiB chunk and
+ *     past the window of chunks in flight, at odd offsets, exact bytes;
+ *   - cudaMemcpyPeerAsync on a stream of the destination's device, between a
+ *     memset before it and one after it on that stream (order on B), and on a
+ *     stream of the source's device after a memset there (order on A);
+ *   - cudaMemcpy with cudaMemcpyDefault between the two;
+ *   - each device's free memory back where it started.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rgtest.h"
+
+#define BIG (21u << 20) /* five chunks and more: past the window of four */
+
+static unsigned char *h_src, *h_got;
+
+static void pattern(unsigned char *p, size_t n, unsigned seed)
+{
+	uint32_t x = seed * 2654435761u + 1;
+	for (size_t i = 0; i < n; i++) {
+		x = x * 1664525u + 1013904223u;
+		p[i] = (unsigned char)(x >> 24);
+	}
+}
+
+/* size n from src+so on device sd to dst+do_ on device dd; the bytes around
+ * the destination range stay what they were. */
+static int one(unsigned char *dst, int dd, unsigned char *src, int sd, size_t so, size_t do_, size_t n, unsigned seed)
+{
+	pattern(h_src, BIG + 8192, seed);
+	CK(cudaSetDevice(sd));
+	CK(cudaMemcpy(src, h_src, BIG + 8192, cudaMemcpyHostToDevice));
+	CK(cudaSetDevice(dd));
+	CK(cudaMemset(dst, 0x5a, BIG + 8192));
+	CK(cudaMemcpyPeer(dst + do_, dd, src + so, sd, n));
+	CK(cudaMemcpy(h_got, dst, BIG + 8192, cudaMemcpyDeviceToHost));
+	for (size_t i = 0; i < BIG + 8192; i++) {
+		unsigned char want = i >= do_ && i < do_ + n ? h_src[so + i - do_] : 0x5a;
+		if (h_got[i] != want) {
+			printf("copy %d -> %d of %zu bytes (%zu -> %zu): byte %zu is %02x, want %02x\n", sd, dd, n, so, do_,
+			       i, h_got[i], want);
+			return 0;
+		}
+	}
+	return 1;
+}
+
+int main(void)
+{
+	int n = 0;
+	size_t fr0[2], fr1[2], tot;
+	unsigned char *buf[2];
+
+	CK(cudaGetDeviceCount(&n));
+	REQUIRE(n == 2, "two devices (one of each server), not %d", n);
+	h_src = (unsigned char *)malloc(BIG + 8192);
+	h_got = (unsigned char *)malloc(BIG + 8192);
+	REQUIRE(h_src && h_got, "host memory");
+	for (int d = 0; d < 2; d++) {
+		CK(cudaSetDevice(d));
+		CK(cudaMemGetInfo(&fr0[d], &tot));
+		CK(cudaMalloc(&buf[d], BIG + 8192));
+	}
+
+	static const size_t sizes[] = {1, 4095, 4u << 20, (4u << 20) + 3, BIG};
+	static const size_t offs[][2] = {{0, 0}, {1, 4097}, {4097, 3}};
+	int ok = 1;
+	unsigned seed = 1;
+	for (int dir = 0; dir < 2; dir++)
+		for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
+			for (size_t j = 0; j < sizeof(offs) / sizeof(offs[0]); j++)
+				ok &= one(buf[1 - dir], 1 - dir, buf[dir], dir, offs[j][0], offs[j][1], sizes[i], seed++);
+	printf("peer copies, both ways, 5 sizes x 3 offsets: %s\n", ok ? "ok" : "WRONG");
+
+	/* Order on the destination's stream: memset, copy, memset of the second half. */
+	size_t half = (6u << 20) + 5;
+	cudaStream_t sb, sa;
+	pattern(h_src, BIG + 8192, 77);
+	CK(cudaSetDevice(0));
+	CK(cudaMemcpy(buf[0], h_src, 2 * half, cudaMemcpyHostToDevice));
+	CK(cudaSetDevice(1));
+	CK(cudaStreamCreateWithFlags(&sb, cudaStreamNonBlocking));
+	CK(cudaMemsetAsync(buf[1], 0x11, 2 * half, sb));
+	CK(cudaMemcpyPeerAsync(buf[1], 1, buf[0], 0, 2 * half, sb));
+	CK(cudaMemsetAsync(buf[1] + half, 0x22, half, sb));
+	CK(cudaStreamSynchronize(sb));
+	CK(cudaMemcpy(h_got, buf[1], 2 * half, cudaMemcpyDeviceToHost));
+	int ordb = !memcmp(h_got, h_src, half);
+	for (size_t i = half; i < 2 * half && ordb; i++)
+		ordb = h_got[i] == 0x22;
+	/* Order on the source's stream: a memset there, then the copy reads it. */
+	CK(cudaSetDevice(0));
+	CK(cudaStreamCreateWithFlags(&sa, cudaStreamNonBlocking));
+	CK(cudaMemsetAsync(buf[0], 0x33, half, sa));
+	CK(cudaMemcpyPeerAsync(buf[1], 1, buf[0], 0, half, sa));
+	CK(cudaStreamSynchronize(sa));
+	CK(cudaSetDevice(1));
+	CK(cudaMemcpy(h_got, buf[1], half, cudaMemcpyDeviceToHost));
+	int orda = 1;
+	for (size_t i = 0; i < half && orda; i++)
+		orda = h_got[i] == 0x33;
+	printf("peer copy async: order on the destination's stream %s, on the source's %s\n", ordb ? "ok" : "WRONG",
+	       orda ? "ok" : "WRONG");
+
+	/* cudaMemcpyDefault between the two servers' devices. */
+	pattern(h_src, BIG + 8192, 99);
+	CK(cudaSetDevice(1));
+	CK(cudaMemcpy(buf[1], h_src, 12345, cudaMemcpyHostToDevice));
+	CK(cudaSetDevice(0));
+	CK(cudaMemcpy(buf[0] + 7, buf[1], 12345, cudaMemcpyDefault));
+	CK(cudaMemcpy(h_got, buf[0] + 7, 12345, cudaMemcpyDeviceToHost));
+	int def = !memcmp(h_got, h_src, 12345);
+	printf("cudaMemcpyDefault between the servers: %s\n", def ? "ok" : "WRONG");
+
+	CK(cudaStreamDestroy(sa));
+	CK(cudaSetDevice(1));
+	CK(cudaStreamDestroy(sb));
+	int mem = 1;
+	for (int d = 0; d < 2; d++) {
+		CK(cudaSetDevice(d));
+		CK(cudaFree(buf[d]));
+		CK(cudaDeviceSynchronize());
+		CK(cudaMemGetInfo(&fr1[d], &tot));
+		mem &= fr1[d] == fr0[d];
+	}
+	printf("free memory back to where it started: %s\n", mem ? "ok" : "CHANGED");
+	free(h_src);
+	free(h_got);
+	if (!(ok && ordb && orda && def && mem))
+		rg_failures++;
+	return rg_finish("peer_copy");
+}
