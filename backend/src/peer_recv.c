@@ -154,17 +154,21 @@ static void *payload_dest(void *ctx, const transport_frame *f)
 	be_session *s = x->g.s;
 	uint64_t off, len = f->hdr.payload_len;
 
-	if (x->rejected || !s || f->hdr.op != PROTO_OP_PEER_DATA)
+	if (x->rejected || f->hdr.op != PROTO_OP_PEER_DATA)
 		return NULL;
+	proto_view v = {0};
+	int bad = proto_view_init(&v, &f->hdr, f->msg) != PROTO_OK || proto_arg_u64(&v, 0, &off) != 0 ||
+		  off != x->next || len > x->g.len - off;
+	proto_view_free(&v);
+	if (bad) {
+		reject(x, "a chunk out of order or outside the ticket's range");
+		return NULL;
+	}
+	if (!s)
+		return NULL; /* the session is gone: on_frame drops the chunk */
 	be_frame *fr = be_frame_get(s);
 	if (!fr) {
 		reject(x, "out of memory");
-		return NULL;
-	}
-	if (proto_view_reuse(&fr->rq.view, &f->hdr, f->msg) != PROTO_OK || proto_arg_u64(&fr->rq.view, 0, &off) != 0 ||
-	    off != x->next || len > x->g.len - off) {
-		be_frame_free(s, fr);
-		reject(x, "a chunk out of order or outside the ticket's range");
 		return NULL;
 	}
 	if (be_staging_take_nb(&s->staging, (size_t)len, &fr->payload) != 0) {
