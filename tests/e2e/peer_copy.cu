@@ -10,12 +10,15 @@
  *     memset before it and one after it on that stream (order on B), and on a
  *     stream of the source's device after a memset there (order on A);
  *   - cudaMemcpy with cudaMemcpyDefault between the two;
+ *   - the driver API's cuMemcpyPeer and cuMemcpyPeerAsync (primary contexts);
  *   - each device's free memory back where it started.
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <cuda.h>
 
 #include "rgtest.h"
 
@@ -121,6 +124,40 @@ int main(void)
 	int def = !memcmp(h_got, h_src, 12345);
 	printf("cudaMemcpyDefault between the servers: %s\n", def ? "ok" : "WRONG");
 
+	/* The driver API: cuMemcpyPeer 0 -> 1, cuMemcpyPeerAsync 1 -> 0. */
+	typedef CUresult (*retain_fn)(CUcontext *, CUdevice);
+	typedef CUresult (*release_fn)(CUdevice);
+	typedef CUresult (*peer_fn)(CUdeviceptr, CUcontext, CUdeviceptr, CUcontext, size_t);
+	typedef CUresult (*peer_async_fn)(CUdeviceptr, CUcontext, CUdeviceptr, CUcontext, size_t, CUstream);
+	void *f[4];
+	const char *names[4] = {"cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRelease", "cuMemcpyPeer",
+				"cuMemcpyPeerAsync"};
+	for (int i = 0; i < 4; i++) {
+		cudaDriverEntryPointQueryResult q;
+		CK(cudaGetDriverEntryPointByVersion(names[i], &f[i], 12000, cudaEnableDefault, &q));
+		REQUIRE(q == cudaDriverEntryPointSuccess && f[i], "%s not found", names[i]);
+	}
+	CUcontext c0, c1;
+	REQUIRE(((retain_fn)f[0])(&c0, 0) == CUDA_SUCCESS && ((retain_fn)f[0])(&c1, 1) == CUDA_SUCCESS,
+		"cuDevicePrimaryCtxRetain");
+	pattern(h_src, BIG + 8192, 123);
+	CK(cudaSetDevice(0));
+	CK(cudaMemcpy(buf[0], h_src, 3 << 20, cudaMemcpyHostToDevice));
+	CUresult r1 = ((peer_fn)f[2])((CUdeviceptr)buf[1] + 11, c1, (CUdeviceptr)buf[0], c0, 3 << 20);
+	CK(cudaSetDevice(1));
+	CK(cudaMemcpy(h_got, buf[1] + 11, 3 << 20, cudaMemcpyDeviceToHost));
+	int drv1 = r1 == CUDA_SUCCESS && !memcmp(h_got, h_src, 3 << 20);
+	CUresult r2 = ((peer_async_fn)f[3])((CUdeviceptr)buf[0] + 5, c0, (CUdeviceptr)buf[1] + 11, c1, 3 << 20, 0);
+	CK(cudaDeviceSynchronize());
+	CK(cudaSetDevice(0));
+	CK(cudaMemcpy(h_got, buf[0] + 5, 3 << 20, cudaMemcpyDeviceToHost));
+	int drv2 = r2 == CUDA_SUCCESS && !memcmp(h_got, h_src, 3 << 20);
+	REQUIRE(((release_fn)f[1])(0) == CUDA_SUCCESS && ((release_fn)f[1])(1) == CUDA_SUCCESS,
+		"cuDevicePrimaryCtxRelease");
+	printf("driver: cuMemcpyPeer 0 -> 1 %s, cuMemcpyPeerAsync 1 -> 0 %s\n", drv1 ? "ok" : "WRONG",
+	       drv2 ? "ok" : "WRONG");
+
+	CK(cudaSetDevice(0));
 	CK(cudaStreamDestroy(sa));
 	CK(cudaSetDevice(1));
 	CK(cudaStreamDestroy(sb));
@@ -135,7 +172,7 @@ int main(void)
 	printf("free memory back to where it started: %s\n", mem ? "ok" : "CHANGED");
 	free(h_src);
 	free(h_got);
-	if (!(ok && ordb && orda && def && mem))
+	if (!(ok && ordb && orda && def && mem && drv1 && drv2))
 		rg_failures++;
 	return rg_finish("peer_copy");
 }
