@@ -11,6 +11,9 @@
  *     stream of the source's device after a memset there (order on A);
  *   - cudaMemcpy with cudaMemcpyDefault between the two;
  *   - the driver API's cuMemcpyPeer and cuMemcpyPeerAsync (primary contexts);
+ *   - a stream of one server waiting for an event of the other (PyTorch's
+ *     cross-device copies do, both ways): the work after the wait sees the
+ *     event's;
  *   - each device's free memory back where it started.
  */
 #include <stdint.h>
@@ -114,6 +117,25 @@ int main(void)
 	printf("peer copy async: order on the destination's stream %s, on the source's %s\n", ordb ? "ok" : "WRONG",
 	       orda ? "ok" : "WRONG");
 
+	/* A stream on A waits for an event on B, then copies from B what the
+	 * work before the event wrote there. */
+	cudaEvent_t evb;
+	CK(cudaSetDevice(1));
+	CK(cudaEventCreateWithFlags(&evb, cudaEventDisableTiming));
+	CK(cudaMemsetAsync(buf[1], 0x44, half, sb));
+	CK(cudaEventRecord(evb, sb));
+	CK(cudaSetDevice(0));
+	CK(cudaStreamWaitEvent(sa, evb, 0));
+	CK(cudaMemcpyPeerAsync(buf[0], 0, buf[1], 1, half, sa));
+	CK(cudaStreamSynchronize(sa));
+	CK(cudaMemcpy(h_got, buf[0], half, cudaMemcpyDeviceToHost));
+	int evw = 1;
+	for (size_t i = 0; i < half && evw; i++)
+		evw = h_got[i] == 0x44;
+	CK(cudaSetDevice(1));
+	CK(cudaEventDestroy(evb));
+	printf("a stream of one server waiting for an event of the other: %s\n", evw ? "ok" : "WRONG");
+
 	/* cudaMemcpyDefault between the two servers' devices. */
 	pattern(h_src, BIG + 8192, 99);
 	CK(cudaSetDevice(1));
@@ -172,7 +194,7 @@ int main(void)
 	printf("free memory back to where it started: %s\n", mem ? "ok" : "CHANGED");
 	free(h_src);
 	free(h_got);
-	if (!(ok && ordb && orda && def && mem && drv1 && drv2))
+	if (!(ok && ordb && orda && def && mem && drv1 && drv2 && evw))
 		rg_failures++;
 	return rg_finish("peer_copy");
 }
