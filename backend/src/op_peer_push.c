@@ -8,17 +8,22 @@
  * once the stream has it done, so A's reply to the client means the bytes are
  * on B's device.
  *
- * A, the source's server: peer_push connects to B's peer listener, presents
- * the ticket, and streams the range in staging-sized chunks (each read from
- * the device in the order of the push's stream), at most BE_PEER_WINDOW of
- * them unanswered. The executor is busy for the copy, as it would be for a
- * synchronous copy of the client's. A connection that cannot be made within
- * BE_PEER_CONNECT_MS is answered reached 0: the client then copies through
- * itself.
+ * A, the source's server: peer_push starts a thread of its own that connects
+ * to B's peer listener, presents the ticket, and streams the range in
+ * staging-sized chunks (each read from the device in the order of the push's
+ * stream, which the executor queued everything before it on), at most
+ * BE_PEER_WINDOW of them unanswered, then replies. Not the executor: a copy
+ * the other way at the same time (B pushing to A, waiting for A's executor to
+ * write its chunks) would wait for it forever. A connection that cannot be
+ * made within BE_PEER_CONNECT_MS is answered reached 0: the client then copies
+ * through itself. The session's teardown ends its pushes first (their
+ * connections shut down) and joins them.
  */
 #include "peer.h"
 
 #include <inttypes.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ops.h"
@@ -146,12 +151,114 @@ static int push(be_session *s, transport_conn *c, CUdeviceptr src, uint64_t len,
 	return r;
 }
 
+typedef struct push_job {
+	be_session *s;
+	uint64_t seq;
+	CUcontext ctx;
+	CUdeviceptr src;
+	uint64_t len;
+	CUstream st;
+	uint8_t ticket[BE_PEER_TICKET_LEN];
+	transport_addr a;
+	pthread_t th;
+	transport_conn *c; /* (mu) while it streams */
+	int stop;          /* (mu) the session ends */
+	struct push_job *next;
+} push_job;
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static push_job *jobs;
+
+static void *push_main(void *arg)
+{
+	push_job *j = arg;
+	transport_conn *c;
+	int err;
+
+	pthread_setname_np(pthread_self(), "rg-push");
+	be_drv.cuCtxSetCurrent(j->ctx);
+	int r = transport_connect_within(&j->a, BE_PEER_CONNECT_MS, &c);
+	if (r != TRANSPORT_OK) {
+		LOG_WARN(BE_LOG, "session %" PRIu64 ": peer copy: cannot reach %s://%s:%d: %s", j->s->id, j->a.scheme,
+			 j->a.host, j->a.port, transport_strerror(r));
+		proto_msg *m = be_reply_begin_seq(j->s, j->seq, 1);
+		proto_msg_u64(m, 0);
+		be_reply_send(j->s, m, NULL, 0);
+		return NULL;
+	}
+	pthread_mutex_lock(&mu);
+	j->c = j->stop ? NULL : c;
+	pthread_mutex_unlock(&mu);
+	err = j->c ? push(j->s, c, j->src, j->len, j->st, j->ticket) : CUDA_ERROR_UNKNOWN;
+	pthread_mutex_lock(&mu);
+	j->c = NULL;
+	pthread_mutex_unlock(&mu);
+	transport_shutdown(c);
+	transport_close(c);
+	if (err) {
+		be_reply_status_seq(j->s, j->seq, err);
+	} else {
+		proto_msg *m = be_reply_begin_seq(j->s, j->seq, 1);
+		proto_msg_u64(m, 1);
+		be_reply_send(j->s, m, NULL, 0);
+	}
+	return NULL;
+}
+
+void be_peer_push_join(be_session *s)
+{
+	push_job *mine = NULL;
+	pthread_mutex_lock(&mu);
+	for (push_job **p = &jobs; *p;) {
+		push_job *j = *p;
+		if (j->s != s) {
+			p = &j->next;
+			continue;
+		}
+		*p = j->next;
+		j->stop = 1;
+		if (j->c)
+			transport_shutdown(j->c); /* a B that stopped answering no longer holds it */
+		j->next = mine;
+		mine = j;
+	}
+	pthread_mutex_unlock(&mu);
+	while (mine) {
+		push_job *j = mine;
+		mine = j->next;
+		pthread_join(j->th, NULL);
+		free(j);
+	}
+}
+
+/* The pushes of s that ended: joined, so that threads do not pile up. */
+static void reap(be_session *s)
+{
+	push_job *done = NULL;
+	pthread_mutex_lock(&mu);
+	for (push_job **p = &jobs; *p;) {
+		push_job *j = *p;
+		if (j->s == s && pthread_tryjoin_np(j->th, NULL) == 0) {
+			*p = j->next;
+			j->next = done;
+			done = j;
+		} else {
+			p = &j->next;
+		}
+	}
+	pthread_mutex_unlock(&mu);
+	while (done) {
+		push_job *j = done;
+		done = j->next;
+		free(j);
+	}
+}
+
 int be_op_peer_push(be_session *s, be_req *rq, CUdeviceptr src, uint64_t len, uint64_t stream_id, const void *ticket,
 		    size_t ticket_len, const char *scheme, size_t scheme_len, const char *host, size_t host_len,
 		    uint32_t port)
 {
 	transport_addr a = {.port = (int)port};
-	transport_conn *c;
 	CUstream st;
 	int err;
 
@@ -172,14 +279,20 @@ int be_op_peer_push(be_session *s, be_req *rq, CUdeviceptr src, uint64_t len, ui
 		return be_bad_range(s, "peer_push", src, len);
 	if ((err = be_stream_capturing(st)))
 		return err;
-	int r = transport_connect_within(&a, BE_PEER_CONNECT_MS, &c);
-	if (r != TRANSPORT_OK) {
-		LOG_WARN(BE_LOG, "session %" PRIu64 ": peer copy: cannot reach %s://%s:%d: %s", s->id, a.scheme, a.host,
-			 a.port, transport_strerror(r));
-		return be_reply_u64(s, rq, 0);
+	reap(s);
+	push_job *j = calloc(1, sizeof(*j));
+	if (!j)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	*j = (push_job){.s = s, .seq = rq->seq, .ctx = s->ctx, .src = src, .len = len, .st = st, .a = a};
+	memcpy(j->ticket, ticket, BE_PEER_TICKET_LEN);
+	pthread_mutex_lock(&mu);
+	if (pthread_create(&j->th, NULL, push_main, j) != 0) {
+		pthread_mutex_unlock(&mu);
+		free(j);
+		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
-	err = push(s, c, (CUdeviceptr)src, len, st, ticket);
-	transport_shutdown(c);
-	transport_close(c);
-	return err ? err : be_reply_u64(s, rq, 1);
+	j->next = jobs;
+	jobs = j;
+	pthread_mutex_unlock(&mu);
+	return BE_DEFERRED; /* push_main replies */
 }

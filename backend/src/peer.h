@@ -56,6 +56,9 @@ void be_peer_listen_close(void);
  * session's close, its tickets and peer connections end. */
 const transport_server_cb *be_peer_callbacks(void);
 void be_peer_session_gone(be_session *s);
+/* op_peer_push.c, first in the session's teardown: its pushes (threads of
+ * their own) end and are joined. */
+void be_peer_push_join(be_session *s);
 /* Executor (op_peer_push.c): B's answer for a chunk of transfer id, status 0
  * once it is written; nothing when the connection is gone. */
 void be_peer_answer(uint64_t id, uint64_t seq, int status);

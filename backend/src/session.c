@@ -697,6 +697,7 @@ void be_session_teardown(be_session *s)
 	uint64_t bytes = s->ranges.bytes;
 	CUresult r;
 
+	be_peer_push_join(s); /* they use the session's staging, streams and connection */
 	if (s->ctx) {
 		/* Communicators first: an NCCL kernel waiting on a peer that will not
 		 * come would hold the waiter and cuCtxSynchronize below forever. */

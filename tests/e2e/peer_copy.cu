@@ -14,8 +14,11 @@
  *   - a stream of one server waiting for an event of the other (PyTorch's
  *     cross-device copies do, both ways): the work after the wait sees the
  *     event's;
+ *   - two threads copying the opposite ways at once, many times (each
+ *     server pushing while the other pushes to it);
  *   - each device's free memory back where it started.
  */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,6 +61,22 @@ static int one(unsigned char *dst, int dd, unsigned char *src, int sd, size_t so
 		}
 	}
 	return 1;
+}
+
+/* One direction of the concurrent copies: 5 MiB from the start of src's
+ * buffer to 8 MiB into dst's, again and again. */
+typedef struct way {
+	unsigned char *dst, *src;
+	int dd, sd, err;
+} way;
+
+static void *copy_way(void *arg)
+{
+	way *w = (way *)arg;
+	cudaSetDevice(w->sd);
+	for (int i = 0; i < 12 && !w->err; i++)
+		w->err = cudaMemcpyPeer(w->dst + (8u << 20), w->dd, w->src, w->sd, 5u << 20);
+	return NULL;
 }
 
 int main(void)
@@ -146,6 +165,29 @@ int main(void)
 	int def = !memcmp(h_got, h_src, 12345);
 	printf("cudaMemcpyDefault between the servers: %s\n", def ? "ok" : "WRONG");
 
+	/* Both ways at once. */
+	unsigned char *h1 = (unsigned char *)malloc(5u << 20);
+	REQUIRE(h1, "host memory");
+	pattern(h_src, 5u << 20, 501);
+	pattern(h1, 5u << 20, 502);
+	CK(cudaSetDevice(0));
+	CK(cudaMemcpy(buf[0], h_src, 5u << 20, cudaMemcpyHostToDevice));
+	CK(cudaSetDevice(1));
+	CK(cudaMemcpy(buf[1], h1, 5u << 20, cudaMemcpyHostToDevice));
+	way w[2] = {{buf[1], buf[0], 1, 0, 0}, {buf[0], buf[1], 0, 1, 0}};
+	pthread_t th[2];
+	for (int i = 0; i < 2; i++)
+		REQUIRE(pthread_create(&th[i], NULL, copy_way, &w[i]) == 0, "pthread_create");
+	for (int i = 0; i < 2; i++)
+		pthread_join(th[i], NULL);
+	CK(cudaMemcpy(h_got, buf[1] + (8u << 20), 5u << 20, cudaMemcpyDeviceToHost));
+	int both = !w[0].err && !w[1].err && !memcmp(h_got, h_src, 5u << 20);
+	CK(cudaSetDevice(0));
+	CK(cudaMemcpy(h_got, buf[0] + (8u << 20), 5u << 20, cudaMemcpyDeviceToHost));
+	both &= !memcmp(h_got, h1, 5u << 20);
+	free(h1);
+	printf("copies both ways at once, 2 threads x 12: %s\n", both ? "ok" : "WRONG");
+
 	/* The driver API: cuMemcpyPeer 0 -> 1, cuMemcpyPeerAsync 1 -> 0. */
 	typedef CUresult (*retain_fn)(CUcontext *, CUdevice);
 	typedef CUresult (*release_fn)(CUdevice);
@@ -194,7 +236,7 @@ int main(void)
 	printf("free memory back to where it started: %s\n", mem ? "ok" : "CHANGED");
 	free(h_src);
 	free(h_got);
-	if (!(ok && ordb && orda && def && mem && drv1 && drv2 && evw))
+	if (!(ok && ordb && orda && def && mem && drv1 && drv2 && evw && both))
 		rg_failures++;
 	return rg_finish("peer_copy");
 }
