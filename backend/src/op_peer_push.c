@@ -118,10 +118,12 @@ static int send_msg(transport_conn *c, proto_msg *m, uint16_t flags, const void 
 	return r;
 }
 
+/* Two staging buffers: the device reads chunk i+1 into one while chunk i
+ * goes out of the other. */
 static int push(be_session *s, transport_conn *c, CUdeviceptr src, uint64_t len, CUstream st, const void *ticket)
 {
 	proto_msg m;
-	be_buf b;
+	be_buf b[2] = {{0}};
 	int r, inflight = 0;
 	uint64_t seq = 1;
 
@@ -130,15 +132,26 @@ static int push(be_session *s, transport_conn *c, CUdeviceptr src, uint64_t len,
 	if ((r = send_msg(c, &m, 0, NULL, 0)) || (r = answer_of(c)))
 		return r;
 	size_t cap = len < BE_CHUNK_SIZE ? (size_t)len : BE_CHUNK_SIZE;
-	if (be_staging_take(&s->staging, cap, &b) != 0)
+	uint64_t n = (len + cap - 1) / cap;
+	if (be_staging_take(&s->staging, cap, &b[0]) != 0 || (n > 1 && be_staging_take(&s->staging, cap, &b[1]) != 0)) {
+		be_staging_release(&s->staging, &b[0]);
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	for (uint64_t off = 0; off < len && r == 0; off += cap) {
+	}
+	r = be_drv.cuMemcpyDtoHAsync(b[0].p, src, len < cap ? (size_t)len : cap, st);
+	for (uint64_t i = 0; i < n && r == 0; i++) {
+		uint64_t off = i * cap;
 		size_t k = len - off < cap ? (size_t)(len - off) : cap;
-		if ((r = be_drv.cuMemcpyDtoHAsync(b.p, src + off, k, st)) || (r = be_drv.cuStreamSynchronize(st)))
+		if ((r = be_drv.cuStreamSynchronize(st))) /* chunk i is in b[i & 1] */
 			break;
+		if (i + 1 < n) {
+			uint64_t o2 = off + cap;
+			size_t k2 = len - o2 < cap ? (size_t)(len - o2) : cap;
+			if ((r = be_drv.cuMemcpyDtoHAsync(b[(i + 1) & 1].p, src + o2, k2, st)))
+				break;
+		}
 		proto_msg_begin(&m, PROTO_OP_PEER_DATA, seq++, 1);
 		proto_msg_u64(&m, off);
-		if ((r = send_msg(c, &m, PROTO_F_ASYNC, b.p, k))) /* b is free again when this returns */
+		if ((r = send_msg(c, &m, PROTO_F_ASYNC, b[i & 1].p, k))) /* the buffer is free when this returns */
 			break;
 		if (++inflight >= BE_PEER_WINDOW) {
 			r = answer_of(c);
@@ -147,7 +160,10 @@ static int push(be_session *s, transport_conn *c, CUdeviceptr src, uint64_t len,
 	}
 	while (r == 0 && inflight-- > 0)
 		r = answer_of(c);
-	be_staging_release(&s->staging, &b);
+	if (r)
+		be_drv.cuStreamSynchronize(st); /* no read may still land in a buffer that goes back */
+	be_staging_release(&s->staging, &b[0]);
+	be_staging_release(&s->staging, &b[1]);
 	return r;
 }
 
