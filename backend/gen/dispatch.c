@@ -1935,6 +1935,72 @@ static int gen_hostfn_forget(be_session *s, be_req *rq)
 	return be_op_hostfn_forget(s, rq, id);
 }
 
+static int gen_peer_ticket(be_session *s, be_req *rq)
+{
+	uint64_t dst_w;
+	if (proto_arg_u64(&rq->view, 0, &dst_w))
+		return BE_EPROTO;
+	CUdeviceptr dst = (CUdeviceptr)dst_w;
+	uint64_t len_w;
+	if (proto_arg_u64(&rq->view, 1, &len_w))
+		return BE_EPROTO;
+	uint64_t len = (uint64_t)len_w;
+	uint64_t stream_id;
+	if (proto_arg_u64(&rq->view, 2, &stream_id))
+		return BE_EPROTO;
+	return be_op_peer_ticket(s, rq, dst, len, stream_id);
+}
+
+static int gen_peer_push(be_session *s, be_req *rq)
+{
+	uint64_t src_w;
+	if (proto_arg_u64(&rq->view, 0, &src_w))
+		return BE_EPROTO;
+	CUdeviceptr src = (CUdeviceptr)src_w;
+	uint64_t len_w;
+	if (proto_arg_u64(&rq->view, 1, &len_w))
+		return BE_EPROTO;
+	uint64_t len = (uint64_t)len_w;
+	uint64_t stream_id;
+	if (proto_arg_u64(&rq->view, 2, &stream_id))
+		return BE_EPROTO;
+	const void *ticket;
+	size_t ticket_len;
+	if (proto_arg_bin(&rq->view, 3, &ticket, &ticket_len))
+		return BE_EPROTO;
+	const char *scheme;
+	size_t scheme_len;
+	if (proto_arg_str(&rq->view, 4, &scheme, &scheme_len))
+		return BE_EPROTO;
+	const char *host;
+	size_t host_len;
+	if (proto_arg_str(&rq->view, 5, &host, &host_len))
+		return BE_EPROTO;
+	uint32_t port_w;
+	if (proto_arg_u32(&rq->view, 6, &port_w))
+		return BE_EPROTO;
+	uint32_t port = (uint32_t)port_w;
+	return be_op_peer_push(s, rq, src, len, stream_id, ticket, ticket_len, scheme, scheme_len, host, host_len, port);
+}
+
+static int gen_peer_open(be_session *s, be_req *rq)
+{
+	const void *ticket;
+	size_t ticket_len;
+	if (proto_arg_bin(&rq->view, 0, &ticket, &ticket_len))
+		return BE_EPROTO;
+	return be_op_peer_open(s, rq, ticket, ticket_len);
+}
+
+static int gen_peer_data(be_session *s, be_req *rq)
+{
+	uint64_t offset_w;
+	if (proto_arg_u64(&rq->view, 0, &offset_w))
+		return BE_EPROTO;
+	uint64_t offset = (uint64_t)offset_w;
+	return be_op_peer_data(s, rq, offset);
+}
+
 const be_op_desc be_ops[PROTO_OP_COUNT] = {
 	[PROTO_OP_HELLO] = {gen_hello, BE_OP_SYNC},
 	[PROTO_OP_MODULE_LOAD] = {gen_module_load, BE_OP_SYNC | BE_OP_PAYLOAD},
@@ -2045,6 +2111,10 @@ const be_op_desc be_ops[PROTO_OP_COUNT] = {
 	[PROTO_OP_GRAPH_HOST_GET] = {gen_graph_host_get, BE_OP_SYNC | BE_OP_QUICK},
 	[PROTO_OP_GRAPH_HOST_SET] = {gen_graph_host_set, BE_OP_SYNC},
 	[PROTO_OP_HOSTFN_FORGET] = {gen_hostfn_forget, BE_OP_ASYNC},
+	[PROTO_OP_PEER_TICKET] = {gen_peer_ticket, BE_OP_SYNC},
+	[PROTO_OP_PEER_PUSH] = {gen_peer_push, BE_OP_SYNC},
+	[PROTO_OP_PEER_OPEN] = {gen_peer_open, BE_OP_SYNC},
+	[PROTO_OP_PEER_DATA] = {gen_peer_data, BE_OP_ASYNC | BE_OP_PAYLOAD},
 	/* api/cublas.api (backend/gen/lib_cublas.c) */
 	[PROTO_OP_CUBLASCREATE_V2] = {be_gen_cublasCreate_v2, BE_OP_ASYNC},
 	[PROTO_OP_CUBLASDESTROY_V2] = {be_gen_cublasDestroy_v2, BE_OP_ASYNC},

@@ -100,5 +100,9 @@ int be_op_graph_add_host(be_session *s, be_req *rq, uint64_t g, const void *deps
 int be_op_graph_host_get(be_session *s, be_req *rq, uint64_t node);
 int be_op_graph_host_set(be_session *s, be_req *rq, uint64_t x, uint64_t node, uint64_t id);
 int be_op_hostfn_forget(be_session *s, be_req *rq, uint64_t id);
+int be_op_peer_ticket(be_session *s, be_req *rq, CUdeviceptr dst, uint64_t len, uint64_t stream);
+int be_op_peer_push(be_session *s, be_req *rq, CUdeviceptr src, uint64_t len, uint64_t stream, const void *ticket, size_t ticket_len, const char *scheme, size_t scheme_len, const char *host, size_t host_len, uint32_t port);
+int be_op_peer_open(be_session *s, be_req *rq, const void *ticket, size_t ticket_len);
+int be_op_peer_data(be_session *s, be_req *rq, uint64_t offset);
 
 #endif

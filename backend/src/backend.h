@@ -116,6 +116,12 @@ typedef struct be_frame {
 	be_buf payload;   /* where the payload was received */
 	uint16_t flags;   /* frame header flags */
 	int payload_lost; /* payload_len > 0 but no buffer could be had */
+	/* A chunk from another server (peer_recv.c): its transfer (0: a frame
+	 * of the client's), where it lands, and whether it is the copy's last. */
+	struct {
+		uint64_t xfer, dst, stream;
+		int last;
+	} peer;
 } be_frame;
 
 static inline be_frame *be_frame_of(be_req *rq) { return (be_frame *)rq; }

@@ -59,6 +59,7 @@
 	X(cuStreamCreateWithPriority)                        \
 	X(cuStreamDestroy)                                   \
 	X(cuStreamQuery)                                     \
+	X(cuStreamSynchronize)                               \
 	X(cuStreamWaitEvent)                                 \
 	X(cuEventCreate)                                     \
 	X(cuEventDestroy)                                    \

@@ -25,6 +25,7 @@
 #include "backend.h"
 #include "lib.h"
 #include "listen_tls.h"
+#include "peer.h"
 #include "ticket.h"
 
 #include <errno.h>
@@ -35,6 +36,8 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/resource.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -196,6 +199,7 @@ static void listener_close_once(void)
 		transport_listener_close(M.listener);
 		M.listener = NULL;
 	}
+	be_peer_listen_close();
 }
 
 static void on_handle_closed(uv_handle_t *h) {}
@@ -315,6 +319,23 @@ static const char *adopt_scheme(int fd)
 	return be_tls_adopt_scheme();
 }
 
+/* Server to server copies land in this process on the address its client
+ * reached it on (peer_listen.c). */
+static void peer_listen_here(int fd)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	char host[INET6_ADDRSTRLEN] = "";
+	if (getsockname(fd, (struct sockaddr *)&ss, &sl) != 0)
+		return;
+	if (ss.ss_family == AF_INET)
+		inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, host, sizeof(host));
+	else if (ss.ss_family == AF_INET6)
+		inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, host, sizeof(host));
+	if (*host)
+		be_peer_listen_init(&M.loop, be_tls_adopt_scheme(), host);
+}
+
 /* --session-fd: serve the one connection the supervisor handed over, then exit. */
 static int serve_one(int fd)
 {
@@ -326,6 +347,7 @@ static int serve_one(int fd)
 		.on_close = on_close_last,
 	};
 	pthread_setname_np(pthread_self(), "rg-session"); /* not "exe", from /proc/self/exe */
+	peer_listen_here(fd);
 	int r = transport_adopt(&M.loop, adopt_scheme(fd), fd, &cb, &M.loop, &M.listener);
 	if (r != TRANSPORT_OK) {
 		LOG_ERROR(BE_LOG, "--session-fd %d: %s", fd, transport_strerror(r));
@@ -624,6 +646,8 @@ int main(int argc, char **argv)
 		if (rdma_tls)
 			lcb = *be_ticket_callbacks();
 	}
+	if (!M.process_mode)
+		be_peer_listen_init(&M.loop, addr.scheme, addr.host);
 	if ((r = transport_listen(&M.loop, &addr, &lcb, &M.loop, &M.listener)) != TRANSPORT_OK) {
 		fprintf(stderr, "remote-gpud: cannot listen on %s: %s\n", listen, transport_strerror(r));
 		return stop_early();

@@ -1565,3 +1565,59 @@ int fe_rpc_graph_host_set(fe_conn *c, uint64_t x, uint64_t node, uint64_t id)
 	proto_msg_u64(&m, (uint64_t)id);
 	return fe_conn_call(c, &m, NULL, 0, NULL, 0, NULL);
 }
+
+int fe_rpc_peer_ticket(fe_conn *c, uint64_t dst, uint64_t len, uint64_t stream, void *ticket, size_t ticket_cap, uint32_t *port)
+{
+	proto_msg m;
+	proto_msg_begin(&m, PROTO_OP_PEER_TICKET, fe_conn_next_seq(c), 3);
+	proto_msg_u64(&m, (uint64_t)dst);
+	proto_msg_u64(&m, (uint64_t)len);
+	proto_msg_u64(&m, stream);
+	fe_reply r;
+	int st = fe_conn_call(c, &m, NULL, 0, NULL, 0, &r);
+	if (st != 0)
+		return st;
+	{
+		const void *p;
+		size_t n;
+		if (proto_arg_bin(&r.view, PROTO_REPLY_FIRST + 0, &p, &n) || n > ticket_cap)
+			st = PROTO_EDECODE;
+		else if (n)
+			memcpy(ticket, p, n);
+	}
+	{
+		uint32_t v;
+		if (proto_arg_u32(&r.view, PROTO_REPLY_FIRST + 1, &v))
+			st = PROTO_EDECODE;
+		else
+			*port = v;
+	}
+	fe_reply_free(&r);
+	return st;
+}
+
+int fe_rpc_peer_push(fe_conn *c, uint64_t src, uint64_t len, uint64_t stream, const void *ticket, size_t ticket_len, const char *scheme, const char *host, uint32_t port, uint32_t *reached)
+{
+	proto_msg m;
+	proto_msg_begin(&m, PROTO_OP_PEER_PUSH, fe_conn_next_seq(c), 7);
+	proto_msg_u64(&m, (uint64_t)src);
+	proto_msg_u64(&m, (uint64_t)len);
+	proto_msg_u64(&m, stream);
+	proto_msg_bin(&m, ticket, ticket_len);
+	proto_msg_str(&m, scheme);
+	proto_msg_str(&m, host);
+	proto_msg_u64(&m, (uint64_t)port);
+	fe_reply r;
+	int st = fe_conn_call(c, &m, NULL, 0, NULL, 0, &r);
+	if (st != 0)
+		return st;
+	{
+		uint32_t v;
+		if (proto_arg_u32(&r.view, PROTO_REPLY_FIRST + 0, &v))
+			st = PROTO_EDECODE;
+		else
+			*reached = v;
+	}
+	fe_reply_free(&r);
+	return st;
+}

@@ -110,5 +110,7 @@ int fe_rpc_graph_upload(fe_conn *c, uint64_t graphExec, uint64_t stream);
 int fe_rpc_graph_add_host(fe_conn *c, uint64_t g, const void *deps, size_t deps_len, uint64_t id, uint64_t *node);
 int fe_rpc_graph_host_get(fe_conn *c, uint64_t node, uint64_t *id);
 int fe_rpc_graph_host_set(fe_conn *c, uint64_t x, uint64_t node, uint64_t id);
+int fe_rpc_peer_ticket(fe_conn *c, uint64_t dst, uint64_t len, uint64_t stream, void *ticket, size_t ticket_cap, uint32_t *port);
+int fe_rpc_peer_push(fe_conn *c, uint64_t src, uint64_t len, uint64_t stream, const void *ticket, size_t ticket_len, const char *scheme, const char *host, uint32_t port, uint32_t *reached);
 
 #endif

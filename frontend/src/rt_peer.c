@@ -5,10 +5,15 @@
  * kept in fe_device.peers), enables access, and copies between them itself,
  * over NVLink or PCIe as for a local program. Devices of two servers cannot
  * reach each other's memory: access is refused, and a copy between them goes
- * through this process (read from one, written to the other, in chunks, the
- * caller waiting): correct bytes by the slow path. Server to server directly
- * is not done yet.
+ * from server to server (backend/src/peer.h): the destination's server gives
+ * a ticket for the range, the source's server pushes its range there with it;
+ * the caller waits for the push's reply, after which the bytes are on the
+ * destination's device. Where the source's server cannot reach the
+ * destination's (or either cannot do it), the copy goes through this process
+ * instead (read from one, written to the other, in chunks): the slow path,
+ * logged once.
  */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -96,6 +101,38 @@ static int staged_copy(fe_device *dd, uint64_t dst, fe_device *sd, uint64_t src,
 	return st;
 }
 
+/* Server to server: 1 when tried (the copy's status in *st), 0 when it could
+ * not be (no peer listener on dd's server, dd not on tcp or tls, or sd's
+ * server could not connect to it): the caller stages. */
+static _Atomic uint64_t staged_pairs[FE_MAX_DEVICES]; /* [source server] bit destination server: stage */
+
+static int direct_copy(fe_device *dd, uint64_t dst, uint64_t dsid, fe_device *sd, uint64_t src, uint64_t ssid,
+		       size_t n, int *st)
+{
+	uint8_t t[16];
+	uint32_t port = 0, reached = 0;
+	uint64_t bit = 1ull << dd->first;
+
+	if (atomic_load(&staged_pairs[sd->first]) & bit)
+		return 0;
+	if (strcmp(dd->addr.scheme, "tcp") && strcmp(dd->addr.scheme, "tls"))
+		goto stage;
+	int r = fe_rpc_peer_ticket(dd->conn, dst, n, dsid, t, sizeof(t), &port);
+	if (r == CUDA_ERROR_OUT_OF_MEMORY)
+		return 0; /* its tickets are all out now: this once */
+	if (r == CUDA_ERROR_NOT_SUPPORTED)
+		goto stage;
+	if (r == 0)
+		r = fe_rpc_peer_push(sd->conn, src, n, ssid, t, sizeof(t), dd->addr.scheme, dd->addr.host, port, &reached);
+	if ((r == 0 && !reached) || r == CUDA_ERROR_NOT_SUPPORTED)
+		goto stage; /* (the ticket goes unused: it expires) */
+	*st = r;
+	return 1;
+stage: /* from now on for this pair of servers */
+	atomic_fetch_or(&staged_pairs[sd->first], bit);
+	return 0;
+}
+
 cudaError_t fe_peer_copy(fe_api_site site, void *dst, int dstdev, const void *src, int srcdev, size_t n,
 			 cudaStream_t stream, int async)
 {
@@ -110,16 +147,22 @@ cudaError_t fe_peer_copy(fe_api_site site, void *dst, int dstdev, const void *sr
 		return cudaSuccess;
 	if (!dst || !src || !fe_mem_device_ok(dst, n) || !fe_mem_device_ok(src, n))
 		return fe_rt_fail(cudaErrorInvalidValue);
-	if (!fe_rt_same_server(dstdev, srcdev)) {
-		if (async)
-			rg_log_once("frontend", "synchronous (devices of two servers: staged through the client)",
-				    "cudaMemcpyPeerAsync");
-		return fe_rt_leave(staged_copy(dd, (uintptr_t)dst, sd, (uintptr_t)src, n));
-	}
-	/* On the current device's session when it is theirs (the stream is the
-	 * current device's); else on the destination's, its NULL stream. */
+	/* The stream is the current device's: where that device is one end of a
+	 * copy between two servers, that end runs in its order, the other on its
+	 * NULL stream (a stream belongs to its device's context). */
 	int cur = fe_rt_current_device();
 	uint64_t sid = fe_rt_stream(stream);
+	if (!fe_rt_same_server(dstdev, srcdev)) {
+		int st;
+		uint64_t dsid = cur == dstdev ? sid : 0, ssid = cur == srcdev ? sid : 0;
+		if (direct_copy(dd, (uintptr_t)dst, dsid, sd, (uintptr_t)src, ssid, n, &st))
+			return fe_rt_leave(st);
+		rg_log_once("frontend", "staged through the client (the servers cannot copy to each other)",
+			    "copies between devices of two servers");
+		return fe_rt_leave(staged_copy(dd, (uintptr_t)dst, sd, (uintptr_t)src, n));
+	}
+	/* On the current device's session when it is theirs; else on the
+	 * destination's, its NULL stream. */
 	if (!fe_rt_same_server(cur, dstdev)) {
 		c = dd->conn;
 		sid = 0;

@@ -39,6 +39,7 @@ static stream_info *streams;
 typedef struct event_info {
 	uint64_t id;
 	unsigned flags;
+	int device; /* current at its creation: its server holds it */
 	unsigned long long capture_id; /* last recorded into this capture (0: none) */
 	struct event_info *next;
 } event_info;
@@ -76,6 +77,18 @@ static stream_info *find_locked(uint64_t id)
  * cudaStreamGetCaptureInfo of a joined stream answer without a round trip
  * (PyTorch's allocator asks them of every stream it allocates on during a
  * capture, to put the memory in the graph's private pool). */
+static cudaError_t stream_field(cudaStream_t stream, int *prio, unsigned *flags, int *dev);
+
+/* The device an event was created on (-1: unknown). */
+static int event_device(cudaEvent_t e)
+{
+	pthread_mutex_lock(&lock);
+	event_info *ev = event_find_locked(fe_rt_event(e));
+	int d = ev ? ev->device : -1;
+	pthread_mutex_unlock(&lock);
+	return d;
+}
+
 static void capture_note_record(uint64_t event, uint64_t stream)
 {
 	pthread_mutex_lock(&lock);
@@ -243,6 +256,20 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
 		return e;
 	if (!stream_known(stream) || !event_known(event, NULL))
 		return fe_rt_fail(cudaErrorInvalidResourceHandle);
+	int sdev = -1, edev = event_device(event);
+	stream_field(stream, NULL, NULL, &sdev);
+	if (edev >= 0 && sdev >= 0 && !fe_rt_same_server(sdev, edev)) {
+		/* An event of another server (PyTorch's cross-device copies wait
+		 * on one both ways): no stream here can wait for it on a GPU, so
+		 * the caller waits for it on its server. Work queued on the stream
+		 * after this call then runs after the event's, as asked; work
+		 * queued before it is not held up. */
+		fe_device *d = fe_rt_device(edev);
+		int st = fe_rpc_event_sync(d->conn, fe_rt_event(event));
+		if (st == 0)
+			st = fe_conn_drain_detached(d->conn);
+		return fe_rt_leave(st);
+	}
 	capture_note_wait(fe_rt_stream(stream), fe_rt_event(event));
 	return fe_rt_leave(fe_rpc_stream_wait_event(c, fe_rt_stream(stream), fe_rt_event(event), flags));
 }
@@ -301,6 +328,7 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags)
 		return fe_rt_fail(cudaErrorMemoryAllocation);
 	ev->id = fe_rt_new_id();
 	ev->flags = flags;
+	ev->device = fe_rt_current_device();
 	int st = fe_rpc_event_create(c, ev->id, flags);
 	if (st) {
 		free(ev);

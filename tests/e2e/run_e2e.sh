@@ -487,6 +487,56 @@ t_garbage() {
 # warm_store: NVIDIA's libraries register hundreds of images; with the server's
 # store warm (a second run of the same program), no image bytes are sent but
 # those of images the device refused (never stored: issue 24).
+# peer_s2s: peer_copy on two servers of one fake device each. Direct: the
+# servers copy to each other (each logs its peer listener; the client stages
+# nothing). Fallback: the client reaches the second server through a
+# forwarder on 127.0.0.2, so the first server, sent to 127.0.0.2 at the second
+# one's peer port (listening on 127.0.0.1 only), cannot connect; the client
+# stages (logged once), with the same bytes. Both servers end cleanly.
+t_peer_s2s() {
+  problems=()
+  local dir=$work/peer_s2s fwd_pid fport a b
+  mkdir -p "$dir"
+  : >"$work/server.extra.log"
+  { REMOTE_GPU_LOG=info start_extra 1 1 && REMOTE_GPU_LOG=info start_extra 1 2; } || problems+=("a server of one fake device did not start: $(tail -n 3 "$work/server.extra.log")")
+  if [ ${#problems[@]} -eq 0 ]; then
+    a=127.0.0.1:${extra_ports[0]} b=127.0.0.1:${extra_ports[1]}
+    client_gpus=$a,$b expect_name=peer_copy run_program peer_copy "$dir/direct"
+    grep -q "staged through the client" "$dir/direct/err" && problems+=("direct: the client staged a copy: $(grep -m1 staged "$dir/direct/err")")
+    [ "$(grep -c 'peer copies: listening on' "$work/server.extra.log")" -ge 2 ] || problems+=("direct: a server logged no peer listener")
+    python3 - "${extra_ports[1]}" "$dir/fport" <<'PY' &
+import socket, sys, threading
+srv = socket.create_server(("127.0.0.2", 0))
+open(sys.argv[2], "w").write("%d\n" % srv.getsockname()[1])
+def pipe(x, y):
+    try:
+        while (d := x.recv(1 << 16)):
+            y.sendall(d)
+    except OSError:
+        pass
+    for s in (x, y):
+        try: s.shutdown(socket.SHUT_RDWR)
+        except OSError: pass
+while True:
+    c, _ = srv.accept()
+    u = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+    for x, y in ((c, u), (u, c)):
+        threading.Thread(target=pipe, args=(x, y), daemon=True).start()
+PY
+    fwd_pid=$!
+    for _ in $(seq 50); do [ -s "$dir/fport" ] && break; sleep 0.1; done
+    read -r fport <"$dir/fport"
+    client_gpus=$a,127.0.0.2:$fport expect_name=peer_copy run_program peer_copy "$dir/staged"
+    [ "$(grep -c 'staged through the client' "$dir/staged/err")" = 1 ] || problems+=("fallback: not one log line of the staged path")
+    grep -q "peer copy: cannot reach tcp://127.0.0.2:" "$work/server.extra.log" || problems+=("fallback: the first server did not log why")
+    kill "$fwd_pid" 2>/dev/null
+    wait "$fwd_pid" 2>/dev/null
+  fi
+  stop_extra || problems+=("a server did not end cleanly: $(tail -n 3 "$work/server.extra.log")")
+  report peer_s2s "${problems[@]}"
+  [ ${#problems[@]} -eq 0 ] || show_files "$dir"
+}
+
 # skip_dead: REMOTE_GPU naming a port nobody listens on (127.0.0.1:1), or a
 # server that refuses the session (another token), between two servers of two
 # fake devices each: the entry is logged and skipped,
@@ -622,6 +672,7 @@ for t in "${tests[@]}"; do
     multi_gpu_mixed) t_gpu2 multi_gpu 2 multi_gpu_mixed ;;
     nvml_multi) t_gpu2 nvml 1 nvml_multi 2 ;;
     skip_dead) t_skip_dead ;;
+    peer_s2s) t_peer_s2s ;;
     *) if [[ $GPU2 == *" $t "* ]]; then t_gpu2 "$t" 1; else t_program "$t"; fi ;;
   esac
 done

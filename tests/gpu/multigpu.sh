@@ -14,7 +14,17 @@
 #   c. DDP training of examples/transformer/gpt2.py's model on 2 GPUs
 #      (deterministic algorithms): per-step losses of both ranks equal to the local
 #      run's, bit for bit; step time remote / local, target <= 1.05;
-#   d. the same with FSDP2 (fully_shard), if time is left.
+#   d. the same with FSDP2 (fully_shard), if time is left;
+#   e. (netns) the DDP run of c with each rank on a client host of its own,
+#      simulated with network namespaces: rank r runs in netns rg-mg-r (its own
+#      loopback and a veth into the bridge rg-mg-br, 10.77.0.(2+r)), reaches its
+#      server on the bridge's 10.77.0.1 and the other rank's TCPStore over the
+#      veths; losses and weights equal to c's local run, step time against it;
+#   f. (s2s) copies between the two servers' GPUs from one client (REMOTE_GPU
+#      naming both servers): torch tensors of several sizes from cuda:0 to
+#      cuda:1 and back, exact; the copies go server to server (no "staged
+#      through the client" in the client's log); 1 GiB copy time against
+#      the same copy through the client's memory (.cpu() then .to()).
 #
 # The servers run each session in the devices' primary contexts (remote-gpud's
 # default for session processes), which NCCL's cudaSetDevice binds: with
@@ -27,7 +37,8 @@
 # build), RG_COMMIT, RG_PYTHON (default python3), RG_NCCL (the libnccl.so.2 the
 # servers load; default torch's own), RG_MULTIGPU_BUDGET_S (whole run, default
 # 500 s: parts that would not fit are skipped and say so), RG_BUSBW_MIB (1024),
-# RG_DDP_STEPS (30), RG_FSDP=0 (skip d), RG_PARTS ("check busbw ddp fsdp").
+# RG_DDP_STEPS (30), RG_FSDP=0 (skip d), RG_PARTS ("check busbw ddp fsdp s2s";
+# add netns for e, which needs root for ip netns).
 # Writes multigpu-report.md, multigpu-run.log and multigpu-details.tar.gz to OUT.
 # Exit status: 0 when every part that ran passed.
 set -u -o pipefail
@@ -41,7 +52,7 @@ out=$(cd "$out" && pwd)
 B=${RG_BUILD_DIR:-$root/build-gpu}
 budget=${RG_MULTIGPU_BUDGET_S:-500}
 py=${RG_PYTHON:-python3}
-parts=" ${RG_PARTS:-check busbw ddp fsdp} "
+parts=" ${RG_PARTS:-check busbw ddp fsdp s2s} "
 [ "${RG_FSDP:-1}" = 0 ] && parts=${parts/ fsdp / }
 work=$(mktemp -d /tmp/rg-multigpu.XXXXXX)
 log=$work/multigpu-run.log
@@ -56,6 +67,15 @@ cleanup() {
   for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
   sleep 1
   for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done
+  netns_down
+}
+netns_made=0
+netns_down() {
+  [ "$netns_made" = 1 ] || return 0
+  ip netns del rg-mg-0 2>/dev/null
+  ip netns del rg-mg-1 2>/dev/null
+  ip link del rg-mg-br 2>/dev/null
+  netns_made=0
 }
 trap cleanup EXIT
 
@@ -108,18 +128,19 @@ note "namespace: $gpuless_note"
 # ---- servers: one per GPU --------------------------------------------------------------
 servers=
 server_extra=()
+listen_host=127.0.0.1 # netns: the bridge's address (with --insecure: off loopback, in clear)
 start_servers() {
   local p
   for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
   servers=
   for g in 0 1; do
     rm -f "$work/port$g"
-    NCCL_DEBUG=${NCCL_DEBUG:-WARN} "$gpud" --listen 127.0.0.1:0 --port-file "$work/port$g" --device $g \
+    NCCL_DEBUG=${NCCL_DEBUG:-WARN} "$gpud" --listen $listen_host:0 --port-file "$work/port$g" --device $g \
       ${nccl:+--nccl "$nccl"} "${server_extra[@]}" >>"$work/server$g.log" 2>&1 &
     pids+=($!)
     for _ in $(seq 150); do [ -s "$work/port$g" ] && break; sleep 0.1; done
     [ -s "$work/port$g" ] || return 1
-    servers=${servers:+$servers,}127.0.0.1:$(cat "$work/port$g")
+    servers=${servers:+$servers,}$listen_host:$(cat "$work/port$g")
   done
 }
 servers_alive() { local p; for p in "${pids[@]: -2}"; do kill -0 "$p" 2>/dev/null || return 1; done; }
@@ -146,6 +167,22 @@ run() {
   if [ "$mode" = local ]; then
     NCCL_NVLS_ENABLE=0 timeout "$limit" "$py" -m torch.distributed.run --standalone --nproc-per-node 2 \
       "$here/dist_nccl.py" "$@" >"$o" 2>"$o.err"
+  elif [ "$mode" = netns ]; then
+    # a torchrun per simulated host, one rank each; the TCPStore on rank 0's host
+    local r rpids=()
+    IFS=, read -r -a srv <<<"$servers"
+    for r in 0 1; do
+      timeout "$limit" ip netns exec rg-mg-$r "${gpuless[@]}" env RG_REMOTE_GPUS="${srv[$r]}" RG_LIBREMOTE="$lib" \
+        REMOTE_GPU_LOG=warn "$py" -m torch.distributed.run --nnodes 2 --node-rank $r --nproc-per-node 1 \
+        --master-addr 10.77.0.2 --master-port 29517 --no-python \
+        bash "$here/remote_rank.sh" "$py" "$here/dist_nccl.py" "$@" >"$o.$r" 2>"$o.err.$r" &
+      rpids+=($!)
+    done
+    wait "${rpids[0]}"; local rc0=$?
+    wait "${rpids[1]}"; local rc1=$?
+    cat "$o.0" "$o.1" >"$o"
+    cat "$o.err.0" "$o.err.1" >"$o.err"
+    [ $rc0 = 0 ] && (exit $rc1)
   else
     timeout "$limit" "${gpuless[@]}" env RG_REMOTE_GPUS="$servers" RG_LIBREMOTE="$lib" REMOTE_GPU_LOG=warn \
       "$py" -m torch.distributed.run --standalone --nproc-per-node 2 --no-python \
@@ -153,7 +190,7 @@ run() {
   fi
   local rc=$?
   note "$name $mode: exit $rc ($(elapsed) s)"
-  [ "$mode" = remote ] && ! servers_alive && { note "a server died: restarting both"; start_servers; }
+  [ "$mode" != local ] && ! servers_alive && { note "a server died: restarting both"; start_servers; }
   return $rc
 }
 # lines KEYS FILE: the lines of the results (per rank, sorted), without device names
@@ -258,6 +295,99 @@ if want fsdp; then
     train_part fsdp "d. FSDP2 GPT-2 (124M), 2 GPUs, $steps steps" --steps "$steps" --fsdp
   else
     not_run "d. FSDP2 GPT-2"
+  fi
+fi
+
+# e. two client hosts: a network namespace per rank, on a bridge with the servers
+netns_up() {
+  local r
+  netns_down
+  netns_made=1
+  ip link add rg-mg-br type bridge && ip addr add 10.77.0.1/24 dev rg-mg-br && ip link set rg-mg-br up || return 1
+  for r in 0 1; do
+    ip netns add rg-mg-$r &&
+      ip link add rg-mg-h$r type veth peer name eth0 netns rg-mg-$r &&
+      ip link set rg-mg-h$r master rg-mg-br && ip link set rg-mg-h$r up &&
+      ip -n rg-mg-$r addr add 10.77.0.$((2 + r))/24 dev eth0 &&
+      ip -n rg-mg-$r link set eth0 up && ip -n rg-mg-$r link set lo up || return 1
+  done
+  # bridged frames pass iptables where br_netfilter is loaded (a FORWARD policy of DROP)
+  iptables -C FORWARD -i rg-mg-br -o rg-mg-br -j ACCEPT 2>/dev/null ||
+    iptables -I FORWARD -i rg-mg-br -o rg-mg-br -j ACCEPT 2>/dev/null
+  # each host reaches the other over the veths
+  ip netns exec rg-mg-1 "$py" -c 'import socket; socket.create_connection(("10.77.0.2", 9), 3)' 2>&1 |
+    grep -q 'refused' || return 1
+}
+if want netns; then
+  if [ $ok_setup = 1 ] && fits 150; then
+    if netns_up; then
+      listen_host=10.77.0.1 server_extra=(--insecure)
+      if start_servers; then
+        [ -s "$work/d/ddp.local" ] || { run ddp local 200 train --steps "$steps"; }
+        lines "ddp step|ddp weights" "$work/d/ddp.local" >"$work/d/ddp.l"
+        run ddp netns 260 train --steps "$steps"; nrc=$?
+        lines "ddp step|ddp weights" "$work/d/ddp.netns" >"$work/d/ddp.n"
+        n=$(grep -c ' loss ' "$work/d/ddp.l")
+        lt=$(sed -n "s/^rank 0 ddp mean step time \([0-9.]*\) ms$/\1/p" "$work/d/ddp.local")
+        nt=$(sed -n "s/^rank 0 ddp mean step time \([0-9.]*\) ms$/\1/p" "$work/d/ddp.netns")
+        ratio=$(awk -v r="${nt:-0}" -v l="${lt:-0}" 'BEGIN { if (l > 0) printf "%.3f", r / l; else print "?" }')
+        if [ $nrc = 0 ] && [ "$n" -gt 0 ] && cmp -s "$work/d/ddp.l" "$work/d/ddp.n"; then
+          row "e. DDP, a client host per rank (netns)" PASS "losses and weights equal to local ($n lines); step local ${lt:-?} ms, two hosts ${nt:-?} ms: $ratio"
+        else
+          row "e. DDP, a client host per rank (netns)" FAIL "exit $nrc; $(diff "$work/d/ddp.l" "$work/d/ddp.n" | grep '^[<>]' | head -n 2 | paste -sd' ' | cut -c1-240)"
+        fi
+      else
+        row "e. DDP, a client host per rank (netns)" FAIL "the servers did not start on 10.77.0.1"
+      fi
+      listen_host=127.0.0.1 server_extra=()
+      start_servers
+    else
+      row "e. DDP, a client host per rank (netns)" FAIL "network namespaces could not be set up (root, ip, a bridge; see $log)"
+    fi
+    netns_down
+  else
+    not_run "e. DDP, a client host per rank (netns)"
+  fi
+fi
+
+# f. copies between the two servers' GPUs, from one client
+if want s2s; then
+  if [ $ok_setup = 1 ] && fits 60; then
+    o=$work/d/s2s.remote
+    timeout $(($(left) - 20)) "${gpuless[@]}" env REMOTE_GPU="$servers" LD_PRELOAD="$lib" REMOTE_GPU_LOG=warn \
+      "$py" - >"$o" 2>"$o.err" <<'PY'
+import time, torch
+ok = True
+for n in (1, 4095, 4 << 20, (4 << 20) + 3, 21 << 20, 256 << 20):
+    g = torch.Generator().manual_seed(n)
+    h = torch.randint(0, 256, (n + 4097,), dtype=torch.uint8, generator=g)
+    a = h.to("cuda:0")
+    b = a[4097:].to("cuda:1")
+    c = b.to("cuda:0")
+    ok &= torch.equal(b.cpu(), h[4097:]) and torch.equal(c.cpu(), h[4097:])
+print("s2s exact", "ok" if ok else "WRONG")
+x = torch.ones(1 << 28, device="cuda:0")  # 1 GiB of float32
+def timed(f):
+    best = 1e9
+    for _ in range(3):
+        torch.cuda.synchronize(0); torch.cuda.synchronize(1)
+        t = time.perf_counter(); y = f(); torch.cuda.synchronize(1)
+        best = min(best, time.perf_counter() - t)
+    assert torch.equal(y[:1024].cpu(), x[:1024].cpu())
+    return best
+d = timed(lambda: x.to("cuda:1"))
+s = timed(lambda: x.cpu().to("cuda:1"))
+print("s2s 1 GiB: server to server %.1f ms (%.2f GB/s), through the client %.1f ms: %.2fx" % (d * 1e3, 1.074 / d, s * 1e3, s / d))
+PY
+    src=$?
+    note "s2s: exit $src ($(elapsed) s)"
+    if [ $src = 0 ] && grep -q '^s2s exact ok' "$o" && ! grep -q 'staged through the client' "$o.err"; then
+      row "f. copies between the servers' GPUs" PASS "exact at 6 sizes both ways, server to server; $(sed -n 's/^s2s 1 GiB: //p' "$o")"
+    else
+      row "f. copies between the servers' GPUs" FAIL "exit $src; $(head -n 2 "$o" | paste -sd' '); $(grep -m1 -iE 'staged|error' "$o.err" | cut -c1-200)"
+    fi
+  else
+    not_run "f. copies between the servers' GPUs"
   fi
 fi
 

@@ -19,6 +19,9 @@
 #                  gives up after 10 s, saying so
 #   refuse_start   off loopback without certificates and without --insecure the server
 #                  refuses to start; with --insecure it starts; half a TLS setup is refused
+#   peer           copies between two tls:// servers go server to server inside TLS
+#                  (the source's server trusting the CA by REMOTE_GPU_TLS_CA); a
+#                  source's server that does not trust it: the client stages, logged
 #   liveness       tests/e2e/liveness.sh over tls://: a stopped, killed, busy or
 #                  unreachable server seen from a waiting client
 #
@@ -31,7 +34,7 @@ build=${RG_BUILD_DIR:-$root/build}
 only=
 keep=0
 CASES=(e2e thread capture wrong_ca wrong_host plain_to_tls tls_to_plain client_cert silent_server refuse_start
-  liveness)
+  liveness peer)
 
 while [ $# -gt 0 ]; do
   case $1 in
@@ -163,6 +166,22 @@ case_capture() {
   if grep -qa "$TOKEN" "$work/tls.cap"; then echo "  the token crossed in clear over tls://"; return 1; fi
   # nor the start of the hello (the remote-gpu frame magic) or the program's name
   if grep -qa "copies" "$work/tls.cap"; then echo "  the hello crossed in clear over tls://"; return 1; fi
+}
+
+case_peer() {
+  [ -x "$bin/peer_copy" ] || { echo "  peer_copy not built"; return 1; }
+  # distinct fake device addresses, as two GPUs have (else cudaMemcpyDefault cannot tell them apart)
+  FAKECUDA_ARENA_SLOT=1 REMOTE_GPU_LOG=info REMOTE_GPU_TLS_CA="$P/ca.pem" tls_server peer_a || return 1
+  local a=$port
+  FAKECUDA_ARENA_SLOT=2 REMOTE_GPU_LOG=info REMOTE_GPU_TLS_CA="$P/ca.pem" tls_server peer_b || return 1
+  local b=$port
+  same_output peer_copy "tls://localhost:$a,tls://localhost:$b" || return 1
+  if grep -q "staged through the client" "$work/peer_copy.err"; then echo "  the client staged"; return 1; fi
+  grep -q "peer copies: listening on tls://" "$work/peer_b.log" || { echo "  no tls peer listener"; return 1; }
+  FAKECUDA_ARENA_SLOT=3 REMOTE_GPU_LOG=info REMOTE_GPU_TLS_CA="$P/other-ca.pem" tls_server peer_c || return 1
+  same_output peer_copy "tls://localhost:$port,tls://localhost:$b" || return 1
+  grep -q "staged through the client" "$work/peer_copy.err" || { echo "  an untrusting source: not staged"; return 1; }
+  grep -q "peer copy: cannot reach tls://localhost" "$work/peer_c.log" || { echo "  peer_c does not say why"; return 1; }
 }
 
 case_wrong_ca() {
