@@ -49,7 +49,7 @@ for src in "$ex"/*.cu; do
 	if ! nvcc -cudart shared -o "$work/$name" "$src" >"$work/$name.build" 2>&1; then
 		say "| $name | no | | | |"; fail=1; continue
 	fi
-	timeout 120 "$work/$name" >"$work/$name.local" 2>&1; lrc=$?
+	timeout 120 "$work/$name" >"$work/$name.local" 2>"$work/$name.local.err"; lrc=$?
 	timeout 120 $wrap env -u LD_PRELOAD -u REMOTE_GPU "$root/usr/bin/remote-gpu" run --server "127.0.0.1:$port" \
 		-- "$work/$name" >"$work/$name.remote" 2>"$work/$name.remote.err"; rrc=$?
 	same=no
