@@ -95,5 +95,9 @@ int be_op_capture_mode(be_session *s, be_req *rq, uint32_t mode);
 int be_op_capture_info(be_session *s, be_req *rq, uint64_t stream, uint64_t g, uint64_t max);
 int be_op_capture_set_deps(be_session *s, be_req *rq, uint64_t stream, uint64_t g, const void *deps, size_t deps_len, uint32_t flags);
 int be_op_graph_exec_update(be_session *s, be_req *rq, uint64_t x, uint64_t g);
+int be_op_region_add(be_session *s, be_req *rq, uint32_t region, uint64_t len);
+int be_op_region_drop(be_session *s, be_req *rq, uint32_t region);
+int be_op_memcpy_htod_region(be_session *s, be_req *rq, CUdeviceptr dst, uint32_t region, uint64_t off, uint64_t len, uint64_t stream);
+int be_op_memcpy_dtoh_region(be_session *s, be_req *rq, CUdeviceptr src, uint32_t region, uint64_t off, uint64_t len, uint64_t stream);
 
 #endif

@@ -294,6 +294,7 @@ struct be_session {
 	be_staging staging;
 	struct be_lib_sess *lib; /* objects of forwarded libraries (lib.c), on first use */
 	struct be_vmm_sess *vmm; /* virtual memory management (op_vmm.c), on first use */
+	struct be_region_tab *regions; /* the client's shared pinned memory (op_region.c), on first use */
 
 	be_pong pong;
 
@@ -321,6 +322,9 @@ struct be_session {
  * s->mempool set (executor.c). CUDA_ERROR_INVALID_DEVICE for an index the
  * session lacks. */
 CUresult be_session_select(be_session *s, uint32_t dev);
+/* Shared regions at teardown (op_region.c): unregisters each from the driver
+ * once the devices' work is done (the transport unmaps them later). */
+void be_region_teardown(be_session *s);
 /* The thread's current context is no longer the one be_session_select made
  * current (a handler made or changed contexts). */
 void be_session_select_forget(void);

@@ -732,6 +732,7 @@ void be_session_teardown(be_session *s)
 			poisoned |= r != CUDA_SUCCESS;
 		}
 		/* (device 0's context is current now) */
+		be_region_teardown(s); /* no copy reads the regions any more */
 		be_waiter_cleanup(s);
 		be_lib_teardown(s); /* library handles may use the streams below */
 		/* Each object is destroyed with its own device's context current. */
@@ -773,6 +774,7 @@ void be_session_teardown(be_session *s)
 		if (poisoned)
 			teardown_vmm_fresh(s);
 	} else {
+		be_region_teardown(s);
 		be_waiter_cleanup(s);
 		be_staging_destroy(&s->staging);
 	}

@@ -107,5 +107,9 @@ int fe_rpc_capture_info(fe_conn *c, uint64_t stream, uint64_t g, uint64_t max, u
 int fe_rpc_capture_set_deps(fe_conn *c, uint64_t stream, uint64_t g, const void *deps, size_t deps_len, uint32_t flags);
 int fe_rpc_graph_exec_update(fe_conn *c, uint64_t x, uint64_t g, int32_t *err, int32_t *result, uint64_t *node, uint64_t *from);
 int fe_rpc_graph_upload(fe_conn *c, uint64_t graphExec, uint64_t stream);
+int fe_rpc_region_add(fe_conn *c, uint32_t region, uint64_t len);
+int fe_rpc_region_drop(fe_conn *c, uint32_t region);
+int fe_rpc_memcpy_htod_region(fe_conn *c, uint64_t dst, uint32_t region, uint64_t off, uint64_t len, uint64_t stream);
+int fe_rpc_memcpy_dtoh_region(fe_conn *c, uint64_t src, uint32_t region, uint64_t off, uint64_t len, uint64_t stream);
 
 #endif

@@ -128,6 +128,15 @@ int fe_mem_kind(const void *p);
 int fe_mem_device_ok(const void *p, size_t len);
 /* [p, p + len) lies in one pinned or registered host range (host_memset.c). */
 int fe_host_memset_target(const void *p, size_t len);
+/* Pinned memory in shared regions, when a server is reached over shm
+ * (host_region.c): fe_region_alloc answers NULL when none is (or the memory
+ * cannot be made); fe_region_free returns 0 for memory it did not make. A
+ * copy whose host side lies in a region shared with c's server goes as a
+ * region copy: fe_region_copy returns 1 with its status in *st, else 0. */
+void *fe_region_alloc(size_t size);
+int fe_region_free(void *p);
+int fe_region_copy(fe_conn *c, int to_device, uint64_t dptr, const void *host, size_t len, uint64_t sid, int async,
+		   int *st);
 /* A memset of that memory, run here in the stream's order (width in elements
  * of elem bytes, rows pitch bytes apart); sync: wait for it. Calls the runtime's
  * entry points, so the caller returns this result as it is. */

@@ -132,6 +132,7 @@ static cudaError_t memcpy_common(fe_api_site site, void *dst, const void *src, s
 	if (!dst || !src)
 		return fe_rt_fail(cudaErrorInvalidValue);
 	uint64_t sid = fe_rt_stream(stream);
+	int st;
 	switch (resolve_kind(dst, src, kind)) {
 	case cudaMemcpyHostToHost:
 		memmove(dst, src, count);
@@ -139,10 +140,14 @@ static cudaError_t memcpy_common(fe_api_site site, void *dst, const void *src, s
 	case cudaMemcpyHostToDevice:
 		if (!fe_mem_device_ok(dst, count))
 			return fe_rt_fail(cudaErrorInvalidValue);
+		if (fe_region_copy(c, 1, (uintptr_t)dst, src, count, sid, async, &st))
+			return fe_rt_leave(st); /* pinned memory the server maps: no bytes through the rings */
 		return fe_rt_leave(fe_copy_htod(c, (uintptr_t)dst, src, count, sid));
 	case cudaMemcpyDeviceToHost:
 		if (!fe_mem_device_ok(src, count))
 			return fe_rt_fail(cudaErrorInvalidValue);
+		if (fe_region_copy(c, 0, (uintptr_t)src, dst, count, sid, async, &st))
+			return fe_rt_leave(st);
 		return fe_rt_leave(fe_copy_dtoh(c, dst, (uintptr_t)src, count, sid, async));
 	case cudaMemcpyDeviceToDevice: {
 		fe_range rd, rs;
