@@ -38,6 +38,9 @@ typedef struct be_region {
 struct be_region_tab {
 	be_region *r;
 	size_t n, cap;
+	/* for the session's last log line (run-gpu.sh shows it: the proof
+	 * that pinned copies took the regions) */
+	uint64_t added, registered, copies, bytes;
 };
 
 static be_region *find(be_session *s, uint32_t id)
@@ -83,6 +86,8 @@ int be_op_region_add(be_session *s, be_req *rq, uint32_t region, uint64_t len)
 		LOG_INFO(BE_LOG, "session %" PRIu64 ": cuMemHostRegister of region %u (%" PRIu64 " bytes): %s; its "
 			 "copies are staged by the driver", s->id, region, len, be_errname(e));
 	t->r[t->n++] = (be_region){region, e == CUDA_SUCCESS, base, len};
+	t->added++;
+	t->registered += e == CUDA_SUCCESS;
 	return CUDA_SUCCESS;
 }
 
@@ -131,6 +136,8 @@ static int region_copy(be_session *s, const char *op, int to_device, CUdeviceptr
 		return be_bad_range(s, op, dptr, len);
 	if ((err = be_stream_capturing(st)))
 		return err;
+	s->regions->copies++;
+	s->regions->bytes += len;
 	return to_device ? be_drv.cuMemcpyHtoDAsync(dptr, host, (size_t)len, st)
 			 : be_drv.cuMemcpyDtoHAsync(host, dptr, (size_t)len, st);
 }
@@ -157,8 +164,9 @@ void be_region_teardown(be_session *s)
 		n += t->r[i].registered;
 		unregister(s, &t->r[i]);
 	}
-	if (t->n)
-		LOG_INFO(BE_LOG, "session %" PRIu64 ": %zu shared regions, %u registrations released", s->id, t->n, n);
+	LOG_INFO(BE_LOG, "session %" PRIu64 ": shared regions: %" PRIu64 " added (%" PRIu64 " registered), %" PRIu64
+		 " copies of %" PRIu64 " bytes between them and the device; %zu left, %u registrations released", s->id,
+		 t->added, t->registered, t->copies, t->bytes, t->n, n);
 	free(t->r);
 	free(t);
 	s->regions = NULL;
