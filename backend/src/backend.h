@@ -104,6 +104,13 @@ typedef struct be_server {
 	 * libraries that call cudaSetDevice (NCCL) bind too. Thread isolation's
 	 * sessions each make contexts of their own. */
 	int primary_ctx;
+	/* --shm-offer: the shm:// path offered in the hello reply to tcp clients
+	 * on this host (op_hello.c), NULL: none; and this server's instance (the
+	 * supervisor's random id, its session processes' too: the environment's
+	 * REMOTE_GPUD_INSTANCE), by which the client knows that the socket it
+	 * reached is this server's. */
+	const char *shm_offer;
+	uint8_t instance[16];
 } be_server;
 
 extern be_server be_srv;

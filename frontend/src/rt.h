@@ -128,6 +128,19 @@ int fe_mem_kind(const void *p);
 int fe_mem_device_ok(const void *p, size_t len);
 /* [p, p + len) lies in one pinned or registered host range (host_memset.c). */
 int fe_host_memset_target(const void *p, size_t len);
+/* The handshake (rt_hello.c): devs[0].conn is open; fills devs[0 .. *ndev)
+ * (at most max). offer (may be NULL): what the server offers beyond its
+ * devices, a shm:// socket for a client on its host and its instance id. */
+typedef struct fe_hello_offer {
+	char shm_path[108];
+	uint8_t instance[16];
+	int has_instance;
+} fe_hello_offer;
+int fe_hello(fe_device *devs, int max, int *ndev, fe_hello_offer *offer);
+/* A tcp session of d[0 .. *n) whose hello offered a shm:// socket moves
+ * there when it can (rt_upgrade.c); otherwise it stays as it is. */
+void fe_upgrade_shm(fe_device *d, int max, int *n, const fe_hello_offer *o);
+
 /* Pinned memory in shared regions, when a server is reached over shm
  * (host_region.c): fe_region_alloc answers NULL when none is (or the memory
  * cannot be made); fe_region_free returns 0 for memory it did not make. A

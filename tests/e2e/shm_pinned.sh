@@ -13,21 +13,7 @@
 #   shm_pinned.sh REMOTE_GPUD FAKE_LIBCUDA LIBREMOTE PINNED_SHM_PROGRAM
 set -u
 gpud=$1 fake=$2 lib=$3 prog=$4
-probe=$(dirname "$prog")/probe
-work=$(mktemp -d /tmp/rg-pin.XXXXXX)
-srv=
-fail=0
-
-cleanup() {
-	if [ -n "$srv" ]; then kill -TERM "$srv" 2>/dev/null; wait "$srv" 2>/dev/null; fi
-	if [ $fail -eq 0 ]; then rm -rf "$work"; else echo "scratch folder kept: $work"; fi
-}
-trap cleanup EXIT
-bad() { echo "FAIL: $*"; fail=$((fail + 1)); }
-
-for f in "$gpud" "$fake" "$lib" "$prog" "$probe"; do
-	[ -e "$f" ] || { echo "SKIP: $f not built"; exit 77; }
-done
+. "$(dirname "$0")/shm_lib.sh"
 FAKECUDA_LOG=$work/fk.log "$gpud" --listen "shm://$work/gpud.sock" --port-file "$work/port" --driver "$fake" \
 	--isolation thread 2>"$work/server.log" &
 srv=$!

@@ -20,7 +20,8 @@
  *    seen both ways, ranges outside refused, a dropped region and those of a
  *    closed connection unmapped; a client that breaks the socket's protocol
  *    (unsealed memfd, message without descriptor, a stray byte, a region
- *    larger than its memfd) ends its own connection with EIO.
+ *    larger than its memfd, more regions waiting than allowed) ends its own
+ *    connection with EIO; a region is mapped only at its first lookup.
  *  - a server that dies (a child process that sent the segment, then exits)
  *    while the client waits for a reply, and while it waits for ring space:
  *    the client's call fails, it does not hang.
@@ -647,6 +648,8 @@ static void test_regions(void)
 	CHECK_EQ(transport_region_share(c, fd, 8192, &id2), TRANSPORT_OK);
 	close(fd);
 	CHECK(id2 != id);
+	echo(c, 2, 10);
+	CHECK_EQ(regions_mapped(), 0); /* known, but mapped only at its first lookup */
 	CHECK_EQ(transport_region_get(r->c, id2, 8000, 192, &p), TRANSPORT_OK);
 	echo(c, 1, 10); /* frames still flow beside the regions */
 	CHECK_EQ(regions_mapped(), 1);
@@ -681,9 +684,15 @@ static void region_hostile(int how)
 		CHECK_EQ(send(rw.fd, &m, sizeof(m), MSG_NOSIGNAL), (ssize_t)sizeof(m));
 	} else if (how == 2) {
 		CHECK_EQ(send(rw.fd, "x", 1, MSG_NOSIGNAL), 1);
-	} else {
+	} else if (how == 3) {
 		fd = region_fd(4096, 0, 1);
 		CHECK_EQ(shm_region_send(rw.fd, fd, id, 8192), TRANSPORT_OK);
+	} else {
+		/* more regions than may wait unlooked-up */
+		fd = region_fd(4096, 0, 1);
+		for (uint32_t k = 1; k <= SHM_REGION_WAITING + 1; k++)
+			shm_region_send(rw.fd, fd, k, 4096);
+		id = SHM_REGION_WAITING + 1;
 	}
 	if (fd >= 0)
 		close(fd);
@@ -698,7 +707,7 @@ static void region_hostile(int how)
 
 static void test_regions_hostile(void)
 {
-	for (int how = 0; how < 4; how++)
+	for (int how = 0; how < 5; how++)
 		region_hostile(how);
 	test_echo(); /* the server serves the next client */
 }

@@ -188,6 +188,7 @@ typedef struct transport_addr {
 	char scheme[16];
 	char host[256];
 	int port;
+	int scheme_given; /* the address named its scheme ("tcp://..."), not the default */
 } transport_addr;
 
 int transport_parse_addr(const char *s, transport_addr *out);

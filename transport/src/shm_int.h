@@ -72,12 +72,15 @@ typedef struct shm_region_msg {
 	uint64_t len;
 } shm_region_msg;
 
-#define SHM_REGION_MAX 4096 /* regions one connection may have mapped */
+#define SHM_REGION_MAX 4096 /* regions one connection may have */
+#define SHM_REGION_WAITING 64 /* ... of them not yet looked up (not mapped: their fd kept) */
+#define SHM_REGION_BYTES_MAX (1ull << 40) /* bytes one connection may have mapped */
 #define SHM_FD_QUEUE 16     /* fds received before their message */
 
 typedef struct shm_region {
 	uint32_t id;
-	void *base;
+	int fd;     /* until it is mapped (at the first lookup), then -1 */
+	void *base; /* NULL until then */
 	uint64_t len;
 } shm_region;
 
@@ -97,6 +100,7 @@ typedef struct shm_regions {
 	size_t n, cap;
 	char peer[64];
 	uint64_t bytes; /* mapped now */
+	int waiting;    /* regions not mapped yet */
 } shm_regions;
 
 void shm_regions_init(shm_regions *g, int fd, const char *peer);

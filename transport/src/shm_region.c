@@ -21,6 +21,13 @@
  * server on access) at least as long as the message says, ends the
  * connection. A lookup checks [off, off+len) against the region without
  * overflow; the answer is never an address outside the mapping.
+ *
+ * Cost. A region is checked when its message comes but mapped only at its
+ * first lookup, which the upper layer makes for an authenticated session
+ * (remote-gpud reads no other frame before the hello): until then only its
+ * descriptor is kept, and at most SHM_REGION_WAITING of those. A connection
+ * maps at most SHM_REGION_BYTES_MAX bytes (address space, not memory: the
+ * pages are the client's).
  */
 #define _GNU_SOURCE
 #include "shm_int.h"
@@ -74,7 +81,8 @@ static shm_region *find(shm_regions *g, uint32_t id)
 	return NULL;
 }
 
-/* A complete region message: takes the oldest queued fd and maps it. */
+/* A complete region message: takes the oldest queued fd, checks it and
+ * keeps it for the first lookup. */
 static int region_add(shm_regions *g)
 {
 	shm_region_msg m;
@@ -93,7 +101,7 @@ static int region_add(shm_regions *g)
 		err = broken(g, "a malformed region message");
 	else if (find(g, m.id))
 		err = broken(g, "a region id given twice");
-	else if (g->n >= SHM_REGION_MAX)
+	else if (g->n >= SHM_REGION_MAX || g->waiting >= SHM_REGION_WAITING)
 		err = broken(g, "too many shared regions");
 	else if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || seals < 0 || !(seals & F_SEAL_SHRINK) ||
 		 (uint64_t)st.st_size < m.len)
@@ -112,16 +120,43 @@ static int region_add(shm_regions *g)
 		g->r = r;
 		g->cap = cap;
 	}
-	void *p = mmap(NULL, (size_t)m.len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	close(fd); /* the mapping keeps the memory */
-	if (p == MAP_FAILED) {
-		LOG_WARN("transport", "%s: mmap of a region of %" PRIu64 " bytes: %s", g->peer, m.len, strerror(errno));
-		return broken(g, "a region that cannot be mapped");
-	}
-	g->r[g->n++] = (shm_region){m.id, p, m.len};
-	g->bytes += m.len;
-	LOG_DEBUG("transport", "%s: region %u mapped (%" PRIu64 " bytes)", g->peer, m.id, m.len);
+	g->r[g->n++] = (shm_region){m.id, fd, NULL, m.len};
+	g->waiting++;
 	return TRANSPORT_OK;
+}
+
+/* The first lookup of r: map it (the fd goes: the mapping keeps the memory). */
+static int region_map(shm_regions *g, shm_region *r)
+{
+	if (g->bytes + r->len > SHM_REGION_BYTES_MAX) {
+		LOG_WARN("transport", "%s: region %u of %" PRIu64 " bytes: past %llu bytes mapped", g->peer, r->id, r->len,
+			 (unsigned long long)SHM_REGION_BYTES_MAX);
+		return TRANSPORT_EADDR;
+	}
+	void *p = mmap(NULL, (size_t)r->len, PROT_READ | PROT_WRITE, MAP_SHARED, r->fd, 0);
+	if (p == MAP_FAILED) {
+		LOG_WARN("transport", "%s: mmap of region %u (%" PRIu64 " bytes): %s", g->peer, r->id, r->len,
+			 strerror(errno));
+		return TRANSPORT_EADDR;
+	}
+	close(r->fd);
+	r->fd = -1;
+	r->base = p;
+	g->waiting--;
+	g->bytes += r->len;
+	LOG_DEBUG("transport", "%s: region %u mapped (%" PRIu64 " bytes)", g->peer, r->id, r->len);
+	return TRANSPORT_OK;
+}
+
+static void region_release(shm_regions *g, shm_region *r)
+{
+	if (r->base) {
+		munmap(r->base, (size_t)r->len);
+		g->bytes -= r->len;
+	} else {
+		close(r->fd);
+		g->waiting--;
+	}
 }
 
 static int take_fds(shm_regions *g, struct msghdr *h)
@@ -207,7 +242,7 @@ int shm_regions_get(shm_regions *g, uint32_t id, uint64_t off, uint64_t len, voi
 		r = find(g, id);
 	}
 	int err = TRANSPORT_EADDR;
-	if (r && off <= r->len && len <= r->len - off) {
+	if (r && off <= r->len && len <= r->len - off && (r->base || region_map(g, r) == TRANSPORT_OK)) {
 		*addr = (uint8_t *)r->base + off;
 		err = TRANSPORT_OK;
 	}
@@ -221,8 +256,7 @@ int shm_regions_drop(shm_regions *g, uint32_t id)
 	shm_region *r = find(g, id);
 	int err = TRANSPORT_EADDR;
 	if (r) {
-		munmap(r->base, (size_t)r->len);
-		g->bytes -= r->len;
+		region_release(g, r);
 		*r = g->r[--g->n];
 		err = TRANSPORT_OK;
 	}
@@ -240,7 +274,7 @@ void shm_regions_detach(shm_regions *g)
 void shm_regions_free(shm_regions *g)
 {
 	for (size_t i = 0; i < g->n; i++)
-		munmap(g->r[i].base, (size_t)g->r[i].len);
+		region_release(g, &g->r[i]);
 	for (int i = 0; i < g->nfds; i++)
 		close(g->fds[i]);
 	free(g->r);
