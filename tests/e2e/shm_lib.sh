@@ -14,3 +14,13 @@ bad() { echo "FAIL: $*"; fail=$((fail + 1)); }
 for f in "$gpud" "$fake" "$lib" "$prog" "$probe"; do
 	[ -e "$f" ] || { echo "SKIP: $f not built"; exit 77; }
 done
+# A sanitizer build of libremote.so (tests/asan/run.sh) needs its runtime
+# first in LD_PRELOAD; the programs' own leaks are not checked.
+preload=$lib
+san_rt=$(ldd "$lib" 2>/dev/null | sed -n 's/^[[:space:]]*libasan\.so[^ ]* => \([^ ]*\).*/\1/p')
+client_asan=${ASAN_OPTIONS:-}
+if [ -n "$san_rt" ]; then
+	preload=$san_rt:$lib
+	client_asan="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+fi
+client() { env ASAN_OPTIONS="$client_asan" LD_PRELOAD="$preload" timeout 120 "$@"; }

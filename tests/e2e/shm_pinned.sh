@@ -21,7 +21,6 @@ for _ in $(seq 100); do [ -e "$work/port" ] && break; sleep 0.05; done
 [ -e "$work/port" ] || { bad "remote-gpud did not start"; tail -n 5 "$work/server.log"; exit 1; }
 export REMOTE_GPU=shm://$work/gpud.sock
 
-client() { env LD_PRELOAD="$lib" timeout 120 "$@"; }
 base=$(client "$probe") || bad "probe"
 
 # registrations: successful cuMemHostRegister and cuMemHostUnregister calls

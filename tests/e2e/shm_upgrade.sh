@@ -20,7 +20,7 @@ for _ in $(seq 100); do [ -s "$work/port" ] && break; sleep 0.05; done
 port=$(cat "$work/port")
 [ -S "$work/gpud.sock" ] || bad "no socket at --shm-offer's path"
 
-client() { env REMOTE_GPU_LOG=info LD_PRELOAD="$lib" timeout 120 "$@"; }
+export REMOTE_GPU_LOG=info
 shm_sessions() { grep -c "connection from shm\.uid" "$work/server.log"; }
 
 REMOTE_GPU=127.0.0.1:$port client "$prog" copies >"$work/implicit.out" 2>"$work/implicit.err"
