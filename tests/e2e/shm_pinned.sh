@@ -72,7 +72,8 @@ for _ in $(seq 100); do [ "$(grep -c 'registrations released' "$work/server.log"
 r=$(regs) u=$(unregs)
 [ "$r" = "$u" ] || bad "after the killed client: $r registrations, $u released"
 grep -q 'remote-gpu-pinned' "/proc/$srv/maps" && bad "the server still maps a dead client's memory"
-ls -l "/proc/$srv/fd" 2>/dev/null | grep -q 'remote-gpu-pinned' && bad "the server still holds a dead client's memfd"
+for f in "/proc/$srv/fd"/*; do readlink "$f"; done 2>/dev/null | grep -q 'remote-gpu-pinned' &&
+	bad "the server still holds a dead client's memfd"
 after=$(client "$probe") || bad "probe after"
 [ "$after" = "$base" ] || bad "device memory not back at baseline: $base before, $after after"
 [ $fail -eq 0 ] && echo "ok   killed client: registrations released ($r), no mapping left, memory at baseline"
