@@ -725,3 +725,5 @@ int fe_conn_region_share(fe_conn *c, int fd, uint64_t len, uint32_t *id)
 {
 	return transport_region_share(c->chan->t, fd, len, id);
 }
+
+const char *fe_conn_scheme(const fe_conn *c) { return c->chan->t->ops->scheme; }

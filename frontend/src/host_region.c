@@ -63,13 +63,15 @@ static int wanted(void)
 	return 0;
 }
 
-static void share_all(region *r, int fd)
+/* Shares r with the server of every device reached over shm, or only with
+ * only's server. */
+static void share_all(region *r, int fd, fe_conn *only)
 {
 	int n = fe_rt_device_count();
 	for (int i = 0; i < n && r->nshares < FE_MAX_DEVICES; i++) {
 		fe_device *d = fe_rt_device(i);
 		int seen = 0;
-		if (!d || !d->conn || strcmp(d->addr.scheme, "shm") != 0)
+		if (!d || !d->conn || strcmp(d->addr.scheme, "shm") != 0 || (only && !fe_conn_same(d->conn, only)))
 			continue;
 		for (int k = 0; k < r->nshares; k++)
 			seen |= fe_conn_same(r->shares[k].conn, d->conn);
@@ -88,10 +90,8 @@ static void share_all(region *r, int fd)
 	}
 }
 
-void *fe_region_alloc(size_t size)
+static void *region_new(size_t size, fe_conn *only)
 {
-	if (!wanted())
-		return NULL;
 	size_t page = (size_t)sysconf(_SC_PAGESIZE);
 	if (size > SIZE_MAX - page)
 		return NULL;
@@ -111,7 +111,7 @@ void *fe_region_alloc(size_t size)
 	}
 	r->base = p;
 	r->len = len;
-	share_all(r, fd);
+	share_all(r, fd, only);
 	close(fd); /* the mappings keep it */
 	pthread_mutex_lock(&lock);
 	r->next = regions;
@@ -119,6 +119,10 @@ void *fe_region_alloc(size_t size)
 	pthread_mutex_unlock(&lock);
 	return p;
 }
+
+void *fe_region_alloc(size_t size) { return wanted() ? region_new(size, NULL) : NULL; }
+
+void *fe_region_alloc_conn(fe_conn *c, size_t size) { return region_new(size, c); }
 
 int fe_region_free(void *p)
 {

@@ -147,7 +147,14 @@ void fe_upgrade_shm(fe_device *d, int max, int *n, const fe_hello_offer *o);
  * copy whose host side lies in a region shared with c's server goes as a
  * region copy: fe_region_copy returns 1 with its status in *st, else 0. */
 void *fe_region_alloc(size_t size);
+/* The same, shared with c's server alone (host_bounce.c's buffers). */
+void *fe_region_alloc_conn(fe_conn *c, size_t size);
 int fe_region_free(void *p);
+/* A synchronous copy of pageable memory over shm, of FE_BOUNCE_MIN bytes or
+ * more, through a region of c's server (host_bounce.c): 1 with its status in
+ * *st, or 0 (the caller copies through the rings). */
+#define FE_BOUNCE_MIN (1u << 20)
+int fe_bounce_copy(fe_conn *c, int to_device, uint64_t dptr, void *host, size_t len, uint64_t sid, int *st);
 int fe_region_copy(fe_conn *c, int to_device, uint64_t dptr, const void *host, size_t len, uint64_t sid, int async,
 		   int *st);
 /* A memset of that memory, run here in the stream's order (width in elements

@@ -142,11 +142,15 @@ static cudaError_t memcpy_common(fe_api_site site, void *dst, const void *src, s
 			return fe_rt_fail(cudaErrorInvalidValue);
 		if (fe_region_copy(c, 1, (uintptr_t)dst, src, count, sid, async, &st))
 			return fe_rt_leave(st); /* pinned memory the server maps: no bytes through the rings */
+		if (!async && fe_bounce_copy(c, 1, (uintptr_t)dst, (void *)src, count, sid, &st))
+			return fe_rt_leave(st); /* pageable over shm: one memcpy, into a region */
 		return fe_rt_leave(fe_copy_htod(c, (uintptr_t)dst, src, count, sid));
 	case cudaMemcpyDeviceToHost:
 		if (!fe_mem_device_ok(src, count))
 			return fe_rt_fail(cudaErrorInvalidValue);
 		if (fe_region_copy(c, 0, (uintptr_t)src, dst, count, sid, async, &st))
+			return fe_rt_leave(st);
+		if (!async && fe_bounce_copy(c, 0, (uintptr_t)src, dst, count, sid, &st))
 			return fe_rt_leave(st);
 		return fe_rt_leave(fe_copy_dtoh(c, dst, (uintptr_t)src, count, sid, async));
 	case cudaMemcpyDeviceToDevice: {

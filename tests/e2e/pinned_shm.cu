@@ -6,6 +6,9 @@
  *                       write-combined): H2D and D2H, synchronous and async,
  *                       sizes 1 B .. 16 MiB + 3 at offsets 0, 1, 777, 4096,
  *                       the other direction's bytes checked; memory freed.
+ *                       Then synchronous copies of pageable memory of 1 MiB
+ *                       and more (over shm through the channel's bounce
+ *                       region): 1 MiB, 5 MiB + 7, 17 MiB + 3 at offset 3.
  *   pinned_shm die      a 64 MiB async H2D and a D2H from pinned memory in
  *                       flight, then SIGKILL (the server must let go of all).
  */
@@ -86,6 +89,24 @@ static void copies(void)
 	CK(cudaMemcpy(back, d, 1u << 20, cudaMemcpyDeviceToHost));
 	rg_check_bytes("freed while in flight", back, want, 1u << 20);
 	CK(cudaFreeHost(back));
+	/* pageable, synchronous, large: one round of slots and more */
+	static const size_t big[] = {1u << 20, (5u << 20) + 7, (17u << 20) + 3};
+	uint8_t *pg = (uint8_t *)malloc((17u << 20) + 32), *pw = (uint8_t *)malloc((17u << 20) + 32), *d2;
+	CK(cudaMalloc(&d2, (17u << 20) + 16));
+	for (size_t i = 0; i < sizeof(big) / sizeof(big[0]); i++) {
+		rg_pattern(pg + 3, big[i], 500 + i);
+		memcpy(pw, pg + 3, big[i]);
+		CK(cudaMemcpy(d2 + 5, pg + 3, big[i], cudaMemcpyHostToDevice));
+		memset(pg, 0x77, big[i] + 16);
+		CK(cudaMemcpy(pg + 3, d2 + 5, big[i], cudaMemcpyDeviceToHost));
+		char label[64];
+		snprintf(label, sizeof(label), "pageable %zu bytes", big[i]);
+		rg_check_bytes(label, pg + 3, pw, big[i]);
+		REQUIRE(pg[2] == 0x77 && pg[3 + big[i]] == 0x77, "%s: a byte around it changed", label);
+	}
+	CK(cudaFree(d2));
+	free(pg);
+	free(pw);
 	CK(cudaFree(d));
 	CK(cudaStreamDestroy(s));
 }

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Pinned memory over shm:// (shared regions, transport/README.md "Shared
 # memory"): copies of cudaMallocHost / cudaHostAlloc memory are equal byte for
-# byte at several sizes and offsets (pinned_shm copies); every copy of 4 KiB or
+# byte at several sizes and offsets, and so are large synchronous copies of
+# pageable memory, which take the channel's bounce region (pinned_shm
+# copies); every copy of 4 KiB or
 # more the server made ran between the device and a range it had registered
 # with cuMemHostRegister (the driver test double's trace, FAKECUDA_LOG), so no
 # such copy went through the rings and the staging buffers; every registration
