@@ -171,7 +171,8 @@ def main():
         q = null["remote_median_us"]
         verdict["shm_rtt"] = {"median_us": q, "met": None if q is None else q <= SHM_RTT_US}
         # judged per kind of host memory: pinned copies go through shared
-        # regions (zero-copy), pageable ones through the rings and staging
+        # regions (zero-copy), synchronous pageable ones of 1 MiB and more
+        # through the channel's registered bounce region (one memcpy)
         for mem in ("pinned", "pageable"):
             big_m = [c for c in big if c["mem"] == mem]
             have_l = [c for c in big_m if c["remote_gbps"] is not None and c["local_gbps"]]
@@ -213,7 +214,7 @@ def main():
         sv = verdict["shm_rtt"]
         w(f"| shm round trip <= {SHM_RTT_US:g} us (cudaStreamQuery median) | {fmt(sv['median_us'])} us | - | "
           f"{met_word(sv['met'])} |")
-        for mem, how in (("pinned", "shared regions, zero-copy"), ("pageable", "rings and staging")):
+        for mem, how in (("pinned", "shared regions, zero-copy"), ("pageable", "one memcpy, a bounce region")):
             lv = verdict[f"shm_copy_local_{mem}"]
             c = lv.get("worst")
             meas = (f"worst at >= 16 MiB: {c['dir']} {c['mem']} {size_name(c['bytes'])}, {fmt(c['remote_gbps'])} vs "
