@@ -16,7 +16,7 @@
 set -u
 gpud=$1 fake=$2 lib=$3 prog=$4
 . "$(dirname "$0")/shm_lib.sh"
-FAKECUDA_LOG=$work/fk.log "$gpud" --listen "shm://$work/gpud.sock" --port-file "$work/port" --driver "$fake" \
+REMOTE_GPU_LOG=warn,backend=info FAKECUDA_LOG=$work/fk.log "$gpud" --listen "shm://$work/gpud.sock" --port-file "$work/port" --driver "$fake" \
 	--isolation thread 2>"$work/server.log" &
 srv=$!
 for _ in $(seq 100); do [ -e "$work/port" ] && break; sleep 0.05; done
@@ -73,6 +73,10 @@ grep -q '^dying' "$work/die.out" || bad "pinned_shm die did not get to its copie
 for _ in $(seq 100); do [ "$(grep -c 'registrations released' "$work/server.log")" -ge 2 ] && break; sleep 0.1; done
 r=$(regs) u=$(unregs)
 [ "$r" = "$u" ] || bad "after the killed client: $r registrations, $u released"
+# its regions were still registered when it died: the teardown released them
+left=$(grep -h "shared regions:" "$work/server.log" | tail -n 1 | sed -n 's/.*; \([0-9]*\) left, \([0-9]*\) registrations released/\1 \2/p')
+read -r nleft nrel <<<"$left"
+[ "${nleft:-0}" -ge 2 ] && [ "$nleft" = "$nrel" ] || bad "the killed client's session: '$left' (want its 2 regions left and released)"
 grep -q 'remote-gpu-pinned' "/proc/$srv/maps" && bad "the server still maps a dead client's memory"
 for f in "/proc/$srv/fd"/*; do readlink "$f"; done 2>/dev/null | grep -q 'remote-gpu-pinned' &&
 	bad "the server still holds a dead client's memfd"
