@@ -34,7 +34,8 @@
 # difference between the two reports, against the same local baselines), RG_SHM=1 (a
 # remote run over shm://, a unix socket and rings in shared memory, reported as
 # <date>-<gpu>-shm.md against the shm transport's own baselines, measured in the
-# local run, and against local CUDA).
+# local run, and against local CUDA; its pinned copies go through shared regions,
+# zero-copy, and the report's notes say how many did).
 # RG_REMOTE_BENCH=0 skips steps 1-4 (remote-bench is still needed: the namespace's check
 # runs it). With $OUT set, the reports and the PNG go there and everything else (the
 # JSON files, raw runs, server logs, the PyTorch runs' logs) into one bench-raw.tar.gz:
@@ -208,8 +209,15 @@ else
 			notes+=("tls run not made: openssl could not make a certificate")
 		fi
 	fi
-	# RG_SHM=1: the same over shm:// (the client on the server's host)
-	[ "${RG_SHM:-0}" = 1 ] && remote_run shm shm --drain-seconds 0
+	# RG_SHM=1: the same over shm:// (the client on the server's host); its
+	# pinned copies must have gone through shared regions (zero-copy): the
+	# session's last line says how many copies and bytes did
+	if [ "${RG_SHM:-0}" = 1 ]; then
+		gpud_log=warn,backend=info remote_run shm shm --drain-seconds 0
+		zc=$(grep -h "shared regions:" "$work/gpud-shm.log" | tail -n 1 | sed 's/.*shared regions: //')
+		echo "run-gpu: shm zero-copy: ${zc:-no shared regions (pinned copies went through the rings)}"
+		notes+=("shm run, pinned memory in shared regions: ${zc:-none (pinned copies went through the rings)}")
+	fi
 fi
 remote_json=$remote_json_remote
 

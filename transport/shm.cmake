@@ -4,6 +4,7 @@
 target_sources(rg_transport_client PRIVATE
   src/shm_ring.c
   src/shm_seg.c
+  src/shm_region.c
   src/shm_client.c)
 target_sources(rg_transport PRIVATE
   src/shm_server.c)

@@ -2001,6 +2001,76 @@ static int gen_peer_data(be_session *s, be_req *rq)
 	return be_op_peer_data(s, rq, offset);
 }
 
+static int gen_region_add(be_session *s, be_req *rq)
+{
+	uint32_t region_w;
+	if (proto_arg_u32(&rq->view, 0, &region_w))
+		return BE_EPROTO;
+	uint32_t region = (uint32_t)region_w;
+	uint64_t len_w;
+	if (proto_arg_u64(&rq->view, 1, &len_w))
+		return BE_EPROTO;
+	uint64_t len = (uint64_t)len_w;
+	return be_op_region_add(s, rq, region, len);
+}
+
+static int gen_region_drop(be_session *s, be_req *rq)
+{
+	uint32_t region_w;
+	if (proto_arg_u32(&rq->view, 0, &region_w))
+		return BE_EPROTO;
+	uint32_t region = (uint32_t)region_w;
+	return be_op_region_drop(s, rq, region);
+}
+
+static int gen_memcpy_htod_region(be_session *s, be_req *rq)
+{
+	uint64_t dst_w;
+	if (proto_arg_u64(&rq->view, 0, &dst_w))
+		return BE_EPROTO;
+	CUdeviceptr dst = (CUdeviceptr)dst_w;
+	uint32_t region_w;
+	if (proto_arg_u32(&rq->view, 1, &region_w))
+		return BE_EPROTO;
+	uint32_t region = (uint32_t)region_w;
+	uint64_t off_w;
+	if (proto_arg_u64(&rq->view, 2, &off_w))
+		return BE_EPROTO;
+	uint64_t off = (uint64_t)off_w;
+	uint64_t len_w;
+	if (proto_arg_u64(&rq->view, 3, &len_w))
+		return BE_EPROTO;
+	uint64_t len = (uint64_t)len_w;
+	uint64_t stream_id;
+	if (proto_arg_u64(&rq->view, 4, &stream_id))
+		return BE_EPROTO;
+	return be_op_memcpy_htod_region(s, rq, dst, region, off, len, stream_id);
+}
+
+static int gen_memcpy_dtoh_region(be_session *s, be_req *rq)
+{
+	uint64_t src_w;
+	if (proto_arg_u64(&rq->view, 0, &src_w))
+		return BE_EPROTO;
+	CUdeviceptr src = (CUdeviceptr)src_w;
+	uint32_t region_w;
+	if (proto_arg_u32(&rq->view, 1, &region_w))
+		return BE_EPROTO;
+	uint32_t region = (uint32_t)region_w;
+	uint64_t off_w;
+	if (proto_arg_u64(&rq->view, 2, &off_w))
+		return BE_EPROTO;
+	uint64_t off = (uint64_t)off_w;
+	uint64_t len_w;
+	if (proto_arg_u64(&rq->view, 3, &len_w))
+		return BE_EPROTO;
+	uint64_t len = (uint64_t)len_w;
+	uint64_t stream_id;
+	if (proto_arg_u64(&rq->view, 4, &stream_id))
+		return BE_EPROTO;
+	return be_op_memcpy_dtoh_region(s, rq, src, region, off, len, stream_id);
+}
+
 const be_op_desc be_ops[PROTO_OP_COUNT] = {
 	[PROTO_OP_HELLO] = {gen_hello, BE_OP_SYNC},
 	[PROTO_OP_MODULE_LOAD] = {gen_module_load, BE_OP_SYNC | BE_OP_PAYLOAD},
@@ -2115,6 +2185,10 @@ const be_op_desc be_ops[PROTO_OP_COUNT] = {
 	[PROTO_OP_PEER_PUSH] = {gen_peer_push, BE_OP_SYNC},
 	[PROTO_OP_PEER_OPEN] = {gen_peer_open, BE_OP_SYNC},
 	[PROTO_OP_PEER_DATA] = {gen_peer_data, BE_OP_ASYNC | BE_OP_PAYLOAD},
+	[PROTO_OP_REGION_ADD] = {gen_region_add, BE_OP_SYNC},
+	[PROTO_OP_REGION_DROP] = {gen_region_drop, BE_OP_SYNC},
+	[PROTO_OP_MEMCPY_HTOD_REGION] = {gen_memcpy_htod_region, BE_OP_ASYNC},
+	[PROTO_OP_MEMCPY_DTOH_REGION] = {gen_memcpy_dtoh_region, BE_OP_ASYNC},
 	/* api/cublas.api (backend/gen/lib_cublas.c) */
 	[PROTO_OP_CUBLASCREATE_V2] = {be_gen_cublasCreate_v2, BE_OP_ASYNC},
 	[PROTO_OP_CUBLASDESTROY_V2] = {be_gen_cublasDestroy_v2, BE_OP_ASYNC},

@@ -104,5 +104,9 @@ int be_op_peer_ticket(be_session *s, be_req *rq, CUdeviceptr dst, uint64_t len, 
 int be_op_peer_push(be_session *s, be_req *rq, CUdeviceptr src, uint64_t len, uint64_t stream, const void *ticket, size_t ticket_len, const char *scheme, size_t scheme_len, const char *host, size_t host_len, uint32_t port);
 int be_op_peer_open(be_session *s, be_req *rq, const void *ticket, size_t ticket_len);
 int be_op_peer_data(be_session *s, be_req *rq, uint64_t offset);
+int be_op_region_add(be_session *s, be_req *rq, uint32_t region, uint64_t len);
+int be_op_region_drop(be_session *s, be_req *rq, uint32_t region);
+int be_op_memcpy_htod_region(be_session *s, be_req *rq, CUdeviceptr dst, uint32_t region, uint64_t off, uint64_t len, uint64_t stream);
+int be_op_memcpy_dtoh_region(be_session *s, be_req *rq, CUdeviceptr src, uint32_t region, uint64_t off, uint64_t len, uint64_t stream);
 
 #endif

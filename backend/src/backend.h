@@ -104,6 +104,13 @@ typedef struct be_server {
 	 * libraries that call cudaSetDevice (NCCL) bind too. Thread isolation's
 	 * sessions each make contexts of their own. */
 	int primary_ctx;
+	/* --shm-offer: the shm:// path offered in the hello reply to tcp clients
+	 * on this host (op_hello.c), NULL: none; and this server's instance (the
+	 * supervisor's random id, its session processes' too: the environment's
+	 * REMOTE_GPUD_INSTANCE), by which the client knows that the socket it
+	 * reached is this server's. */
+	const char *shm_offer;
+	uint8_t instance[16];
 } be_server;
 
 extern be_server be_srv;
@@ -329,6 +336,7 @@ struct be_session {
 	struct be_lib_sess *lib; /* objects of forwarded libraries (lib.c), on first use */
 	struct be_vmm_sess *vmm; /* virtual memory management (op_vmm.c), on first use */
 	struct be_hn_sess *hn;   /* host nodes' records and holders (op_hostnode.c), on first use */
+	struct be_region_tab *regions; /* the client's shared pinned memory (op_region.c), on first use */
 
 	be_pong pong;
 
@@ -357,6 +365,9 @@ struct be_session {
  * s->mempool set (executor.c). CUDA_ERROR_INVALID_DEVICE for an index the
  * session lacks. */
 CUresult be_session_select(be_session *s, uint32_t dev);
+/* Shared regions at teardown (op_region.c): unregisters each from the driver
+ * once the devices' work is done (the transport unmaps them later). */
+void be_region_teardown(be_session *s);
 /* The thread's current context is no longer the one be_session_select made
  * current (a handler made or changed contexts). */
 void be_session_select_forget(void);

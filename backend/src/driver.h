@@ -45,6 +45,8 @@
 	X(cuMemFreeAsync)                                    \
 	X(cuMemGetInfo)                                      \
 	X(cuMemHostAlloc)                                    \
+	X(cuMemHostRegister)                                 \
+	X(cuMemHostUnregister)                               \
 	X(cuMemFreeHost)                                     \
 	X(cuMemcpyHtoDAsync)                                 \
 	X(cuMemcpyDtoHAsync)                                 \

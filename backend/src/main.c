@@ -55,6 +55,7 @@ static struct {
 	uv_loop_t loop;
 	uv_signal_t sigterm, sigint;
 	transport_listener *listener;
+	transport_listener *offer; /* --shm-offer's shm:// listener (the supervisor's) */
 	int stopping;
 	int session_fd; /* >= 0: this process serves that one connection */
 	const char *session_listen; /* rdma session process: listen here for the one client */
@@ -200,6 +201,49 @@ static void listener_close_once(void)
 		M.listener = NULL;
 	}
 	be_peer_listen_close();
+	if (M.offer) {
+		transport_listener_close(M.offer);
+		M.offer = NULL;
+	}
+}
+
+/* This server's instance id: the supervisor draws it and hands it to its
+ * session processes through the environment (REMOTE_GPUD_INSTANCE, hex). */
+static void instance_init(void)
+{
+	const char *e = getenv("REMOTE_GPUD_INSTANCE");
+	unsigned v;
+	int ok = e && strlen(e) == 2 * sizeof(be_srv.instance);
+	for (size_t i = 0; ok && i < sizeof(be_srv.instance); i++) {
+		ok = sscanf(e + 2 * i, "%2x", &v) == 1;
+		be_srv.instance[i] = (uint8_t)v;
+	}
+	if (ok)
+		return;
+	char hex[2 * sizeof(be_srv.instance) + 1];
+	if (getrandom(be_srv.instance, sizeof(be_srv.instance), 0) != (ssize_t)sizeof(be_srv.instance))
+		memset(be_srv.instance, 0, sizeof(be_srv.instance)); /* all zero: never matched (op_hello.c) */
+	for (size_t i = 0; i < sizeof(be_srv.instance); i++)
+		snprintf(hex + 2 * i, 3, "%02x", be_srv.instance[i]);
+	setenv("REMOTE_GPUD_INSTANCE", hex, 1);
+}
+
+/* --shm-offer PATH: the supervisor also listens on shm://PATH, with the
+ * main listener's callbacks; op_hello.c offers the path to tcp clients on
+ * this host. */
+static int offer_listen(const char *path, const transport_server_cb *cb)
+{
+	char s[300];
+	transport_addr a;
+	snprintf(s, sizeof(s), "shm://%s", path);
+	int r = transport_parse_addr(s, &a);
+	if (r == TRANSPORT_OK)
+		r = transport_listen(&M.loop, &a, cb, &M.loop, &M.offer);
+	if (r != TRANSPORT_OK) {
+		fprintf(stderr, "remote-gpud: --shm-offer %s: %s\n", path, transport_strerror(r));
+		return -1;
+	}
+	return 0;
 }
 
 static void on_handle_closed(uv_handle_t *h) {}
@@ -526,6 +570,8 @@ int main(int argc, char **argv)
 	if (!token && !be_tenants_active())
 		token = getenv("REMOTE_GPU_TOKEN");
 	be_srv.token = token && *token ? token : NULL;
+	be_srv.shm_offer = o.shm_offer;
+	instance_init();
 	be_srv.hello_timeout_ms = hello_s * 1000u;
 	be_srv.idle_timeout_ms = idle_s * 1000u;
 	/* For tests: make every synchronising call take the waiter's path. */
@@ -581,7 +627,7 @@ int main(int argc, char **argv)
 		return serve_one(M.session_fd);
 	}
 	transport_server_cb lcb = cb;
-	char *child_argv[28], *child_argv_listen[32];
+	char *child_argv[32], *child_argv_listen[36];
 	M.process_mode = !strcmp(isolation, "process");
 	if (rdma_tls && !M.process_mode) {
 		fprintf(stderr, "remote-gpud: rdma+tls:// needs --isolation process (a session process per client)\n");
@@ -618,6 +664,10 @@ int main(int argc, char **argv)
 		child_argv[n++] = hellobuf;
 		child_argv[n++] = "--idle-timeout";
 		child_argv[n++] = idlebuf;
+		if (be_srv.shm_offer) {
+			child_argv[n++] = "--shm-offer";
+			child_argv[n++] = (char *)be_srv.shm_offer;
+		}
 		n = be_tls_child_args(child_argv, n);
 		n = be_tenants_child_args(child_argv, n);
 		child_argv[n] = NULL;
@@ -650,6 +700,15 @@ int main(int argc, char **argv)
 		be_peer_listen_init(&M.loop, addr.scheme, addr.host);
 	if ((r = transport_listen(&M.loop, &addr, &lcb, &M.loop, &M.listener)) != TRANSPORT_OK) {
 		fprintf(stderr, "remote-gpud: cannot listen on %s: %s\n", listen, transport_strerror(r));
+		return stop_early();
+	}
+	if (be_srv.shm_offer && strcmp(addr.scheme, "tcp") != 0) {
+		fprintf(stderr, "remote-gpud: --shm-offer goes with a tcp:// --listen (it is offered to tcp clients)\n");
+		listener_close_once();
+		return stop_early();
+	}
+	if (be_srv.shm_offer && offer_listen(be_srv.shm_offer, &lcb) != 0) {
+		listener_close_once();
 		return stop_early();
 	}
 	int port = transport_listener_port(M.listener);

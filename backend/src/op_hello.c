@@ -19,6 +19,17 @@
 
 static void copy_str(char *dst, size_t cap, const char *src, size_t len);
 
+/* Whether the session came over tcp from this host (loopback: the same
+ * network namespace), to which --shm-offer's path is offered. Whether the
+ * client can also reach the socket (same files, same user) it finds out. */
+static int offer_shm(const be_session *s)
+{
+	if (!be_srv.shm_offer || strcmp(s->conn->ops->scheme, "tcp") != 0)
+		return 0;
+	return strncmp(s->peer, "127.", 4) == 0 || strncmp(s->peer, "[::1]:", 6) == 0 ||
+	       strncmp(s->peer, "[::ffff:127.", 12) == 0;
+}
+
 /* Compares in time independent of where the strings differ. */
 int be_hello_token_ok(const char *token, size_t len)
 {
@@ -139,8 +150,10 @@ int be_op_hello(be_session *s, be_req *rq, uint32_t version, const char *token, 
 	 * total memory, attributes (little-endian int32s), PCI bus id, stream
 	 * priorities least and greatest, peers (bit j: can access device j)],
 	 * then the server's software version, for remote-gpu info (libremote.so
-	 * does not read it). */
-	proto_msg *m = be_reply_begin(s, rq, 3 + 9 * (uint32_t)be_srv.ngpu + 1);
+	 * does not read it), the shm:// path offered to this client ("" for
+	 * none) and the server's instance id (the client that moves to the
+	 * offered socket checks that the same server answers there). */
+	proto_msg *m = be_reply_begin(s, rq, 3 + 9 * (uint32_t)be_srv.ngpu + 3);
 	proto_msg_u64(m, PROTO_VERSION);
 	proto_msg_i64(m, be_srv.driver_version);
 	proto_msg_u64(m, (uint64_t)be_srv.ngpu);
@@ -165,5 +178,7 @@ int be_op_hello(be_session *s, be_req *rq, uint32_t version, const char *token, 
 		proto_msg_u64(m, d->peers);
 	}
 	proto_msg_str(m, rg_version());
+	proto_msg_str(m, offer_shm(s) ? be_srv.shm_offer : "");
+	proto_msg_bin(m, be_srv.instance, sizeof(be_srv.instance));
 	return be_reply_end(s, rq, m, NULL, 0);
 }

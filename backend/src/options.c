@@ -29,6 +29,7 @@ enum {
 	O_TLS_CERT, O_TLS_KEY, O_TLS_CA, O_INSECURE, /* listen_tls.c */
 	O_TENANTS, O_LEDGER_FD,            /* tenants.c */
 	O_PRIORITY, O_BATCH_HOLD, O_BATCH_RUN, O_BATCH_AHEAD, /* prio.c */
+	O_SHM_OFFER,
 };
 
 /* Each option's val is its own: opt_name finds its name by it. */
@@ -64,6 +65,7 @@ static const struct option opt_long[] = {
 	{"batch-hold-ms", required_argument, NULL, O_BATCH_HOLD},
 	{"batch-run-ms", required_argument, NULL, O_BATCH_RUN},
 	{"batch-ahead", required_argument, NULL, O_BATCH_AHEAD},
+	{"shm-offer", required_argument, NULL, O_SHM_OFFER},
 	{"session-fd", required_argument, NULL, O_SESSION_FD},
 	{"session-listen", required_argument, NULL, O_SESSION_LISTEN},
 	{"port-fd", required_argument, NULL, O_PORT_FD},
@@ -79,6 +81,9 @@ static void opt_usage(FILE *f)
 		"  --listen ADDR       [tcp://|rdma://|rdma+tls://]HOST:PORT to listen on (default " BE_DEFAULT_LISTEN ";\n"
 		"                      port 0: any free port), or shm:///PATH: a unix socket for clients\n"
 		"                      on this host, frames through shared memory (put it in a 0700 folder)\n"
+		"  --shm-offer PATH    also listen on shm://PATH and offer it in the handshake to tcp\n"
+		"                      clients on this host (loopback), which then move to it by themselves\n"
+		"                      unless their REMOTE_GPU entry says tcp://\n"
 		"  --port-file FILE    write the bound port to FILE once listening\n"
 		"  --device LIST       GPU ordinals to serve, comma-separated, or all (default 0);\n"
 		"                      each client sees them as its devices 0, 1, ...\n"
@@ -220,6 +225,7 @@ static int opt_one(be_options *o, int c, const char *name, char *v)
 		o->session_fd = (int)u;
 		break;
 	case O_SESSION_LISTEN: o->session_listen = v; break;
+	case O_SHM_OFFER: o->shm_offer = v; break;
 	case O_PORT_FD:
 		if (opt_uint(opt, v, INT_MAX, &u))
 			return RG_EXIT_USAGE;

@@ -19,6 +19,7 @@ typedef struct be_options {
 	const char *token;      /* --token, --token-file's first line, or NULL */
 	const char *token_file; /* given: --token-file */
 	const char *store, *store_quota, *run_dir;
+	const char *shm_offer; /* --shm-offer: also listen on shm://PATH, offered to loopback tcp clients */
 	const char *metrics_host; /* --metrics-listen's host, or 127.0.0.1 */
 	int metrics_port;         /* -1: no metrics */
 	unsigned hello_s, idle_s, max_conns, max_per_source, drain_s;

@@ -748,6 +748,7 @@ void be_session_teardown(be_session *s)
 			poisoned |= r != CUDA_SUCCESS;
 		}
 		/* (device 0's context is current now) */
+		be_region_teardown(s); /* no copy reads the regions any more */
 		be_waiter_cleanup(s);
 		be_prio_drop(s);    /* its marker events, while their contexts live */
 		be_lib_teardown(s); /* library handles may use the streams below */
@@ -790,6 +791,7 @@ void be_session_teardown(be_session *s)
 		if (poisoned)
 			teardown_vmm_fresh(s);
 	} else {
+		be_region_teardown(s);
 		be_waiter_cleanup(s);
 		be_staging_destroy(&s->staging);
 	}

@@ -1621,3 +1621,44 @@ int fe_rpc_peer_push(fe_conn *c, uint64_t src, uint64_t len, uint64_t stream, co
 	fe_reply_free(&r);
 	return st;
 }
+
+int fe_rpc_region_add(fe_conn *c, uint32_t region, uint64_t len)
+{
+	proto_msg m;
+	proto_msg_begin(&m, PROTO_OP_REGION_ADD, fe_conn_next_seq(c), 2);
+	proto_msg_u64(&m, (uint64_t)region);
+	proto_msg_u64(&m, (uint64_t)len);
+	return fe_conn_call(c, &m, NULL, 0, NULL, 0, NULL);
+}
+
+int fe_rpc_region_drop(fe_conn *c, uint32_t region)
+{
+	proto_msg m;
+	proto_msg_begin(&m, PROTO_OP_REGION_DROP, fe_conn_next_seq(c), 1);
+	proto_msg_u64(&m, (uint64_t)region);
+	return fe_conn_call(c, &m, NULL, 0, NULL, 0, NULL);
+}
+
+int fe_rpc_memcpy_htod_region(fe_conn *c, uint64_t dst, uint32_t region, uint64_t off, uint64_t len, uint64_t stream)
+{
+	proto_msg m;
+	proto_msg_begin(&m, PROTO_OP_MEMCPY_HTOD_REGION, fe_conn_next_seq(c), 5);
+	proto_msg_u64(&m, (uint64_t)dst);
+	proto_msg_u64(&m, (uint64_t)region);
+	proto_msg_u64(&m, (uint64_t)off);
+	proto_msg_u64(&m, (uint64_t)len);
+	proto_msg_u64(&m, stream);
+	return fe_conn_post(c, &m, NULL, 0);
+}
+
+int fe_rpc_memcpy_dtoh_region(fe_conn *c, uint64_t src, uint32_t region, uint64_t off, uint64_t len, uint64_t stream)
+{
+	proto_msg m;
+	proto_msg_begin(&m, PROTO_OP_MEMCPY_DTOH_REGION, fe_conn_next_seq(c), 5);
+	proto_msg_u64(&m, (uint64_t)src);
+	proto_msg_u64(&m, (uint64_t)region);
+	proto_msg_u64(&m, (uint64_t)off);
+	proto_msg_u64(&m, (uint64_t)len);
+	proto_msg_u64(&m, stream);
+	return fe_conn_post(c, &m, NULL, 0);
+}

@@ -112,5 +112,9 @@ int fe_rpc_graph_host_get(fe_conn *c, uint64_t node, uint64_t *id);
 int fe_rpc_graph_host_set(fe_conn *c, uint64_t x, uint64_t node, uint64_t id);
 int fe_rpc_peer_ticket(fe_conn *c, uint64_t dst, uint64_t len, uint64_t stream, void *ticket, size_t ticket_cap, uint32_t *port);
 int fe_rpc_peer_push(fe_conn *c, uint64_t src, uint64_t len, uint64_t stream, const void *ticket, size_t ticket_len, const char *scheme, const char *host, uint32_t port, uint32_t *reached);
+int fe_rpc_region_add(fe_conn *c, uint32_t region, uint64_t len);
+int fe_rpc_region_drop(fe_conn *c, uint32_t region);
+int fe_rpc_memcpy_htod_region(fe_conn *c, uint64_t dst, uint32_t region, uint64_t off, uint64_t len, uint64_t stream);
+int fe_rpc_memcpy_dtoh_region(fe_conn *c, uint64_t src, uint32_t region, uint64_t off, uint64_t len, uint64_t stream);
 
 #endif

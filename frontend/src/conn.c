@@ -724,3 +724,10 @@ void fe_conn_unpin(fe_conn *c, transport_mr *mr)
 	if (mr)
 		c->t->ops->dereg_mem(c->t, mr);
 }
+
+int fe_conn_region_share(fe_conn *c, int fd, uint64_t len, uint32_t *id)
+{
+	return transport_region_share(c->chan->t, fd, len, id);
+}
+
+const char *fe_conn_scheme(const fe_conn *c) { return c->chan->t->ops->scheme; }

@@ -139,6 +139,36 @@ cudaError_t fe_host_memset(void *p, size_t pitch, uint32_t value, uint32_t elem,
 cudaError_t fe_host_copy(void *dst, const void *src, size_t n, cudaStream_t stream, int sync);
 int fe_host_pending(void);
 
+/* The handshake (rt_hello.c): devs[0].conn is open; fills devs[0 .. *ndev)
+ * (at most max). offer (may be NULL): what the server offers beyond its
+ * devices, a shm:// socket for a client on its host and its instance id. */
+typedef struct fe_hello_offer {
+	char shm_path[108];
+	uint8_t instance[16];
+	int has_instance;
+} fe_hello_offer;
+int fe_hello(fe_device *devs, int max, int *ndev, fe_hello_offer *offer);
+/* A tcp session of d[0 .. *n) whose hello offered a shm:// socket moves
+ * there when it can (rt_upgrade.c); otherwise it stays as it is. */
+void fe_upgrade_shm(fe_device *d, int max, int *n, const fe_hello_offer *o);
+
+/* Pinned memory in shared regions, when a server is reached over shm
+ * (host_region.c): fe_region_alloc answers NULL when none is (or the memory
+ * cannot be made); fe_region_free returns 0 for memory it did not make. A
+ * copy whose host side lies in a region shared with c's server goes as a
+ * region copy: fe_region_copy returns 1 with its status in *st, else 0. */
+void *fe_region_alloc(size_t size);
+/* The same, shared with c's server alone (host_bounce.c's buffers). */
+void *fe_region_alloc_conn(fe_conn *c, size_t size);
+int fe_region_free(void *p);
+/* A synchronous copy of pageable memory over shm, of FE_BOUNCE_MIN bytes or
+ * more, through a region of c's server (host_bounce.c): 1 with its status in
+ * *st, or 0 (the caller copies through the rings). */
+#define FE_BOUNCE_MIN (1u << 20)
+int fe_bounce_copy(fe_conn *c, int to_device, uint64_t dptr, void *host, size_t len, uint64_t sid, int *st);
+int fe_region_copy(fe_conn *c, int to_device, uint64_t dptr, const void *host, size_t len, uint64_t sid, int async,
+		   int *st);
+
 /* Between devices (rt_peer.c): a copy of n bytes from srcdev's memory to
  * dstdev's (on one server by its driver, else staged through this process),
  * and peer access of dev's context to peer's memory (enable 0: disable). */

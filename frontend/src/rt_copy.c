@@ -143,6 +143,7 @@ static cudaError_t memcpy_common(fe_api_site site, void *dst, const void *src, s
 	if (!dst || !src)
 		return fe_rt_fail(cudaErrorInvalidValue);
 	uint64_t sid = fe_rt_stream(stream);
+	int st;
 	switch (resolve_kind(dst, src, kind)) {
 	case cudaMemcpyHostToHost:
 		if (fe_host_pinned(dst, count) || fe_host_pinned(src, count)) /* in stream order */
@@ -157,6 +158,10 @@ static cudaError_t memcpy_common(fe_api_site site, void *dst, const void *src, s
 		}
 		if ((e = settle_source(c, src, count, stream)) != cudaSuccess)
 			return e;
+		if (fe_region_copy(c, 1, (uintptr_t)dst, src, count, sid, async, &st))
+			return fe_rt_leave(st); /* pinned memory the server maps: no bytes through the rings */
+		if (!async && fe_bounce_copy(c, 1, (uintptr_t)dst, (void *)src, count, sid, &st))
+			return fe_rt_leave(st); /* pageable over shm: one memcpy, into a region */
 		return fe_rt_leave(fe_copy_htod(c, (uintptr_t)dst, src, count, sid));
 	case cudaMemcpyDeviceToHost:
 		if (!fe_mem_device_ok(src, count)) {
@@ -164,6 +169,10 @@ static cudaError_t memcpy_common(fe_api_site site, void *dst, const void *src, s
 				return fe_host_copy(dst, src, count, stream, !async);
 			return fe_rt_fail(cudaErrorInvalidValue);
 		}
+		if (fe_region_copy(c, 0, (uintptr_t)src, dst, count, sid, async, &st))
+			return fe_rt_leave(st);
+		if (!async && fe_bounce_copy(c, 0, (uintptr_t)src, dst, count, sid, &st))
+			return fe_rt_leave(st);
 		return fe_rt_leave(fe_copy_dtoh(c, dst, (uintptr_t)src, count, sid, async));
 	case cudaMemcpyDeviceToDevice: {
 		fe_range rd, rs;

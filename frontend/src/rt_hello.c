@@ -127,7 +127,26 @@ static int hello_device(const proto_view *v, uint32_t *pi, fe_device *d)
 	return bad;
 }
 
-int fe_hello(fe_device *devs, int max, int *ndev)
+/* What follows the devices: the software version (not read), the shm://
+ * path the server offers ("" or absent: none) and its instance id (absent
+ * from servers before the offer). */
+static void hello_offer(const proto_view *v, uint32_t i, fe_hello_offer *o)
+{
+	const char *s;
+	size_t n;
+	const void *b;
+	memset(o, 0, sizeof(*o));
+	if (proto_arg_str(v, i + 1, &s, &n) == PROTO_OK && n > 0 && n < sizeof(o->shm_path)) {
+		memcpy(o->shm_path, s, n);
+		o->shm_path[n] = 0;
+	}
+	if (proto_arg_bin(v, i + 2, &b, &n) == PROTO_OK && n == sizeof(o->instance)) {
+		memcpy(o->instance, b, n);
+		o->has_instance = 1;
+	}
+}
+
+int fe_hello(fe_device *devs, int max, int *ndev, fe_hello_offer *offer)
 {
 	fe_device *d = &devs[0];
 	char host[256] = "", prog[512];
@@ -190,6 +209,8 @@ int fe_hello(fe_device *devs, int max, int *ndev)
 		x->nremote = (int)n;
 		x->driver_version = drv;
 	}
+	if (!bad && offer)
+		hello_offer(v, i, offer);
 	fe_reply_free(&r);
 	if (bad) {
 		for (uint32_t k = 1; k < use; k++)

@@ -1,5 +1,6 @@
 /* Allocation: device memory lives on the server; pinned host memory is ordinary
- * page-aligned memory here, tracked so copies from it are recognised. */
+ * page-aligned memory here (over shm: a region the server maps too,
+ * host_region.c), tracked so copies from it are recognised. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -170,9 +171,10 @@ static cudaError_t host_alloc(void **p, size_t size, unsigned flags)
 		*p = NULL;
 		return cudaSuccess;
 	}
-	/* Page-aligned so a later RDMA registration covers whole pages. */
-	void *m = NULL;
-	if (posix_memalign(&m, (size_t)sysconf(_SC_PAGESIZE), size) != 0)
+	/* Over shm, memory the server maps too (host_region.c); else
+	 * page-aligned so a later RDMA registration covers whole pages. */
+	void *m = fe_region_alloc(size);
+	if (!m && posix_memalign(&m, (size_t)sysconf(_SC_PAGESIZE), size) != 0)
 		return fe_rt_fail(cudaErrorMemoryAllocation);
 	fe_mem_add_tagged((uintptr_t)m, size, FE_MEM_HOST_PINNED, fe_rt_current_device(), 0,
 			  flags & cudaHostAllocWriteCombined);
@@ -207,7 +209,8 @@ cudaError_t cudaFreeHost(void *ptr)
 	if (fe_mem_remove((uintptr_t)ptr, FE_MEM_HOST_PINNED, NULL) != 0)
 		return fe_rt_fail(cudaErrorInvalidValue);
 	unpin(ptr);
-	free(ptr);
+	if (!fe_region_free(ptr))
+		free(ptr);
 	return cudaSuccess;
 }
 

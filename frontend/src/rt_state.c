@@ -17,7 +17,6 @@
 #include "drv.h"
 
 /* rt_hello.c: the handshake on devs[0].conn; fills devs[0 .. *n) (at most max). */
-int fe_hello(fe_device *devs, int max, int *n);
 /* rt_visible.c: the devices CUDA_VISIBLE_DEVICES leaves visible, in its order. */
 int fe_visible_select(const fe_device *devs, int n, int *map);
 
@@ -118,11 +117,16 @@ static cudaError_t device_connect(fe_device *d, int max, int *n, const char *spe
 		return cudaErrorDevicesUnavailable;
 	}
 	*reached = 1;
-	cudaError_t e = (cudaError_t)fe_hello(d, max, n);
+	fe_hello_offer offer;
+	cudaError_t e = (cudaError_t)fe_hello(d, max, n, &offer);
 	if (e != cudaSuccess) {
 		fe_conn_close(d->conn);
 		d->conn = NULL;
+		return e;
 	}
+	/* "host:port" on this host: shm if the server offers it; "tcp://" stays */
+	if (offer.shm_path[0] && !d->addr.scheme_given)
+		fe_upgrade_shm(d, max, n, &offer);
 	return e;
 }
 

@@ -6,16 +6,27 @@
  * nothing it writes may make the server crash, read or write out of bounds,
  * leak, or hang, and the connection ends with exactly one on_close.
  *
- * Input: a sequence of commands, each a byte (mod 5) and its operands:
+ * The same client also writes the socket beside the rings (doorbells and the
+ * shared regions' messages with their memfds, shm_region.c), and the server
+ * looks regions up with whatever offsets and lengths the input says: a
+ * lookup that succeeds must answer bytes inside the region (touched here, so
+ * ASan sees any other answer).
+ *
+ * Input: a sequence of commands, each a byte (mod 8) and its operands:
  *   0 LEN(2) BYTES  write up to LEN bytes into the call ring, publish, ring
  *   1 U32           set the call ring's head to any value, ring
  *   2 U32           set the reply ring's tail to any value
  *   3 B             set the call ring's sleep and wait flags
  *   4 HLEN PLEN(2)  write a well-formed frame header (so inputs reach the
  *                   msgpack and payload states), publish, ring
+ *   5 LEN BYTES     write up to LEN bytes on the socket as they are
+ *   6 ID(4) LEN(2) F  a region message for a memfd of 8 KiB (sealed when F
+ *                   is odd) claiming LEN * 64 bytes
+ *   7 ID(4) OFF(2) LEN(2)  the server looks up region ID [OFF * 8, +LEN * 8)
  * The loop runs after each command; the client closes at the end.
  */
 #define _GNU_SOURCE
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,11 +41,12 @@ static uv_loop_t loop;
 static transport_listener *lst;
 static char path[108];
 static int accepted, closed;
+static transport_conn *sconn; /* the server's side of the connection */
 
 static void *on_accept(void *ctx, transport_conn *c)
 {
 	accepted++;
-	return c;
+	return sconn = c;
 }
 
 /* A payload's destination is ours until on_frame gets it, or, when the
@@ -56,6 +68,7 @@ static void on_frame(void *ctx, transport_frame *f)
 static void on_close(void *ctx, int err)
 {
 	closed++;
+	sconn = NULL;
 	free(dest);
 	dest = NULL;
 	transport_close(ctx);
@@ -84,6 +97,30 @@ static void spin_loop(void)
 }
 
 static uint32_t u32(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
+static uint32_t u16(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8; }
+
+#define REGION_BYTES 8192
+
+static void region_message(int sock, uint32_t id, uint64_t len, int sealed)
+{
+	int fd = memfd_create("rg-fuzz-region", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0 || ftruncate(fd, REGION_BYTES) != 0)
+		abort();
+	if (sealed)
+		fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW);
+	shm_region_send(sock, fd, id, len);
+	close(fd);
+}
+
+static void region_lookup(uint32_t id, uint64_t off, uint64_t len)
+{
+	void *p;
+	if (!sconn || transport_region_get(sconn, id, off, len, &p) != TRANSPORT_OK || len == 0)
+		return;
+	volatile uint8_t *b = p;
+	(void)b[0];
+	(void)b[len - 1];
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -111,7 +148,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	size_t i = 0;
 	while (i < size) {
-		uint8_t op = data[i++] % 5;
+		uint8_t op = data[i++] % 8;
 		if (op == 0 && i + 2 <= size) {
 			size_t n = (size_t)data[i] | (size_t)data[i + 1] << 8;
 			i += 2;
@@ -148,6 +185,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				shm_ring_publish(&c2s);
 				shm_doorbell(fd);
 			}
+		} else if (op == 5 && i + 1 <= size) {
+			size_t n = data[i++];
+			if (n > size - i)
+				n = size - i;
+			if (n)
+				(void)!send(fd, data + i, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+			i += n;
+		} else if (op == 6 && i + 7 <= size) {
+			region_message(fd, u32(data + i), (uint64_t)u16(data + i + 4) * 64, data[i + 6] & 1);
+			i += 7;
+		} else if (op == 7 && i + 8 <= size) {
+			region_lookup(u32(data + i), (uint64_t)u16(data + i + 4) * 8, (uint64_t)u16(data + i + 6) * 8);
+			i += 8;
 		} else {
 			break;
 		}

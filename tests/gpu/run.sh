@@ -20,7 +20,9 @@
 #    bytes on the port, SIGTERM (exit 0). Where nvidia-smi shows 2 GPUs or
 #    more: the programs tagged gpu2 (tests/e2e/multi_gpu.cu) against a server of
 #    every GPU (--device all), remote equal to local, and on two servers of one
-#    GPU each (their own checks pass).
+#    GPU each (their own checks pass). RG_SHM=1: pinned memory over shm (a
+#    server with --shm-offer, the client moving there from 127.0.0.1; shared
+#    regions registered with the real driver, copies equal to local).
 # 5. Writes ${OUT:-tests/gpu/reports}/gpu-report.md (GPU, driver, commit, date,
 #    per-program PASS/FAIL with diffs), gpu-run.log and gpu-details.tar.gz.
 # 6. Runs bench/run-gpu.sh if present, in the time left, and copies what it adds
@@ -537,6 +539,32 @@ elif [ $server_ok = 1 ] && [ "$(left)" -gt 60 ]; then
     kill -KILL $pid 2>/dev/null
   fi
   sverdict kill_mid_copy "SIGKILL during 64 MiB copies; memory back to baseline; server still serves" "${problems[@]}"
+
+  # RG_SHM=1: pinned memory over shm on the real driver (shared regions the
+  # server registers with cuMemHostRegister), reached the way a program on
+  # this host is: 127.0.0.1 with --shm-offer, moved to the socket by itself
+  if [ "${RG_SHM:-0}" = 1 ] && [ -x "$bin/pinned_shm" ]; then
+    problems=()
+    rm -f "$work/shm-port"
+    REMOTE_GPU_LOG=warn,backend=info,transport=info "$gpud" --listen 127.0.0.1:0 --port-file "$work/shm-port" \
+      --shm-offer "$work/shm.sock" >"$work/d/shm-server.log" 2>&1 &
+    shm_pid=$!
+    for _ in $(seq 150); do [ -s "$work/shm-port" ] && break; sleep 0.1; done
+    shm_port=$(cat "$work/shm-port" 2>/dev/null)
+    local_run "$bin/pinned_shm" copies >"$work/d/pinned_shm.local" 2>&1 || problems+=("local run failed")
+    timeout "$prog_timeout" unshare -m --propagation private bash "$work/gpuless.sh" \
+      env REMOTE_GPU=127.0.0.1:$shm_port REMOTE_GPU_LOG=info LD_PRELOAD="$lib" "$bin/pinned_shm" copies \
+      >"$work/d/pinned_shm.remote" 2>"$work/d/pinned_shm.err" || problems+=("remote run exit status $?")
+    cmp -s "$work/d/pinned_shm.local" "$work/d/pinned_shm.remote" || problems+=("output differs from local")
+    grep -q "moved to shm://" "$work/d/pinned_shm.err" || problems+=("the client did not move to shm")
+    kill -TERM "$shm_pid" 2>/dev/null
+    wait_pid "$shm_pid" 10 || kill -KILL "$shm_pid" 2>/dev/null
+    zc=$(grep -h "shared regions:" "$work/d/shm-server.log" | tail -n 1 | sed 's/.*shared regions: //')
+    [[ $zc =~ ^([0-9]+)\ added\ \(([0-9]+)\ registered\),\ ([0-9]+)\ copies ]] &&
+      [ "${BASH_REMATCH[1]}" -gt 0 ] && [ "${BASH_REMATCH[1]}" = "${BASH_REMATCH[2]}" ] && [ "${BASH_REMATCH[3]}" -ge 200 ] ||
+      problems+=("shared regions: ${zc:-none}")
+    sverdict shm_pinned "127.0.0.1 moved to --shm-offer's socket; pinned copies 1 B-16 MiB equal to local, registered and zero-copy (${zc:-?})" "${problems[@]}"
+  fi
 
   # garbage on the port
   healthy_server

@@ -16,6 +16,12 @@
  *  - a client that dies at each step (before the segment, after it, inside a
  *    header, inside a payload, between frames): on_close once with ECLOSED or
  *    EIO, and the server keeps no mapping and no descriptor of the segment.
+ *  - shared regions: bytes at offsets through the server's mapping, writes
+ *    seen both ways, ranges outside refused, a dropped region and those of a
+ *    closed connection unmapped; a client that breaks the socket's protocol
+ *    (unsealed memfd, message without descriptor, a stray byte, a region
+ *    larger than its memfd, more regions waiting than allowed) ends its own
+ *    connection with EIO; a region is mapped only at its first lookup.
  *  - a server that dies (a child process that sent the segment, then exits)
  *    while the client waits for a reply, and while it waits for ring space:
  *    the client's call fails, it does not hang.
@@ -546,6 +552,166 @@ static void test_client_dies(void)
 	dies_at(4, TRANSPORT_ECLOSED, 1);
 }
 
+/* ---- shared regions ---- */
+
+/* Mappings of regions (memfds named "rg-test-region") in this process. */
+static int regions_mapped(void)
+{
+	int n = 0;
+	char line[512];
+	FILE *f = fopen("/proc/self/maps", "r");
+	while (f && fgets(line, sizeof(line), f))
+		n += strstr(line, "rg-test-region") != NULL;
+	if (f)
+		fclose(f);
+	return n;
+}
+
+/* A memfd of len bytes filled with pat(i + seed); sealed against shrinking
+ * unless unsealed. */
+static int region_fd(size_t len, uint32_t seed, int sealed)
+{
+	int fd = memfd_create("rg-test-region", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	CHECK(fd >= 0 && ftruncate(fd, (off_t)len) == 0);
+	uint8_t *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	for (size_t i = 0; i < len; i++)
+		p[i] = pat((uint32_t)(i + seed));
+	munmap(p, len);
+	if (sealed)
+		CHECK_EQ(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL), 0);
+	return fd;
+}
+
+/* The connection is freed on the loop once its handles closed. */
+static int wait_regions_gone(void)
+{
+	for (int i = 0; i < 100 && regions_mapped(); i++)
+		usleep(20000);
+	return regions_mapped();
+}
+
+static srv_conn *conn_at(int i)
+{
+	for (int k = 0; k < 200 && S.n <= i; k++)
+		usleep(5000);
+	return S.n > i ? S.conns[i] : NULL;
+}
+
+/* The server maps what the client shares, finds exactly the bytes asked for,
+ * refuses ranges outside, sees the client's writes and the client its own;
+ * a dropped region and every region of a closed connection are unmapped. */
+static void test_regions(void)
+{
+	int base = S.n;
+	transport_conn *c = connect_shm();
+	srv_conn *r = c ? conn_at(base) : NULL;
+	if (!CHECK(r))
+		return;
+	const size_t len = 3 * 4096 + 100;
+	int fd = region_fd(len, 7, 1);
+	uint32_t id = 0, id2 = 0;
+	CHECK_EQ(transport_region_share(c, fd, len, &id), TRANSPORT_OK);
+	CHECK(id != 0);
+	uint8_t *mine = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	void *p = NULL;
+	static const size_t offs[] = {0, 1, 4095, 4096, 3 * 4096 + 99};
+	for (size_t i = 0; i < sizeof(offs) / sizeof(offs[0]); i++) {
+		size_t n = len - offs[i];
+		if (CHECK_EQ(transport_region_get(r->c, id, offs[i], n, &p), TRANSPORT_OK)) {
+			int same = 1;
+			for (size_t k = 0; k < n; k++)
+				same &= ((uint8_t *)p)[k] == pat((uint32_t)(offs[i] + k + 7));
+			CHECK(same);
+		}
+	}
+	CHECK_EQ(transport_region_get(r->c, id, 0, len, &p), TRANSPORT_OK);
+	((uint8_t *)p)[5] = 0xab; /* the server writes (a D2H copy), the client reads */
+	CHECK_EQ(mine[5], 0xab);
+	mine[6] = 0xcd;
+	CHECK_EQ(((uint8_t *)p)[6], 0xcd);
+	CHECK_EQ(transport_region_get(r->c, id, len, 0, &p), TRANSPORT_OK); /* the empty range at the end */
+	CHECK_EQ(transport_region_get(r->c, id, 0, len + 1, &p), TRANSPORT_EADDR);
+	CHECK_EQ(transport_region_get(r->c, id, len, 1, &p), TRANSPORT_EADDR);
+	CHECK_EQ(transport_region_get(r->c, id, len + 1, 0, &p), TRANSPORT_EADDR);
+	CHECK_EQ(transport_region_get(r->c, id, UINT64_MAX, 2, &p), TRANSPORT_EADDR);
+	CHECK_EQ(transport_region_get(r->c, id, 2, UINT64_MAX, &p), TRANSPORT_EADDR);
+	CHECK_EQ(transport_region_get(r->c, id + 100, 0, 1, &p), TRANSPORT_EADDR);
+	CHECK_EQ(transport_region_drop(r->c, id), TRANSPORT_OK);
+	CHECK_EQ(transport_region_get(r->c, id, 0, 1, &p), TRANSPORT_EADDR);
+	CHECK_EQ(transport_region_drop(r->c, id), TRANSPORT_EADDR);
+	munmap(mine, len);
+	CHECK_EQ(regions_mapped(), 0);
+
+	/* one left mapped when the client goes: unmapped with the connection */
+	fd = region_fd(8192, 1, 1);
+	CHECK_EQ(transport_region_share(c, fd, 8192, &id2), TRANSPORT_OK);
+	close(fd);
+	CHECK(id2 != id);
+	echo(c, 2, 10);
+	CHECK_EQ(regions_mapped(), 0); /* known, but mapped only at its first lookup */
+	CHECK_EQ(transport_region_get(r->c, id2, 8000, 192, &p), TRANSPORT_OK);
+	echo(c, 1, 10); /* frames still flow beside the regions */
+	CHECK_EQ(regions_mapped(), 1);
+	transport_close(c);
+	srv_conn *cl = closed_conn(base);
+	if (CHECK(cl))
+		CHECK_EQ(cl->close_err, TRANSPORT_ECLOSED);
+	CHECK_EQ(wait_regions_gone(), 0);
+	CHECK_EQ(wait_segments_gone(), 0);
+}
+
+/* A client that breaks the socket's protocol: an unsealed memfd, a region
+ * message without a descriptor, a byte that means nothing, a region larger
+ * than its memfd: its connection ends (EIO), the server goes on. */
+static void region_hostile(int how)
+{
+	int base = S.n;
+	raw rw;
+	srv_conn *r = CHECK_EQ(raw_connect(&rw, 1), 0) ? conn_at(base) : NULL;
+	if (!CHECK(r)) {
+		raw_close(&rw);
+		return;
+	}
+	uint32_t id = 1;
+	int fd = -1;
+	void *p;
+	if (how == 0) {
+		fd = region_fd(4096, 0, 0);
+		CHECK_EQ(shm_region_send(rw.fd, fd, id, 4096), TRANSPORT_OK);
+	} else if (how == 1) {
+		shm_region_msg m = {.kind = SHM_MSG_REGION, .id = id, .len = 4096};
+		CHECK_EQ(send(rw.fd, &m, sizeof(m), MSG_NOSIGNAL), (ssize_t)sizeof(m));
+	} else if (how == 2) {
+		CHECK_EQ(send(rw.fd, "x", 1, MSG_NOSIGNAL), 1);
+	} else if (how == 3) {
+		fd = region_fd(4096, 0, 1);
+		CHECK_EQ(shm_region_send(rw.fd, fd, id, 8192), TRANSPORT_OK);
+	} else {
+		/* more regions than may wait unlooked-up */
+		fd = region_fd(4096, 0, 1);
+		for (uint32_t k = 1; k <= SHM_REGION_WAITING + 1; k++)
+			shm_region_send(rw.fd, fd, k, 4096);
+		id = SHM_REGION_WAITING + 1;
+	}
+	if (fd >= 0)
+		close(fd);
+	CHECK_EQ(transport_region_get(r->c, id, 0, 1, &p), TRANSPORT_EADDR);
+	srv_conn *cl = closed_conn(base);
+	if (CHECK(cl))
+		CHECK_EQ(cl->close_err, TRANSPORT_EIO);
+	raw_close(&rw);
+	CHECK_EQ(wait_regions_gone(), 0);
+	CHECK_EQ(wait_segments_gone(), 0);
+}
+
+static void test_regions_hostile(void)
+{
+	for (int how = 0; how < 5; how++)
+		region_hostile(how);
+	test_echo(); /* the server serves the next client */
+}
+
 /* ---- a server that dies ---- */
 
 /* A child process listening on its own socket: sends the segment, reads
@@ -666,6 +832,8 @@ int main(void)
 	test_echo();
 	test_hostile();
 	test_client_dies();
+	test_regions();
+	test_regions_hostile();
 	test_server_dies();
 
 	transport_listener_close(S.l);

@@ -154,6 +154,10 @@ typedef struct transport_ops {
 	void (*close)(transport_conn *c);
 	/* Optional (NULL: always 0): transport_progress. */
 	uint64_t (*progress)(transport_conn *c);
+	/* Optional (NULL: TRANSPORT_ENOTSUP): shared regions, see below. */
+	int (*region_share)(transport_conn *c, int fd, uint64_t len, uint32_t *id);
+	int (*region_get)(transport_conn *c, uint32_t id, uint64_t off, uint64_t len, void **addr);
+	int (*region_drop)(transport_conn *c, uint32_t id);
 } transport_ops;
 
 /* A one-time secret that admits a client to a listener it was sent to (rdma:
@@ -184,6 +188,7 @@ typedef struct transport_addr {
 	char scheme[16];
 	char host[256];
 	int port;
+	int scheme_given; /* the address named its scheme ("tcp://..."), not the default */
 } transport_addr;
 
 int transport_parse_addr(const char *s, transport_addr *out);
@@ -260,6 +265,37 @@ static inline uint64_t transport_progress(transport_conn *c)
 	return c->ops->progress ? c->ops->progress(c) : 0;
 }
 static inline void transport_close(transport_conn *c) { c->ops->close(c); }
+
+/* Shared regions (shm only; TRANSPORT_ENOTSUP elsewhere): memory the client
+ * made as a sealed memfd that the server maps too, so the upper layers can
+ * move bulk data through it without the rings (the transport knows nothing
+ * of what they do with it). The client gives the memfd to
+ * transport_region_share, which sends it to the server beside the rings and
+ * returns the region's id; the upper layer names the region in its frames by
+ * that id. It may close fd afterwards (the transport does not keep it).
+ * The server maps a region when it arrives; transport_region_get answers the
+ * server's address of bytes [off, off+len) of region id, or TRANSPORT_EADDR
+ * when id names no region of this connection or the range does not lie
+ * inside it (never an address outside the region). The id is known by the
+ * time a frame sent after transport_region_share is received.
+ * transport_region_drop (server) unmaps it; every region left is unmapped
+ * when the connection is freed (after on_close and transport_close: the
+ * upper layer may still use the mappings between the two). A region must
+ * be sealed against shrinking (F_SEAL_SHRINK) and be at least as large as
+ * the client said, else the connection ends with TRANSPORT_EIO. Client:
+ * any thread; server: any thread. */
+static inline int transport_region_share(transport_conn *c, int fd, uint64_t len, uint32_t *id)
+{
+	return c->ops->region_share ? c->ops->region_share(c, fd, len, id) : TRANSPORT_ENOTSUP;
+}
+static inline int transport_region_get(transport_conn *c, uint32_t id, uint64_t off, uint64_t len, void **addr)
+{
+	return c->ops->region_get ? c->ops->region_get(c, id, off, len, addr) : TRANSPORT_ENOTSUP;
+}
+static inline int transport_region_drop(transport_conn *c, uint32_t id)
+{
+	return c->ops->region_drop ? c->ops->region_drop(c, id) : TRANSPORT_ENOTSUP;
+}
 
 /* Server: the upper layer's side of a listener. Callbacks run on the loop thread. */
 typedef struct transport_server_cb {

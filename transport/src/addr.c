@@ -189,6 +189,7 @@ int transport_parse_addr(const char *s, transport_addr *out)
 			return addr_fail(s, "invalid scheme");
 		memcpy(out->scheme, s, n);
 		out->scheme[n] = 0;
+		out->scheme_given = 1;
 		int known = 0;
 		for (size_t i = 0; i < sizeof(known_schemes) / sizeof(known_schemes[0]); i++)
 			known |= strcmp(out->scheme, known_schemes[i]) == 0;

@@ -43,6 +43,7 @@ typedef struct shm_client {
 	uint64_t spin_ns;
 	atomic_int shut;
 	atomic_uint_fast64_t progress;
+	atomic_uint next_region; /* the last region id handed out */
 
 	pthread_mutex_t send_lock;
 	shm_ring tx; /* c2s, under send_lock */
@@ -65,6 +66,7 @@ static int client_dereg_mem(transport_conn *c, transport_mr *mr);
 static void client_shutdown(transport_conn *c);
 static void client_close(transport_conn *c);
 static uint64_t client_progress(transport_conn *c);
+static int client_region_share(transport_conn *c, int fd, uint64_t len, uint32_t *id);
 
 static const transport_ops shm_client_ops = {
 	.scheme = "shm",
@@ -75,6 +77,7 @@ static const transport_ops shm_client_ops = {
 	.shutdown = client_shutdown,
 	.close = client_close,
 	.progress = client_progress,
+	.region_share = client_region_share,
 };
 
 const transport_provider transport_shm_provider = {
@@ -269,6 +272,20 @@ static int client_reg_mem(transport_conn *c, void *addr, size_t len, transport_m
 }
 
 static int client_dereg_mem(transport_conn *c, transport_mr *mr) { return tcp_dereg_mem(c, mr); }
+
+/* The message goes on the socket before the caller sends the frame that
+ * names the region, so the server finds it there when it parses that frame. */
+static int client_region_share(transport_conn *base, int fd, uint64_t len, uint32_t *id)
+{
+	shm_client *c = (shm_client *)base;
+	if (atomic_load(&c->shut))
+		return TRANSPORT_ECLOSED;
+	uint32_t n = atomic_fetch_add(&c->next_region, 1) + 1;
+	int err = shm_region_send(c->fd, fd, n, len);
+	if (err == TRANSPORT_OK)
+		*id = n;
+	return err;
+}
 
 static void client_shutdown(transport_conn *base)
 {

@@ -7,6 +7,8 @@
 #ifndef SHM_INT_H
 #define SHM_INT_H
 
+#include <pthread.h>
+
 #include "shm_ring.h"
 #include "transport_int.h"
 
@@ -34,6 +36,8 @@ int shm_seg_map(int memfd, uint32_t ring_size, void **base);
 /* The socket: the setup message (server sends, client receives within
  * end: transport_deadline), doorbells (one byte, never blocking: one already
  * queued wakes the peer as well), the peer's credentials as a name. */
+/* One small message (whole or not at all) with pass_fd as SCM_RIGHTS. */
+int shm_sock_send_fd(int fd, const void *msg, size_t len, int pass_fd, int flags);
 int shm_sock_send_setup(int fd, int memfd, uint32_t ring_size);
 int shm_sock_recv_setup(int fd, uint64_t end, int *memfd, uint32_t *ring_size);
 void shm_doorbell(int fd);
@@ -52,5 +56,66 @@ int shm_sock_peer_gone(int fd);
  * each time the consumer freed space we waited for. Caller holds its send lock. */
 int shm_ring_write(shm_ring *r, const struct iovec *iov, int iovcnt, int fd, atomic_int *shut, uint64_t spin_ns,
 		   atomic_uint_fast64_t *progress);
+
+/* ---- shared regions (shm_region.c) ---- */
+
+/* What the client writes on the socket after the setup: doorbell bytes
+ * (SHM_MSG_DOORBELL), and region messages (a shm_region_msg whose bytes go in
+ * one sendmsg with the region's memfd as SCM_RIGHTS). The fds are queued in
+ * the order they come and each region message takes the oldest: the kernel
+ * delivers an fd no later than the first byte of the message it came with. */
+#define SHM_MSG_DOORBELL 1
+#define SHM_MSG_REGION 0x52 /* 'R' */
+typedef struct shm_region_msg {
+	uint8_t kind, zero[3];
+	uint32_t id;
+	uint64_t len;
+} shm_region_msg;
+
+#define SHM_REGION_MAX 4096 /* regions one connection may have */
+#define SHM_REGION_WAITING 64 /* ... of them not yet looked up (not mapped: their fd kept) */
+#define SHM_REGION_BYTES_MAX (1ull << 40) /* bytes one connection may have mapped */
+#define SHM_FD_QUEUE 16     /* fds received before their message */
+
+typedef struct shm_region {
+	uint32_t id;
+	int fd;     /* until it is mapped (at the first lookup), then -1 */
+	void *base; /* NULL until then */
+	uint64_t len;
+} shm_region;
+
+/* Server: one connection's socket reader and its regions, behind one lock
+ * (the loop thread reads doorbells; the upper layer's threads look regions
+ * up and drain the socket for a region not seen yet). */
+typedef struct shm_regions {
+	pthread_mutex_t lock;
+	int fd;   /* the socket; -1 once it is closed */
+	int bad;  /* the client broke the socket's protocol (logged) */
+	int gone; /* end of stream, or an error: the client is gone */
+	uint8_t msg[sizeof(shm_region_msg)];
+	size_t have; /* bytes of a region message read so far */
+	int fds[SHM_FD_QUEUE];
+	int nfds;
+	shm_region *r;
+	size_t n, cap;
+	char peer[64];
+	uint64_t bytes; /* mapped now */
+	int waiting;    /* regions not mapped yet */
+} shm_regions;
+
+void shm_regions_init(shm_regions *g, int fd, const char *peer);
+/* Reads everything the socket holds now, without blocking: doorbells are
+ * dropped, region messages mapped. Returns TRANSPORT_OK or TRANSPORT_EIO (the
+ * protocol was broken: the connection must end); g->gone tells of the end. */
+int shm_regions_drain(shm_regions *g);
+int shm_regions_get(shm_regions *g, uint32_t id, uint64_t off, uint64_t len, void **addr);
+int shm_regions_drop(shm_regions *g, uint32_t id);
+/* The socket is about to be closed: no more reads. */
+void shm_regions_detach(shm_regions *g);
+/* Unmaps every region, closes queued fds. */
+void shm_regions_free(shm_regions *g);
+
+/* Client: sends one region message with fd. */
+int shm_region_send(int sock, int fd, uint32_t id, uint64_t len);
 
 #endif

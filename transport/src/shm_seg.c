@@ -144,10 +144,9 @@ int shm_seg_map(int memfd, uint32_t ring_size, void **base)
 
 /* ---- socket ---- */
 
-int shm_sock_send_setup(int fd, int memfd, uint32_t ring_size)
+int shm_sock_send_fd(int fd, const void *msg, size_t len, int pass_fd, int flags)
 {
-	shm_setup s = {.magic = SHM_SETUP_MAGIC, .version = SHM_SEG_VERSION, .ring_size = ring_size};
-	struct iovec iov = {&s, sizeof(s)};
+	struct iovec iov = {(void *)msg, len};
 	union {
 		char buf[CMSG_SPACE(sizeof(int))];
 		struct cmsghdr align;
@@ -157,10 +156,20 @@ int shm_sock_send_setup(int fd, int memfd, uint32_t ring_size)
 	cm->cmsg_level = SOL_SOCKET;
 	cm->cmsg_type = SCM_RIGHTS;
 	cm->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(cm), &memfd, sizeof(int));
+	memcpy(CMSG_DATA(cm), &pass_fd, sizeof(int));
+	ssize_t n;
+	do
+		n = sendmsg(fd, &m, MSG_NOSIGNAL | flags);
+	while (n < 0 && errno == EINTR);
+	/* A unix stream socket takes a message this small whole or not at all. */
+	return n == (ssize_t)len ? TRANSPORT_OK : TRANSPORT_EIO;
+}
+
+int shm_sock_send_setup(int fd, int memfd, uint32_t ring_size)
+{
+	shm_setup s = {.magic = SHM_SETUP_MAGIC, .version = SHM_SEG_VERSION, .ring_size = ring_size};
 	/* A fresh socket's buffer takes 16 bytes at once; never block the loop. */
-	ssize_t n = sendmsg(fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
-	return n == (ssize_t)sizeof(s) ? TRANSPORT_OK : TRANSPORT_EIO;
+	return shm_sock_send_fd(fd, &s, sizeof(s), memfd, MSG_DONTWAIT);
 }
 
 int shm_sock_recv_setup(int fd, uint64_t end, int *memfd, uint32_t *ring_size)

@@ -83,6 +83,8 @@ typedef struct sconn {
 	/* loop thread */
 	shm_ring rx; /* c2s */
 	frame_rx frx;
+
+	shm_regions rg; /* the socket's reader and the client's shared regions */
 } sconn;
 
 struct shm_listener {
@@ -107,6 +109,8 @@ static int server_reg_mem(transport_conn *c, void *addr, size_t len, transport_m
 static int server_dereg_mem(transport_conn *c, transport_mr *mr);
 static void server_shutdown(transport_conn *c);
 static void server_close(transport_conn *c);
+static int server_region_get(transport_conn *c, uint32_t id, uint64_t off, uint64_t len, void **addr);
+static int server_region_drop(transport_conn *c, uint32_t id);
 static int shm_listen(uv_loop_t *loop, const transport_addr *a, const transport_server_cb *cb, void *ctx,
 		      transport_listener **out);
 static void shm_listener_close(transport_listener *l);
@@ -121,6 +125,8 @@ static const transport_ops shm_server_ops = {
 	.dereg_mem = server_dereg_mem,
 	.shutdown = server_shutdown,
 	.close = server_close,
+	.region_get = server_region_get,
+	.region_drop = server_region_drop,
 };
 
 const transport_provider transport_shm_listen_provider = {
@@ -320,8 +326,11 @@ int shm_adopt(uv_loop_t *loop, int fd, const transport_server_cb *cb, void *ctx,
 
 /* ---- connections ---- */
 
+/* Last of all, after the upper layer's transport_close: until then it may
+ * still use the regions' mappings (copies in flight when the client died). */
 static void conn_free(sconn *c)
 {
+	shm_regions_free(&c->rg);
 	pthread_mutex_destroy(&c->lock);
 	pthread_mutex_destroy(&c->send_lock);
 	free(c);
@@ -336,6 +345,7 @@ static void conn_close_cb(uv_handle_t *h)
 	/* No sender is left (teardown held send_lock after shut), no reader. */
 	munmap(c->map, c->map_len);
 	close(c->memfd);
+	shm_regions_detach(&c->rg);
 	close(c->fd);
 	rg_list_del(&c->node);
 	pthread_mutex_lock(&c->lock);
@@ -363,12 +373,14 @@ static void conn_start(shm_listener *l, int fd)
 	c->l = l;
 	c->fd = fd;
 	c->memfd = -1;
+	shm_regions_init(&c->rg, fd, "shm");
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_mutex_init(&c->send_lock, NULL);
 	atomic_init(&c->shut, 0);
 	rg_list_init(&c->node);
 	rg_list_init(&c->req_node);
 	shm_peer_name(fd, c->base.peer, sizeof(c->base.peer), &uid);
+	snprintf(c->rg.peer, sizeof(c->rg.peer), "%s", c->base.peer);
 	if (shm_seg_create(l->ring_size, &c->memfd, &c->map) != TRANSPORT_OK ||
 	    uv_poll_init(l->loop, &c->poll, fd) != 0) {
 		if (c->map)
@@ -545,12 +557,14 @@ static void idle_cb(uv_idle_t *h)
 static void poll_cb(uv_poll_t *p, int status, int events)
 {
 	sconn *c = p->data;
-	char b[64];
-	ssize_t n;
-	while ((n = recv(c->fd, b, sizeof(b), MSG_DONTWAIT)) > 0)
-		;
-	if (n == 0 || status < 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+	if (shm_regions_drain(&c->rg) != TRANSPORT_OK) {
+		teardown(c, TRANSPORT_EIO);
+		return;
+	}
+	pthread_mutex_lock(&c->rg.lock);
+	if (c->rg.gone || status < 0)
 		c->peer_gone = 1;
+	pthread_mutex_unlock(&c->rg.lock);
 	look(c);
 	if (c->torn_down)
 		return;
@@ -599,6 +613,20 @@ static int server_reg_mem(transport_conn *c, void *addr, size_t len, transport_m
 }
 
 static int server_dereg_mem(transport_conn *c, transport_mr *mr) { return tcp_dereg_mem(c, mr); }
+
+static int server_region_get(transport_conn *base, uint32_t id, uint64_t off, uint64_t len, void **addr)
+{
+	sconn *c = (sconn *)base;
+	int err = shm_regions_get(&c->rg, id, off, len, addr);
+	if (err && c->rg.bad)
+		request_teardown(c, TRANSPORT_EIO);
+	return err;
+}
+
+static int server_region_drop(transport_conn *base, uint32_t id)
+{
+	return shm_regions_drop(&((sconn *)base)->rg, id);
+}
 
 static void server_shutdown(transport_conn *base)
 {
