@@ -1,5 +1,5 @@
 /*
- * The shm transport alone (transport/src/shm_*.c), the baseline of remote runs
+ * The shm transport alone (transport/shm/shm_*.c), the baseline of remote runs
  * over shm:// as the TCP loopback is for tcp://: a listener on a libuv loop in
  * a thread of this process and a client connection, exactly the provider
  * libremote.so and remote-gpud use, with nothing of CUDA around it.

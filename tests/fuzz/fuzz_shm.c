@@ -1,6 +1,6 @@
 /*
  * libFuzzer target for the shm server's ring parser: the real listener
- * (transport/src/shm_server.c) on a libuv loop in this thread, and a client
+ * (transport/shm/shm_server.c) on a libuv loop in this thread, and a client
  * that maps the segment itself and does to it what the input says. A client
  * controls every byte of the call ring and both rings' positions and flags;
  * nothing it writes may make the server crash, read or write out of bounds,

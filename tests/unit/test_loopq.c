@@ -1,4 +1,4 @@
-/* transport_loopq (transport/src/loopq.c): requests posted from another thread
+/* transport_loopq (transport/core/loopq.c): requests posted from another thread
  * reach the loop thread in order, a node asked for twice is linked once, a
  * cancelled request is not delivered, and the close is seen. */
 #include <pthread.h>

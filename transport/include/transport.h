@@ -203,7 +203,7 @@ int transport_addr_is_loopback(const transport_addr *a);
  * have signed a client's certificate (clients without one are refused).
  * Returns TRANSPORT_OK, or TRANSPORT_EADDR after logging what is wrong with
  * which file. The client reads REMOTE_GPU_TLS_CA, REMOTE_GPU_TLS_CERT and
- * REMOTE_GPU_TLS_KEY (transport/src/tls.c). */
+ * REMOTE_GPU_TLS_KEY (transport/tcp/tls.c). */
 int transport_tls_server_setup(const char *cert, const char *key, const char *client_ca);
 int transport_tls_server_ready(void);
 
