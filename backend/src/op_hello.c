@@ -19,12 +19,15 @@
 
 static void copy_str(char *dst, size_t cap, const char *src, size_t len);
 
-/* Whether the session came over tcp from this host (loopback: the same
- * network namespace), to which --shm-offer's path is offered. Whether the
- * client can also reach the socket (same files, same user) it finds out. */
+/* Whether the session came over plain tcp from this host (loopback: the
+ * same network namespace), to which --shm-offer's path is offered: a socket
+ * connection (it could be handed over) neither encrypted (the client asked
+ * for tls) nor already local (shm). Whether the client can also reach the
+ * socket (same files, same user) it finds out. */
 static int offer_shm(const be_session *s)
 {
-	if (!be_srv.shm_offer || strcmp(s->conn->ops->scheme, "tcp") != 0)
+	unsigned caps = transport_caps(s->conn);
+	if (!be_srv.shm_offer || !(caps & TRANSPORT_CAP_ADOPT) || (caps & (TRANSPORT_CAP_ENCRYPTED | TRANSPORT_CAP_LOCAL)))
 		return 0;
 	return strncmp(s->peer, "127.", 4) == 0 || strncmp(s->peer, "[::1]:", 6) == 0 ||
 	       strncmp(s->peer, "[::ffff:127.", 12) == 0;

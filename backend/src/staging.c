@@ -42,7 +42,7 @@ static void pinned_free(void *p)
 static transport_mr *reg(be_staging *st, void *p, size_t len)
 {
 	transport_mr *mr = NULL;
-	if (st->conn && st->conn->ops->reg_mem(st->conn, p, len, &mr) != 0) {
+	if (st->conn && transport_reg_mem(st->conn, p, len, &mr) != 0) {
 		LOG_INFO("backend", "%s: staging buffer of %zu bytes not registered: copies through the transport",
 			 st->conn->peer, len);
 		mr = NULL;
@@ -53,7 +53,7 @@ static transport_mr *reg(be_staging *st, void *p, size_t len)
 static void dereg(be_staging *st, transport_mr *mr)
 {
 	if (mr)
-		st->conn->ops->dereg_mem(st->conn, mr);
+		transport_dereg_mem(st->conn, mr);
 }
 
 void be_staging_set_conn(be_staging *st, transport_conn *conn) { st->conn = conn; }

@@ -713,16 +713,16 @@ int fe_conn_pin(fe_conn *c, void *p, size_t len, transport_mr **mr)
 {
 	c = c->chan;
 	*mr = NULL;
-	if (strcmp(c->t->ops->scheme, "rdma") != 0)
+	if (!(transport_caps(c->t) & TRANSPORT_CAP_REG_MEM))
 		return 0;
-	return c->t->ops->reg_mem(c->t, p, len, mr);
+	return transport_reg_mem(c->t, p, len, mr);
 }
 
 void fe_conn_unpin(fe_conn *c, transport_mr *mr)
 {
 	c = c->chan;
 	if (mr)
-		c->t->ops->dereg_mem(c->t, mr);
+		transport_dereg_mem(c->t, mr);
 }
 
 int fe_conn_region_share(fe_conn *c, int fd, uint64_t len, uint32_t *id)
@@ -730,4 +730,4 @@ int fe_conn_region_share(fe_conn *c, int fd, uint64_t len, uint32_t *id)
 	return transport_region_share(c->chan->t, fd, len, id);
 }
 
-const char *fe_conn_scheme(const fe_conn *c) { return c->chan->t->ops->scheme; }
+unsigned fe_conn_caps(const fe_conn *c) { return transport_caps(c->chan->t); }

@@ -102,16 +102,17 @@ int fe_conn_detached_pending(fe_conn *c);
 int fe_conn_drain_detached_before(fe_conn *c, uint64_t seq);
 
 /* Pinned host memory (cudaHostAlloc, cudaMallocHost, cudaHostRegister) for the
- * transport: rdma registers it as a memory region, so copies from and to it are
- * RDMA operations on those very pages (zero-copy); other transports need
+ * transport: one that needs registration (TRANSPORT_CAP_REG_MEM: rdma)
+ * registers it as a memory region, so copies from and to it are RDMA
+ * operations on those very pages (zero-copy); other transports need
  * nothing (*mr stays NULL). Undo with fe_conn_unpin before the memory goes. */
 int fe_conn_pin(fe_conn *c, void *p, size_t len, transport_mr **mr);
 void fe_conn_unpin(fe_conn *c, transport_mr *mr);
 /* Hands the memfd fd (len bytes) to c's server as a shared region
  * (transport_region_share: shm only, TRANSPORT_ENOTSUP elsewhere). */
 int fe_conn_region_share(fe_conn *c, int fd, uint64_t len, uint32_t *id);
-/* The scheme of c's transport ("tcp", "shm", ...). */
-const char *fe_conn_scheme(const fe_conn *c);
+/* What c's transport can do (TRANSPORT_CAP_*). */
+unsigned fe_conn_caps(const fe_conn *c);
 
 /* The first error latched by the server from an async call and not yet taken. */
 int fe_conn_take_latched(fe_conn *c);

@@ -57,7 +57,7 @@ static bounce *get(fe_conn *c)
 
 int fe_bounce_copy(fe_conn *c, int to_device, uint64_t dptr, void *host, size_t len, uint64_t sid, int *st)
 {
-	if (len < FE_BOUNCE_MIN || strcmp(fe_conn_scheme(c), "shm") != 0)
+	if (len < FE_BOUNCE_MIN || !(fe_conn_caps(c) & TRANSPORT_CAP_REGIONS))
 		return 0;
 	bounce *b = get(c);
 	if (!b)

@@ -57,21 +57,21 @@ static int wanted(void)
 	int n = fe_rt_device_count();
 	for (int i = 0; i < n; i++) {
 		fe_device *d = fe_rt_device(i);
-		if (d && d->conn && strcmp(d->addr.scheme, "shm") == 0)
+		if (d && d->conn && (fe_conn_caps(d->conn) & TRANSPORT_CAP_REGIONS))
 			return 1;
 	}
 	return 0;
 }
 
-/* Shares r with the server of every device reached over shm, or only with
- * only's server. */
+/* Shares r with the server of every device reached over a transport with
+ * shared regions (shm), or only with only's server. */
 static void share_all(region *r, int fd, fe_conn *only)
 {
 	int n = fe_rt_device_count();
 	for (int i = 0; i < n && r->nshares < FE_MAX_DEVICES; i++) {
 		fe_device *d = fe_rt_device(i);
 		int seen = 0;
-		if (!d || !d->conn || strcmp(d->addr.scheme, "shm") != 0 || (only && !fe_conn_same(d->conn, only)))
+		if (!d || !d->conn || !(fe_conn_caps(d->conn) & TRANSPORT_CAP_REGIONS) || (only && !fe_conn_same(d->conn, only)))
 			continue;
 		for (int k = 0; k < r->nshares; k++)
 			seen |= fe_conn_same(r->shares[k].conn, d->conn);

@@ -365,6 +365,9 @@ static transport_conn *connect_shm(void)
 		return NULL;
 	transport_conn *c = NULL;
 	CHECK_EQ(transport_connect_within(&a, 5000, &c), TRANSPORT_OK);
+	if (c)
+		CHECK_EQ(transport_caps(c), TRANSPORT_CAP_REGIONS | TRANSPORT_CAP_BUSY_POLL | TRANSPORT_CAP_LOCAL |
+						   TRANSPORT_CAP_ADOPT);
 	return c;
 }
 

@@ -456,9 +456,11 @@ static void test_concurrent_server_send(void)
 	if (!CHECK_EQ(transport_connect(&a, &cl), TRANSPORT_OK))
 		return;
 	CHECK(strncmp(cl->peer, "127.0.0.1:", 10) == 0);
+	CHECK_EQ(transport_caps(cl), TRANSPORT_CAP_ADOPT); /* plain tcp: no registration, no regions */
 	conn_rec *r = wait_rec(&S, idx);
 	if (!r)
 		goto out;
+	CHECK_EQ(transport_caps(r->c), TRANSPORT_CAP_ADOPT);
 
 	pthread_t th[NSENDERS];
 	sender_arg args[NSENDERS];

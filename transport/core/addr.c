@@ -34,6 +34,7 @@ static int enotsup_connect_cookie(const transport_addr *a, unsigned timeout_ms, 
 static int enotsup_listen(uv_loop_t *loop, const transport_addr *a, const transport_server_cb *cb, void *ctx,
 			  transport_listener **out);
 static void noop_listener_close(transport_listener *l);
+static int enotsup_adopt(uv_loop_t *loop, int fd, const transport_server_cb *cb, void *ctx, transport_listener **out);
 static void providers_init(void);
 static const transport_provider *provider_find(const char *scheme);
 static int scheme_valid(const char *s, size_t n);
@@ -75,6 +76,27 @@ static int enotsup_listen(uv_loop_t *loop, const transport_addr *a, const transp
  * reached; it exists so the slot is filled. */
 static void noop_listener_close(transport_listener *l) {}
 
+/* An rdma connection, say, cannot change process. */
+static int enotsup_adopt(uv_loop_t *loop, int fd, const transport_server_cb *cb, void *ctx, transport_listener **out)
+{
+	*out = NULL;
+	return TRANSPORT_ENOTSUP;
+}
+
+void transport_provider_fill(transport_provider *p)
+{
+	if (!p->connect)
+		p->connect = enotsup_connect;
+	if (!p->connect_cookie)
+		p->connect_cookie = enotsup_connect_cookie;
+	if (!p->listen)
+		p->listen = enotsup_listen;
+	if (!p->listener_close)
+		p->listener_close = noop_listener_close;
+	if (!p->adopt)
+		p->adopt = enotsup_adopt;
+}
+
 /* Lower-case letters, digits and '+' (as in "rdma+tls": rdma whose session
  * is set up over tls), starting with a letter. */
 static int scheme_valid(const char *s, size_t n)
@@ -93,14 +115,7 @@ static int provider_add_locked(const transport_provider *p)
 	transport_provider fill = *p;
 	if (!fill.scheme || !scheme_valid(fill.scheme, strlen(fill.scheme)))
 		return TRANSPORT_EADDR;
-	if (!fill.connect)
-		fill.connect = enotsup_connect;
-	if (!fill.connect_cookie)
-		fill.connect_cookie = enotsup_connect_cookie;
-	if (!fill.listen)
-		fill.listen = enotsup_listen;
-	if (!fill.listener_close)
-		fill.listener_close = noop_listener_close;
+	transport_provider_fill(&fill);
 	for (int i = 0; i < P.n; i++) {
 		if (strcmp(P.tab[i].scheme, fill.scheme) == 0) {
 			P.tab[i] = fill;
@@ -115,14 +130,9 @@ static int provider_add_locked(const transport_provider *p)
 
 static void providers_init(void)
 {
-	provider_add_locked(&transport_tcp_provider);
-	provider_add_locked(&transport_tls_provider);
-#ifdef RG_TRANSPORT_RDMA
-	provider_add_locked(&transport_rdma_provider);
-#endif
-#ifdef RG_TRANSPORT_SHM
-	provider_add_locked(&transport_shm_provider);
-#endif
+#define TP_ADD(n) provider_add_locked(&transport_##n##_provider);
+	TP_PROVIDERS(TP_ADD)
+#undef TP_ADD
 }
 
 int transport_register_provider(const transport_provider *p)

@@ -1,53 +1,60 @@
 /*
- * The server half of the provider table: transport_listen by scheme. Kept out of
- * addr.c so that the client library (libremote.so) carries no listener and no
- * libuv: a static library pulls in only the objects something references.
+ * The server half of the provider table: transport_listen and transport_adopt
+ * by scheme. Kept out of addr.c so that the client library (libremote.so)
+ * carries no listener and no libuv: a static library pulls in only the objects
+ * something references.
  */
+#include <pthread.h>
 #include <string.h>
 
 #include "rg_log.h"
 #include "transport_int.h"
 
-#ifdef RG_TRANSPORT_RDMA
-extern const transport_provider transport_rdma_listen_provider; /* rdma_server.c */
-#endif
+static void listeners_init(void);
+static const transport_provider *listener_find(const char *scheme);
 
-static const transport_provider *const listeners[] = {
-	&transport_tcp_listen_provider,
-	&transport_tls_listen_provider,
-#ifdef RG_TRANSPORT_RDMA
-	&transport_rdma_listen_provider,
-#endif
-#ifdef RG_TRANSPORT_SHM
-	&transport_shm_listen_provider,
-#endif
-};
+/* The listen halves of providers.h's list, their empty slots filled. */
+static struct {
+	pthread_once_t once;
+	transport_provider tab[8];
+	int n;
+} L = {PTHREAD_ONCE_INIT};
+
+static void listeners_init(void)
+{
+#define TP_ADD(name) L.tab[L.n++] = transport_##name##_listen_provider;
+	TP_PROVIDERS(TP_ADD)
+#undef TP_ADD
+	for (int i = 0; i < L.n; i++)
+		transport_provider_fill(&L.tab[i]);
+}
+
+static const transport_provider *listener_find(const char *scheme)
+{
+	pthread_once(&L.once, listeners_init);
+	for (int i = 0; i < L.n; i++)
+		if (strcmp(L.tab[i].scheme, scheme) == 0)
+			return &L.tab[i];
+	return NULL;
+}
 
 int transport_listen(uv_loop_t *loop, const transport_addr *a, const transport_server_cb *cb, void *ctx,
 		     transport_listener **out)
 {
+	const transport_provider *p = listener_find(a->scheme);
 	*out = NULL;
-	for (size_t i = 0; i < sizeof(listeners) / sizeof(listeners[0]); i++)
-		if (strcmp(listeners[i]->scheme, a->scheme) == 0)
-			return listeners[i]->listen(loop, a, cb, ctx, out);
+	if (p)
+		return p->listen(loop, a, cb, ctx, out);
 	LOG_WARN("transport", "cannot listen on scheme \"%s\": not supported by this build", a->scheme);
 	return TRANSPORT_ENOTSUP;
 }
 
-int tcp_adopt(uv_loop_t *loop, int fd, int tls, const transport_server_cb *cb, void *ctx, transport_listener **out);
-
 int transport_adopt(uv_loop_t *loop, const char *scheme, int fd, const transport_server_cb *cb, void *ctx,
 		    transport_listener **out)
 {
+	const transport_provider *p = listener_find(scheme);
 	*out = NULL;
-#ifdef RG_TRANSPORT_SHM
-	if (strcmp(scheme, "shm") == 0)
-		return shm_adopt(loop, fd, cb, ctx, out);
-#endif
-	int tls = strcmp(scheme, "tls") == 0;
-	if (!tls && strcmp(scheme, "tcp") != 0)
-		return TRANSPORT_ENOTSUP; /* an RDMA connection cannot change process */
-	return tcp_adopt(loop, fd, tls, cb, ctx, out);
+	return p ? p->adopt(loop, fd, cb, ctx, out) : TRANSPORT_ENOTSUP;
 }
 
 void transport_listener_close(transport_listener *l)

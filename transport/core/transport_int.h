@@ -9,12 +9,9 @@
  * TRANSPORT_ENOTSUP, as libibverbs does with its dummy ops), so the core never
  * checks for NULL.
  *
- * Built-in providers are listed at compile time in addr.c: a static library only
- * pulls in the object files something references, so a provider that registered
- * itself from a constructor would silently vanish from programs linked against
- * rg_transport. transport/rdma.cmake adds its sources and defines
- * RG_TRANSPORT_RDMA (likewise RG_TRANSPORT_SHM), and addr.c then references
- * transport_rdma_provider (transport_shm_provider).
+ * Built-in providers are listed once, in providers.h (why at compile time: see
+ * there). What their connections can do is in their transport_ops (caps,
+ * TRANSPORT_CAP_* in transport.h).
  */
 #ifndef TRANSPORT_INT_H
 #define TRANSPORT_INT_H
@@ -22,6 +19,8 @@
 #include "transport.h"
 
 #include <stdatomic.h>
+
+#include "providers.h"
 
 typedef struct transport_provider {
 	const char *scheme;
@@ -35,6 +34,9 @@ typedef struct transport_provider {
 		      transport_listener **out);
 	/* Any thread; see transport_listener_close in transport.h. */
 	void (*listener_close)(transport_listener *l);
+	/* transport_adopt: serves an accepted socket handed over from another
+	 * process (providers whose connections can move: TRANSPORT_CAP_ADOPT). */
+	int (*adopt)(uv_loop_t *loop, int fd, const transport_server_cb *cb, void *ctx, transport_listener **out);
 } transport_provider;
 
 /*
@@ -46,26 +48,22 @@ struct transport_listener {
 	int port; /* the port actually bound (useful when asked for port 0) */
 };
 
+/* Fills every NULL slot of *p with the core's TRANSPORT_ENOTSUP answer (or a
+ * no-op listener_close), so that the core never checks for NULL slots. */
+void transport_provider_fill(transport_provider *p);
+
 /* Adds or replaces the provider for p->scheme. p must outlive the process (the
  * table keeps a copy of the slots but the scheme string by pointer). Returns
  * TRANSPORT_ENOMEM when the table is full, TRANSPORT_EADDR for a bad scheme. */
 int transport_register_provider(const transport_provider *p);
 
-/* The providers compiled in: connect halves (client library) and listen halves
- * (server library, listen.c). */
-extern const transport_provider transport_tcp_provider;
-extern const transport_provider transport_tcp_listen_provider;
-extern const transport_provider transport_tls_provider;
-extern const transport_provider transport_tls_listen_provider;
-#ifdef RG_TRANSPORT_RDMA
-extern const transport_provider transport_rdma_provider;
-#endif
-#ifdef RG_TRANSPORT_SHM
-extern const transport_provider transport_shm_provider;        /* shm_client.c */
-extern const transport_provider transport_shm_listen_provider; /* shm_server.c */
-/* transport_adopt(..., "shm", ...): serves an accepted unix socket (shm_server.c). */
-int shm_adopt(uv_loop_t *loop, int fd, const transport_server_cb *cb, void *ctx, transport_listener **out);
-#endif
+/* The providers compiled in (providers.h): connect halves (client library)
+ * and listen halves (server library, listen.c). */
+#define TP_DECLARE(n)                                                                                                  \
+	extern const transport_provider transport_##n##_provider;                                                      \
+	extern const transport_provider transport_##n##_listen_provider;
+TP_PROVIDERS(TP_DECLARE)
+#undef TP_DECLARE
 
 /* ---- the clients' frame reader (frame_read.c) ---- */
 

@@ -141,8 +141,36 @@ typedef struct transport_mr {
  * buffers any more. It must not call into the transport. */
 typedef void (*transport_sent_fn)(void *ctx, int err);
 
+/*
+ * What a provider's connections can do, so that upper layers ask rather than
+ * compare scheme names (transport_caps). A new provider sets the flags that
+ * hold for it and every caller follows.
+ */
+enum transport_cap {
+	/* reg_mem pins memory and names it with keys: a payload sent from or
+	 * received into registered memory moves without a copy (rdma). Without
+	 * it reg_mem only records addr/len (the kernel copies during the call). */
+	TRANSPORT_CAP_REG_MEM = 1u << 0,
+	/* sendv_async may finish after it returned: the peer reads a payload in
+	 * place, so done() can come later (rdma, server side). */
+	TRANSPORT_CAP_ZERO_COPY = 1u << 1,
+	/* Shared regions (transport_region_share/_get/_drop) work (shm). */
+	TRANSPORT_CAP_REGIONS = 1u << 2,
+	/* Waits poll memory for a while before sleeping (rdma: the CQ; shm: the
+	 * rings), as their *_SPIN_US settings say. */
+	TRANSPORT_CAP_BUSY_POLL = 1u << 3,
+	/* What crosses is encrypted and the server authenticated (tls). */
+	TRANSPORT_CAP_ENCRYPTED = 1u << 4,
+	/* Reaches only the host it runs on (shm). */
+	TRANSPORT_CAP_LOCAL = 1u << 5,
+	/* An accepted connection can move to another process as a descriptor
+	 * (on_accept_fd, transport_adopt: tcp, tls, shm). */
+	TRANSPORT_CAP_ADOPT = 1u << 6,
+};
+
 typedef struct transport_ops {
 	const char *scheme;
+	unsigned caps; /* TRANSPORT_CAP_* */
 	int (*sendv)(transport_conn *c, const struct iovec *iov, int iovcnt);
 	/* Optional: transport_sendv_async (NULL: sendv, then done at once). */
 	int (*sendv_async)(transport_conn *c, const struct iovec *iov, int iovcnt, transport_sent_fn done, void *ctx);
@@ -253,6 +281,15 @@ static inline int transport_recv_frame(transport_conn *c, transport_frame *f, tr
 	return c->ops->recv_frame(c, f, dest, ctx);
 }
 static inline void transport_shutdown(transport_conn *c) { c->ops->shutdown(c); }
+/* The TRANSPORT_CAP_* flags of c's provider. */
+static inline unsigned transport_caps(const transport_conn *c) { return c->ops->caps; }
+/* Registers [addr, addr+len) for c (see TRANSPORT_CAP_REG_MEM); every
+ * provider answers, so callers treat every transport alike. */
+static inline int transport_reg_mem(transport_conn *c, void *addr, size_t len, transport_mr **out)
+{
+	return c->ops->reg_mem(c, addr, len, out);
+}
+static inline int transport_dereg_mem(transport_conn *c, transport_mr *mr) { return c->ops->dereg_mem(c, mr); }
 /* Client side, any thread: a count that grows whenever the peer shows life on
  * the connection (tcp: bytes received, and a large frame of ours going out
  * past what our own buffers took, a step per MiB in either direction; rdma:

@@ -53,6 +53,7 @@ static uint64_t client_progress(transport_conn *c);
 
 static const transport_ops rdma_client_ops = {
 	.scheme = "rdma",
+	.caps = TRDMA_CAPS,
 	.sendv = client_sendv,
 	.recv_frame = client_recv_frame,
 	.reg_mem = trdma_reg_mem,

@@ -78,6 +78,9 @@
 #include "rg_clock.h"
 #include "transport_int.h"
 
+/* What rdma connections can do (both halves). */
+#define TRDMA_CAPS (TRANSPORT_CAP_REG_MEM | TRANSPORT_CAP_ZERO_COPY | TRANSPORT_CAP_BUSY_POLL)
+
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "the rdma wire format is written in host order: little-endian hosts only"
 #endif

@@ -113,6 +113,7 @@ static void srv_listener_close(transport_listener *l);
 
 static const transport_ops rdma_server_ops = {
 	.scheme = "rdma",
+	.caps = TRDMA_CAPS,
 	.sendv = server_sendv,
 	.sendv_async = server_sendv_async,
 	.recv_frame = server_recv_frame,

@@ -70,6 +70,7 @@ static int client_region_share(transport_conn *c, int fd, uint64_t len, uint32_t
 
 static const transport_ops shm_client_ops = {
 	.scheme = "shm",
+	.caps = SHM_CAPS,
 	.sendv = client_sendv,
 	.recv_frame = client_recv_frame,
 	.reg_mem = client_reg_mem,

@@ -14,6 +14,9 @@
 
 /* The setup message the server sends on the socket, with the segment's memfd
  * as SCM_RIGHTS, before anything else. */
+/* What shm connections can do (both halves). */
+#define SHM_CAPS (TRANSPORT_CAP_REGIONS | TRANSPORT_CAP_BUSY_POLL | TRANSPORT_CAP_LOCAL | TRANSPORT_CAP_ADOPT)
+
 #define SHM_SETUP_MAGIC 0x53524753u /* "SGRS" */
 typedef struct shm_setup {
 	uint32_t magic, version, ring_size, reserved;

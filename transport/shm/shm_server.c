@@ -114,11 +114,13 @@ static int server_region_drop(transport_conn *c, uint32_t id);
 static int shm_listen(uv_loop_t *loop, const transport_addr *a, const transport_server_cb *cb, void *ctx,
 		      transport_listener **out);
 static void shm_listener_close(transport_listener *l);
+static int shm_adopt(uv_loop_t *loop, int fd, const transport_server_cb *cb, void *ctx, transport_listener **out);
 static void teardown(sconn *c, int err);
 static void look(sconn *c);
 
 static const transport_ops shm_server_ops = {
 	.scheme = "shm",
+	.caps = SHM_CAPS,
 	.sendv = server_sendv,
 	.recv_frame = server_recv_frame,
 	.reg_mem = server_reg_mem,
@@ -133,6 +135,7 @@ const transport_provider transport_shm_listen_provider = {
 	.scheme = "shm",
 	.listen = shm_listen,
 	.listener_close = shm_listener_close,
+	.adopt = shm_adopt,
 };
 
 /* ---- listener ---- */
@@ -300,7 +303,8 @@ static int shm_listen(uv_loop_t *loop, const transport_addr *a, const transport_
 	return TRANSPORT_OK;
 }
 
-int shm_adopt(uv_loop_t *loop, int fd, const transport_server_cb *cb, void *ctx, transport_listener **out)
+/* transport_adopt(..., "shm", ...): serves an accepted unix socket. */
+static int shm_adopt(uv_loop_t *loop, int fd, const transport_server_cb *cb, void *ctx, transport_listener **out)
 {
 	char peer[64];
 	*out = NULL;

@@ -91,13 +91,13 @@ static ssize_t rx_poll(tcp_client *c);
 static int connect_one(const struct addrinfo *ai, uint64_t end, int *err_out);
 
 /* tcp and tls connections differ only in what they read and write through. */
-#define OPS(sch)                                                                                                       \
+#define OPS(sch, cap)                                                                                                    \
 	{                                                                                                              \
-		.scheme = sch, .sendv = client_sendv, .recv_frame = client_recv_frame, .reg_mem = tcp_reg_mem,          \
+		.scheme = sch, .caps = cap, .sendv = client_sendv, .recv_frame = client_recv_frame, .reg_mem = tcp_reg_mem,          \
 		.dereg_mem = tcp_dereg_mem, .shutdown = client_shutdown, .close = client_close, .progress = client_progress,   \
 	}
-static const transport_ops tcp_client_ops = OPS("tcp");
-static const transport_ops tls_client_ops = OPS("tls");
+static const transport_ops tcp_client_ops = OPS("tcp", TRANSPORT_CAP_ADOPT);
+static const transport_ops tls_client_ops = OPS("tls", TRANSPORT_CAP_ADOPT | TRANSPORT_CAP_ENCRYPTED);
 
 /* The client half only: listening lives in tcp_server.c (server library), so that
  * libremote.so links no libuv. */

@@ -130,20 +130,24 @@ static int server_sendv(transport_conn *c, const struct iovec *iov, int iovcnt);
 static int server_recv_frame(transport_conn *c, transport_frame *f, transport_payload_dest_fn dest, void *ctx);
 static void server_shutdown(transport_conn *c);
 static void server_close(transport_conn *c);
-int tcp_listen(uv_loop_t *loop, const transport_addr *a, const transport_server_cb *cb, void *ctx,
-	       transport_listener **out);
+static int tcp_listen(uv_loop_t *loop, const transport_addr *a, const transport_server_cb *cb, void *ctx,
+		      transport_listener **out);
 static int tls_listen(uv_loop_t *loop, const transport_addr *a, const transport_server_cb *cb, void *ctx,
 		      transport_listener **out);
-void tcp_listener_close(transport_listener *l);
+static void tcp_listener_close(transport_listener *l);
+static int adopt_as(uv_loop_t *loop, int fd, int tls, const transport_server_cb *cb, void *ctx,
+		    transport_listener **out);
+static int tcp_adopt(uv_loop_t *loop, int fd, const transport_server_cb *cb, void *ctx, transport_listener **out);
+static int tls_adopt(uv_loop_t *loop, int fd, const transport_server_cb *cb, void *ctx, transport_listener **out);
 
 /* tcp and tls connections differ only in what they read and write through. */
-#define OPS(sch)                                                                                                       \
+#define OPS(sch, cap)                                                                                                    \
 	{                                                                                                              \
-		.scheme = sch, .sendv = server_sendv, .recv_frame = server_recv_frame, .reg_mem = tcp_reg_mem,          \
+		.scheme = sch, .caps = cap, .sendv = server_sendv, .recv_frame = server_recv_frame, .reg_mem = tcp_reg_mem,          \
 		.dereg_mem = tcp_dereg_mem, .shutdown = server_shutdown, .close = server_close,                          \
 	}
-static const transport_ops tcp_server_ops = OPS("tcp");
-static const transport_ops tls_server_ops = OPS("tls");
+static const transport_ops tcp_server_ops = OPS("tcp", TRANSPORT_CAP_ADOPT);
+static const transport_ops tls_server_ops = OPS("tls", TRANSPORT_CAP_ADOPT | TRANSPORT_CAP_ENCRYPTED);
 
 /* ---- listen ---- */
 
@@ -228,8 +232,8 @@ static int listen_as(uv_loop_t *loop, const transport_addr *a, const transport_s
 	return TRANSPORT_OK;
 }
 
-int tcp_listen(uv_loop_t *loop, const transport_addr *a, const transport_server_cb *cb, void *ctx,
-	       transport_listener **out)
+static int tcp_listen(uv_loop_t *loop, const transport_addr *a, const transport_server_cb *cb, void *ctx,
+		      transport_listener **out)
 {
 	return listen_as(loop, a, cb, ctx, 0, out);
 }
@@ -241,7 +245,7 @@ static int tls_listen(uv_loop_t *loop, const transport_addr *a, const transport_
 }
 
 /* Any thread. The work happens on the loop thread (on_async). */
-void tcp_listener_close(transport_listener *base)
+static void tcp_listener_close(transport_listener *base)
 {
 	transport_loopq_close(&((tcp_listener *)base)->q);
 }
@@ -250,12 +254,14 @@ const transport_provider transport_tcp_listen_provider = {
 	.scheme = "tcp",
 	.listen = tcp_listen,
 	.listener_close = tcp_listener_close,
+	.adopt = tcp_adopt,
 };
 
 const transport_provider transport_tls_listen_provider = {
 	.scheme = "tls",
 	.listen = tls_listen,
 	.listener_close = tcp_listener_close,
+	.adopt = tls_adopt,
 };
 
 static void listener_free_if_done(tcp_listener *l)
@@ -490,7 +496,18 @@ static tcp_listener *listener_new(uv_loop_t *loop, const transport_server_cb *cb
 	return l;
 }
 
-int tcp_adopt(uv_loop_t *loop, int fd, int tls, const transport_server_cb *cb, void *ctx, transport_listener **out)
+static int tcp_adopt(uv_loop_t *loop, int fd, const transport_server_cb *cb, void *ctx, transport_listener **out)
+{
+	return adopt_as(loop, fd, 0, cb, ctx, out);
+}
+
+static int tls_adopt(uv_loop_t *loop, int fd, const transport_server_cb *cb, void *ctx, transport_listener **out)
+{
+	return adopt_as(loop, fd, 1, cb, ctx, out);
+}
+
+static int adopt_as(uv_loop_t *loop, int fd, int tls, const transport_server_cb *cb, void *ctx,
+		    transport_listener **out)
 {
 	*out = NULL;
 	if (tls && !transport_tls_server_ready()) {
