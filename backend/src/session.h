@@ -19,7 +19,7 @@
 #include <cuda.h>
 
 #include "proto.h"
-#include "transport.h"
+#include "transport_server.h"
 
 #define BE_REPLIED (-1000)
 #define BE_DEFERRED (-1001)

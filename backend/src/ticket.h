@@ -6,7 +6,7 @@
 #ifndef BE_TICKET_H
 #define BE_TICKET_H
 
-#include "transport.h"
+#include "transport_server.h"
 
 /* The callbacks of the tls listener of `--listen rdma+tls://...` (its ctx:
  * the uv_loop_t the listener runs on). */

@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "bench.h"
-#include "transport.h"
+#include "transport_server.h"
 
 #define PING_BYTES 64
 enum { OP_PING = 1, OP_DATA = 2, OP_DATA_ACK = 3 };

@@ -11,7 +11,7 @@
 #ifndef FRAME_RX_H
 #define FRAME_RX_H
 
-#include "transport.h"
+#include "transport_server.h"
 
 enum frame_rx_state { FRAME_RX_HDR, FRAME_RX_MSG, FRAME_RX_PAYLOAD };
 

@@ -16,7 +16,7 @@
 #ifndef TRANSPORT_INT_H
 #define TRANSPORT_INT_H
 
-#include "transport.h"
+#include "transport_server.h"
 
 #include <stdatomic.h>
 
