@@ -20,7 +20,9 @@
 
 #include <stdatomic.h>
 
+#include "loopq.h"
 #include "providers.h"
+#include "rg_list.h"
 
 typedef struct transport_provider {
 	const char *scheme;
@@ -40,13 +42,45 @@ typedef struct transport_provider {
 } transport_provider;
 
 /*
- * Common head of every provider's listener object: the core dispatches
- * transport_listener_close and answers transport_listener_port from it.
+ * The listener base (core/listener.c), the head of every provider's listener
+ * object: the core dispatches transport_listener_close and answers
+ * transport_listener_port from it, and it holds what every listener on a
+ * libuv loop keeps: the upper layer's callbacks, the loop queue (teardowns
+ * and kicks other threads ask for, and the close), the connections and the
+ * count of uv handles still open.
  */
 struct transport_listener {
 	const transport_provider *prov;
 	int port; /* the port actually bound (useful when asked for port 0) */
+	uv_loop_t *loop;
+	transport_server_cb cb;
+	void *ctx;
+	transport_loopq q;
+	/* loop thread only */
+	int close_started;
+	int nhandles; /* uv handles (the queue's, connections') not yet closed */
+	rg_list conns;
+	/* Optional: frees what the provider holds beside its handles, once the
+	 * last handle closed, before the listener is freed. */
+	void (*release)(transport_listener *l);
 };
+
+/* Sets the base of a zeroed listener (the queue is started by the provider,
+ * transport_loopq_init, and counted in nhandles). */
+void tp_listener_init(transport_listener *l, const transport_provider *p, uv_loop_t *loop,
+		      const transport_server_cb *cb, void *ctx);
+/* The listener_close slot of every provider: any thread; the loop finishes
+ * the close (the provider's queue callback sees transport_loopq_closing). */
+void tp_listener_close(transport_listener *l);
+/* A handle of l (h->data: the listener, whose first member is the base) or
+ * one of its connections closed: the last one frees l (release first). */
+void tp_listener_handle_closed(transport_listener *l);
+void tp_listener_close_cb(uv_handle_t *h);
+/* Admission: the upper layer's on_accept for c, unless the listener is
+ * closing (once transport_listener_close has returned, on_accept is not
+ * called again; it may have been called from this thread, in a callback).
+ * NULL: refused. */
+void *tp_listener_admit(transport_listener *l, transport_conn *c);
 
 /* Fills every NULL slot of *p with the core's TRANSPORT_ENOTSUP answer (or a
  * no-op listener_close), so that the core never checks for NULL slots. */

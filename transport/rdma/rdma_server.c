@@ -58,8 +58,8 @@ typedef struct sconn {
 	rdma_listener *l; /* valid until the handle is closed */
 	void *conn_ctx;   /* set by on_accept; NULL: not (yet) accepted */
 	uv_poll_t poll;   /* on ep.ch->fd */
-	rg_list node;     /* in l->conns; loop thread only */
-	rg_list req_node; /* in l->q while a request is pending */
+	rg_list node;     /* in l->base.conns; loop thread only */
+	rg_list req_node; /* in l->base.q while a request is pending */
 	int established;  /* loop thread only */
 	atomic_int kick;  /* run the receive side on the loop (request) */
 	int inline_kick;  /* loop thread: an inline wait left work for the loop */
@@ -73,22 +73,15 @@ typedef struct sconn {
 
 struct rdma_listener {
 	transport_listener base;
-	uv_loop_t *loop;
 	struct rdma_event_channel *cm;
 	struct rdma_cm_id *id;
 	uv_poll_t cm_poll;
-	transport_loopq q; /* teardowns and kicks other threads ask for, the close */
 	uv_timer_t timer;
 	uv_idle_t idle; /* runs while a connection is hot: polls it every loop turn */
-	transport_server_cb cb;
-	void *ctx;
 	int rd; /* READs in flight we allow (device limits) */
 
 	/* loop thread only */
 	pthread_t loop_thread;
-	int close_started;
-	int nhandles;
-	rg_list conns;
 };
 
 static void on_cm(uv_poll_t *h, int status, int events);
@@ -97,7 +90,6 @@ static void on_async(uv_async_t *a);
 static void on_timer(uv_timer_t *t);
 static void on_idle(uv_idle_t *h);
 static void conn_close_cb(uv_handle_t *h);
-static void listener_close_cb(uv_handle_t *h);
 static void teardown(sconn *c, int err);
 static void request(sconn *c, int err, int kick);
 static void progress(sconn *c);
@@ -109,7 +101,7 @@ static void server_shutdown(transport_conn *c);
 static void server_close(transport_conn *c);
 static int srv_listen(uv_loop_t *loop, const transport_addr *a, const transport_server_cb *cb, void *ctx,
 		       transport_listener **out);
-static void srv_listener_close(transport_listener *l);
+static void listener_release(transport_listener *l);
 
 static const transport_ops rdma_server_ops = {
 	.scheme = "rdma",
@@ -126,7 +118,7 @@ static const transport_ops rdma_server_ops = {
 const transport_provider transport_rdma_listen_provider = {
 	.scheme = "rdma",
 	.listen = srv_listen,
-	.listener_close = srv_listener_close,
+	.listener_close = tp_listener_close,
 };
 
 /* Loop callbacks note their thread: transport_listen may run before uv_run. */
@@ -157,13 +149,10 @@ static int srv_listen(uv_loop_t *loop, const transport_addr *a, const transport_
 		freeaddrinfo(res);
 		return TRANSPORT_ENOMEM;
 	}
-	l->base.prov = &transport_rdma_listen_provider;
-	l->loop = loop;
-	l->cb = *cb;
-	l->ctx = ctx;
+	tp_listener_init(&l->base, &transport_rdma_listen_provider, loop, cb, ctx);
+	l->base.release = listener_release;
 	l->rd = 16;
 	l->loop_thread = pthread_self();
-	rg_list_init(&l->conns);
 
 	r = TRANSPORT_EADDR;
 	if (!(l->cm = trdma_v.create_event_channel())) {
@@ -201,7 +190,7 @@ static int srv_listen(uv_loop_t *loop, const transport_addr *a, const transport_
 	freeaddrinfo(res);
 	res = NULL;
 
-	if ((r = transport_loopq_init(&l->q, loop, on_async, l)) < 0) {
+	if ((r = transport_loopq_init(&l->base.q, loop, on_async, l)) < 0) {
 		LOG_ERROR("transport", "uv_async_init: %s", uv_strerror(r));
 		r = TRANSPORT_EIO;
 		goto fail;
@@ -212,7 +201,7 @@ static int srv_listen(uv_loop_t *loop, const transport_addr *a, const transport_
 	l->timer.data = l;
 	uv_idle_init(loop, &l->idle);
 	l->idle.data = l;
-	l->nhandles = 4;
+	l->base.nhandles = 4;
 	uv_poll_start(&l->cm_poll, UV_READABLE, on_cm);
 	uv_timer_start(&l->timer, on_timer, TICK_MS, TICK_MS);
 	LOG_INFO("transport", "listening on rdma://%s:%d (device %s)", a->host, l->base.port,
@@ -231,35 +220,16 @@ fail:
 	return r;
 }
 
-static void srv_listener_close(transport_listener *base)
-{
-	transport_loopq_close(&((rdma_listener *)base)->q);
-}
-
-static void listener_free_if_done(rdma_listener *l)
-{
-	if (l->close_started && l->nhandles == 0) {
-		/* Every id of the channel is destroyed by now. */
-		trdma_v.destroy_event_channel(l->cm);
-		transport_loopq_destroy(&l->q);
-		free(l);
-	}
-}
-
-static void listener_close_cb(uv_handle_t *h)
-{
-	rdma_listener *l = h->data;
-	l->nhandles--;
-	listener_free_if_done(l);
-}
+/* Every id of the channel is destroyed by now. */
+static void listener_release(transport_listener *base) { trdma_v.destroy_event_channel(((rdma_listener *)base)->cm); }
 
 static void listener_close_now(rdma_listener *l)
 {
 	struct rdma_cm_event *ev;
 
-	l->close_started = 1;
+	l->base.close_started = 1;
 	uv_poll_stop(&l->cm_poll);
-	for (rg_list *n = l->conns.next; n != &l->conns; n = n->next)
+	for (rg_list *n = l->base.conns.next; n != &l->base.conns; n = n->next)
 		teardown(RG_CONTAINER_OF(n, sconn, node), TRANSPORT_ECLOSED);
 	/* Requests that nobody picked up yet: refuse them. */
 	while (trdma_v.get_cm_event(l->cm, &ev) == 0) {
@@ -273,10 +243,10 @@ static void listener_close_now(rdma_listener *l)
 	}
 	trdma_v.destroy_id(l->id);
 	l->id = NULL;
-	uv_close((uv_handle_t *)&l->cm_poll, listener_close_cb);
-	uv_close((uv_handle_t *)&l->timer, listener_close_cb);
-	uv_close((uv_handle_t *)&l->q.async, listener_close_cb);
-	uv_close((uv_handle_t *)&l->idle, listener_close_cb);
+	uv_close((uv_handle_t *)&l->cm_poll, tp_listener_close_cb);
+	uv_close((uv_handle_t *)&l->timer, tp_listener_close_cb);
+	uv_close((uv_handle_t *)&l->base.q.async, tp_listener_close_cb);
+	uv_close((uv_handle_t *)&l->idle, tp_listener_close_cb);
 }
 
 /* Loop thread: teardowns and kicks other threads asked for, and the close. */
@@ -284,7 +254,7 @@ static void on_async(uv_async_t *a)
 {
 	rdma_listener *l = a->data;
 	on_loop(l);
-	for (rg_list *n; (n = transport_loopq_pop(&l->q));) {
+	for (rg_list *n; (n = transport_loopq_pop(&l->base.q));) {
 		sconn *c = RG_CONTAINER_OF(n, sconn, req_node);
 		int kick = atomic_exchange(&c->kick, 0); /* set before the post */
 		pthread_mutex_lock(&c->lock);
@@ -295,7 +265,7 @@ static void on_async(uv_async_t *a)
 		else if (kick && !torn)
 			progress(c);
 	}
-	if (transport_loopq_closing(&l->q) && !l->close_started)
+	if (transport_loopq_closing(&l->base.q) && !l->base.close_started)
 		listener_close_now(l);
 }
 
@@ -303,7 +273,7 @@ static void on_timer(uv_timer_t *t)
 {
 	rdma_listener *l = t->data;
 	on_loop(l);
-	for (rg_list *n = l->conns.next; n != &l->conns; n = n->next) {
+	for (rg_list *n = l->base.conns.next; n != &l->base.conns; n = n->next) {
 		sconn *c = RG_CONTAINER_OF(n, sconn, node);
 		if (!c->established || atomic_load(&c->shut))
 			continue;
@@ -338,12 +308,12 @@ static sconn *conn_new(rdma_listener *l, struct rdma_cm_id *id)
 
 static void on_connect_request(rdma_listener *l, struct rdma_cm_id *id, const void *priv, size_t plen, int peer_rd)
 {
-	int closing = transport_loopq_closing(&l->q);
-	if (!closing && l->cb.on_redirect) {
+	int closing = transport_loopq_closing(&l->base.q);
+	if (!closing && l->base.cb.on_redirect) {
 		char peer[64];
 		trdma_addr_name(rdma_get_peer_addr(id), peer, sizeof(peer));
 		transport_cookie cookie = {{0}};
-		int port = l->cb.on_redirect(l->ctx, peer, &cookie);
+		int port = l->base.cb.on_redirect(l->base.ctx, peer, &cookie);
 		if (port > 0 && port <= 65535) {
 			rredirect rd = {.magic = RDMA_REDIRECT_MAGIC,
 					.version = RDMA_PROTO_VERSION,
@@ -375,10 +345,10 @@ static void on_connect_request(rdma_listener *l, struct rdma_cm_id *id, const vo
 		free(c);
 		return;
 	}
-	uv_poll_init(l->loop, &c->poll, c->ep.ch->fd);
+	uv_poll_init(l->base.loop, &c->poll, c->ep.ch->fd);
 	c->poll.data = c;
-	l->nhandles++;
-	rg_list_add_tail(&l->conns, &c->node);
+	l->base.nhandles++;
+	rg_list_add_tail(&l->base.conns, &c->node);
 
 	rhello mine;
 	trdma_ep_fill_hello(&c->ep, &mine);
@@ -405,8 +375,7 @@ static void on_connect_request(rdma_listener *l, struct rdma_cm_id *id, const vo
 static void on_established(sconn *c)
 {
 	rdma_listener *l = c->l;
-	int closing = transport_loopq_closing(&l->q);
-	c->conn_ctx = !closing && l->cb.on_accept ? l->cb.on_accept(l->ctx, &c->base) : NULL;
+	c->conn_ctx = tp_listener_admit(&l->base, &c->base);
 	if (!c->conn_ctx) {
 		LOG_INFO("transport", "%s: refused by the upper layer", c->base.peer);
 		c->released = 1;
@@ -437,7 +406,7 @@ static void on_cm(uv_poll_t *h, int status, int events)
 	struct rdma_cm_event *ev;
 
 	on_loop(l);
-	while (!l->close_started && trdma_v.get_cm_event(l->cm, &ev) == 0) {
+	while (!l->base.close_started && trdma_v.get_cm_event(l->cm, &ev) == 0) {
 		enum rdma_cm_event_type t = ev->event;
 		struct rdma_cm_id *id = ev->id;
 		uint8_t priv[64];
@@ -507,7 +476,7 @@ static void fire_sent(rdma_ep *ep)
 static void set_hot(sconn *c, int moved, int bulk)
 {
 	uint64_t window = (uint64_t)trdma_conf()->bulk_spin_us * 1000;
-	if (!bulk || !window || atomic_load(&c->shut) || c->l->close_started) {
+	if (!bulk || !window || atomic_load(&c->shut) || c->l->base.close_started) {
 		c->hot = 0;
 		return;
 	}
@@ -526,7 +495,7 @@ static void on_idle(uv_idle_t *h)
 	on_loop(l);
 	/* progress may tear a connection down, which leaves it in the list
 	 * until its handle is closed (a later loop phase). */
-	for (rg_list *n = l->conns.next; n != &l->conns; n = n->next) {
+	for (rg_list *n = l->base.conns.next; n != &l->base.conns; n = n->next) {
 		sconn *c = RG_CONTAINER_OF(n, sconn, node);
 		if (c->hot && c->established && !atomic_load(&c->shut))
 			progress(c);
@@ -566,13 +535,13 @@ static void progress(sconn *c)
 		fire_sent(ep);
 		while (!atomic_load(&c->shut)) {
 			transport_frame f;
-			r = trdma_ep_rx(ep, &f, l->cb.frame_ok, l->cb.payload_dest, c->conn_ctx);
+			r = trdma_ep_rx(ep, &f, l->base.cb.frame_ok, l->base.cb.payload_dest, c->conn_ctx);
 			if (r <= 0)
 				break;
 			got = 1;
 			pthread_mutex_unlock(&ep->mu);
-			if (l->cb.on_frame)
-				l->cb.on_frame(c->conn_ctx, &f);
+			if (l->base.cb.on_frame)
+				l->base.cb.on_frame(c->conn_ctx, &f);
 			else
 				transport_frame_free(&f);
 			pthread_mutex_lock(&ep->mu);
@@ -637,7 +606,7 @@ static void request(sconn *c, int err, int kick)
 		/* torn_down == 0 under c->lock: listener and async are alive. */
 		if (kick)
 			atomic_store(&c->kick, 1);
-		transport_loopq_post(&c->l->q, &c->req_node);
+		transport_loopq_post(&c->l->base.q, &c->req_node);
 	}
 	pthread_mutex_unlock(&c->lock);
 }
@@ -661,7 +630,7 @@ static void teardown(sconn *c, int err)
 	atomic_store(&c->shut, 1);
 	pthread_mutex_unlock(&c->lock);
 
-	transport_loopq_cancel(&l->q, &c->req_node);
+	transport_loopq_cancel(&l->base.q, &c->req_node);
 
 	/* Blocked senders wake and return; later ones see the error. */
 	pthread_mutex_lock(&ep->mu);
@@ -681,8 +650,8 @@ static void teardown(sconn *c, int err)
 			  (unsigned long long)ep->st.tx_frames, (unsigned long long)ep->st.rx_direct_bytes,
 			  (unsigned long long)ep->st.rx_landing_bytes, (unsigned long long)ep->st.tx_zc_bytes,
 			  (unsigned long long)ep->st.tx_bounce_bytes);
-		if (l->cb.on_close)
-			l->cb.on_close(c->conn_ctx, err);
+		if (l->base.cb.on_close)
+			l->base.cb.on_close(c->conn_ctx, err);
 	}
 	/* Senders check ep->err under ep.mu before touching the QP, so it may go
 	 * now; the channel must outlive the uv_poll watching it. */
@@ -716,8 +685,7 @@ static void conn_close_cb(uv_handle_t *h)
 	pthread_mutex_unlock(&c->lock);
 	if (free_now)
 		conn_free(c);
-	l->nhandles--;
-	listener_free_if_done(l);
+	tp_listener_handle_closed(&l->base);
 }
 
 /* ---- connection ops ---- */

@@ -89,18 +89,11 @@ typedef struct sconn {
 
 struct shm_listener {
 	transport_listener base;
-	uv_loop_t *loop;
 	int lfd; /* -1: an adopted connection's listener */
 	uv_poll_t lpoll;
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
-	transport_loopq q;
-	transport_server_cb cb;
-	void *ctx;
 	uint32_t ring_size;
 	uint64_t spin_ns;
-	int close_started;
-	int nhandles;
-	rg_list conns;
 };
 
 static int server_sendv(transport_conn *c, const struct iovec *iov, int iovcnt);
@@ -113,7 +106,6 @@ static int server_region_get(transport_conn *c, uint32_t id, uint64_t off, uint6
 static int server_region_drop(transport_conn *c, uint32_t id);
 static int shm_listen(uv_loop_t *loop, const transport_addr *a, const transport_server_cb *cb, void *ctx,
 		      transport_listener **out);
-static void shm_listener_close(transport_listener *l);
 static int shm_adopt(uv_loop_t *loop, int fd, const transport_server_cb *cb, void *ctx, transport_listener **out);
 static void teardown(sconn *c, int err);
 static void look(sconn *c);
@@ -134,26 +126,11 @@ static const transport_ops shm_server_ops = {
 const transport_provider transport_shm_listen_provider = {
 	.scheme = "shm",
 	.listen = shm_listen,
-	.listener_close = shm_listener_close,
+	.listener_close = tp_listener_close,
 	.adopt = shm_adopt,
 };
 
 /* ---- listener ---- */
-
-static void listener_free_if_done(shm_listener *l)
-{
-	if (l->close_started && l->nhandles == 0) {
-		transport_loopq_destroy(&l->q);
-		free(l);
-	}
-}
-
-static void listener_close_cb(uv_handle_t *h)
-{
-	shm_listener *l = h->data;
-	l->nhandles--;
-	listener_free_if_done(l);
-}
 
 static void lpoll_close_cb(uv_handle_t *h)
 {
@@ -161,23 +138,23 @@ static void lpoll_close_cb(uv_handle_t *h)
 	close(l->lfd);
 	if (l->path[0])
 		unlink(l->path);
-	listener_close_cb(h);
+	tp_listener_close_cb(h);
 }
 
 static void on_async(uv_async_t *a)
 {
 	shm_listener *l = a->data;
 
-	for (rg_list *n; (n = transport_loopq_pop(&l->q));)
+	for (rg_list *n; (n = transport_loopq_pop(&l->base.q));)
 		teardown(RG_CONTAINER_OF(n, sconn, req_node), TRANSPORT_ECLOSED);
-	if (!transport_loopq_closing(&l->q) || l->close_started)
+	if (!transport_loopq_closing(&l->base.q) || l->base.close_started)
 		return;
-	l->close_started = 1;
+	l->base.close_started = 1;
 	if (l->lfd >= 0)
 		uv_close((uv_handle_t *)&l->lpoll, lpoll_close_cb);
-	for (rg_list *n = l->conns.next; n != &l->conns; n = n->next)
+	for (rg_list *n = l->base.conns.next; n != &l->base.conns; n = n->next)
 		teardown(RG_CONTAINER_OF(n, sconn, node), TRANSPORT_ECLOSED);
-	uv_close((uv_handle_t *)&l->q.async, listener_close_cb);
+	uv_close((uv_handle_t *)&l->base.q.async, tp_listener_close_cb);
 }
 
 static shm_listener *listener_new(uv_loop_t *loop, const transport_server_cb *cb, void *ctx)
@@ -185,22 +162,18 @@ static shm_listener *listener_new(uv_loop_t *loop, const transport_server_cb *cb
 	shm_listener *l = calloc(1, sizeof(*l));
 	if (!l)
 		return NULL;
-	if (transport_loopq_init(&l->q, loop, on_async, l) != 0) {
+	if (transport_loopq_init(&l->base.q, loop, on_async, l) != 0) {
 		free(l);
 		return NULL;
 	}
-	l->loop = loop;
+	tp_listener_init(&l->base, &transport_shm_listen_provider, loop, cb, ctx);
 	l->lfd = -1;
-	l->cb = *cb;
-	l->ctx = ctx;
 	l->ring_size = shm_ring_size_setting();
 	l->spin_ns = shm_spin_ns();
-	l->nhandles = 1; /* the async */
-	rg_list_init(&l->conns);
+	l->base.nhandles = 1; /* the async */
 	return l;
 }
 
-static void shm_listener_close(transport_listener *base) { transport_loopq_close(&((shm_listener *)base)->q); }
 
 /* Only the server's own user (or root) may come in: the socket's folder
  * should already see to that, this holds if it does not. */
@@ -229,12 +202,12 @@ static void on_connection(uv_poll_t *p, int status, int events)
 			return;
 		}
 		char peer[64];
-		if (transport_loopq_closing(&l->q) || !peer_allowed(fd, peer, sizeof(peer))) {
+		if (transport_loopq_closing(&l->base.q) || !peer_allowed(fd, peer, sizeof(peer))) {
 			close(fd);
 			continue;
 		}
-		if (l->cb.on_accept_fd)
-			l->cb.on_accept_fd(l->ctx, fd, peer); /* it is theirs now */
+		if (l->base.cb.on_accept_fd)
+			l->base.cb.on_accept_fd(l->base.ctx, fd, peer); /* it is theirs now */
 		else
 			conn_start(l, fd);
 	}
@@ -286,17 +259,16 @@ static int shm_listen(uv_loop_t *loop, const transport_addr *a, const transport_
 		close(fd);
 		unlink(a->host);
 		if (l) {
-			l->close_started = 1;
-			uv_close((uv_handle_t *)&l->q.async, listener_close_cb);
+			l->base.close_started = 1;
+			uv_close((uv_handle_t *)&l->base.q.async, tp_listener_close_cb);
 		}
 		return TRANSPORT_ENOMEM;
 	}
-	l->base.prov = &transport_shm_listen_provider;
 	l->base.port = 0;
 	l->lfd = fd;
 	strcpy(l->path, a->host);
 	l->lpoll.data = l;
-	l->nhandles++;
+	l->base.nhandles++;
 	uv_poll_start(&l->lpoll, UV_READABLE, on_connection);
 	LOG_INFO("transport", "listening on shm://%s", a->host);
 	*out = &l->base;
@@ -313,11 +285,10 @@ static int shm_adopt(uv_loop_t *loop, int fd, const transport_server_cb *cb, voi
 		close(fd);
 		return TRANSPORT_ENOMEM;
 	}
-	l->base.prov = &transport_shm_listen_provider;
 	if (!peer_allowed(fd, peer, sizeof(peer))) {
 		close(fd);
-		l->close_started = 1;
-		uv_close((uv_handle_t *)&l->q.async, listener_close_cb);
+		l->base.close_started = 1;
+		uv_close((uv_handle_t *)&l->base.q.async, tp_listener_close_cb);
 		return TRANSPORT_ECONNECT;
 	}
 	int fl = fcntl(fd, F_GETFL);
@@ -359,8 +330,7 @@ static void conn_close_cb(uv_handle_t *h)
 	pthread_mutex_unlock(&c->lock);
 	if (free_now)
 		conn_free(c);
-	l->nhandles--;
-	listener_free_if_done(l);
+	tp_listener_handle_closed(&l->base);
 }
 
 static void poll_cb(uv_poll_t *p, int status, int events);
@@ -386,7 +356,7 @@ static void conn_start(shm_listener *l, int fd)
 	shm_peer_name(fd, c->base.peer, sizeof(c->base.peer), &uid);
 	snprintf(c->rg.peer, sizeof(c->rg.peer), "%s", c->base.peer);
 	if (shm_seg_create(l->ring_size, &c->memfd, &c->map) != TRANSPORT_OK ||
-	    uv_poll_init(l->loop, &c->poll, fd) != 0) {
+	    uv_poll_init(l->base.loop, &c->poll, fd) != 0) {
 		if (c->map)
 			munmap(c->map, shm_seg_size(l->ring_size));
 		if (c->memfd >= 0)
@@ -399,14 +369,13 @@ static void conn_start(shm_listener *l, int fd)
 	shm_seg_rings(c->map, l->ring_size, &c->rx, &c->tx);
 	c->spin_ns = l->spin_ns;
 	shm_ring_sleep_prepare(&c->rx); /* asleep: the first frame rings */
-	uv_idle_init(l->loop, &c->idle);
+	uv_idle_init(l->base.loop, &c->idle);
 	c->poll.data = c->idle.data = c;
 	c->nhandles = 2;
-	l->nhandles++;
-	rg_list_add_tail(&l->conns, &c->node);
+	l->base.nhandles++;
+	rg_list_add_tail(&l->base.conns, &c->node);
 
-	int closing = transport_loopq_closing(&l->q);
-	c->conn_ctx = !closing && l->cb.on_accept ? l->cb.on_accept(l->ctx, &c->base) : NULL;
+	c->conn_ctx = tp_listener_admit(&l->base, &c->base);
 	if (!c->conn_ctx) {
 		LOG_INFO("transport", "%s: refused by the upper layer", c->base.peer);
 		c->released = 1;
@@ -430,7 +399,7 @@ static void request_teardown(sconn *c, int err)
 	if (!c->close_err)
 		c->close_err = err;
 	if (!c->torn_down)
-		transport_loopq_post(&c->l->q, &c->req_node);
+		transport_loopq_post(&c->l->base.q, &c->req_node);
 	pthread_mutex_unlock(&c->lock);
 }
 
@@ -450,7 +419,7 @@ static void teardown(sconn *c, int err)
 	pthread_mutex_unlock(&c->lock);
 	shm_futex_wake(&c->tx.ctl->tail); /* a sender napping for space */
 
-	transport_loopq_cancel(&c->l->q, &c->req_node);
+	transport_loopq_cancel(&c->l->base.q, &c->req_node);
 	uv_poll_stop(&c->poll);
 	uv_idle_stop(&c->idle);
 	pthread_mutex_lock(&c->send_lock); /* no sender is inside the ring now */
@@ -459,8 +428,8 @@ static void teardown(sconn *c, int err)
 	frame_rx_drop(&c->frx); /* a frame cut short */
 	if (c->conn_ctx) {
 		LOG_DEBUG("transport", "%s: closed: %s", c->base.peer, transport_strerror(err));
-		if (c->l->cb.on_close)
-			c->l->cb.on_close(c->conn_ctx, err);
+		if (c->l->base.cb.on_close)
+			c->l->base.cb.on_close(c->conn_ctx, err);
 	}
 	uv_close((uv_handle_t *)&c->poll, conn_close_cb);
 	uv_close((uv_handle_t *)&c->idle, conn_close_cb);
@@ -486,7 +455,7 @@ static long parse(sconn *c, size_t avail, int *cb_ran)
 	if (k > avail)
 		k = avail;
 	shm_ring_get(&c->rx, dst, k);
-	int r = frame_rx_took(&c->frx, k, &c->l->cb, c->conn_ctx, c->base.peer);
+	int r = frame_rx_took(&c->frx, k, &c->l->base.cb, c->conn_ctx, c->base.peer);
 	*cb_ran = r > 0;
 	return r < 0 ? r : (long)k;
 }

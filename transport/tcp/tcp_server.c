@@ -81,8 +81,8 @@ typedef struct sconn {
 	tcp_listener *l; /* valid until the handle is closed */
 	void *conn_ctx;  /* NULL: refused, no on_close */
 	int fd;
-	rg_list node;    /* in l->conns; loop thread only */
-	rg_list req_node; /* in l->q while a teardown request is pending */
+	rg_list node;    /* in l->base.conns; loop thread only */
+	rg_list req_node; /* in l->base.q while a teardown request is pending */
 
 	pthread_mutex_t lock; /* guards the fields below */
 	int fd_open;          /* descriptor usable (for shutdown() from other threads) */
@@ -101,17 +101,10 @@ typedef struct sconn {
 
 struct tcp_listener {
 	transport_listener base;
-	uv_loop_t *loop;
 	uv_tcp_t tcp;
-	transport_loopq q; /* connections to tear down, the close */
-	transport_server_cb cb;
-	void *ctx;
 	int tls; /* serve connections through TLS */
 
 	/* loop thread only */
-	int close_started;
-	int nhandles; /* tcp, async and connection handles not yet closed */
-	rg_list conns;
 	uint8_t scratch[SCRATCH_SIZE];
 };
 
@@ -123,7 +116,6 @@ static void on_bytes(sconn *c, const uv_buf_t *buf, ssize_t nread);
 static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
 static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 static void conn_close_cb(uv_handle_t *h);
-static void listener_close_cb(uv_handle_t *h);
 static void teardown(sconn *c, int err);
 static void request_teardown(sconn *c, int err);
 static int server_sendv(transport_conn *c, const struct iovec *iov, int iovcnt);
@@ -134,7 +126,6 @@ static int tcp_listen(uv_loop_t *loop, const transport_addr *a, const transport_
 		      transport_listener **out);
 static int tls_listen(uv_loop_t *loop, const transport_addr *a, const transport_server_cb *cb, void *ctx,
 		      transport_listener **out);
-static void tcp_listener_close(transport_listener *l);
 static int adopt_as(uv_loop_t *loop, int fd, int tls, const transport_server_cb *cb, void *ctx,
 		    transport_listener **out);
 static int tcp_adopt(uv_loop_t *loop, int fd, const transport_server_cb *cb, void *ctx, transport_listener **out);
@@ -222,9 +213,9 @@ static int listen_as(uv_loop_t *loop, const transport_addr *a, const transport_s
 		LOG_ERROR("transport", "cannot listen on %s:%d: %s", a->host, a->port, uv_strerror(r));
 		if (uv_fileno((uv_handle_t *)&l->tcp, &(uv_os_fd_t){0}) != 0)
 			close(fd); /* uv_tcp_open failed: the handle does not own fd */
-		l->close_started = 1;
-		uv_close((uv_handle_t *)&l->tcp, listener_close_cb);
-		uv_close((uv_handle_t *)&l->q.async, listener_close_cb);
+		l->base.close_started = 1;
+		uv_close((uv_handle_t *)&l->tcp, tp_listener_close_cb);
+		uv_close((uv_handle_t *)&l->base.q.async, tp_listener_close_cb);
 		return TRANSPORT_EIO;
 	}
 	LOG_INFO("transport", "listening on %s:%d%s", a->host, port, tls ? " (tls)" : "");
@@ -244,40 +235,19 @@ static int tls_listen(uv_loop_t *loop, const transport_addr *a, const transport_
 	return listen_as(loop, a, cb, ctx, 1, out);
 }
 
-/* Any thread. The work happens on the loop thread (on_async). */
-static void tcp_listener_close(transport_listener *base)
-{
-	transport_loopq_close(&((tcp_listener *)base)->q);
-}
-
 const transport_provider transport_tcp_listen_provider = {
 	.scheme = "tcp",
 	.listen = tcp_listen,
-	.listener_close = tcp_listener_close,
+	.listener_close = tp_listener_close,
 	.adopt = tcp_adopt,
 };
 
 const transport_provider transport_tls_listen_provider = {
 	.scheme = "tls",
 	.listen = tls_listen,
-	.listener_close = tcp_listener_close,
+	.listener_close = tp_listener_close,
 	.adopt = tls_adopt,
 };
-
-static void listener_free_if_done(tcp_listener *l)
-{
-	if (l->close_started && l->nhandles == 0) {
-		transport_loopq_destroy(&l->q);
-		free(l);
-	}
-}
-
-static void listener_close_cb(uv_handle_t *h)
-{
-	tcp_listener *l = h->data;
-	l->nhandles--;
-	listener_free_if_done(l);
-}
 
 /* Loop thread: runs the teardowns other threads asked for, and the listener's
  * own close. */
@@ -285,20 +255,20 @@ static void on_async(uv_async_t *a)
 {
 	tcp_listener *l = a->data;
 
-	for (rg_list *n; (n = transport_loopq_pop(&l->q));)
+	for (rg_list *n; (n = transport_loopq_pop(&l->base.q));)
 		teardown(RG_CONTAINER_OF(n, sconn, req_node), TRANSPORT_ECLOSED);
 
-	if (!transport_loopq_closing(&l->q) || l->close_started)
+	if (!transport_loopq_closing(&l->base.q) || l->base.close_started)
 		return;
-	l->close_started = 1;
-	uv_close((uv_handle_t *)&l->tcp, listener_close_cb);
+	l->base.close_started = 1;
+	uv_close((uv_handle_t *)&l->tcp, tp_listener_close_cb);
 	/* teardown() unlinks nothing (conn_close_cb does), so walking is safe even
 	 * though on_close may call transport_close. */
-	for (rg_list *n = l->conns.next; n != &l->conns; n = n->next)
+	for (rg_list *n = l->base.conns.next; n != &l->base.conns; n = n->next)
 		teardown(RG_CONTAINER_OF(n, sconn, node), TRANSPORT_ECLOSED);
 	/* Every connection is torn down now, so no thread can ask this handle for
 	 * anything more (request_teardown checks torn_down under the conn lock). */
-	uv_close((uv_handle_t *)&l->q.async, listener_close_cb);
+	uv_close((uv_handle_t *)&l->base.q.async, tp_listener_close_cb);
 }
 
 /* ---- accept ---- */
@@ -324,9 +294,9 @@ static sconn *conn_new(tcp_listener *l)
 	sconn *c = conn_alloc(l);
 	if (!c)
 		return NULL;
-	uv_tcp_init(l->loop, &c->handle);
+	uv_tcp_init(l->base.loop, &c->handle);
 	c->handle.data = c;
-	l->nhandles++;
+	l->base.nhandles++;
 	return c;
 }
 
@@ -335,7 +305,7 @@ static sconn *conn_new(tcp_listener *l)
 static sconn *conn_new_tls(tcp_listener *l, int fd)
 {
 	sconn *c = conn_alloc(l);
-	int r = c ? uv_poll_init_socket(l->loop, &c->poll, fd) : UV_ENOMEM;
+	int r = c ? uv_poll_init_socket(l->base.loop, &c->poll, fd) : UV_ENOMEM;
 	if (r < 0) {
 		LOG_WARN("transport", "tls connection: %s", uv_strerror(r));
 		if (c) {
@@ -350,7 +320,7 @@ static sconn *conn_new_tls(tcp_listener *l, int fd)
 	c->is_tls = 1;
 	c->fd = fd;
 	c->poll.data = c;
-	l->nhandles++;
+	l->base.nhandles++;
 	return c;
 }
 
@@ -392,13 +362,12 @@ static void conn_start(tcp_listener *l, sconn *c, uv_os_fd_t fd)
 		uv_tcp_keepalive(&c->handle, 1, KEEPALIVE_S);
 	}
 	tcp_peer_name(fd, c->base.peer, sizeof(c->base.peer));
-	rg_list_add_tail(&l->conns, &c->node);
+	rg_list_add_tail(&l->base.conns, &c->node);
 
 	LOG_DEBUG("transport", "accepted %s", c->base.peer);
 	/* Once transport_listener_close has returned, on_accept is not called
 	 * again (it may have been called from this thread, in a callback). */
-	int closing = transport_loopq_closing(&l->q);
-	c->conn_ctx = !closing && l->cb.on_accept ? l->cb.on_accept(l->ctx, &c->base) : NULL;
+	c->conn_ctx = tp_listener_admit(&l->base, &c->base);
 	if (!c->conn_ctx) {
 		LOG_INFO("transport", "%s: refused by the upper layer", c->base.peer);
 		c->released = 1; /* the upper layer gave c up by refusing it */
@@ -444,7 +413,7 @@ static void on_connection(uv_stream_t *server, int status)
 		conn_discard(c);
 		return;
 	}
-	if (l->cb.on_accept_fd) {
+	if (l->base.cb.on_accept_fd) {
 		/* The upper layer serves the socket elsewhere (another process): give
 		 * it a descriptor of its own. Closing ours does not shut the socket
 		 * down, so the connection lives on in the copy. */
@@ -455,7 +424,7 @@ static void on_connection(uv_stream_t *server, int status)
 		if (own < 0)
 			LOG_WARN("transport", "%s: dup: %s", peer, strerror(errno));
 		else
-			l->cb.on_accept_fd(l->ctx, own, peer);
+			l->base.cb.on_accept_fd(l->base.ctx, own, peer);
 		return;
 	}
 	if (l->tls) {
@@ -478,21 +447,17 @@ static tcp_listener *listener_new(uv_loop_t *loop, const transport_server_cb *cb
 	tcp_listener *l = calloc(1, sizeof(*l));
 	if (!l)
 		return NULL;
-	l->base.prov = &transport_tcp_listen_provider;
-	l->loop = loop;
-	l->cb = *cb;
-	l->ctx = ctx;
-	rg_list_init(&l->conns);
-	int r = transport_loopq_init(&l->q, loop, on_async, l);
+	tp_listener_init(&l->base, &transport_tcp_listen_provider, loop, cb, ctx);
+	int r = transport_loopq_init(&l->base.q, loop, on_async, l);
 	if (r < 0) {
 		free(l);
 		LOG_ERROR("transport", "uv_async_init: %s", uv_strerror(r));
 		return NULL;
 	}
-	l->nhandles++;
+	l->base.nhandles++;
 	uv_tcp_init(loop, &l->tcp); /* cannot fail without flags */
 	l->tcp.data = l;
-	l->nhandles++;
+	l->base.nhandles++;
 	return l;
 }
 
@@ -529,9 +494,9 @@ static int adopt_as(uv_loop_t *loop, int fd, int tls, const transport_server_cb 
 		LOG_ERROR("transport", "cannot serve descriptor %d: %s", fd, uv_strerror(r));
 		if (c)
 			conn_discard(c);
-		l->close_started = 1;
-		uv_close((uv_handle_t *)&l->tcp, listener_close_cb);
-		uv_close((uv_handle_t *)&l->q.async, listener_close_cb);
+		l->base.close_started = 1;
+		uv_close((uv_handle_t *)&l->tcp, tp_listener_close_cb);
+		uv_close((uv_handle_t *)&l->base.q.async, tp_listener_close_cb);
 		return TRANSPORT_EIO;
 	}
 	*out = &l->base;
@@ -551,7 +516,7 @@ static void request_teardown(sconn *c, int err)
 		/* torn_down == 0 under c->lock: the listener and its async handle
 		 * are alive (they go only after every connection is torn down). */
 		tcp_listener *l = c->l;
-		transport_loopq_post(&l->q, &c->req_node);
+		transport_loopq_post(&l->base.q, &c->req_node);
 	}
 	pthread_mutex_unlock(&c->lock);
 }
@@ -579,7 +544,7 @@ static void teardown(sconn *c, int err)
 		shutdown(c->fd, SHUT_RDWR);
 	pthread_mutex_unlock(&c->lock);
 
-	transport_loopq_cancel(&l->q, &c->req_node);
+	transport_loopq_cancel(&l->base.q, &c->req_node);
 
 	if (c->is_tls)
 		uv_poll_stop(&c->poll);
@@ -596,8 +561,8 @@ static void teardown(sconn *c, int err)
 	frame_rx_drop(&c->rx); /* a frame cut short */
 	if (c->conn_ctx) {
 		LOG_DEBUG("transport", "%s: closed: %s", c->base.peer, transport_strerror(err));
-		if (l->cb.on_close)
-			l->cb.on_close(c->conn_ctx, err);
+		if (l->base.cb.on_close)
+			l->base.cb.on_close(c->conn_ctx, err);
 	}
 	uv_close(conn_handle(c), conn_close_cb);
 }
@@ -627,8 +592,7 @@ static void conn_close_cb(uv_handle_t *h)
 		pthread_mutex_destroy(&c->send_lock);
 		free(c);
 	}
-	l->nhandles--;
-	listener_free_if_done(l);
+	tp_listener_handle_closed(&l->base);
 }
 
 /* ---- receive ---- */
@@ -696,7 +660,7 @@ static void parse(sconn *c, const uint8_t *p, size_t n)
 			k = n;
 		if (dst)
 			memcpy(dst, p, k);
-		int r = frame_rx_took(&c->rx, k, &c->l->cb, c->conn_ctx, c->base.peer);
+		int r = frame_rx_took(&c->rx, k, &c->l->base.cb, c->conn_ctx, c->base.peer);
 		if (r < 0) {
 			rx_failed(c, r);
 			return;
@@ -726,7 +690,7 @@ static void on_bytes(sconn *c, const uv_buf_t *buf, ssize_t nread)
 		return; /* EAGAIN */
 	if (buf->base != (char *)c->l->scratch) {
 		/* alloc_cb pointed libuv into the payload destination. */
-		int r = frame_rx_took(&c->rx, (size_t)nread, &c->l->cb, c->conn_ctx, c->base.peer);
+		int r = frame_rx_took(&c->rx, (size_t)nread, &c->l->base.cb, c->conn_ctx, c->base.peer);
 		if (r > 0)
 			stopped(c);
 		return;

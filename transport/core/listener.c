@@ -1,0 +1,39 @@
+/*
+ * The listener base shared by every provider's server half (transport_int.h:
+ * struct transport_listener): setup, admission, the close and the count of
+ * open handles that frees the listener when it reaches zero.
+ */
+#include <stdlib.h>
+
+#include "transport_int.h"
+
+void tp_listener_init(transport_listener *l, const transport_provider *p, uv_loop_t *loop,
+		      const transport_server_cb *cb, void *ctx)
+{
+	l->prov = p;
+	l->loop = loop;
+	l->cb = *cb;
+	l->ctx = ctx;
+	rg_list_init(&l->conns);
+}
+
+void tp_listener_close(transport_listener *l) { transport_loopq_close(&l->q); }
+
+void tp_listener_handle_closed(transport_listener *l)
+{
+	l->nhandles--;
+	if (l->close_started && l->nhandles == 0) {
+		if (l->release)
+			l->release(l);
+		transport_loopq_destroy(&l->q);
+		free(l);
+	}
+}
+
+void tp_listener_close_cb(uv_handle_t *h) { tp_listener_handle_closed(h->data); }
+
+void *tp_listener_admit(transport_listener *l, transport_conn *c)
+{
+	int closing = transport_loopq_closing(&l->q);
+	return !closing && l->cb.on_accept ? l->cb.on_accept(l->ctx, c) : NULL;
+}
