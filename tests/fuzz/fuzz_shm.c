@@ -108,7 +108,7 @@ static void region_message(int sock, uint32_t id, uint64_t len, int sealed)
 		abort();
 	if (sealed)
 		fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW);
-	shm_region_send(sock, fd, id, len);
+	tp_shm_region_send(sock, fd, id, len);
 	close(fd);
 }
 
@@ -140,11 +140,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	uint32_t ring;
 	void *map;
 	shm_ring c2s, s2c;
-	if (shm_sock_recv_setup(fd, transport_deadline(5000), &memfd, &ring) != TRANSPORT_OK ||
-	    shm_seg_map(memfd, ring, &map) != TRANSPORT_OK)
+	if (tp_shm_sock_recv_setup(fd, tp_deadline(5000), &memfd, &ring) != TRANSPORT_OK ||
+	    tp_shm_seg_map(memfd, ring, &map) != TRANSPORT_OK)
 		abort();
 	close(memfd);
-	shm_seg_rings(map, ring, &c2s, &s2c);
+	tp_shm_seg_rings(map, ring, &c2s, &s2c);
 
 	size_t i = 0;
 	while (i < size) {
@@ -154,19 +154,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			i += 2;
 			if (n > size - i)
 				n = size - i;
-			size_t sp = shm_ring_space(&c2s);
+			size_t sp = tp_shm_ring_space(&c2s);
 			if (sp == SHM_RING_BAD)
 				sp = 0;
 			if (n > sp)
 				n = sp;
-			shm_ring_put(&c2s, data + i, n);
+			tp_shm_ring_put(&c2s, data + i, n);
 			i += n;
-			shm_ring_publish(&c2s);
-			shm_doorbell(fd);
+			tp_shm_ring_publish(&c2s);
+			tp_shm_doorbell(fd);
 		} else if (op == 1 && i + 4 <= size) {
 			atomic_store(&c2s.ctl->head, u32(data + i));
 			i += 4;
-			shm_doorbell(fd);
+			tp_shm_doorbell(fd);
 		} else if (op == 2 && i + 4 <= size) {
 			atomic_store(&s2c.ctl->tail, u32(data + i));
 			i += 4;
@@ -180,10 +180,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			uint8_t hb[PROTO_HDR_SIZE];
 			i += 3;
 			proto_encode_hdr(&h, hb);
-			if (shm_ring_space(&c2s) >= sizeof(hb) && shm_ring_space(&c2s) != SHM_RING_BAD) {
-				shm_ring_put(&c2s, hb, sizeof(hb));
-				shm_ring_publish(&c2s);
-				shm_doorbell(fd);
+			if (tp_shm_ring_space(&c2s) >= sizeof(hb) && tp_shm_ring_space(&c2s) != SHM_RING_BAD) {
+				tp_shm_ring_put(&c2s, hb, sizeof(hb));
+				tp_shm_ring_publish(&c2s);
+				tp_shm_doorbell(fd);
 			}
 		} else if (op == 5 && i + 1 <= size) {
 			size_t n = data[i++];

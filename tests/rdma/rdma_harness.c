@@ -4,7 +4,7 @@
 const char *ip;
 char self_path[4096];
 
-uint64_t now_ms(void) { return trdma_now_ns() / 1000000; }
+uint64_t now_ms(void) { return tp_rdma_now_ns() / 1000000; }
 
 /* transport.h has no wrappers for these two slots */
 int transport_conn_reg(transport_conn *c, void *p, size_t n, transport_mr **mr)
@@ -335,8 +335,8 @@ conn_rec *rec_by_peer(const char *peer)
 conn_rec *rec_for(transport_conn *c)
 {
 	char me[64];
-	rdma_ep *ep = trdma_conn_ep(c);
-	trdma_addr_name(rdma_get_local_addr(ep->id), me, sizeof(me));
+	rdma_ep *ep = tp_rdma_conn_ep(c);
+	tp_rdma_addr_name(rdma_get_local_addr(ep->id), me, sizeof(me));
 	return rec_by_peer(me);
 }
 

@@ -114,7 +114,7 @@ typedef struct rx_ctx {
 
 
 
-void trdma_addr_name(const struct sockaddr *sa, char *buf, size_t len); /* rdma_client.c */
+void tp_rdma_addr_name(const struct sockaddr *sa, char *buf, size_t len); /* rdma_client.c */
 
 extern const char *ip;        /* RDMA_TEST_IP: an address of the RDMA device */
 extern char self_path[4096];  /* this program, run again for child processes */
@@ -148,7 +148,7 @@ conn_rec *connect_rec(transport_conn **c);
 void *send_job_main(void *arg);
 void *cli_dest(void *ctx, const transport_frame *f);
 int recv_check(transport_conn *c, rx_ctx *x, int op_want, uint64_t seq_want, size_t len);
-void trdma_addr_name(const struct sockaddr *sa, char *buf, size_t len); /* rdma_client.c */
+void tp_rdma_addr_name(const struct sockaddr *sa, char *buf, size_t len); /* rdma_client.c */
 
 /* test_rdma_paths.c */
 void test_frames(void);

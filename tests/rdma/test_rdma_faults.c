@@ -36,7 +36,7 @@ void test_qp_error(void)
 	pthread_create(&th, NULL, recv_one, c);
 	usleep(200000);
 	uint64_t t0 = now_ms();
-	trdma_test_break_qp(c);
+	tp_rdma_test_break_qp(c);
 	void *res;
 	pthread_join(th, &res);
 	CHECK_EQ((intptr_t)res, TRANSPORT_EIO);
@@ -51,7 +51,7 @@ void test_qp_error(void)
  * the client's receiver fails with EIO; the server frees the session. */
 void test_vanish(void)
 {
-	uint64_t bound = (uint64_t)trdma_conf()->keepalive_ms + 4000;
+	uint64_t bound = (uint64_t)tp_rdma_conf()->keepalive_ms + 4000;
 	for (int side = 0; side < 2; side++) {
 		transport_conn *c;
 		conn_rec *r = connect_rec(&c);
@@ -64,7 +64,7 @@ void test_vanish(void)
 		uint64_t t0 = now_ms();
 		printf("  vanish side %d\n", side);
 		if (side == 0) {
-			trdma_test_vanish(r->c); /* the server's host "dies" */
+			tp_rdma_test_vanish(r->c); /* the server's host "dies" */
 			void *res;
 			pthread_join(th, &res);
 			uint64_t dt = now_ms() - t0;
@@ -75,7 +75,7 @@ void test_vanish(void)
 			transport_close(c);
 			transport_shutdown(r->c);
 		} else {
-			trdma_test_vanish(c); /* the client's host "dies" */
+			tp_rdma_test_vanish(c); /* the client's host "dies" */
 			CHECK(WAIT_FOR(r->nclose == 1, bound));
 			uint64_t dt = now_ms() - t0;
 			printf("  client vanished: server on_close(%s) after %" PRIu64 " ms\n",
@@ -220,7 +220,7 @@ void test_server_death(void)
 		uint64_t dt = now_ms() - t0;
 		printf("  server stopped: sendv returned %s after %" PRIu64 " ms\n", transport_strerror(r), dt);
 		CHECK_EQ(r, TRANSPORT_ETIMEDOUT);
-		CHECK(dt < (uint64_t)trdma_conf()->timeout_ms + 3000);
+		CHECK(dt < (uint64_t)tp_rdma_conf()->timeout_ms + 3000);
 		transport_close(c);
 	}
 	kill(pid, SIGCONT);
@@ -333,7 +333,7 @@ int child_client(const char *port)
 	uint8_t *p = malloc(n);
 	fill(p, 5, n);
 	char me[64];
-	trdma_addr_name(rdma_get_local_addr(trdma_conn_ep(c)->id), me, sizeof(me));
+	tp_rdma_addr_name(rdma_get_local_addr(tp_rdma_conn_ep(c)->id), me, sizeof(me));
 	printf("sending %s\n", me);
 	fflush(stdout);
 	for (uint64_t i = 0;; i++)

@@ -18,7 +18,7 @@ void test_frames(void)
 	if (!r)
 		return;
 	r->keep = 1; /* we send on r->c: it must outlive a failure */
-	rdma_ep *ep = trdma_conn_ep(c);
+	rdma_ep *ep = tp_rdma_conn_ep(c);
 	size_t big = 3u << 20;
 	uint8_t *pg = malloc(big), *pin = NULL;
 	if (posix_memalign((void **)&pin, 4096, big) != 0)
@@ -112,7 +112,7 @@ void test_frames(void)
 	CHECK(ep->st.tx_bounce_bytes >= 2 * ((3u << 20) + (1u << 20)));
 	CHECK(ep->st.tx_inline > 0);
 	pthread_mutex_unlock(&ep->mu);
-	rdma_ep *sep = trdma_conn_ep(r->c);
+	rdma_ep *sep = tp_rdma_conn_ep(r->c);
 	pthread_mutex_lock(&sep->mu);
 	CHECK(sep->st.rx_direct_bytes >= 2 * ((3u << 20) + (1u << 20)));
 	CHECK(sep->st.rx_landing_bytes >= 2 * ((3u << 20) + (1u << 20)));
@@ -184,7 +184,7 @@ void test_regcache(void)
 	transport_conn *c = connect_to(S.port);
 	if (!CHECK(c))
 		return;
-	rdma_ep *ep = trdma_conn_ep(c);
+	rdma_ep *ep = tp_rdma_conn_ep(c);
 	uint8_t *p = NULL;
 	if (posix_memalign((void **)&p, 4096, 1u << 20) != 0)
 		return;
@@ -200,10 +200,10 @@ void test_regcache(void)
 	}
 	uint32_t lk, rk;
 	transport_conn_dereg(c, a);
-	CHECK(trdma_regs_find(&ep->regs, p + 100, 10, &lk, &rk));     /* b and d still hold it */
+	CHECK(tp_rdma_regs_find(&ep->regs, p + 100, 10, &lk, &rk));     /* b and d still hold it */
 	transport_conn_dereg(c, b);
 	transport_conn_dereg(c, d);
-	CHECK(!trdma_regs_find(&ep->regs, p + 100, 10, &lk, &rk));
+	CHECK(!tp_rdma_regs_find(&ep->regs, p + 100, 10, &lk, &rk));
 	CHECK_EQ(ep->regs.n, 0);
 	free(p);
 	transport_close(c);
@@ -342,7 +342,7 @@ void test_sent_async(void)
 	CHECK_EQ(r->async_done_at_return, 0);
 	CHECK_EQ(r->async_err, 0);
 	pthread_mutex_unlock(&S.mu);
-	CHECK(trdma_conn_ep(r->c)->st.tx_zc_bytes >= (uint64_t)ASYNC_N * ASYNC_LEN);
+	CHECK(tp_rdma_conn_ep(r->c)->st.tx_zc_bytes >= (uint64_t)ASYNC_N * ASYNC_LEN);
 
 	/* a second connection asks, and closes without reading */
 	transport_conn *c2 = connect_to(S.port);

@@ -9,8 +9,9 @@
 #
 # The static transport libraries given after it go into libremote.so and
 # remote-gpud: they must define no name in rdma-core's namespaces (rdma_*,
-# ibv_*: librdmacm and libibverbs are loaded into the same process) and no test
-# hook (*_test_*: those are in rg_transport_test, linked by tests only).
+# ibv_*: librdmacm and libibverbs are loaded into the same process), no test
+# hook (*_test_*: those are in rg_transport_test, linked by tests only) and no
+# name outside the interface (transport_*) and the internal prefix (tp_*).
 set -euo pipefail
 lib=${1:?usage: check_exports.sh LIBREMOTE [STATIC_LIB...]}
 shift
@@ -32,10 +33,10 @@ if [ -n "$bad" ]; then
 fi
 
 for a in "$@"; do
-	bad=$(nm --defined-only -g "$a" 2>/dev/null | awk 'NF == 3 { print $3 }' |
-		grep -E '^(rdma_|ibv_)|_test_' || true)
+	defined=$(nm --defined-only -g "$a" 2>/dev/null | awk 'NF == 3 { print $3 }')
+	bad=$({ grep -E '^(rdma_|ibv_)|_test_' <<<"$defined"; grep -vE '^(transport_|tp_)|^$' <<<"$defined"; } | sort -u || true)
 	if [ -n "$bad" ]; then
-		echo "check_exports: $a defines names in rdma-core's namespaces or test hooks:" >&2
+		echo "check_exports: $a defines names in rdma-core's namespaces, test hooks or names outside transport_*/tp_*:" >&2
 		sed 's/^/  /' <<<"$bad" >&2
 		status=1
 	fi

@@ -110,18 +110,18 @@ static void test_dispatch(void)
 
 	/* Plug a provider in for it (connect only): */
 	static const transport_provider fake = {.scheme = "rdma+tls", .connect = fake_connect};
-	CHECK_EQ(transport_register_provider(&fake), TRANSPORT_OK);
+	CHECK_EQ(tp_register_provider(&fake), TRANSPORT_OK);
 	CHECK_EQ(transport_connect(&a, &c), TRANSPORT_ETIMEDOUT);
 	CHECK_EQ(fake_connects, 1);
 	CHECK_EQ(transport_listen(NULL, &a, NULL, NULL, &l), TRANSPORT_ENOTSUP); /* filled slot */
 	/* a registered scheme parses even when the design does not name it */
 	static const transport_provider fake2 = {.scheme = "fake9", .connect = fake_connect};
 	CHECK_EQ(transport_parse_addr("fake9://x:1", &a), TRANSPORT_EADDR);
-	CHECK_EQ(transport_register_provider(&fake2), TRANSPORT_OK);
+	CHECK_EQ(tp_register_provider(&fake2), TRANSPORT_OK);
 	CHECK_EQ(transport_parse_addr("fake9://x:1", &a), TRANSPORT_OK);
 	CHECK_EQ(transport_connect(&a, &c), TRANSPORT_ETIMEDOUT);
 	static const transport_provider badp = {.scheme = "Bad!"};
-	CHECK_EQ(transport_register_provider(&badp), TRANSPORT_EADDR);
+	CHECK_EQ(tp_register_provider(&badp), TRANSPORT_EADDR);
 
 	/* tcp: a refused connection and an unresolvable host */
 	CHECK_EQ(transport_parse_addr("127.0.0.1:1", &a), TRANSPORT_OK);

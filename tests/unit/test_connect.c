@@ -141,12 +141,12 @@ static void test_reachable(void)
 
 static void test_deadline(void)
 {
-	CHECK_EQ(transport_deadline(0), 0);
-	CHECK_EQ(transport_deadline_left_ms(0), -1);
-	uint64_t end = transport_deadline(1000);
-	int left = transport_deadline_left_ms(end);
+	CHECK_EQ(tp_deadline(0), 0);
+	CHECK_EQ(tp_deadline_left_ms(0), -1);
+	uint64_t end = tp_deadline(1000);
+	int left = tp_deadline_left_ms(end);
 	CHECK(left > 900 && left <= 1000);
-	CHECK_EQ(transport_deadline_left_ms(rg_clock_ns() - 1), 0);
+	CHECK_EQ(tp_deadline_left_ms(rg_clock_ns() - 1), 0);
 }
 
 int main(void)

@@ -20,7 +20,7 @@ static void on_async(uv_async_t *a)
 {
 	CHECK(a->data == &q);
 	wakes++;
-	for (rg_list *n; (n = transport_loopq_pop(&q));)
+	for (rg_list *n; (n = tp_loopq_pop(&q));)
 		if (ngot < 8)
 			got[ngot++] = RG_CONTAINER_OF(n, item, node)->id;
 }
@@ -28,9 +28,9 @@ static void on_async(uv_async_t *a)
 static void *poster(void *arg)
 {
 	(void)arg;
-	transport_loopq_post(&q, &items[0].node);
-	transport_loopq_post(&q, &items[1].node);
-	transport_loopq_post(&q, &items[0].node); /* pending already: not again */
+	tp_loopq_post(&q, &items[0].node);
+	tp_loopq_post(&q, &items[1].node);
+	tp_loopq_post(&q, &items[0].node); /* pending already: not again */
 	return NULL;
 }
 
@@ -46,19 +46,19 @@ static void test_post_pop(uv_loop_t *loop)
 	CHECK_EQ(got[0], 0);
 	CHECK_EQ(got[1], 1);
 	CHECK(!rg_list_linked(&items[0].node)); /* popped nodes are unlinked */
-	CHECK(transport_loopq_pop(&q) == NULL);
+	CHECK(tp_loopq_pop(&q) == NULL);
 }
 
 static void test_cancel(uv_loop_t *loop)
 {
 	ngot = 0;
-	transport_loopq_post(&q, &items[2].node);
-	transport_loopq_cancel(&q, &items[2].node);
-	transport_loopq_cancel(&q, &items[2].node); /* not pending: harmless */
+	tp_loopq_post(&q, &items[2].node);
+	tp_loopq_cancel(&q, &items[2].node);
+	tp_loopq_cancel(&q, &items[2].node); /* not pending: harmless */
 	uv_run(loop, UV_RUN_ONCE);              /* the wake-up still comes */
 	CHECK_EQ(ngot, 0);
 	/* A cancelled node can be posted again. */
-	transport_loopq_post(&q, &items[2].node);
+	tp_loopq_post(&q, &items[2].node);
 	uv_run(loop, UV_RUN_ONCE);
 	CHECK_EQ(ngot, 1);
 	CHECK_EQ(got[0], 2);
@@ -66,10 +66,10 @@ static void test_cancel(uv_loop_t *loop)
 
 static void test_close(uv_loop_t *loop)
 {
-	CHECK_EQ(transport_loopq_closing(&q), 0);
+	CHECK_EQ(tp_loopq_closing(&q), 0);
 	int before = wakes;
-	transport_loopq_close(&q);
-	CHECK_EQ(transport_loopq_closing(&q), 1);
+	tp_loopq_close(&q);
+	CHECK_EQ(tp_loopq_closing(&q), 1);
 	uv_run(loop, UV_RUN_ONCE);
 	CHECK_EQ(wakes, before + 1);
 }
@@ -82,14 +82,14 @@ int main(void)
 		rg_list_init(&items[i].node);
 		items[i].id = i;
 	}
-	if (!CHECK_EQ(transport_loopq_init(&q, &loop, on_async, &q), 0))
+	if (!CHECK_EQ(tp_loopq_init(&q, &loop, on_async, &q), 0))
 		return check_summary("test_loopq");
 	test_post_pop(&loop);
 	test_cancel(&loop);
 	test_close(&loop);
 	uv_close((uv_handle_t *)&q.async, NULL);
 	uv_run(&loop, UV_RUN_DEFAULT);
-	transport_loopq_destroy(&q);
+	tp_loopq_destroy(&q);
 	CHECK_EQ(uv_loop_close(&loop), 0);
 	return check_summary("test_loopq");
 }

@@ -56,47 +56,47 @@ static void test_ring_wrap(void)
 {
 	void *seg = aligned_alloc(4096, shm_seg_size(RING));
 	memset(seg, 0, shm_seg_size(RING));
-	shm_seg_format(seg, RING);
+	tp_shm_seg_format(seg, RING);
 	shm_ring p, c, p2, c2;
-	shm_seg_rings(seg, RING, &p, &p2);
-	shm_seg_rings(seg, RING, &c, &c2);
+	tp_shm_seg_rings(seg, RING, &p, &p2);
+	tp_shm_seg_rings(seg, RING, &c, &c2);
 	uint8_t *buf = malloc(RING), *out = malloc(RING);
 	uint32_t wrote = 0, read = 0;
 	int bad = 0;
 	/* odd sizes, so the copies straddle the end of the data area */
 	for (int round = 0; round < 200; round++) {
 		size_t n = 1 + (size_t)(round * 7919) % (RING - 1);
-		size_t sp = shm_ring_space(&p);
+		size_t sp = tp_shm_ring_space(&p);
 		CHECK_EQ(sp, RING); /* the consumer took everything */
 		for (size_t i = 0; i < n; i++)
 			buf[i] = pat(wrote + (uint32_t)i);
-		shm_ring_put(&p, buf, n);
+		tp_shm_ring_put(&p, buf, n);
 		wrote += (uint32_t)n;
-		CHECK_EQ(shm_ring_avail(&c), 0); /* not published yet */
-		shm_ring_publish(&p);
-		CHECK_EQ(shm_ring_avail(&c), n);
-		shm_ring_get(&c, out, n);
+		CHECK_EQ(tp_shm_ring_avail(&c), 0); /* not published yet */
+		tp_shm_ring_publish(&p);
+		CHECK_EQ(tp_shm_ring_avail(&c), n);
+		tp_shm_ring_get(&c, out, n);
 		for (size_t i = 0; i < n; i++)
 			bad += out[i] != pat(read + (uint32_t)i);
 		read += (uint32_t)n;
-		shm_ring_release(&c);
+		tp_shm_ring_release(&c);
 	}
 	CHECK_EQ(bad, 0);
 	/* a full ring */
 	for (uint32_t i = 0; i < RING; i++)
 		buf[i] = pat(i);
-	shm_ring_put(&p, buf, RING);
-	shm_ring_publish(&p);
-	CHECK_EQ(shm_ring_space(&p), 0);
-	CHECK_EQ(shm_ring_avail(&c), RING);
-	shm_ring_get(&c, NULL, 100); /* skipped, not copied */
-	CHECK_EQ(shm_ring_space(&p), 0); /* not released yet */
-	shm_ring_release(&c);
-	CHECK_EQ(shm_ring_space(&p), 100);
-	shm_ring_get(&c, out, RING - 100);
+	tp_shm_ring_put(&p, buf, RING);
+	tp_shm_ring_publish(&p);
+	CHECK_EQ(tp_shm_ring_space(&p), 0);
+	CHECK_EQ(tp_shm_ring_avail(&c), RING);
+	tp_shm_ring_get(&c, NULL, 100); /* skipped, not copied */
+	CHECK_EQ(tp_shm_ring_space(&p), 0); /* not released yet */
+	tp_shm_ring_release(&c);
+	CHECK_EQ(tp_shm_ring_space(&p), 100);
+	tp_shm_ring_get(&c, out, RING - 100);
 	CHECK(memcmp(out, buf + 100, RING - 100) == 0);
-	shm_ring_release(&c);
-	CHECK_EQ(shm_ring_space(&p), RING);
+	tp_shm_ring_release(&c);
+	CHECK_EQ(tp_shm_ring_space(&p), RING);
 	free(buf);
 	free(out);
 	free(seg);
@@ -106,29 +106,29 @@ static void test_ring_flags(void)
 {
 	void *seg = aligned_alloc(4096, shm_seg_size(RING));
 	memset(seg, 0, shm_seg_size(RING));
-	shm_seg_format(seg, RING);
+	tp_shm_seg_format(seg, RING);
 	shm_ring p, c, x;
-	shm_seg_rings(seg, RING, &p, &x);
-	shm_seg_rings(seg, RING, &c, &x);
+	tp_shm_seg_rings(seg, RING, &p, &x);
+	tp_shm_seg_rings(seg, RING, &c, &x);
 	uint8_t b[16] = {0};
 
-	CHECK_EQ(shm_ring_sleep_prepare(&c), 0); /* asleep: nothing there */
-	shm_ring_put(&p, b, 16);
-	CHECK_EQ(shm_ring_publish(&p), 1); /* wake it: one doorbell */
-	shm_ring_put(&p, b, 16);
-	CHECK_EQ(shm_ring_publish(&p), 0); /* flag cleared: no second one */
-	CHECK_EQ(shm_ring_sleep_prepare(&c), 32); /* bytes there: do not sleep */
-	shm_ring_sleep_cancel(&c);
-	shm_ring_put(&p, b, 16);
-	CHECK_EQ(shm_ring_publish(&p), 0);
+	CHECK_EQ(tp_shm_ring_sleep_prepare(&c), 0); /* asleep: nothing there */
+	tp_shm_ring_put(&p, b, 16);
+	CHECK_EQ(tp_shm_ring_publish(&p), 1); /* wake it: one doorbell */
+	tp_shm_ring_put(&p, b, 16);
+	CHECK_EQ(tp_shm_ring_publish(&p), 0); /* flag cleared: no second one */
+	CHECK_EQ(tp_shm_ring_sleep_prepare(&c), 32); /* bytes there: do not sleep */
+	tp_shm_ring_sleep_cancel(&c);
+	tp_shm_ring_put(&p, b, 16);
+	CHECK_EQ(tp_shm_ring_publish(&p), 0);
 
 	uint32_t seen;
-	shm_ring_put(&p, b, 0);
-	CHECK_EQ(shm_ring_wait_prepare(&p, &seen), RING - 48);
+	tp_shm_ring_put(&p, b, 0);
+	CHECK_EQ(tp_shm_ring_wait_prepare(&p, &seen), RING - 48);
 	CHECK_EQ(seen, 0);
-	shm_ring_get(&c, NULL, 48);
-	CHECK_EQ(shm_ring_release(&c), 1); /* the producer waits: futex wake */
-	CHECK_EQ(shm_ring_release(&c), 0);
+	tp_shm_ring_get(&c, NULL, 48);
+	CHECK_EQ(tp_shm_ring_release(&c), 1); /* the producer waits: futex wake */
+	CHECK_EQ(tp_shm_ring_release(&c), 0);
 	free(seg);
 }
 
@@ -137,33 +137,33 @@ static void test_ring_hostile(void)
 {
 	void *seg = aligned_alloc(4096, shm_seg_size(RING));
 	memset(seg, 0, shm_seg_size(RING));
-	shm_seg_format(seg, RING);
+	tp_shm_seg_format(seg, RING);
 	shm_ring p, c, x;
-	shm_seg_rings(seg, RING, &p, &x);
-	shm_seg_rings(seg, RING, &c, &x);
+	tp_shm_seg_rings(seg, RING, &p, &x);
+	tp_shm_seg_rings(seg, RING, &c, &x);
 	static const uint32_t vals[] = {RING + 1, 0xffffffffu, 0x80000000u, RING * 2, 0xfffffff0u};
 	for (size_t i = 0; i < sizeof(vals) / sizeof(vals[0]); i++) {
 		atomic_store(&c.ctl->head, c.pos + vals[i]);
-		CHECK(shm_ring_avail(&c) == SHM_RING_BAD);
+		CHECK(tp_shm_ring_avail(&c) == SHM_RING_BAD);
 	}
 	/* a tail ahead of what we wrote, or further behind than the ring holds */
 	static const uint32_t tails[] = {1, RING, 0x80000000u, (uint32_t)-(int32_t)(RING + 1)};
 	for (size_t i = 0; i < sizeof(tails) / sizeof(tails[0]); i++) {
 		atomic_store(&p.ctl->tail, p.pos + tails[i]);
-		CHECK(shm_ring_space(&p) == SHM_RING_BAD);
+		CHECK(tp_shm_ring_space(&p) == SHM_RING_BAD);
 	}
 	atomic_store(&c.ctl->head, c.pos + RING);
-	CHECK_EQ(shm_ring_avail(&c), RING); /* the most there can be */
+	CHECK_EQ(tp_shm_ring_avail(&c), RING); /* the most there can be */
 	/* every value: never more than the ring */
 	int over = 0;
 	for (uint32_t v = 0; v < 100000; v++) {
 		atomic_store(&c.ctl->head, v * 2654435761u);
-		size_t a = shm_ring_avail(&c);
+		size_t a = tp_shm_ring_avail(&c);
 		over += a != SHM_RING_BAD && a > RING;
 	}
 	CHECK_EQ(over, 0);
-	CHECK(!shm_ring_size_ok(RING + 1) && !shm_ring_size_ok(1024) && !shm_ring_size_ok(1u << 31));
-	CHECK(shm_ring_size_ok(RING) && shm_ring_size_ok(SHM_RING_MAX));
+	CHECK(!tp_shm_ring_size_ok(RING + 1) && !tp_shm_ring_size_ok(1024) && !tp_shm_ring_size_ok(1u << 31));
+	CHECK(tp_shm_ring_size_ok(RING) && tp_shm_ring_size_ok(SHM_RING_MAX));
 	free(seg);
 }
 
@@ -415,24 +415,24 @@ static int raw_connect(raw *r, int map)
 	if (!map)
 		return 0;
 	int memfd;
-	if (shm_sock_recv_setup(r->fd, transport_deadline(5000), &memfd, &r->ring_size) != TRANSPORT_OK)
+	if (tp_shm_sock_recv_setup(r->fd, tp_deadline(5000), &memfd, &r->ring_size) != TRANSPORT_OK)
 		return -1;
 	/* sealed: the client cannot shrink what the server has mapped */
 	CHECK(ftruncate(memfd, 4096) != 0);
 	CHECK(ftruncate(memfd, (off_t)shm_seg_size(r->ring_size) * 2) != 0);
-	int err = shm_seg_map(memfd, r->ring_size, &r->map);
+	int err = tp_shm_seg_map(memfd, r->ring_size, &r->map);
 	close(memfd);
 	if (err)
 		return -1;
-	shm_seg_rings(r->map, r->ring_size, &r->tx, &r->rx);
+	tp_shm_seg_rings(r->map, r->ring_size, &r->tx, &r->rx);
 	return 0;
 }
 
 static void raw_write(raw *r, const void *b, size_t n)
 {
-	shm_ring_put(&r->tx, b, n);
-	shm_ring_publish(&r->tx);
-	shm_doorbell(r->fd); /* always: the server may be hot or asleep */
+	tp_shm_ring_put(&r->tx, b, n);
+	tp_shm_ring_publish(&r->tx);
+	tp_shm_doorbell(r->fd); /* always: the server may be hot or asleep */
 }
 
 static void raw_close(raw *r)
@@ -457,7 +457,7 @@ static void hostile(int how, int want_err)
 	switch (how) {
 	case 0: /* head far ahead of the server's tail */
 		atomic_store(&r.tx.ctl->head, 0x7fffffffu);
-		shm_doorbell(r.fd);
+		tp_shm_doorbell(r.fd);
 		break;
 	case 1: /* bad magic */
 		hb[0] ^= 0xff;
@@ -472,7 +472,7 @@ static void hostile(int how, int want_err)
 	case 3: /* head moved backwards past the server's tail */
 		raw_write(&r, hb, 10);
 		atomic_store(&r.tx.ctl->head, 0xfffffff0u);
-		shm_doorbell(r.fd);
+		tp_shm_doorbell(r.fd);
 		break;
 	}
 	srv_conn *c = closed_conn(base);
@@ -681,7 +681,7 @@ static void region_hostile(int how)
 	void *p;
 	if (how == 0) {
 		fd = region_fd(4096, 0, 0);
-		CHECK_EQ(shm_region_send(rw.fd, fd, id, 4096), TRANSPORT_OK);
+		CHECK_EQ(tp_shm_region_send(rw.fd, fd, id, 4096), TRANSPORT_OK);
 	} else if (how == 1) {
 		shm_region_msg m = {.kind = SHM_MSG_REGION, .id = id, .len = 4096};
 		CHECK_EQ(send(rw.fd, &m, sizeof(m), MSG_NOSIGNAL), (ssize_t)sizeof(m));
@@ -689,12 +689,12 @@ static void region_hostile(int how)
 		CHECK_EQ(send(rw.fd, "x", 1, MSG_NOSIGNAL), 1);
 	} else if (how == 3) {
 		fd = region_fd(4096, 0, 1);
-		CHECK_EQ(shm_region_send(rw.fd, fd, id, 8192), TRANSPORT_OK);
+		CHECK_EQ(tp_shm_region_send(rw.fd, fd, id, 8192), TRANSPORT_OK);
 	} else {
 		/* more regions than may wait unlooked-up */
 		fd = region_fd(4096, 0, 1);
 		for (uint32_t k = 1; k <= SHM_REGION_WAITING + 1; k++)
-			shm_region_send(rw.fd, fd, k, 4096);
+			tp_shm_region_send(rw.fd, fd, k, 4096);
 		id = SHM_REGION_WAITING + 1;
 	}
 	if (fd >= 0)
@@ -732,18 +732,18 @@ static pid_t dying_server(const char *path, size_t after_bytes)
 		int fd = accept(lfd, NULL, NULL), memfd;
 		void *map;
 		shm_ring c2s, s2c;
-		if (fd < 0 || shm_seg_create(RING, &memfd, &map) || shm_sock_send_setup(fd, memfd, RING))
+		if (fd < 0 || tp_shm_seg_create(RING, &memfd, &map) || tp_shm_sock_send_setup(fd, memfd, RING))
 			_exit(1);
-		shm_seg_rings(map, RING, &c2s, &s2c);
+		tp_shm_seg_rings(map, RING, &c2s, &s2c);
 		size_t got = 0;
 		while (got < after_bytes) {
-			size_t a = shm_ring_avail(&c2s);
+			size_t a = tp_shm_ring_avail(&c2s);
 			if (a == 0 || a == SHM_RING_BAD) {
 				usleep(1000);
 				continue;
 			}
-			shm_ring_get(&c2s, NULL, a);
-			shm_ring_release(&c2s);
+			tp_shm_ring_get(&c2s, NULL, a);
+			tp_shm_ring_release(&c2s);
 			got += a;
 		}
 		usleep(100000); /* the client is waiting by now */

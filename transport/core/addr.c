@@ -83,7 +83,7 @@ static int enotsup_adopt(uv_loop_t *loop, int fd, const transport_server_cb *cb,
 	return TRANSPORT_ENOTSUP;
 }
 
-void transport_provider_fill(transport_provider *p)
+void tp_provider_fill(transport_provider *p)
 {
 	if (!p->connect)
 		p->connect = enotsup_connect;
@@ -115,7 +115,7 @@ static int provider_add_locked(const transport_provider *p)
 	transport_provider fill = *p;
 	if (!fill.scheme || !scheme_valid(fill.scheme, strlen(fill.scheme)))
 		return TRANSPORT_EADDR;
-	transport_provider_fill(&fill);
+	tp_provider_fill(&fill);
 	for (int i = 0; i < P.n; i++) {
 		if (strcmp(P.tab[i].scheme, fill.scheme) == 0) {
 			P.tab[i] = fill;
@@ -130,12 +130,12 @@ static int provider_add_locked(const transport_provider *p)
 
 static void providers_init(void)
 {
-#define TP_ADD(n) provider_add_locked(&transport_##n##_provider);
+#define TP_ADD(n) provider_add_locked(&tp_##n##_provider);
 	TP_PROVIDERS(TP_ADD)
 #undef TP_ADD
 }
 
-int transport_register_provider(const transport_provider *p)
+int tp_register_provider(const transport_provider *p)
 {
 	pthread_once(&P.once, providers_init);
 	pthread_mutex_lock(&P.lock);
@@ -316,12 +316,12 @@ int transport_cookie_equal(const transport_cookie *a, const transport_cookie *b)
 
 /* ---- deadlines ---- */
 
-uint64_t transport_deadline(unsigned timeout_ms)
+uint64_t tp_deadline(unsigned timeout_ms)
 {
 	return timeout_ms ? rg_clock_ns() + (uint64_t)timeout_ms * 1000000ull : 0;
 }
 
-int transport_deadline_left_ms(uint64_t end)
+int tp_deadline_left_ms(uint64_t end)
 {
 	if (!end)
 		return -1;

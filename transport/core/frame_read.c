@@ -9,7 +9,7 @@
 
 #include "rg_log.h"
 
-int transport_frame_read(transport_read_fn rd, void *rctx, const char *peer, transport_frame *f,
+int tp_frame_read(transport_read_fn rd, void *rctx, const char *peer, transport_frame *f,
 			 transport_payload_dest_fn dest, void *ctx)
 {
 	uint8_t hb[PROTO_HDR_SIZE];

@@ -6,7 +6,7 @@
 
 #include "rg_log.h"
 
-size_t frame_rx_want(frame_rx *r, uint8_t **dst)
+size_t tp_frame_rx_want(frame_rx *r, uint8_t **dst)
 {
 	switch (r->state) {
 	case FRAME_RX_HDR:
@@ -71,7 +71,7 @@ static int hdr_done(frame_rx *r, const transport_server_cb *cb, void *conn_ctx, 
 	return 0;
 }
 
-int frame_rx_took(frame_rx *r, size_t n, const transport_server_cb *cb, void *conn_ctx, const char *peer)
+int tp_frame_rx_took(frame_rx *r, size_t n, const transport_server_cb *cb, void *conn_ctx, const char *peer)
 {
 	int err;
 	r->got += n;
@@ -106,7 +106,7 @@ int frame_rx_took(frame_rx *r, size_t n, const transport_server_cb *cb, void *co
 	abort(); /* broken internal invariant, not peer input */
 }
 
-void frame_rx_drop(frame_rx *r)
+void tp_frame_rx_drop(frame_rx *r)
 {
 	free(r->frame.msg);
 	r->frame.msg = NULL;

@@ -22,11 +22,11 @@ static struct {
 
 static void listeners_init(void)
 {
-#define TP_ADD(name) L.tab[L.n++] = transport_##name##_listen_provider;
+#define TP_ADD(name) L.tab[L.n++] = tp_##name##_listen_provider;
 	TP_PROVIDERS(TP_ADD)
 #undef TP_ADD
 	for (int i = 0; i < L.n; i++)
-		transport_provider_fill(&L.tab[i]);
+		tp_provider_fill(&L.tab[i]);
 }
 
 static const transport_provider *listener_find(const char *scheme)

@@ -17,7 +17,7 @@ void tp_listener_init(transport_listener *l, const transport_provider *p, uv_loo
 	rg_list_init(&l->conns);
 }
 
-void tp_listener_close(transport_listener *l) { transport_loopq_close(&l->q); }
+void tp_listener_close(transport_listener *l) { tp_loopq_close(&l->q); }
 
 void tp_listener_handle_closed(transport_listener *l)
 {
@@ -25,7 +25,7 @@ void tp_listener_handle_closed(transport_listener *l)
 	if (l->close_started && l->nhandles == 0) {
 		if (l->release)
 			l->release(l);
-		transport_loopq_destroy(&l->q);
+		tp_loopq_destroy(&l->q);
 		free(l);
 	}
 }
@@ -34,6 +34,6 @@ void tp_listener_close_cb(uv_handle_t *h) { tp_listener_handle_closed(h->data); 
 
 void *tp_listener_admit(transport_listener *l, transport_conn *c)
 {
-	int closing = transport_loopq_closing(&l->q);
+	int closing = tp_loopq_closing(&l->q);
 	return !closing && l->cb.on_accept ? l->cb.on_accept(l->ctx, c) : NULL;
 }

@@ -1,7 +1,7 @@
 /* Requests from any thread to a listener's loop thread (loopq.h). */
 #include "loopq.h"
 
-int transport_loopq_init(transport_loopq *q, uv_loop_t *loop, uv_async_cb cb, void *data)
+int tp_loopq_init(transport_loopq *q, uv_loop_t *loop, uv_async_cb cb, void *data)
 {
 	int r = uv_async_init(loop, &q->async, cb);
 	if (r < 0)
@@ -13,11 +13,11 @@ int transport_loopq_init(transport_loopq *q, uv_loop_t *loop, uv_async_cb cb, vo
 	return 0;
 }
 
-void transport_loopq_destroy(transport_loopq *q) { pthread_mutex_destroy(&q->lock); }
+void tp_loopq_destroy(transport_loopq *q) { pthread_mutex_destroy(&q->lock); }
 
 /* uv_async_send stays under the lock: the owner closes the handle only after
  * taking the lock once no thread may post, so no thread is still inside it. */
-void transport_loopq_post(transport_loopq *q, rg_list *node)
+void tp_loopq_post(transport_loopq *q, rg_list *node)
 {
 	pthread_mutex_lock(&q->lock);
 	if (!rg_list_linked(node))
@@ -26,7 +26,7 @@ void transport_loopq_post(transport_loopq *q, rg_list *node)
 	pthread_mutex_unlock(&q->lock);
 }
 
-void transport_loopq_close(transport_loopq *q)
+void tp_loopq_close(transport_loopq *q)
 {
 	pthread_mutex_lock(&q->lock);
 	q->closing = 1;
@@ -34,7 +34,7 @@ void transport_loopq_close(transport_loopq *q)
 	pthread_mutex_unlock(&q->lock);
 }
 
-rg_list *transport_loopq_pop(transport_loopq *q)
+rg_list *tp_loopq_pop(transport_loopq *q)
 {
 	rg_list *n = NULL;
 	pthread_mutex_lock(&q->lock);
@@ -46,14 +46,14 @@ rg_list *transport_loopq_pop(transport_loopq *q)
 	return n;
 }
 
-void transport_loopq_cancel(transport_loopq *q, rg_list *node)
+void tp_loopq_cancel(transport_loopq *q, rg_list *node)
 {
 	pthread_mutex_lock(&q->lock);
 	rg_list_del(node);
 	pthread_mutex_unlock(&q->lock);
 }
 
-int transport_loopq_closing(transport_loopq *q)
+int tp_loopq_closing(transport_loopq *q)
 {
 	pthread_mutex_lock(&q->lock);
 	int c = q->closing;

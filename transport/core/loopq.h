@@ -24,18 +24,18 @@ typedef struct transport_loopq {
 } transport_loopq;
 
 /* 0, or a libuv error (nothing to undo then). */
-int transport_loopq_init(transport_loopq *q, uv_loop_t *loop, uv_async_cb cb, void *data);
+int tp_loopq_init(transport_loopq *q, uv_loop_t *loop, uv_async_cb cb, void *data);
 /* After the async handle is closed. */
-void transport_loopq_destroy(transport_loopq *q);
+void tp_loopq_destroy(transport_loopq *q);
 /* Any thread: link node (once) and wake the loop. */
-void transport_loopq_post(transport_loopq *q, rg_list *node);
+void tp_loopq_post(transport_loopq *q, rg_list *node);
 /* Any thread: the owner is to close; wakes the loop. */
-void transport_loopq_close(transport_loopq *q);
+void tp_loopq_close(transport_loopq *q);
 /* Loop thread: the oldest pending node, unlinked; NULL when none. */
-rg_list *transport_loopq_pop(transport_loopq *q);
+rg_list *tp_loopq_pop(transport_loopq *q);
 /* Loop thread: node is no longer pending (harmless when it was not). */
-void transport_loopq_cancel(transport_loopq *q, rg_list *node);
-/* Whether transport_loopq_close was called. */
-int transport_loopq_closing(transport_loopq *q);
+void tp_loopq_cancel(transport_loopq *q, rg_list *node);
+/* Whether tp_loopq_close was called. */
+int tp_loopq_closing(transport_loopq *q);
 
 #endif

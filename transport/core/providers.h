@@ -1,8 +1,8 @@
 /*
  * The providers compiled in: the one list. TP_PROVIDERS(X) expands X(name)
  * once per provider, in lookup order; each provider defines
- * transport_<name>_provider (its client half, in rg_transport_client) and
- * transport_<name>_listen_provider (its server half, in rg_transport).
+ * tp_<name>_provider (its client half, in rg_transport_client) and
+ * tp_<name>_listen_provider (its server half, in rg_transport).
  * core/addr.c builds the connect table from it, core/listen.c the listen
  * table. A provider's cmake fragment defines RG_TRANSPORT_<NAME> for both
  * libraries (see rdma/rdma.cmake).

@@ -66,11 +66,11 @@ struct transport_listener {
 };
 
 /* Sets the base of a zeroed listener (the queue is started by the provider,
- * transport_loopq_init, and counted in nhandles). */
+ * tp_loopq_init, and counted in nhandles). */
 void tp_listener_init(transport_listener *l, const transport_provider *p, uv_loop_t *loop,
 		      const transport_server_cb *cb, void *ctx);
 /* The listener_close slot of every provider: any thread; the loop finishes
- * the close (the provider's queue callback sees transport_loopq_closing). */
+ * the close (the provider's queue callback sees tp_loopq_closing). */
 void tp_listener_close(transport_listener *l);
 /* A handle of l (h->data: the listener, whose first member is the base) or
  * one of its connections closed: the last one frees l (release first). */
@@ -84,18 +84,18 @@ void *tp_listener_admit(transport_listener *l, transport_conn *c);
 
 /* Fills every NULL slot of *p with the core's TRANSPORT_ENOTSUP answer (or a
  * no-op listener_close), so that the core never checks for NULL slots. */
-void transport_provider_fill(transport_provider *p);
+void tp_provider_fill(transport_provider *p);
 
 /* Adds or replaces the provider for p->scheme. p must outlive the process (the
  * table keeps a copy of the slots but the scheme string by pointer). Returns
  * TRANSPORT_ENOMEM when the table is full, TRANSPORT_EADDR for a bad scheme. */
-int transport_register_provider(const transport_provider *p);
+int tp_register_provider(const transport_provider *p);
 
 /* The providers compiled in (providers.h): connect halves (client library)
  * and listen halves (server library, listen.c). */
 #define TP_DECLARE(n)                                                                                                  \
-	extern const transport_provider transport_##n##_provider;                                                      \
-	extern const transport_provider transport_##n##_listen_provider;
+	extern const transport_provider tp_##n##_provider;                                                      \
+	extern const transport_provider tp_##n##_listen_provider;
 TP_PROVIDERS(TP_DECLARE)
 #undef TP_DECLARE
 
@@ -107,16 +107,16 @@ typedef int (*transport_read_fn)(void *rctx, void *dst, size_t n);
  * bad), the msgpack part into an allocation f owns, the payload where dest
  * says (NULL: dropped). On failure nothing of f is left allocated and the
  * error is returned: the caller latches it (the stream is mid-frame). */
-int transport_frame_read(transport_read_fn rd, void *rctx, const char *peer, transport_frame *f,
+int tp_frame_read(transport_read_fn rd, void *rctx, const char *peer, transport_frame *f,
 			 transport_payload_dest_fn dest, void *ctx);
 
 /* ---- connect deadlines (tcp_client.c, rdma_client.c) ---- */
 
 /* The CLOCK_MONOTONIC time timeout_ms from now; 0 (no deadline) for 0. */
-uint64_t transport_deadline(unsigned timeout_ms);
+uint64_t tp_deadline(unsigned timeout_ms);
 /* Milliseconds left until end (rounded up, so a wait never ends early), 0
  * once it passed, -1 for no deadline (end 0): poll()'s timeout argument. */
-int transport_deadline_left_ms(uint64_t end);
+int tp_deadline_left_ms(uint64_t end);
 
 /* ---- shared by tcp_client.c and tcp_server.c (tcp_io.c) ---- */
 
@@ -131,23 +131,23 @@ int transport_deadline_left_ms(uint64_t end);
  * gone), or TRANSPORT_EIO. A failure after a partial write leaves the stream
  * mid-frame: the caller must not write on it again.
  */
-int tcp_write_all(int fd, const struct iovec *iov, int iovcnt, atomic_int *stop);
+int tp_tcp_write_all(int fd, const struct iovec *iov, int iovcnt, atomic_int *stop);
 /* The same, writing at most TCP_PROGRESS_STEP bytes per system call and
  * counting in *progress (the client's transport_progress) each one after the
  * first that wrote something: a large frame then shows the peer taking it
  * while it goes out, a small one (a ping into a stopped peer) shows nothing. */
 #define TCP_PROGRESS_STEP (1u << 20)
-int tcp_write_all_counted(int fd, const struct iovec *iov, int iovcnt, atomic_int *stop, atomic_uint_fast64_t *progress);
+int tp_tcp_write_all_counted(int fd, const struct iovec *iov, int iovcnt, atomic_int *stop, atomic_uint_fast64_t *progress);
 
 /* Formats the address of the other end of fd as "host:port" ("[v6]:port"). */
-void tcp_peer_name(int fd, char *buf, size_t len);
+void tp_tcp_peer_name(int fd, char *buf, size_t len);
 
 /* tcp needs no memory registration: the kernel copies from and to any user
  * address during send/recv, and pins nothing beyond the call. These hand out a
  * transport_mr that only records addr/len so callers can treat every transport
  * alike. */
-int tcp_reg_mem(transport_conn *c, void *addr, size_t len, transport_mr **out);
-int tcp_dereg_mem(transport_conn *c, transport_mr *mr);
+int tp_tcp_reg_mem(transport_conn *c, void *addr, size_t len, transport_mr **out);
+int tp_tcp_dereg_mem(transport_conn *c, transport_mr *mr);
 
 /* ---- tls.c: TCP inside TLS, for tcp_client.c and tcp_server.c ---- */
 
@@ -160,20 +160,20 @@ typedef struct tls_session tls_session;
 /* Client: a connected blocking fd; shakes hands verifying host (a name or an
  * IP address) within timeout_ms (> 0), then makes fd non-blocking. Logs why
  * it failed; TRANSPORT_ETIMEDOUT when the server did not answer in time. */
-int tls_client_handshake(int fd, const char *host, unsigned timeout_ms, tls_session **out);
+int tp_tls_client_handshake(int fd, const char *host, unsigned timeout_ms, tls_session **out);
 /* Server: a session for an accepted non-blocking fd with the context of
- * transport_tls_server_setup; tls_session_handshake drives the handshake. */
-int tls_server_session(int fd, tls_session **out);
-int tls_session_handshake(tls_session *t, const char *peer);
+ * transport_tls_server_setup; tp_tls_session_handshake drives the handshake. */
+int tp_tls_server_session(int fd, tls_session **out);
+int tp_tls_session_handshake(tls_session *t, const char *peer);
 /* Non-blocking read of up to n plaintext bytes (see tls.c). */
-int tls_session_read(tls_session *t, void *buf, size_t n, size_t *got);
-/* tcp_write_all's contract, through TLS (the caller holds its send lock). */
-int tls_session_write_all(tls_session *t, const struct iovec *iov, int iovcnt, atomic_int *stop,
+int tp_tls_session_read(tls_session *t, void *buf, size_t n, size_t *got);
+/* tp_tcp_write_all's contract, through TLS (the caller holds its send lock). */
+int tp_tls_session_write_all(tls_session *t, const struct iovec *iov, int iovcnt, atomic_int *stop,
 			  atomic_uint_fast64_t *progress);
 /* Whether the kernel encrypts what is sent (kTLS). */
-int tls_session_ktls_send(const tls_session *t);
+int tp_tls_session_ktls_send(const tls_session *t);
 /* Whether SSL holds bytes already read from the socket (a poll cannot see them). */
-int tls_session_pending(tls_session *t);
-void tls_session_free(tls_session *t);
+int tp_tls_session_pending(tls_session *t);
+void tp_tls_session_free(tls_session *t);
 
 #endif

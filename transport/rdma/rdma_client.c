@@ -16,7 +16,7 @@
  * finds its frame itself.
  *
  * Waiters wake at least every TICK_MS to send keepalives and to apply the
- * sender timeout (trdma_ep_check).
+ * sender timeout (tp_rdma_ep_check).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -56,15 +56,15 @@ static const transport_ops rdma_client_ops = {
 	.caps = TRDMA_CAPS,
 	.sendv = client_sendv,
 	.recv_frame = client_recv_frame,
-	.reg_mem = trdma_reg_mem,
-	.dereg_mem = trdma_dereg_mem,
+	.reg_mem = tp_rdma_reg_mem,
+	.dereg_mem = tp_rdma_dereg_mem,
 	.shutdown = client_shutdown,
 	.close = client_close,
 	.progress = client_progress,
 };
 
 /* The client half; listening is in rdma_server.c (server library). */
-const transport_provider transport_rdma_provider = {
+const transport_provider tp_rdma_provider = {
 	.scheme = "rdma",
 	.connect = client_connect,
 	.connect_cookie = client_connect_cookie,
@@ -72,7 +72,7 @@ const transport_provider transport_rdma_provider = {
 
 /* ---- names ---- */
 
-void trdma_addr_name(const struct sockaddr *sa, char *buf, size_t len)
+void tp_rdma_addr_name(const struct sockaddr *sa, char *buf, size_t len)
 {
 	char host[INET6_ADDRSTRLEN + 2], serv[8];
 	socklen_t sl = sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
@@ -91,15 +91,15 @@ static int wait_event(struct rdma_event_channel *ch, int ms, enum rdma_cm_event_
 		      int *have_h, rredirect *redirect)
 {
 	struct pollfd p = {.fd = ch->fd, .events = POLLIN};
-	uint64_t end = trdma_now_ns() + (uint64_t)ms * 1000000ull;
+	uint64_t end = tp_rdma_now_ns() + (uint64_t)ms * 1000000ull;
 	struct rdma_cm_event *ev;
 
 	for (;;) {
-		if (trdma_v.get_cm_event(ch, &ev) == 0)
+		if (tp_rdma_v.get_cm_event(ch, &ev) == 0)
 			break;
 		if (errno != EAGAIN && errno != EINTR)
 			return TRANSPORT_ECONNECT;
-		uint64_t now = trdma_now_ns();
+		uint64_t now = tp_rdma_now_ns();
 		if (now >= end)
 			return TRANSPORT_ETIMEDOUT;
 		poll(&p, 1, (int)((end - now) / 1000000ull) + 1);
@@ -124,7 +124,7 @@ static int wait_event(struct rdma_event_channel *ch, int ms, enum rdma_cm_event_
 				*redirect = rd;
 		}
 	}
-	trdma_v.ack_cm_event(ev);
+	tp_rdma_v.ack_cm_event(ev);
 	return 0;
 }
 
@@ -134,7 +134,7 @@ static int wait_event(struct rdma_event_channel *ch, int ms, enum rdma_cm_event_
  * redirect) end by the deadline rather than each taking the full step time. */
 static int step_ms(uint64_t end)
 {
-	int ms = trdma_conf()->connect_ms, left = transport_deadline_left_ms(end);
+	int ms = tp_rdma_conf()->connect_ms, left = tp_deadline_left_ms(end);
 	if (left >= 0 && left < ms)
 		ms = left > 0 ? left : 1; /* a timeout of 0 is no timeout to rdma_cm */
 	return ms;
@@ -150,7 +150,7 @@ static int expect(struct rdma_event_channel *ch, uint64_t end, enum rdma_cm_even
 		return r;
 	}
 	if (t != want) {
-		LOG_WARN("transport", "rdma: %s %s: %s (status %d)", what, host, trdma_v.event_str(t), status);
+		LOG_WARN("transport", "rdma: %s %s: %s (status %d)", what, host, tp_rdma_v.event_str(t), status);
 		return TRANSPORT_ECONNECT;
 	}
 	return 0;
@@ -161,14 +161,14 @@ static int expect(struct rdma_event_channel *ch, uint64_t end, enum rdma_cm_even
 static int connect_once(const transport_addr *a, const transport_cookie *cookie, uint64_t end,
 			transport_conn **out, rredirect *redirect)
 {
-	const rdma_conf_t *cf = trdma_conf();
+	const rdma_conf_t *cf = tp_rdma_conf();
 	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV};
 	struct addrinfo *res = NULL;
 	char port[8];
 	int r;
 
 	*out = NULL;
-	if ((r = trdma_lib_load()))
+	if ((r = tp_rdma_lib_load()))
 		return r;
 	snprintf(port, sizeof(port), "%d", a->port);
 	int gai = getaddrinfo(a->host, port, &hints, &res);
@@ -189,7 +189,7 @@ static int connect_once(const transport_addr *a, const transport_cookie *cookie,
 
 	struct rdma_cm_id *id = NULL;
 	r = TRANSPORT_ECONNECT;
-	if (!(c->cm = trdma_v.create_event_channel())) {
+	if (!(c->cm = tp_rdma_v.create_event_channel())) {
 		LOG_WARN("transport", "rdma: cannot open the rdma_cm event channel: %m (is rdma_ucm loaded?)");
 		goto fail;
 	}
@@ -197,44 +197,44 @@ static int connect_once(const transport_addr *a, const transport_cookie *cookie,
 	/* Address and route: the first address of the host that an RDMA device
 	 * can reach. */
 	for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
-		if (trdma_v.create_id(c->cm, &id, c, RDMA_PS_TCP)) {
+		if (tp_rdma_v.create_id(c->cm, &id, c, RDMA_PS_TCP)) {
 			LOG_WARN("transport", "rdma: rdma_create_id: %m");
 			goto fail;
 		}
-		if (trdma_v.resolve_addr(id, NULL, ai->ai_addr, step_ms(end)) == 0 &&
+		if (tp_rdma_v.resolve_addr(id, NULL, ai->ai_addr, step_ms(end)) == 0 &&
 		    (r = expect(c->cm, end, RDMA_CM_EVENT_ADDR_RESOLVED, "address resolution of", c->base.peer)) == 0)
 			break;
-		trdma_v.destroy_id(id);
+		tp_rdma_v.destroy_id(id);
 		id = NULL;
-		if (r != TRANSPORT_ETIMEDOUT || transport_deadline_left_ms(end) != 0)
+		if (r != TRANSPORT_ETIMEDOUT || tp_deadline_left_ms(end) != 0)
 			r = TRANSPORT_ECONNECT;
 	}
 	if (!id)
 		goto fail;
-	if (trdma_v.resolve_route(id, step_ms(end)) != 0 ||
+	if (tp_rdma_v.resolve_route(id, step_ms(end)) != 0 ||
 	    (r = expect(c->cm, end, RDMA_CM_EVENT_ROUTE_RESOLVED, "route resolution to", c->base.peer)) != 0) {
 		r = r ? r : TRANSPORT_ECONNECT;
 		goto fail;
 	}
-	/* Bounds how long a dead peer takes to notice (see trdma_conf). Older
+	/* Bounds how long a dead peer takes to notice (see tp_rdma_conf). Older
 	 * kernels lack the option: then the path's default applies. */
 	uint8_t to = (uint8_t)cf->ack_timeout;
-	if (trdma_v.set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &to, sizeof(to)) != 0)
+	if (tp_rdma_v.set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &to, sizeof(to)) != 0)
 		LOG_DEBUG("transport", "rdma: RDMA_OPTION_ID_ACK_TIMEOUT: %m");
 	c->ep.id = id;
-	if ((r = trdma_ep_init(&c->ep, id)) != 0)
+	if ((r = tp_rdma_ep_init(&c->ep, id)) != 0)
 		goto fail;
 
 	struct ibv_device_attr da;
 	int rd = 16;
-	if (trdma_v.query_device(id->verbs, &da) == 0) {
+	if (tp_rdma_v.query_device(id->verbs, &da) == 0) {
 		if (da.max_qp_rd_atom < rd)
 			rd = da.max_qp_rd_atom;
 		if (da.max_qp_init_rd_atom < rd)
 			rd = da.max_qp_init_rd_atom;
 	}
 	rhello mine, theirs;
-	trdma_ep_fill_hello(&c->ep, &mine);
+	tp_rdma_ep_fill_hello(&c->ep, &mine);
 	mine.cookie = *cookie;
 	struct rdma_conn_param cp = {
 		.private_data = &mine,
@@ -244,7 +244,7 @@ static int connect_once(const transport_addr *a, const transport_cookie *cookie,
 		.retry_count = (uint8_t)cf->retry_count,
 		.rnr_retry_count = 6, /* credits make RNR impossible; bounded anyway */
 	};
-	if (trdma_v.connect(id, &cp) != 0) {
+	if (tp_rdma_v.connect(id, &cp) != 0) {
 		LOG_WARN("transport", "rdma: rdma_connect to %s: %m", c->base.peer);
 		r = TRANSPORT_ECONNECT;
 		goto fail;
@@ -260,14 +260,14 @@ static int connect_once(const transport_addr *a, const transport_cookie *cookie,
 		goto fail;
 	}
 	if (t != RDMA_CM_EVENT_ESTABLISHED) {
-		LOG_WARN("transport", "cannot connect to %s: %s%s", c->base.peer, trdma_v.event_str(t),
+		LOG_WARN("transport", "cannot connect to %s: %s%s", c->base.peer, tp_rdma_v.event_str(t),
 			 t == RDMA_CM_EVENT_REJECTED ? " (no remote-gpud listening on rdma there?)" : "");
 		r = TRANSPORT_ECONNECT;
 		goto fail;
 	}
-	if ((r = trdma_ep_hello(&c->ep, have_h ? &theirs : NULL, have_h ? sizeof(theirs) : 0)) != 0)
+	if ((r = tp_rdma_ep_hello(&c->ep, have_h ? &theirs : NULL, have_h ? sizeof(theirs) : 0)) != 0)
 		goto fail;
-	trdma_addr_name(rdma_get_peer_addr(id), c->base.peer, sizeof(c->base.peer));
+	tp_rdma_addr_name(rdma_get_peer_addr(id), c->base.peer, sizeof(c->base.peer));
 	if ((c->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) {
 		r = TRANSPORT_ENOMEM;
 		goto fail;
@@ -281,12 +281,12 @@ fail:
 	freeaddrinfo(res);
 	if (id) {
 		if (c->ep.pd) {
-			trdma_ep_free(&c->ep); /* QP, CQ, buffers, PD */
+			tp_rdma_ep_free(&c->ep); /* QP, CQ, buffers, PD */
 		}
-		trdma_v.destroy_id(id);
+		tp_rdma_v.destroy_id(id);
 	}
 	if (c->cm)
-		trdma_v.destroy_event_channel(c->cm);
+		tp_rdma_v.destroy_event_channel(c->cm);
 	free(c);
 	return r;
 }
@@ -297,7 +297,7 @@ static int client_connect(const transport_addr *a, unsigned timeout_ms, transpor
 {
 	transport_addr cur = *a;
 	transport_cookie cookie = {{0}};
-	uint64_t end = transport_deadline(timeout_ms);
+	uint64_t end = tp_deadline(timeout_ms);
 	for (int hop = 0;; hop++) {
 		rredirect rd = {0};
 		int r = connect_once(&cur, &cookie, end, out, &rd);
@@ -321,7 +321,7 @@ static int client_connect_cookie(const transport_addr *a, unsigned timeout_ms, c
 				 transport_conn **out)
 {
 	rredirect rd = {0};
-	int r = connect_once(a, cookie, transport_deadline(timeout_ms), out, &rd);
+	int r = connect_once(a, cookie, tp_deadline(timeout_ms), out, &rd);
 	if (rd.port) {
 		LOG_WARN("transport", "rdma: %s:%d sent us on (to port %d) where a session was expected: refused",
 			 a->host, a->port, rd.port);
@@ -335,16 +335,16 @@ static int client_connect_cookie(const transport_addr *a, unsigned timeout_ms, c
 static void handle_cm_events(rdma_client *c)
 {
 	struct rdma_cm_event *ev;
-	while (trdma_v.get_cm_event(c->cm, &ev) == 0) {
+	while (tp_rdma_v.get_cm_event(c->cm, &ev) == 0) {
 		enum rdma_cm_event_type t = ev->event;
-		trdma_v.ack_cm_event(ev);
+		tp_rdma_v.ack_cm_event(ev);
 		switch (t) {
 		case RDMA_CM_EVENT_DISCONNECTED:
 		case RDMA_CM_EVENT_DEVICE_REMOVAL:
-			LOG_DEBUG("transport", "rdma: %s: %s", c->base.peer, trdma_v.event_str(t));
+			LOG_DEBUG("transport", "rdma: %s: %s", c->base.peer, tp_rdma_v.event_str(t));
 			/* Completions that came before it still count. */
-			trdma_ep_poll(&c->ep);
-			trdma_ep_peer_gone(&c->ep);
+			tp_rdma_ep_poll(&c->ep);
+			tp_rdma_ep_peer_gone(&c->ep);
 			break;
 		default:
 			break;
@@ -357,12 +357,12 @@ static void handle_cm_events(rdma_client *c)
 static void lead(rdma_client *c)
 {
 	rdma_ep *ep = &c->ep;
-	int spin_us = trdma_conf()->spin_us;
+	int spin_us = tp_rdma_conf()->spin_us;
 
-	if (trdma_ep_poll(ep) != 0)
+	if (tp_rdma_ep_poll(ep) != 0)
 		return;
-	if (trdma_conf()->bulk_spin_us > spin_us && trdma_ep_bulk_pending(ep))
-		spin_us = trdma_conf()->bulk_spin_us;
+	if (tp_rdma_conf()->bulk_spin_us > spin_us && tp_rdma_ep_bulk_pending(ep))
+		spin_us = tp_rdma_conf()->bulk_spin_us;
 	if (spin_us > 0) {
 		rg_spin sp, cm_check;
 		rg_spin_start(&sp, (uint64_t)spin_us * 1000);
@@ -372,7 +372,7 @@ static void lead(rdma_client *c)
 			pthread_mutex_unlock(&ep->mu);
 			rg_cpu_relax();
 			pthread_mutex_lock(&ep->mu);
-			if (trdma_ep_poll(ep) != 0 || ep->err)
+			if (tp_rdma_ep_poll(ep) != 0 || ep->err)
 				return;
 			if (!rg_spin_on(&cm_check)) {
 				handle_cm_events(c);
@@ -382,7 +382,7 @@ static void lead(rdma_client *c)
 			}
 		} while (rg_spin_on(&sp));
 	}
-	if (trdma_ep_arm(ep) != 0 || trdma_ep_poll(ep) != 0)
+	if (tp_rdma_ep_arm(ep) != 0 || tp_rdma_ep_poll(ep) != 0)
 		return; /* completions slipped in before arming */
 	struct pollfd p[3] = {
 		{.fd = ep->ch->fd, .events = POLLIN},
@@ -401,8 +401,8 @@ static void lead(rdma_client *c)
 		}
 	}
 	if (p[0].revents)
-		trdma_ep_channel_drain(ep);
-	trdma_ep_poll(ep);
+		tp_rdma_ep_channel_drain(ep);
+	tp_rdma_ep_poll(ep);
 	if (p[1].revents)
 		handle_cm_events(c);
 }
@@ -415,16 +415,16 @@ static int client_wait(rdma_ep *ep, uint64_t since)
 
 	if (atomic_load(&c->shut))
 		return TRANSPORT_ECLOSED;
-	if ((r = trdma_ep_check(ep, since)) != 0)
+	if ((r = tp_rdma_ep_check(ep, since)) != 0)
 		return r;
 	if (c->leader) {
-		trdma_ep_wait(ep, TICK_MS);
+		tp_rdma_ep_wait(ep, TICK_MS);
 		return 0;
 	}
 	c->leader = 1;
 	lead(c);
 	c->leader = 0;
-	trdma_ep_wake(ep); /* someone else may lead now */
+	tp_rdma_ep_wake(ep); /* someone else may lead now */
 	return 0;
 }
 
@@ -435,7 +435,7 @@ static int client_sendv(transport_conn *base, const struct iovec *iov, int iovcn
 	rdma_client *c = (rdma_client *)base;
 	if (atomic_load(&c->shut))
 		return TRANSPORT_ECLOSED;
-	return trdma_ep_sendv(&c->ep, iov, iovcnt, client_wait);
+	return tp_rdma_ep_sendv(&c->ep, iov, iovcnt, client_wait);
 }
 
 static int client_recv_frame(transport_conn *base, transport_frame *f, transport_payload_dest_fn dest, void *ctx)
@@ -449,7 +449,7 @@ static int client_recv_frame(transport_conn *base, transport_frame *f, transport
 		return TRANSPORT_ECLOSED;
 	pthread_mutex_lock(&ep->mu);
 	for (;;) {
-		r = trdma_ep_rx(ep, f, NULL, dest, ctx);
+		r = tp_rdma_ep_rx(ep, f, NULL, dest, ctx);
 		if (r == 1) {
 			r = TRANSPORT_OK;
 			break;
@@ -458,7 +458,7 @@ static int client_recv_frame(transport_conn *base, transport_frame *f, transport
 			break;
 		/* A frame has no time limit: only a dead peer ends the wait. */
 		if ((r = client_wait(ep, 0)) != 0) {
-			trdma_ep_rx_abort(ep);
+			tp_rdma_ep_rx_abort(ep);
 			break;
 		}
 	}
@@ -474,7 +474,7 @@ static void client_shutdown(transport_conn *base)
 	if (atomic_exchange(&c->shut, 1))
 		return;
 	pthread_mutex_lock(&c->ep.mu);
-	trdma_ep_fail(&c->ep, TRANSPORT_ECLOSED); /* flushes the QP, tells the peer */
+	tp_rdma_ep_fail(&c->ep, TRANSPORT_ECLOSED); /* flushes the QP, tells the peer */
 	pthread_mutex_unlock(&c->ep.mu);
 	uint64_t one = 1;
 	if (write(c->wake_fd, &one, sizeof(one)) < 0) {
@@ -502,13 +502,13 @@ static void client_close(transport_conn *base)
 		  (unsigned long long)c->ep.st.rx_frames, (unsigned long long)c->ep.st.rx_direct_bytes,
 		  (unsigned long long)c->ep.st.rx_landing_bytes, (unsigned long long)c->ep.st.keepalives);
 	struct rdma_cm_id *id = c->ep.id;
-	trdma_ep_free(&c->ep);
+	tp_rdma_ep_free(&c->ep);
 	/* Events of the id must be acked before it is destroyed. */
 	struct rdma_cm_event *ev;
-	while (trdma_v.get_cm_event(c->cm, &ev) == 0)
-		trdma_v.ack_cm_event(ev);
-	trdma_v.destroy_id(id);
-	trdma_v.destroy_event_channel(c->cm);
+	while (tp_rdma_v.get_cm_event(c->cm, &ev) == 0)
+		tp_rdma_v.ack_cm_event(ev);
+	tp_rdma_v.destroy_id(id);
+	tp_rdma_v.destroy_event_channel(c->cm);
 	close(c->wake_fd);
 	free(c);
 }

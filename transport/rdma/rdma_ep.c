@@ -68,15 +68,15 @@ static void conf_load(void)
 	conf.retry_count = env_int("REMOTE_GPU_RDMA_RETRY", 6, 0, 6);
 }
 
-const rdma_conf_t *trdma_conf(void)
+const rdma_conf_t *tp_rdma_conf(void)
 {
 	pthread_once(&conf_once, conf_load);
 	return &conf;
 }
 
-uint64_t trdma_now_ns(void) { return rg_clock_coarse_ns(); }
+uint64_t tp_rdma_now_ns(void) { return rg_clock_coarse_ns(); }
 
-const char *trdma_wc_str(int status) { return trdma_v.wc_status_str((enum ibv_wc_status)status); }
+const char *tp_rdma_wc_str(int status) { return tp_rdma_v.wc_status_str((enum ibv_wc_status)status); }
 
 /* ---- setup / teardown ---- */
 
@@ -86,7 +86,7 @@ static void *alloc_reg(rdma_ep *ep, size_t len, int access, struct ibv_mr **mr)
 	if (posix_memalign(&p, 4096, len) != 0)
 		return NULL;
 	memset(p, 0, len);
-	*mr = trdma_v.reg_mr(ep->pd, p, len, access);
+	*mr = tp_rdma_v.reg_mr(ep->pd, p, len, access);
 	if (!*mr) {
 		LOG_WARN("transport", "rdma: cannot register %zu bytes: %m", len);
 		free(p);
@@ -98,13 +98,13 @@ static void *alloc_reg(rdma_ep *ep, size_t len, int access, struct ibv_mr **mr)
 static void free_reg(void **p, struct ibv_mr **mr)
 {
 	if (*mr)
-		trdma_v.dereg_mr(*mr);
+		tp_rdma_v.dereg_mr(*mr);
 	free(*p);
 	*p = NULL;
 	*mr = NULL;
 }
 
-int trdma_ep_ensure_ring(rdma_ep *ep, uint8_t **ring, struct ibv_mr **mr, unsigned n, int access)
+int tp_rdma_ep_ensure_ring(rdma_ep *ep, uint8_t **ring, struct ibv_mr **mr, unsigned n, int access)
 {
 	if (*ring)
 		return 0;
@@ -112,33 +112,33 @@ int trdma_ep_ensure_ring(rdma_ep *ep, uint8_t **ring, struct ibv_mr **mr, unsign
 	return *ring ? 0 : TRANSPORT_ENOMEM;
 }
 
-int trdma_ep_init(rdma_ep *ep, struct rdma_cm_id *id)
+int tp_rdma_ep_init(rdma_ep *ep, struct rdma_cm_id *id)
 {
 	pthread_condattr_t ca;
 
-	trdma_conf();
+	tp_rdma_conf();
 	pthread_mutex_init(&ep->mu, NULL);
 	pthread_mutex_init(&ep->send_lock, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&ep->cv, &ca);
 	pthread_condattr_destroy(&ca);
-	trdma_regs_init(&ep->regs);
+	tp_rdma_regs_init(&ep->regs);
 	ep->id = id;
 	ep->verbs = id->verbs;
 	ep->rx.landing_free = (1u << RDMA_NLANDING) - 1;
-	ep->last_peer_ns = ep->last_msg_ns = trdma_now_ns();
+	ep->last_peer_ns = ep->last_msg_ns = tp_rdma_now_ns();
 
-	if (!(ep->pd = trdma_v.alloc_pd(ep->verbs))) {
+	if (!(ep->pd = tp_rdma_v.alloc_pd(ep->verbs))) {
 		LOG_WARN("transport", "rdma: ibv_alloc_pd: %m");
 		return TRANSPORT_ENOMEM;
 	}
-	if (!(ep->ch = trdma_v.create_comp_channel(ep->verbs))) {
+	if (!(ep->ch = tp_rdma_v.create_comp_channel(ep->verbs))) {
 		LOG_WARN("transport", "rdma: ibv_create_comp_channel: %m");
 		return TRANSPORT_ENOMEM;
 	}
 	fcntl(ep->ch->fd, F_SETFL, fcntl(ep->ch->fd, F_GETFL) | O_NONBLOCK);
-	if (!(ep->cq = trdma_v.create_cq(ep->verbs, RDMA_NRECV + RDMA_SQ_DEPTH + 8, ep, ep->ch, 0))) {
+	if (!(ep->cq = tp_rdma_v.create_cq(ep->verbs, RDMA_NRECV + RDMA_SQ_DEPTH + 8, ep, ep->ch, 0))) {
 		LOG_WARN("transport", "rdma: ibv_create_cq: %m");
 		return TRANSPORT_ENOMEM;
 	}
@@ -152,9 +152,9 @@ int trdma_ep_init(rdma_ep *ep, struct rdma_cm_id *id)
 	};
 	/* Inline sends (the bytes travel in the work request: no DMA read of the
 	 * slot, no key lookup) where the device allows; without them elsewhere. */
-	if (trdma_v.create_qp(id, ep->pd, &qa)) {
+	if (tp_rdma_v.create_qp(id, ep->pd, &qa)) {
 		qa.cap.max_inline_data = 0;
-		if (trdma_v.create_qp(id, ep->pd, &qa)) {
+		if (tp_rdma_v.create_qp(id, ep->pd, &qa)) {
 			LOG_WARN("transport", "rdma: rdma_create_qp: %m");
 			return TRANSPORT_ENOMEM;
 		}
@@ -174,7 +174,7 @@ int trdma_ep_init(rdma_ep *ep, struct rdma_cm_id *id)
 	return post_recvs(ep, all, RDMA_NRECV) == 0 ? TRANSPORT_OK : TRANSPORT_EIO;
 }
 
-void trdma_ep_fill_hello(rdma_ep *ep, rhello *h)
+void tp_rdma_ep_fill_hello(rdma_ep *ep, rhello *h)
 {
 	memset(h, 0, sizeof(*h));
 	h->magic = RDMA_HELLO_MAGIC;
@@ -185,7 +185,7 @@ void trdma_ep_fill_hello(rdma_ep *ep, rhello *h)
 	h->ka_rkey = ep->ka_mr->rkey;
 }
 
-int trdma_ep_hello(rdma_ep *ep, const void *priv, size_t len)
+int tp_rdma_ep_hello(rdma_ep *ep, const void *priv, size_t len)
 {
 	rhello h;
 	if (!priv || len < sizeof(h)) {
@@ -208,23 +208,23 @@ int trdma_ep_hello(rdma_ep *ep, const void *priv, size_t len)
 	ep->peer_msg_size = h.msg_size < RDMA_MSG_SIZE ? h.msg_size : RDMA_MSG_SIZE;
 	ep->peer_ka_addr = h.ka_addr;
 	ep->peer_ka_rkey = h.ka_rkey;
-	ep->last_peer_ns = ep->last_msg_ns = trdma_now_ns();
+	ep->last_peer_ns = ep->last_msg_ns = tp_rdma_now_ns();
 	pthread_mutex_unlock(&ep->mu);
 	ep->conn->cookie = h.cookie;
 	return TRANSPORT_OK;
 }
 
-void trdma_ep_destroy_qp(rdma_ep *ep)
+void tp_rdma_ep_destroy_qp(rdma_ep *ep)
 {
 	if (ep->qp) {
-		trdma_v.destroy_qp(ep->id);
+		tp_rdma_v.destroy_qp(ep->id);
 		ep->qp = NULL;
 	}
 	if (ep->cq) {
 		/* ibv_destroy_cq waits until every event it reported is acked; with
 		 * the QP gone no new one can come. */
-		trdma_ep_channel_drain(ep);
-		trdma_v.destroy_cq(ep->cq);
+		tp_rdma_ep_channel_drain(ep);
+		tp_rdma_v.destroy_cq(ep->cq);
 		ep->cq = NULL;
 	}
 	free_reg((void **)&ep->rbuf, &ep->rbuf_mr);
@@ -234,16 +234,16 @@ void trdma_ep_destroy_qp(rdma_ep *ep)
 	free_reg((void **)&ep->ka, &ep->ka_mr);
 }
 
-void trdma_ep_free(rdma_ep *ep)
+void tp_rdma_ep_free(rdma_ep *ep)
 {
-	trdma_ep_destroy_qp(ep);
+	tp_rdma_ep_destroy_qp(ep);
 	if (ep->ch) {
-		trdma_v.destroy_comp_channel(ep->ch);
+		tp_rdma_v.destroy_comp_channel(ep->ch);
 		ep->ch = NULL;
 	}
-	trdma_regs_destroy(&ep->regs);
+	tp_rdma_regs_destroy(&ep->regs);
 	if (ep->pd) {
-		trdma_v.dealloc_pd(ep->pd);
+		tp_rdma_v.dealloc_pd(ep->pd);
 		ep->pd = NULL;
 	}
 	free(ep->rx.f.msg);
@@ -255,7 +255,7 @@ void trdma_ep_free(rdma_ep *ep)
 	pthread_cond_destroy(&ep->cv);
 }
 
-void trdma_ep_fail(rdma_ep *ep, int err)
+void tp_rdma_ep_fail(rdma_ep *ep, int err)
 {
 	if (!ep->err) {
 		ep->err = err;
@@ -266,19 +266,19 @@ void trdma_ep_fail(rdma_ep *ep, int err)
 		ep->qp_dead = 1;
 		/* Moves the QP to the error state (every outstanding request is
 		 * flushed, waiters see the error) and tells the peer. */
-		if (trdma_v.disconnect(ep->id) != 0) {
+		if (tp_rdma_v.disconnect(ep->id) != 0) {
 			struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};
-			trdma_v.modify_qp(ep->qp, &a, IBV_QP_STATE);
+			tp_rdma_v.modify_qp(ep->qp, &a, IBV_QP_STATE);
 		}
 	}
-	trdma_ep_wake(ep);
+	tp_rdma_ep_wake(ep);
 }
 
 /* ---- send queue ---- */
 
-int trdma_ep_has_sq_room(const rdma_ep *ep, unsigned n) { return ep->sq_posted - ep->sq_done + n <= RDMA_SQ_DEPTH; }
+int tp_rdma_ep_has_sq_room(const rdma_ep *ep, unsigned n) { return ep->sq_posted - ep->sq_done + n <= RDMA_SQ_DEPTH; }
 
-int trdma_ep_post_wr(rdma_ep *ep, struct ibv_send_wr *wr, rdma_sqe e)
+int tp_rdma_ep_post_wr(rdma_ep *ep, struct ibv_send_wr *wr, rdma_sqe e)
 {
 	struct ibv_send_wr *bad;
 	wr->wr_id = ep->sq_posted;
@@ -286,19 +286,19 @@ int trdma_ep_post_wr(rdma_ep *ep, struct ibv_send_wr *wr, rdma_sqe e)
 	int r = ibv_post_send(ep->qp, wr, &bad);
 	if (r) {
 		LOG_WARN("transport", "rdma: %s: ibv_post_send: %s", ep->conn->peer, strerror(r));
-		trdma_ep_fail(ep, TRANSPORT_EIO);
+		tp_rdma_ep_fail(ep, TRANSPORT_EIO);
 		return TRANSPORT_EIO;
 	}
 	ep->sq_posted++;
 	return 0;
 }
 
-int trdma_ep_has_slot(const rdma_ep *ep)
+int tp_rdma_ep_has_slot(const rdma_ep *ep)
 {
-	return ep->s_posted - ep->s_done < RDMA_NSEND && trdma_ep_has_sq_room(ep, 2);
+	return ep->s_posted - ep->s_done < RDMA_NSEND && tp_rdma_ep_has_sq_room(ep, 2);
 }
 
-int trdma_ep_post_msg(rdma_ep *ep, uint32_t len)
+int tp_rdma_ep_post_msg(rdma_ep *ep, uint32_t len)
 {
 	uint8_t *slot = ep->sbuf + (size_t)(ep->s_posted % RDMA_NSEND) * RDMA_MSG_SIZE;
 	rmsg *m = (rmsg *)slot;
@@ -313,11 +313,11 @@ int trdma_ep_post_msg(rdma_ep *ep, uint32_t len)
 	struct ibv_sge sge = {.addr = (uintptr_t)slot, .length = len, .lkey = ep->sbuf_mr->lkey};
 	struct ibv_send_wr wr = {.sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND};
 	unsigned inflight = ep->s_posted + 1 - ep->s_done;
-	if ((ep->s_posted & 7) == 7 || inflight >= RDMA_NSEND / 2 || !trdma_ep_has_sq_room(ep, RDMA_SQ_DEPTH / 2))
+	if ((ep->s_posted & 7) == 7 || inflight >= RDMA_NSEND / 2 || !tp_rdma_ep_has_sq_room(ep, RDMA_SQ_DEPTH / 2))
 		wr.send_flags = IBV_SEND_SIGNALED;
 	if (len <= ep->max_inline)
 		wr.send_flags |= IBV_SEND_INLINE;
-	if (trdma_ep_post_wr(ep, &wr, (rdma_sqe){.kind = SQE_SEND, .slot_seq = ep->s_posted}) != 0)
+	if (tp_rdma_ep_post_wr(ep, &wr, (rdma_sqe){.kind = SQE_SEND, .slot_seq = ep->s_posted}) != 0)
 		return TRANSPORT_EIO;
 	ep->s_posted++;
 	ep->owed -= give;
@@ -326,17 +326,17 @@ int trdma_ep_post_msg(rdma_ep *ep, uint32_t len)
 	return 0;
 }
 
-void trdma_ep_flush_ctrl(rdma_ep *ep)
+void tp_rdma_ep_flush_ctrl(rdma_ep *ep)
 {
 	if (ep->err || ep->peer_gone || !ep->qp || !ep->credits)
 		return;
 	int due = ep->rx_acked != ep->ack_sent || ep->owed >= RDMA_NRECV / 2 || (ep->peer_needs && ep->owed > 0);
-	if (!due || !trdma_ep_has_slot(ep))
+	if (!due || !tp_rdma_ep_has_slot(ep))
 		return;
 	rmsg *m = (rmsg *)(ep->sbuf + (size_t)(ep->s_posted % RDMA_NSEND) * RDMA_MSG_SIZE);
 	memset(m, 0, sizeof(*m));
 	m->type = RM_CTRL;
-	if (trdma_ep_post_msg(ep, sizeof(*m)) == 0) {
+	if (tp_rdma_ep_post_msg(ep, sizeof(*m)) == 0) {
 		ep->peer_needs = 0;
 		ep->st.ctrl_sent++;
 	}
@@ -364,14 +364,14 @@ static int post_recvs(rdma_ep *ep, const uint16_t *idx, unsigned n)
 	return r;
 }
 
-void trdma_ep_release_recv(rdma_ep *ep, unsigned idx)
+void tp_rdma_ep_release_recv(rdma_ep *ep, unsigned idx)
 {
 	ep->rp[ep->rp_n++] = (uint16_t)idx;
 	if (ep->rp_n >= RDMA_NRECV / 4)
-		trdma_ep_repost(ep);
+		tp_rdma_ep_repost(ep);
 }
 
-void trdma_ep_repost(rdma_ep *ep)
+void tp_rdma_ep_repost(rdma_ep *ep)
 {
 	unsigned n = ep->rp_n;
 	if (n == 0)
@@ -380,20 +380,20 @@ void trdma_ep_repost(rdma_ep *ep)
 	if (ep->err || ep->qp_dead)
 		return;
 	if (post_recvs(ep, ep->rp, n) != 0) {
-		trdma_ep_fail(ep, TRANSPORT_EIO);
+		tp_rdma_ep_fail(ep, TRANSPORT_EIO);
 		return;
 	}
 	ep->owed += (int)n;
-	trdma_ep_flush_ctrl(ep); /* a peer waiting with NEED gets the credits now */
+	tp_rdma_ep_flush_ctrl(ep); /* a peer waiting with NEED gets the credits now */
 }
 
-void trdma_ep_wake(rdma_ep *ep)
+void tp_rdma_ep_wake(rdma_ep *ep)
 {
 	if (ep->cv_waiters > 0)
 		pthread_cond_broadcast(&ep->cv);
 }
 
-void trdma_ep_wait(rdma_ep *ep, int ms)
+void tp_rdma_ep_wait(rdma_ep *ep, int ms)
 {
 	struct timespec ts = rg_deadline(CLOCK_MONOTONIC, ms);
 	ep->cv_waiters++;
@@ -413,8 +413,8 @@ static void wc_error(rdma_ep *ep, const struct ibv_wc *wc)
 		return;
 	}
 	LOG_WARN("transport", "rdma: %s: %s failed: %s", ep->conn->peer,
-		 (wc->wr_id & WR_RECV) ? "receive" : "send/read", trdma_wc_str(wc->status));
-	trdma_ep_fail(ep, TRANSPORT_EIO);
+		 (wc->wr_id & WR_RECV) ? "receive" : "send/read", tp_rdma_wc_str(wc->status));
+	tp_rdma_ep_fail(ep, TRANSPORT_EIO);
 }
 
 static void on_recv(rdma_ep *ep, unsigned idx, uint32_t len)
@@ -424,7 +424,7 @@ static void on_recv(rdma_ep *ep, unsigned idx, uint32_t len)
 	if (len < RDMA_MSG_HDR || m->type < RM_FRAME || m->type > RM_BATCH) {
 		LOG_WARN("transport", "rdma: %s: malformed control message (%u bytes, type %u)", ep->conn->peer, len,
 			 len ? m->type : 0);
-		trdma_ep_fail(ep, TRANSPORT_EIO);
+		tp_rdma_ep_fail(ep, TRANSPORT_EIO);
 		return;
 	}
 	/* Not a clock read per message (in the guest even the coarse clock
@@ -441,11 +441,11 @@ static void on_recv(rdma_ep *ep, unsigned idx, uint32_t len)
 	if (m->flags & RMF_NEED)
 		ep->peer_needs = 1;
 	if (m->type == RM_CTRL) {
-		trdma_ep_release_recv(ep, idx);
+		tp_rdma_ep_release_recv(ep, idx);
 		return;
 	}
 	if (ep->rq_n == RDMA_NRECV) { /* cannot happen: one entry per buffer */
-		trdma_ep_fail(ep, TRANSPORT_EIO);
+		tp_rdma_ep_fail(ep, TRANSPORT_EIO);
 		return;
 	}
 	unsigned t = (ep->rq_head + ep->rq_n++) % RDMA_NRECV;
@@ -465,11 +465,11 @@ static void on_send_done(rdma_ep *ep, uint64_t seq)
 			break;
 		case SQE_READ:
 			ep->rx.rd[e->idx].done = 1;
-			ep->last_peer_ns = trdma_now_ns();
+			ep->last_peer_ns = tp_rdma_now_ns();
 			break;
 		case SQE_KA:
 			ep->ka_inflight = 0;
-			ep->last_peer_ns = trdma_now_ns();
+			ep->last_peer_ns = tp_rdma_now_ns();
 			break;
 		}
 		e->kind = 0;
@@ -478,7 +478,7 @@ static void on_send_done(rdma_ep *ep, uint64_t seq)
 		ep->sq_done = seq + 1;
 }
 
-int trdma_ep_poll(rdma_ep *ep)
+int tp_rdma_ep_poll(rdma_ep *ep)
 {
 	struct ibv_wc wc[32];
 	int n, got = 0;
@@ -500,27 +500,27 @@ int trdma_ep_poll(rdma_ep *ep)
 	}
 	if (n < 0) {
 		LOG_WARN("transport", "rdma: %s: ibv_poll_cq failed", ep->conn->peer);
-		trdma_ep_fail(ep, TRANSPORT_EIO);
+		tp_rdma_ep_fail(ep, TRANSPORT_EIO);
 		return -1;
 	}
 	if (got) {
-		trdma_ep_flush_ctrl(ep);
-		trdma_ep_wake(ep);
+		tp_rdma_ep_flush_ctrl(ep);
+		tp_rdma_ep_wake(ep);
 	} else {
-		trdma_ep_repost(ep); /* idle: the buffers of what was received go back */
+		tp_rdma_ep_repost(ep); /* idle: the buffers of what was received go back */
 	}
 	return got;
 }
 
-int trdma_ep_bulk_pending(const rdma_ep *ep)
+int tp_rdma_ep_bulk_pending(const rdma_ep *ep)
 {
 	return !ep->err && (ep->rx.rd_n > 0 || (int32_t)(ep->tx_segs - ep->peer_acked) > 0 ||
 			    (ep->rx.active && ep->rx.filled < ep->rx.total));
 }
 
-int trdma_ep_arm(rdma_ep *ep)
+int tp_rdma_ep_arm(rdma_ep *ep)
 {
-	trdma_ep_repost(ep); /* before a sleep: the peer must not wait for credits */
+	tp_rdma_ep_repost(ep); /* before a sleep: the peer must not wait for credits */
 	if (!ep->cq || ep->cq_armed)
 		return 0;
 	if (ibv_req_notify_cq(ep->cq, 0) != 0)
@@ -529,22 +529,22 @@ int trdma_ep_arm(rdma_ep *ep)
 	return 0;
 }
 
-void trdma_ep_channel_drain(rdma_ep *ep)
+void tp_rdma_ep_channel_drain(rdma_ep *ep)
 {
 	struct ibv_cq *cq;
 	void *ctx;
-	while (ep->ch && trdma_v.get_cq_event(ep->ch, &cq, &ctx) == 0) {
-		trdma_v.ack_cq_events(cq, 1);
+	while (ep->ch && tp_rdma_v.get_cq_event(ep->ch, &cq, &ctx) == 0) {
+		tp_rdma_v.ack_cq_events(cq, 1);
 		ep->cq_armed = 0;
 	}
 }
 
 /* ---- liveness ---- */
 
-int trdma_ep_check(rdma_ep *ep, uint64_t since)
+int tp_rdma_ep_check(rdma_ep *ep, uint64_t since)
 {
-	const rdma_conf_t *cf = trdma_conf();
-	uint64_t now = trdma_now_ns();
+	const rdma_conf_t *cf = tp_rdma_conf();
+	uint64_t now = tp_rdma_now_ns();
 
 	if (ep->heard) {
 		ep->heard = 0;
@@ -555,7 +555,7 @@ int trdma_ep_check(rdma_ep *ep, uint64_t since)
 	if (!ep->qp || ep->qp_dead || ep->peer_gone)
 		return 0;
 	if (!ep->ka_inflight && ep->peer_ka_rkey && now - ep->last_peer_ns >= (uint64_t)cf->keepalive_ms * 1000000ull &&
-	    trdma_ep_has_sq_room(ep, 1)) {
+	    tp_rdma_ep_has_sq_room(ep, 1)) {
 		/* An 8-byte RDMA WRITE the peer's NIC must acknowledge: fails
 		 * (retries exhausted) only when the peer host or link is gone. */
 		struct ibv_sge sge = {.addr = (uintptr_t)&ep->ka[1], .length = 8, .lkey = ep->ka_mr->lkey};
@@ -567,7 +567,7 @@ int trdma_ep_check(rdma_ep *ep, uint64_t since)
 			.wr.rdma = {.remote_addr = ep->peer_ka_addr, .rkey = ep->peer_ka_rkey},
 		};
 		ep->ka[1]++;
-		if (trdma_ep_post_wr(ep, &wr, (rdma_sqe){.kind = SQE_KA}) == 0) {
+		if (tp_rdma_ep_post_wr(ep, &wr, (rdma_sqe){.kind = SQE_KA}) == 0) {
 			ep->ka_inflight = 1;
 			ep->st.keepalives++;
 			LOG_DEBUG("transport", "rdma: %s: quiet for %llu ms: keepalive", ep->conn->peer,
@@ -579,36 +579,36 @@ int trdma_ep_check(rdma_ep *ep, uint64_t since)
 		if (now - from >= (uint64_t)cf->timeout_ms * 1000000ull) {
 			LOG_WARN("transport", "rdma: %s: no word from the peer for %d ms while sending", ep->conn->peer,
 				 cf->timeout_ms);
-			trdma_ep_fail(ep, TRANSPORT_ETIMEDOUT);
+			tp_rdma_ep_fail(ep, TRANSPORT_ETIMEDOUT);
 			return TRANSPORT_ETIMEDOUT;
 		}
 	}
 	return ep->err;
 }
 
-void trdma_ep_peer_gone(rdma_ep *ep)
+void tp_rdma_ep_peer_gone(rdma_ep *ep)
 {
 	ep->peer_gone = 1;
 	if (!ep->qp_dead && ep->qp) {
 		/* Flush what is outstanding; frames already received still count. */
 		ep->qp_dead = 1;
-		if (trdma_v.disconnect(ep->id) != 0) {
+		if (tp_rdma_v.disconnect(ep->id) != 0) {
 			struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};
-			trdma_v.modify_qp(ep->qp, &a, IBV_QP_STATE);
+			tp_rdma_v.modify_qp(ep->qp, &a, IBV_QP_STATE);
 		}
 	}
-	trdma_ep_wake(ep);
+	tp_rdma_ep_wake(ep);
 }
 
 /* ---- registration: transport_ops.reg_mem / dereg_mem of both halves ---- */
 
-int trdma_reg_mem(transport_conn *c, void *addr, size_t len, transport_mr **out)
+int tp_rdma_reg_mem(transport_conn *c, void *addr, size_t len, transport_mr **out)
 {
 	rdma_ep *ep = &((rdma_conn_head *)c)->ep;
-	return trdma_regs_add(&ep->regs, ep->pd, addr, len, out);
+	return tp_rdma_regs_add(&ep->regs, ep->pd, addr, len, out);
 }
 
-int trdma_dereg_mem(transport_conn *c, transport_mr *mr)
+int tp_rdma_dereg_mem(transport_conn *c, transport_mr *mr)
 {
-	return trdma_regs_remove(&((rdma_conn_head *)c)->ep.regs, mr);
+	return tp_rdma_regs_remove(&((rdma_conn_head *)c)->ep.regs, mr);
 }

@@ -151,7 +151,7 @@ typedef struct rredirect {
 	transport_cookie cookie; /* to present there (rhello.cookie) */
 } rredirect;
 
-/* Tunables, read once from the environment (trdma_conf()). */
+/* Tunables, read once from the environment (tp_rdma_conf()). */
 typedef struct rdma_conf_t {
 	int spin_us;      /* REMOTE_GPU_RDMA_SPIN_US: a client waiter polls the CQ this long before sleeping */
 	int server_spin_us; /* REMOTE_GPU_RDMA_SERVER_SPIN_US: the server loop polls on after activity */
@@ -162,7 +162,7 @@ typedef struct rdma_conf_t {
 	int ack_timeout;  /* QP local ack timeout exponent: 4.096 us * 2^n */
 	int retry_count;  /* QP transport retries */
 } rdma_conf_t;
-const rdma_conf_t *trdma_conf(void);
+const rdma_conf_t *tp_rdma_conf(void);
 
 /* ---- registration cache (rdma_mr.c) ---- */
 
@@ -174,15 +174,15 @@ typedef struct rdma_regs {
 	unsigned hits, misses;
 } rdma_regs;
 
-void trdma_regs_init(rdma_regs *r);
+void tp_rdma_regs_init(rdma_regs *r);
 /* Deregisters everything left (the connection is going away). */
-void trdma_regs_destroy(rdma_regs *r);
+void tp_rdma_regs_destroy(rdma_regs *r);
 /* reg_mem/dereg_mem: one MR per distinct range, shared (reference counted) by
  * registrations of the same or an enclosed range. */
-int trdma_regs_add(rdma_regs *r, struct ibv_pd *pd, void *addr, size_t len, transport_mr **out);
-int trdma_regs_remove(rdma_regs *r, transport_mr *mr);
+int tp_rdma_regs_add(rdma_regs *r, struct ibv_pd *pd, void *addr, size_t len, transport_mr **out);
+int tp_rdma_regs_remove(rdma_regs *r, transport_mr *mr);
 /* Is [addr, addr+len) inside one registered MR? Fills lkey/rkey. */
-int trdma_regs_find(rdma_regs *r, const void *addr, size_t len, uint32_t *lkey, uint32_t *rkey);
+int tp_rdma_regs_find(rdma_regs *r, const void *addr, size_t len, uint32_t *lkey, uint32_t *rkey);
 
 /* ---- connection core (rdma_ep.c, rdma_tx.c, rdma_rx.c) ---- */
 
@@ -242,7 +242,7 @@ typedef struct rdma_ep {
 
 	pthread_mutex_t mu;
 	pthread_cond_t cv;       /* (mu) broadcast after every batch of progress */
-	int cv_waiters;          /* (mu) threads in trdma_ep_wait: no broadcast without them */
+	int cv_waiters;          /* (mu) threads in tp_rdma_ep_wait: no broadcast without them */
 	pthread_mutex_t send_lock; /* one frame at a time */
 
 	struct rdma_cm_id *id;
@@ -288,14 +288,14 @@ typedef struct rdma_ep {
 	uint16_t rq[RDMA_NRECV];
 	uint32_t rq_len[RDMA_NRECV];
 	unsigned rq_head, rq_n;
-	uint16_t rp[RDMA_NRECV]; /* consumed buffers not reposted yet (trdma_ep_release_recv) */
+	uint16_t rp[RDMA_NRECV]; /* consumed buffers not reposted yet (tp_rdma_ep_release_recv) */
 	unsigned rp_n;
 	rdma_rx rx;
 
 	/* liveness (mu) */
 	uint64_t last_peer_ns;   /* last message or read completion from the peer */
 	uint64_t last_msg_ns;    /* last message from the peer's process */
-	int heard;               /* a message came since: trdma_ep_check stamps it */
+	int heard;               /* a message came since: tp_rdma_ep_check stamps it */
 	atomic_uint_fast64_t heard_n; /* messages from the peer's process (transport_progress) */
 	int ka_inflight;
 	int err;       /* latched failure; 0 while usable */
@@ -314,82 +314,82 @@ typedef struct rdma_ep {
 
 /* The clock of timeouts and liveness (keepalive_ms, timeout_ms): coarse, so
  * stamping every message costs no system call (rg_clock.h). */
-uint64_t trdma_now_ns(void);
-const char *trdma_wc_str(int status);
+uint64_t tp_rdma_now_ns(void);
+const char *tp_rdma_wc_str(int status);
 
 /* Allocates PD, CQ (with channel), QP on id (rdma_create_qp), the registered
  * buffers, and posts every receive. ep->conn and ep->server must be set. */
-int trdma_ep_init(rdma_ep *ep, struct rdma_cm_id *id);
+int tp_rdma_ep_init(rdma_ep *ep, struct rdma_cm_id *id);
 /* Applies the peer's hello (credits, message size, keepalive word). */
-int trdma_ep_hello(rdma_ep *ep, const void *priv, size_t len);
-void trdma_ep_fill_hello(rdma_ep *ep, rhello *h);
+int tp_rdma_ep_hello(rdma_ep *ep, const void *priv, size_t len);
+void tp_rdma_ep_fill_hello(rdma_ep *ep, rhello *h);
 /* Destroys the QP, CQ, channel and buffers (not the id, PD or user MRs). */
-void trdma_ep_destroy_qp(rdma_ep *ep);
+void tp_rdma_ep_destroy_qp(rdma_ep *ep);
 /* Deregisters what users left and deallocates the PD. Last. */
-void trdma_ep_free(rdma_ep *ep);
+void tp_rdma_ep_free(rdma_ep *ep);
 
 /* (mu) Latches err (first one wins) and moves the QP to the error state. */
-void trdma_ep_fail(rdma_ep *ep, int err);
+void tp_rdma_ep_fail(rdma_ep *ep, int err);
 
 /* (mu) Polls the CQ without blocking and processes what it finds; 1 if anything
  * came, 0 if nothing, < 0 if ibv_poll_cq failed. */
-int trdma_ep_poll(rdma_ep *ep);
+int tp_rdma_ep_poll(rdma_ep *ep);
 /* (mu) Bulk data of this connection is on the move: our RDMA READs in flight,
  * segments we announced that the peer has not consumed, or a frame whose
  * segments are still coming. Its next completion is then a chunk's time away,
  * so a waiter polls on (bulk_spin_us) rather than sleep. */
-int trdma_ep_bulk_pending(const rdma_ep *ep);
+int tp_rdma_ep_bulk_pending(const rdma_ep *ep);
 /* Re-arms the CQ notification after a channel event was consumed (mu). */
-int trdma_ep_arm(rdma_ep *ep);
+int tp_rdma_ep_arm(rdma_ep *ep);
 /* Consumes and acks the channel's pending events (non-blocking fd); the CQ is
- * then unarmed (trdma_ep_arm). */
-void trdma_ep_channel_drain(rdma_ep *ep);
+ * then unarmed (tp_rdma_ep_arm). */
+void tp_rdma_ep_channel_drain(rdma_ep *ep);
 /* (mu) Keepalive and timeout checks for a thread that waits for the peer.
  * sender_since: when the caller started to wait for credits/acks (0: it waits
  * for a frame, which has no time limit). Returns 0 or the error it latched. */
-int trdma_ep_check(rdma_ep *ep, uint64_t sender_since);
+int tp_rdma_ep_check(rdma_ep *ep, uint64_t sender_since);
 /* (mu) Sends a CTRL if acks or credits are due and a credit allows. */
-void trdma_ep_flush_ctrl(rdma_ep *ep);
+void tp_rdma_ep_flush_ctrl(rdma_ep *ep);
 
 /* Shared inside the connection core (in rdma_ep.c, for rdma_tx.c and rdma_rx.c); (mu): */
 /* Room for n more work requests on the send queue. */
-int trdma_ep_has_sq_room(const rdma_ep *ep, unsigned n);
+int tp_rdma_ep_has_sq_room(const rdma_ep *ep, unsigned n);
 /* Posts wr with its record e (wr_id: its sequence number); latches EIO on failure. */
-int trdma_ep_post_wr(rdma_ep *ep, struct ibv_send_wr *wr, rdma_sqe e);
+int tp_rdma_ep_post_wr(rdma_ep *ep, struct ibv_send_wr *wr, rdma_sqe e);
 /* A send slot is free, and the send queue has room. */
-int trdma_ep_has_slot(const rdma_ep *ep);
+int tp_rdma_ep_has_slot(const rdma_ep *ep);
 /* Posts the message in the next send slot (already filled but for the
- * counters). The caller checked trdma_ep_has_slot and the credits. */
-int trdma_ep_post_msg(rdma_ep *ep, uint32_t len);
+ * counters). The caller checked tp_rdma_ep_has_slot and the credits. */
+int tp_rdma_ep_post_msg(rdma_ep *ep, uint32_t len);
 /* A receive buffer is consumed. It goes back to the QP, and so to the peer as a
- * credit, with the others released since, at the next trdma_ep_repost. */
-void trdma_ep_release_recv(rdma_ep *ep, unsigned idx);
+ * credit, with the others released since, at the next tp_rdma_ep_repost. */
+void tp_rdma_ep_release_recv(rdma_ep *ep, unsigned idx);
 /* Reposts the released receive buffers in one call. Runs off the path of a
  * round trip: when a poll finds nothing, before the CQ is armed for a sleep,
  * and at once when a quarter of the buffers wait. */
-void trdma_ep_repost(rdma_ep *ep);
-/* (mu) Wakes the threads in trdma_ep_wait, if any. */
-void trdma_ep_wake(rdma_ep *ep);
+void tp_rdma_ep_repost(rdma_ep *ep);
+/* (mu) Wakes the threads in tp_rdma_ep_wait, if any. */
+void tp_rdma_ep_wake(rdma_ep *ep);
 /* (mu) Sleeps on ep->cv for at most ms milliseconds. */
-void trdma_ep_wait(rdma_ep *ep, int ms);
+void tp_rdma_ep_wait(rdma_ep *ep, int ms);
 /* Allocates and registers a ring of n RDMA_CHUNK slots (bounce, landing) on
  * first use. */
-int trdma_ep_ensure_ring(rdma_ep *ep, uint8_t **ring, struct ibv_mr **mr, unsigned n, int access);
+int tp_rdma_ep_ensure_ring(rdma_ep *ep, uint8_t **ring, struct ibv_mr **mr, unsigned n, int access);
 
 /* Sends the frames in iov (send_lock taken inside). wait() is called with mu
  * held whenever the sender must wait for the peer; it returns 0 to retry or an
  * error. */
 typedef int (*rdma_wait_fn)(rdma_ep *ep, uint64_t since);
-int trdma_ep_sendv(rdma_ep *ep, const struct iovec *iov, int iovcnt, rdma_wait_fn wait);
-/* sendv_async: as trdma_ep_sendv, but when the last frame's payload goes
+int tp_rdma_ep_sendv(rdma_ep *ep, const struct iovec *iov, int iovcnt, rdma_wait_fn wait);
+/* sendv_async: as tp_rdma_ep_sendv, but when the last frame's payload goes
  * zero-copy the call returns without waiting for the peer and queues *async
- * (*queued = 1; trdma_ep_take_sent hands it back once the peer read it). */
-int trdma_ep_sendv_async(rdma_ep *ep, const struct iovec *iov, int iovcnt, rdma_wait_fn wait, const rdma_sent *async,
+ * (*queued = 1; tp_rdma_ep_take_sent hands it back once the peer read it). */
+int tp_rdma_ep_sendv_async(rdma_ep *ep, const struct iovec *iov, int iovcnt, rdma_wait_fn wait, const rdma_sent *async,
 			int *queued);
 /* (mu) Takes the queued completions that are due into out (at most max): those
  * the peer has read (*err = 0), or all of them once the connection failed
  * (*err = the error). Returns how many. */
-unsigned trdma_ep_take_sent(rdma_ep *ep, rdma_sent *out, unsigned max, int *err);
+unsigned tp_rdma_ep_take_sent(rdma_ep *ep, rdma_sent *out, unsigned max, int *err);
 
 /* The server's look at each frame's fixed header (transport_server_cb.frame_ok). */
 typedef int (*rdma_frame_ok_fn)(void *ctx, const proto_hdr *h);
@@ -400,22 +400,22 @@ typedef int (*rdma_frame_ok_fn)(void *ctx, const proto_hdr *h);
  * is allocated or read: 0 refuses it and fails the connection with
  * TRANSPORT_ECLOSED. payload_dest is called (mu dropped) once the msgpack part
  * is in. Both get ctx. */
-int trdma_ep_rx(rdma_ep *ep, transport_frame *out, rdma_frame_ok_fn ok, transport_payload_dest_fn dest, void *ctx);
+int tp_rdma_ep_rx(rdma_ep *ep, transport_frame *out, rdma_frame_ok_fn ok, transport_payload_dest_fn dest, void *ctx);
 /* (mu) A frame is partly received (an end now is TRANSPORT_EIO). */
-int trdma_ep_rx_busy(const rdma_ep *ep);
+int tp_rdma_ep_rx_busy(const rdma_ep *ep);
 /* (mu) Frees a frame cut short (its msgpack part). */
-void trdma_ep_rx_abort(rdma_ep *ep);
-/* (mu) The consumer is done with the frame trdma_ep_rx returned last: a receive
- * buffer lent with it (msg_lent, server side) goes back. trdma_ep_rx does this
+void tp_rdma_ep_rx_abort(rdma_ep *ep);
+/* (mu) The consumer is done with the frame tp_rdma_ep_rx returned last: a receive
+ * buffer lent with it (msg_lent, server side) goes back. tp_rdma_ep_rx does this
  * too before it looks for the next frame. */
-void trdma_ep_rx_release(rdma_ep *ep);
+void tp_rdma_ep_rx_release(rdma_ep *ep);
 
 /* (mu) Posts one whole small frame if a credit and a slot are free now, even
  * with an error latched by rx (the version answer before a close). */
-int trdma_ep_send_eager_nb(rdma_ep *ep, const void *frame, size_t len);
+int tp_rdma_ep_send_eager_nb(rdma_ep *ep, const void *frame, size_t len);
 /* (mu) DISCONNECTED: flushes the QP; queued frames are still delivered, then
  * the receive side ends with ECLOSED (between frames) or EIO. */
-void trdma_ep_peer_gone(rdma_ep *ep);
+void tp_rdma_ep_peer_gone(rdma_ep *ep);
 
 /* Every rdma connection (client and server halves) starts with these two. */
 typedef struct rdma_conn_head {
@@ -425,10 +425,10 @@ typedef struct rdma_conn_head {
 
 /* transport_ops.reg_mem / dereg_mem of both halves (a connection starts with
  * its transport_conn, then its rdma_ep). */
-int trdma_reg_mem(transport_conn *c, void *addr, size_t len, transport_mr **out);
-int trdma_dereg_mem(transport_conn *c, transport_mr *mr);
+int tp_rdma_reg_mem(transport_conn *c, void *addr, size_t len, transport_mr **out);
+int tp_rdma_dereg_mem(transport_conn *c, transport_mr *mr);
 
 
-extern const transport_provider transport_rdma_listen_provider;
+extern const transport_provider tp_rdma_listen_provider;
 
 #endif

@@ -7,7 +7,7 @@
 #include "rg_log.h"
 #include "transport.h"
 
-rdma_lib trdma_v;
+rdma_lib tp_rdma_v;
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static int load_err;
@@ -24,7 +24,7 @@ static void load(void)
 		return;
 	}
 #define RDMA_LIB_LOAD(lib, field, sym)                                                              \
-	if (!(trdma_v.field = (__typeof__(trdma_v.field))dlsym(lib, #sym))) {                                   \
+	if (!(tp_rdma_v.field = (__typeof__(tp_rdma_v.field))dlsym(lib, #sym))) {                                   \
 		LOG_ERROR("transport", "rdma: %s not found in rdma-core (too old?)", #sym);         \
 		load_err = TRANSPORT_ENOTSUP;                                                       \
 		return;                                                                             \
@@ -35,7 +35,7 @@ static void load(void)
 	 * the provider plugins live inside them. */
 }
 
-int trdma_lib_load(void)
+int tp_rdma_lib_load(void)
 {
 	pthread_once(&once, load);
 	return load_err;

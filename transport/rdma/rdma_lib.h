@@ -11,9 +11,9 @@
  * Only the exported functions are here: the data-path verbs (ibv_post_send,
  * ibv_post_recv, ibv_poll_cq, ibv_req_notify_cq) are inline functions of
  * verbs.h that call through the provider's ops table, so they need no symbol.
- * Fields have their own names (trdma_v.reg_mr, not trdma_v.ibv_reg_mr): verbs.h defines
+ * Fields have their own names (tp_rdma_v.reg_mr, not tp_rdma_v.ibv_reg_mr): verbs.h defines
  * ibv_reg_mr and ibv_query_port as function-like macros, which would expand
- * inside "trdma_v.ibv_reg_mr(...)".
+ * inside "tp_rdma_v.ibv_reg_mr(...)".
  */
 #ifndef RDMA_LIB_H
 #define RDMA_LIB_H
@@ -62,11 +62,11 @@ typedef struct rdma_lib {
 #undef RDMA_LIB_FIELD
 } rdma_lib;
 
-/* The table; valid once trdma_lib_load() returned 0. */
-extern rdma_lib trdma_v;
+/* The table; valid once tp_rdma_lib_load() returned 0. */
+extern rdma_lib tp_rdma_v;
 
 /* Loads both libraries once (thread-safe). Returns 0, or TRANSPORT_ENOTSUP
  * after logging what is missing. */
-int trdma_lib_load(void);
+int tp_rdma_lib_load(void);
 
 #endif

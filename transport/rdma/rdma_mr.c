@@ -33,16 +33,16 @@ struct rdma_reg {
 	int refs;
 };
 
-void trdma_regs_init(rdma_regs *r)
+void tp_rdma_regs_init(rdma_regs *r)
 {
 	memset(r, 0, sizeof(*r));
 	pthread_mutex_init(&r->mu, NULL);
 }
 
-void trdma_regs_destroy(rdma_regs *r)
+void tp_rdma_regs_destroy(rdma_regs *r)
 {
 	for (int i = 0; i < r->n; i++) {
-		trdma_v.dereg_mr(r->v[i]->mr);
+		tp_rdma_v.dereg_mr(r->v[i]->mr);
 		free(r->v[i]);
 	}
 	free(r->v);
@@ -76,7 +76,7 @@ static rdma_reg *covering(const rdma_regs *r, uintptr_t a, uintptr_t e)
 	return NULL;
 }
 
-int trdma_regs_add(rdma_regs *r, struct ibv_pd *pd, void *addr, size_t len, transport_mr **out)
+int tp_rdma_regs_add(rdma_regs *r, struct ibv_pd *pd, void *addr, size_t len, transport_mr **out)
 {
 	uintptr_t a = (uintptr_t)addr, e = a + len;
 	transport_mr *tm;
@@ -105,7 +105,7 @@ int trdma_regs_add(rdma_regs *r, struct ibv_pd *pd, void *addr, size_t len, tran
 			goto nomem;
 		/* REMOTE_READ: the peer pulls frames' payloads from here;
 		 * LOCAL_WRITE: our READs land here. Nobody may write it remotely. */
-		g->mr = trdma_v.reg_mr(pd, addr, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
+		g->mr = tp_rdma_v.reg_mr(pd, addr, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
 		if (!g->mr) {
 			LOG_WARN("transport", "rdma: cannot register %zu bytes at %p: %m", len, addr);
 			free(g);
@@ -135,7 +135,7 @@ nomem:
 	return TRANSPORT_ENOMEM;
 }
 
-int trdma_regs_remove(rdma_regs *r, transport_mr *tm)
+int tp_rdma_regs_remove(rdma_regs *r, transport_mr *tm)
 {
 	if (!tm)
 		return TRANSPORT_OK;
@@ -149,7 +149,7 @@ int trdma_regs_remove(rdma_regs *r, transport_mr *tm)
 		if (--g->refs == 0) {
 			/* The peer may still hold the rkey, but only of a frame whose
 			 * send has returned: it never reads it again. */
-			trdma_v.dereg_mr(g->mr);
+			tp_rdma_v.dereg_mr(g->mr);
 			memmove(&r->v[i], &r->v[i + 1], (size_t)(r->n - i - 1) * sizeof(*r->v));
 			__atomic_store_n(&r->n, r->n - 1, __ATOMIC_RELAXED);
 			free(g);
@@ -163,7 +163,7 @@ int trdma_regs_remove(rdma_regs *r, transport_mr *tm)
 	return err;
 }
 
-int trdma_regs_find(rdma_regs *r, const void *addr, size_t len, uint32_t *lkey, uint32_t *rkey)
+int tp_rdma_regs_find(rdma_regs *r, const void *addr, size_t len, uint32_t *lkey, uint32_t *rkey)
 {
 	uintptr_t a = (uintptr_t)addr;
 	int found = 0;

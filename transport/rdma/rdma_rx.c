@@ -3,7 +3,7 @@
  * FRAME, SEGS and BATCH messages that the completion handler (rdma_ep.c) queued
  * in rq are taken in order; inline bytes are copied out (the server lends a
  * whole frame without payload in its receive buffer instead, until the
- * consumer is done: trdma_ep_rx_release), announced segments are pulled with
+ * consumer is done: tp_rdma_ep_rx_release), announced segments are pulled with
  * RDMA READs straight into the destination when it is registered, else
  * through the landing ring. One thread at a time runs this side.
  */
@@ -29,12 +29,12 @@ static unsigned rq_take(rdma_ep *ep)
 	return idx;
 }
 
-static void rq_pop(rdma_ep *ep) { trdma_ep_release_recv(ep, rq_take(ep)); }
+static void rq_pop(rdma_ep *ep) { tp_rdma_ep_release_recv(ep, rq_take(ep)); }
 
-void trdma_ep_rx_release(rdma_ep *ep)
+void tp_rdma_ep_rx_release(rdma_ep *ep)
 {
 	if (ep->rx.lent) {
-		trdma_ep_release_recv(ep, ep->rx.lent - 1);
+		tp_rdma_ep_release_recv(ep, ep->rx.lent - 1);
 		ep->rx.lent = 0;
 	}
 }
@@ -42,19 +42,19 @@ void trdma_ep_rx_release(rdma_ep *ep)
 static int proto_fail(rdma_ep *ep, const char *why)
 {
 	LOG_WARN("transport", "rdma: %s: protocol error: %s", ep->conn->peer, why);
-	trdma_ep_fail(ep, TRANSPORT_EIO);
+	tp_rdma_ep_fail(ep, TRANSPORT_EIO);
 	return TRANSPORT_EIO;
 }
 
 /* A frame header that proto_decode_hdr refused (e). Latched, but the QP stays
  * up: the server may still answer a peer of another version
- * (trdma_ep_send_eager_nb) before closing. */
+ * (tp_rdma_ep_send_eager_nb) before closing. */
 static int hdr_fail(rdma_ep *ep, int e)
 {
 	LOG_WARN("transport", "rdma: %s: bad frame header: %s", ep->conn->peer, proto_strerror(e));
 	if (!ep->err)
 		ep->err = e;
-	trdma_ep_wake(ep);
+	tp_rdma_ep_wake(ep);
 	return e;
 }
 
@@ -74,7 +74,7 @@ static int rx_admit(rdma_ep *ep, rdma_frame_ok_fn ok, void *ctx)
 	pthread_mutex_lock(&ep->mu);
 	if (yes)
 		return 0;
-	trdma_ep_fail(ep, TRANSPORT_ECLOSED);
+	tp_rdma_ep_fail(ep, TRANSPORT_ECLOSED);
 	return TRANSPORT_ECLOSED;
 }
 
@@ -83,7 +83,7 @@ static int rx_admit(rdma_ep *ep, rdma_frame_ok_fn ok, void *ctx)
 static int rx_alloc_msg(rdma_ep *ep, uint64_t hl)
 {
 	if (hl && !(ep->rx.f.msg = malloc(hl))) {
-		trdma_ep_fail(ep, TRANSPORT_ENOMEM);
+		tp_rdma_ep_fail(ep, TRANSPORT_ENOMEM);
 		return TRANSPORT_ENOMEM;
 	}
 	return 0;
@@ -117,7 +117,7 @@ static void *call_dest(rdma_ep *ep, transport_payload_dest_fn dest, void *ctx)
 	x->f.payload = p;
 	x->dest_asked = 1;
 	uint32_t rkey;
-	x->dest_reg = p && trdma_regs_find(&ep->regs, p, (size_t)x->f.hdr.payload_len, &x->dest_lkey, &rkey);
+	x->dest_reg = p && tp_rdma_regs_find(&ep->regs, p, (size_t)x->f.hdr.payload_len, &x->dest_lkey, &rkey);
 	return p;
 }
 
@@ -277,7 +277,7 @@ static int rx_issue(rdma_ep *ep)
 				sge = (struct ibv_sge){.addr = (uintptr_t)target, .length = (uint32_t)n, .lkey = x->dest_lkey};
 				ep->st.rx_direct_bytes += n;
 			} else {
-				if (trdma_ep_ensure_ring(ep, &ep->landing, &ep->landing_mr, RDMA_NLANDING, IBV_ACCESS_LOCAL_WRITE))
+				if (tp_rdma_ep_ensure_ring(ep, &ep->landing, &ep->landing_mr, RDMA_NLANDING, IBV_ACCESS_LOCAL_WRITE))
 					return TRANSPORT_ENOMEM;
 				if (!x->landing_free)
 					break;
@@ -289,7 +289,7 @@ static int rx_issue(rdma_ep *ep)
 						       .lkey = ep->landing_mr->lkey};
 				ep->st.rx_landing_bytes += n;
 			}
-			if (!trdma_ep_has_sq_room(ep, 2))
+			if (!tp_rdma_ep_has_sq_room(ep, 2))
 				break;
 			struct ibv_send_wr wr = {
 				.sg_list = &sge,
@@ -298,7 +298,7 @@ static int rx_issue(rdma_ep *ep)
 				.send_flags = IBV_SEND_SIGNALED,
 				.wr.rdma = {.remote_addr = s->addr + x->sg_off, .rkey = s->rkey},
 			};
-			if (trdma_ep_post_wr(ep, &wr, (rdma_sqe){.kind = SQE_READ, .idx = (uint16_t)ri}) != 0)
+			if (tp_rdma_ep_post_wr(ep, &wr, (rdma_sqe){.kind = SQE_READ, .idx = (uint16_t)ri}) != 0)
 				return TRANSPORT_EIO;
 			if (rd->slot >= 0)
 				x->landing_free &= ~(1u << rd->slot);
@@ -319,39 +319,39 @@ static int rx_issue(rdma_ep *ep)
 	return progressed;
 }
 
-int trdma_ep_rx_busy(const rdma_ep *ep) { return ep->rx.active || ep->rq_n > 0; }
+int tp_rdma_ep_rx_busy(const rdma_ep *ep) { return ep->rx.active || ep->rq_n > 0; }
 
-void trdma_ep_rx_abort(rdma_ep *ep)
+void tp_rdma_ep_rx_abort(rdma_ep *ep)
 {
 	transport_frame_free(&ep->rx.f);
 	memset(&ep->rx.f, 0, sizeof(ep->rx.f));
 	ep->rx.active = 0;
-	trdma_ep_rx_release(ep);
+	tp_rdma_ep_rx_release(ep);
 }
 
-int trdma_ep_rx(rdma_ep *ep, transport_frame *out, rdma_frame_ok_fn ok, transport_payload_dest_fn dest, void *ctx)
+int tp_rdma_ep_rx(rdma_ep *ep, transport_frame *out, rdma_frame_ok_fn ok, transport_payload_dest_fn dest, void *ctx)
 {
 	rdma_rx *x = &ep->rx;
 	int r;
 
-	trdma_ep_rx_release(ep);
+	tp_rdma_ep_rx_release(ep);
 	for (;;) {
 		int progressed = 0;
 		if (ep->err) {
-			trdma_ep_rx_abort(ep);
+			tp_rdma_ep_rx_abort(ep);
 			return ep->err;
 		}
 		if (!x->active) {
 			if (ep->rq_n == 0) {
 				if (ep->peer_gone) {
-					trdma_ep_fail(ep, TRANSPORT_ECLOSED);
+					tp_rdma_ep_fail(ep, TRANSPORT_ECLOSED);
 					return TRANSPORT_ECLOSED;
 				}
-				trdma_ep_flush_ctrl(ep);
+				tp_rdma_ep_flush_ctrl(ep);
 				return 0;
 			}
 			if ((r = rx_begin(ep, ok, dest, ctx)) != 0) {
-				trdma_ep_rx_abort(ep);
+				tp_rdma_ep_rx_abort(ep);
 				return r;
 			}
 			progressed = 1;
@@ -361,13 +361,13 @@ int trdma_ep_rx(rdma_ep *ep, transport_frame *out, rdma_frame_ok_fn ok, transpor
 			uint32_t len;
 			const rmsg *m = rq_msg(ep, &len);
 			if (m->type != RM_SEGS) {
-				trdma_ep_rx_abort(ep);
+				tp_rdma_ep_rx_abort(ep);
 				return proto_fail(ep, "a new frame before the last one's segments");
 			}
 			if (x->sg_n + m->nsegs > RDMA_RXSEGS)
 				break; /* room comes as reads are issued */
 			if ((r = absorb_segs(ep, (const uint8_t *)m, RDMA_ALIGN8(RDMA_MSG_HDR), m->nsegs, len)) != 0) {
-				trdma_ep_rx_abort(ep);
+				tp_rdma_ep_rx_abort(ep);
 				return r;
 			}
 			x->last = (m->flags & RMF_LAST) != 0;
@@ -399,12 +399,12 @@ int trdma_ep_rx(rdma_ep *ep, transport_frame *out, rdma_frame_ok_fn ok, transpor
 			progressed = 1;
 		}
 		if ((r = rx_issue(ep)) < 0) {
-			trdma_ep_rx_abort(ep);
+			tp_rdma_ep_rx_abort(ep);
 			return r;
 		}
 		progressed |= r;
 		if (x->last && ((x->issued == x->total && x->sg_n > 0) || (x->issued < x->total && x->sg_n == 0))) {
-			trdma_ep_rx_abort(ep);
+			tp_rdma_ep_rx_abort(ep);
 			return proto_fail(ep, "segments do not add up to the frame");
 		}
 		if (x->last && x->filled == x->total && x->sg_n == 0 && x->rd_n == 0) {
@@ -414,15 +414,15 @@ int trdma_ep_rx(rdma_ep *ep, transport_frame *out, rdma_frame_ok_fn ok, transpor
 			memset(&x->f, 0, sizeof(x->f));
 			x->active = 0;
 			ep->st.rx_frames++;
-			trdma_ep_flush_ctrl(ep);
+			tp_rdma_ep_flush_ctrl(ep);
 			return 1;
 		}
 		if (!progressed) {
-			trdma_ep_flush_ctrl(ep);
+			tp_rdma_ep_flush_ctrl(ep);
 			if (ep->peer_gone) {
 				/* No more bytes of this frame can come. */
-				trdma_ep_rx_abort(ep);
-				trdma_ep_fail(ep, TRANSPORT_EIO);
+				tp_rdma_ep_rx_abort(ep);
+				tp_rdma_ep_fail(ep, TRANSPORT_EIO);
 				return TRANSPORT_EIO;
 			}
 			return 0;

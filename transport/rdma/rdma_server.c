@@ -10,7 +10,7 @@
  *
  *   CONNECT_REQUEST  check the client's hello, create QP and buffers, accept
  *   ESTABLISHED      on_accept; start watching the completion channel
- *   completions      trdma_ep_poll + trdma_ep_rx: payload_dest once a frame's
+ *   completions      tp_rdma_ep_poll + tp_rdma_ep_rx: payload_dest once a frame's
  *                    msgpack part is in, RDMA READs into that destination (or
  *                    the landing ring), on_frame when the frame is whole
  *   DISCONNECTED     deliver what was received, then on_close
@@ -48,7 +48,7 @@
 #define TICK_MS 200
 #define BACKLOG 128
 
-void trdma_addr_name(const struct sockaddr *sa, char *buf, size_t len); /* rdma_client.c */
+void tp_rdma_addr_name(const struct sockaddr *sa, char *buf, size_t len); /* rdma_client.c */
 
 typedef struct rdma_listener rdma_listener;
 
@@ -109,13 +109,13 @@ static const transport_ops rdma_server_ops = {
 	.sendv = server_sendv,
 	.sendv_async = server_sendv_async,
 	.recv_frame = server_recv_frame,
-	.reg_mem = trdma_reg_mem,
-	.dereg_mem = trdma_dereg_mem,
+	.reg_mem = tp_rdma_reg_mem,
+	.dereg_mem = tp_rdma_dereg_mem,
 	.shutdown = server_shutdown,
 	.close = server_close,
 };
 
-const transport_provider transport_rdma_listen_provider = {
+const transport_provider tp_rdma_listen_provider = {
 	.scheme = "rdma",
 	.listen = srv_listen,
 	.listener_close = tp_listener_close,
@@ -135,9 +135,9 @@ static int srv_listen(uv_loop_t *loop, const transport_addr *a, const transport_
 	int r;
 
 	*out = NULL;
-	if ((r = trdma_lib_load()))
+	if ((r = tp_rdma_lib_load()))
 		return r;
-	trdma_conf();
+	tp_rdma_conf();
 	snprintf(port, sizeof(port), "%d", a->port);
 	int gai = getaddrinfo(a->host, port, &hints, &res);
 	if (gai) {
@@ -149,38 +149,38 @@ static int srv_listen(uv_loop_t *loop, const transport_addr *a, const transport_
 		freeaddrinfo(res);
 		return TRANSPORT_ENOMEM;
 	}
-	tp_listener_init(&l->base, &transport_rdma_listen_provider, loop, cb, ctx);
+	tp_listener_init(&l->base, &tp_rdma_listen_provider, loop, cb, ctx);
 	l->base.release = listener_release;
 	l->rd = 16;
 	l->loop_thread = pthread_self();
 
 	r = TRANSPORT_EADDR;
-	if (!(l->cm = trdma_v.create_event_channel())) {
+	if (!(l->cm = tp_rdma_v.create_event_channel())) {
 		LOG_ERROR("transport", "rdma: cannot open the rdma_cm event channel: %m (is rdma_ucm loaded?)");
 		goto fail;
 	}
 	fcntl(l->cm->fd, F_SETFL, fcntl(l->cm->fd, F_GETFL) | O_NONBLOCK);
-	if (trdma_v.create_id(l->cm, &l->id, l, RDMA_PS_TCP)) {
+	if (tp_rdma_v.create_id(l->cm, &l->id, l, RDMA_PS_TCP)) {
 		LOG_ERROR("transport", "rdma: rdma_create_id: %m");
 		goto fail;
 	}
 	int bound = 0, err = 0;
 	for (struct addrinfo *ai = res; ai && !bound; ai = ai->ai_next) {
-		if (trdma_v.bind_addr(l->id, ai->ai_addr) == 0)
+		if (tp_rdma_v.bind_addr(l->id, ai->ai_addr) == 0)
 			bound = 1;
 		else
 			err = errno;
 	}
-	if (!bound || trdma_v.listen(l->id, BACKLOG) != 0) {
+	if (!bound || tp_rdma_v.listen(l->id, BACKLOG) != 0) {
 		LOG_ERROR("transport", "cannot listen on rdma://%s:%d: %s%s", a->host, a->port,
 			  strerror(bound ? errno : err),
 			  bound ? "" : " (no RDMA device has this address?)");
 		goto fail;
 	}
-	l->base.port = ntohs(trdma_v.get_src_port(l->id));
+	l->base.port = ntohs(tp_rdma_v.get_src_port(l->id));
 	if (l->id->verbs) {
 		struct ibv_device_attr da;
-		if (trdma_v.query_device(l->id->verbs, &da) == 0) {
+		if (tp_rdma_v.query_device(l->id->verbs, &da) == 0) {
 			if (da.max_qp_rd_atom < l->rd)
 				l->rd = da.max_qp_rd_atom;
 			if (da.max_qp_init_rd_atom < l->rd)
@@ -190,7 +190,7 @@ static int srv_listen(uv_loop_t *loop, const transport_addr *a, const transport_
 	freeaddrinfo(res);
 	res = NULL;
 
-	if ((r = transport_loopq_init(&l->base.q, loop, on_async, l)) < 0) {
+	if ((r = tp_loopq_init(&l->base.q, loop, on_async, l)) < 0) {
 		LOG_ERROR("transport", "uv_async_init: %s", uv_strerror(r));
 		r = TRANSPORT_EIO;
 		goto fail;
@@ -213,15 +213,15 @@ fail:
 	if (res)
 		freeaddrinfo(res);
 	if (l->id)
-		trdma_v.destroy_id(l->id);
+		tp_rdma_v.destroy_id(l->id);
 	if (l->cm)
-		trdma_v.destroy_event_channel(l->cm);
+		tp_rdma_v.destroy_event_channel(l->cm);
 	free(l);
 	return r;
 }
 
 /* Every id of the channel is destroyed by now. */
-static void listener_release(transport_listener *base) { trdma_v.destroy_event_channel(((rdma_listener *)base)->cm); }
+static void listener_release(transport_listener *base) { tp_rdma_v.destroy_event_channel(((rdma_listener *)base)->cm); }
 
 static void listener_close_now(rdma_listener *l)
 {
@@ -232,16 +232,16 @@ static void listener_close_now(rdma_listener *l)
 	for (rg_list *n = l->base.conns.next; n != &l->base.conns; n = n->next)
 		teardown(RG_CONTAINER_OF(n, sconn, node), TRANSPORT_ECLOSED);
 	/* Requests that nobody picked up yet: refuse them. */
-	while (trdma_v.get_cm_event(l->cm, &ev) == 0) {
+	while (tp_rdma_v.get_cm_event(l->cm, &ev) == 0) {
 		struct rdma_cm_id *id = ev->id;
 		int req = ev->event == RDMA_CM_EVENT_CONNECT_REQUEST;
 		if (req)
-			trdma_v.reject(id, NULL, 0);
-		trdma_v.ack_cm_event(ev);
+			tp_rdma_v.reject(id, NULL, 0);
+		tp_rdma_v.ack_cm_event(ev);
 		if (req)
-			trdma_v.destroy_id(id);
+			tp_rdma_v.destroy_id(id);
 	}
-	trdma_v.destroy_id(l->id);
+	tp_rdma_v.destroy_id(l->id);
 	l->id = NULL;
 	uv_close((uv_handle_t *)&l->cm_poll, tp_listener_close_cb);
 	uv_close((uv_handle_t *)&l->timer, tp_listener_close_cb);
@@ -254,7 +254,7 @@ static void on_async(uv_async_t *a)
 {
 	rdma_listener *l = a->data;
 	on_loop(l);
-	for (rg_list *n; (n = transport_loopq_pop(&l->base.q));) {
+	for (rg_list *n; (n = tp_loopq_pop(&l->base.q));) {
 		sconn *c = RG_CONTAINER_OF(n, sconn, req_node);
 		int kick = atomic_exchange(&c->kick, 0); /* set before the post */
 		pthread_mutex_lock(&c->lock);
@@ -265,7 +265,7 @@ static void on_async(uv_async_t *a)
 		else if (kick && !torn)
 			progress(c);
 	}
-	if (transport_loopq_closing(&l->base.q) && !l->base.close_started)
+	if (tp_loopq_closing(&l->base.q) && !l->base.close_started)
 		listener_close_now(l);
 }
 
@@ -278,7 +278,7 @@ static void on_timer(uv_timer_t *t)
 		if (!c->established || atomic_load(&c->shut))
 			continue;
 		pthread_mutex_lock(&c->ep.mu);
-		int err = trdma_ep_check(&c->ep, 0); /* keepalive on a quiet connection */
+		int err = tp_rdma_ep_check(&c->ep, 0); /* keepalive on a quiet connection */
 		pthread_mutex_unlock(&c->ep.mu);
 		if (err)
 			teardown(c, err);
@@ -301,17 +301,17 @@ static sconn *conn_new(rdma_listener *l, struct rdma_cm_id *id)
 	atomic_init(&c->kick, 0);
 	rg_list_init(&c->node);
 	rg_list_init(&c->req_node);
-	trdma_addr_name(rdma_get_peer_addr(id), c->base.peer, sizeof(c->base.peer));
+	tp_rdma_addr_name(rdma_get_peer_addr(id), c->base.peer, sizeof(c->base.peer));
 	id->context = c;
 	return c;
 }
 
 static void on_connect_request(rdma_listener *l, struct rdma_cm_id *id, const void *priv, size_t plen, int peer_rd)
 {
-	int closing = transport_loopq_closing(&l->base.q);
+	int closing = tp_loopq_closing(&l->base.q);
 	if (!closing && l->base.cb.on_redirect) {
 		char peer[64];
-		trdma_addr_name(rdma_get_peer_addr(id), peer, sizeof(peer));
+		tp_rdma_addr_name(rdma_get_peer_addr(id), peer, sizeof(peer));
 		transport_cookie cookie = {{0}};
 		int port = l->base.cb.on_redirect(l->base.ctx, peer, &cookie);
 		if (port > 0 && port <= 65535) {
@@ -319,28 +319,28 @@ static void on_connect_request(rdma_listener *l, struct rdma_cm_id *id, const vo
 					.version = RDMA_PROTO_VERSION,
 					.port = (uint16_t)port,
 					.cookie = cookie};
-			trdma_v.reject(id, &rd, sizeof(rd));
+			tp_rdma_v.reject(id, &rd, sizeof(rd));
 			LOG_DEBUG("transport", "rdma: %s: sent to port %d", peer, port);
 		} else {
-			trdma_v.reject(id, NULL, 0);
+			tp_rdma_v.reject(id, NULL, 0);
 		}
-		trdma_v.destroy_id(id);
+		tp_rdma_v.destroy_id(id);
 		return;
 	}
 	sconn *c = closing ? NULL : conn_new(l, id);
 	if (!c) {
-		trdma_v.reject(id, NULL, 0);
-		trdma_v.destroy_id(id);
+		tp_rdma_v.reject(id, NULL, 0);
+		tp_rdma_v.destroy_id(id);
 		return;
 	}
-	int r = trdma_ep_init(&c->ep, id);
+	int r = tp_rdma_ep_init(&c->ep, id);
 	if (!r)
-		r = trdma_ep_hello(&c->ep, priv, plen);
+		r = tp_rdma_ep_hello(&c->ep, priv, plen);
 	if (r) {
 		LOG_WARN("transport", "rdma: %s: connection refused: %s", c->base.peer, transport_strerror(r));
-		trdma_v.reject(id, NULL, 0);
-		trdma_ep_free(&c->ep);
-		trdma_v.destroy_id(id);
+		tp_rdma_v.reject(id, NULL, 0);
+		tp_rdma_ep_free(&c->ep);
+		tp_rdma_v.destroy_id(id);
 		pthread_mutex_destroy(&c->lock);
 		free(c);
 		return;
@@ -351,19 +351,19 @@ static void on_connect_request(rdma_listener *l, struct rdma_cm_id *id, const vo
 	rg_list_add_tail(&l->base.conns, &c->node);
 
 	rhello mine;
-	trdma_ep_fill_hello(&c->ep, &mine);
+	tp_rdma_ep_fill_hello(&c->ep, &mine);
 	int rd = l->rd < peer_rd ? l->rd : peer_rd;
 	struct rdma_conn_param cp = {
 		.private_data = &mine,
 		.private_data_len = sizeof(mine),
 		.responder_resources = (uint8_t)rd,
 		.initiator_depth = (uint8_t)rd,
-		.retry_count = (uint8_t)trdma_conf()->retry_count,
+		.retry_count = (uint8_t)tp_rdma_conf()->retry_count,
 		.rnr_retry_count = 6,
 	};
-	uint8_t to = (uint8_t)trdma_conf()->ack_timeout;
-	trdma_v.set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &to, sizeof(to));
-	if (trdma_v.accept(id, &cp) != 0) {
+	uint8_t to = (uint8_t)tp_rdma_conf()->ack_timeout;
+	tp_rdma_v.set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &to, sizeof(to));
+	if (tp_rdma_v.accept(id, &cp) != 0) {
 		LOG_WARN("transport", "rdma: %s: rdma_accept: %m", c->base.peer);
 		c->released = 1; /* nobody else knows it */
 		teardown(c, TRANSPORT_EIO);
@@ -391,8 +391,8 @@ static void on_established(sconn *c)
 static void on_disconnected(sconn *c)
 {
 	pthread_mutex_lock(&c->ep.mu);
-	trdma_ep_poll(&c->ep); /* completions that came before it still count */
-	trdma_ep_peer_gone(&c->ep);
+	tp_rdma_ep_poll(&c->ep); /* completions that came before it still count */
+	tp_rdma_ep_peer_gone(&c->ep);
 	pthread_mutex_unlock(&c->ep.mu);
 	if (c->established)
 		progress(c); /* delivers what was received; tears down at the end */
@@ -406,7 +406,7 @@ static void on_cm(uv_poll_t *h, int status, int events)
 	struct rdma_cm_event *ev;
 
 	on_loop(l);
-	while (!l->base.close_started && trdma_v.get_cm_event(l->cm, &ev) == 0) {
+	while (!l->base.close_started && tp_rdma_v.get_cm_event(l->cm, &ev) == 0) {
 		enum rdma_cm_event_type t = ev->event;
 		struct rdma_cm_id *id = ev->id;
 		uint8_t priv[64];
@@ -417,7 +417,7 @@ static void on_cm(uv_poll_t *h, int status, int events)
 			memcpy(priv, ev->param.conn.private_data, plen);
 		}
 		/* Acked before acting: destroying an id waits for its events. */
-		trdma_v.ack_cm_event(ev);
+		tp_rdma_v.ack_cm_event(ev);
 		if (id == l->id) {
 			if (t == RDMA_CM_EVENT_DEVICE_REMOVAL)
 				LOG_ERROR("transport", "rdma: the listener's device was removed");
@@ -425,7 +425,7 @@ static void on_cm(uv_poll_t *h, int status, int events)
 		}
 		sconn *c = t == RDMA_CM_EVENT_CONNECT_REQUEST ? NULL : id->context;
 		if (c)
-			LOG_DEBUG("transport", "rdma: %s: %s", c->base.peer, trdma_v.event_str(t));
+			LOG_DEBUG("transport", "rdma: %s: %s", c->base.peer, tp_rdma_v.event_str(t));
 		switch (t) {
 		case RDMA_CM_EVENT_CONNECT_REQUEST:
 			on_connect_request(l, id, plen ? priv : NULL, plen, peer_rd ? peer_rd : 1);
@@ -443,7 +443,7 @@ static void on_cm(uv_poll_t *h, int status, int events)
 		case RDMA_CM_EVENT_UNREACHABLE:
 		case RDMA_CM_EVENT_DEVICE_REMOVAL:
 			if (c && !c->torn_down) {
-				LOG_INFO("transport", "rdma: %s: %s", c->base.peer, trdma_v.event_str(t));
+				LOG_INFO("transport", "rdma: %s: %s", c->base.peer, tp_rdma_v.event_str(t));
 				teardown(c, TRANSPORT_EIO);
 			}
 			break;
@@ -459,7 +459,7 @@ static void fire_sent(rdma_ep *ep)
 {
 	rdma_sent due[RDMA_NSENT];
 	int err;
-	unsigned n = trdma_ep_take_sent(ep, due, RDMA_NSENT, &err);
+	unsigned n = tp_rdma_ep_take_sent(ep, due, RDMA_NSENT, &err);
 	if (n == 0)
 		return;
 	pthread_mutex_unlock(&ep->mu);
@@ -475,12 +475,12 @@ static void fire_sent(rdma_ep *ep)
  * session. */
 static void set_hot(sconn *c, int moved, int bulk)
 {
-	uint64_t window = (uint64_t)trdma_conf()->bulk_spin_us * 1000;
+	uint64_t window = (uint64_t)tp_rdma_conf()->bulk_spin_us * 1000;
 	if (!bulk || !window || atomic_load(&c->shut) || c->l->base.close_started) {
 		c->hot = 0;
 		return;
 	}
-	uint64_t now = trdma_now_ns();
+	uint64_t now = tp_rdma_now_ns();
 	if (moved || !c->hot)
 		c->bulk_ns = now;
 	c->hot = now - c->bulk_ns < window;
@@ -520,22 +520,22 @@ static void progress(sconn *c)
 	rdma_listener *l = c->l;
 	int r = 0;
 
-	int spin_us = trdma_conf()->server_spin_us;
+	int spin_us = tp_rdma_conf()->server_spin_us;
 	rg_spin sp, cm_check;
 	rg_spin_start(&sp, (uint64_t)spin_us * 1000);
 	rg_spin_start(&cm_check, RDMA_CM_CHECK_NS);
 	int moved = 0;
 
 	pthread_mutex_lock(&ep->mu);
-	trdma_ep_channel_drain(ep);
-	trdma_ep_arm(ep);
+	tp_rdma_ep_channel_drain(ep);
+	tp_rdma_ep_arm(ep);
 	for (;;) {
-		int got = trdma_ep_poll(ep);
+		int got = tp_rdma_ep_poll(ep);
 		moved |= got > 0;
 		fire_sent(ep);
 		while (!atomic_load(&c->shut)) {
 			transport_frame f;
-			r = trdma_ep_rx(ep, &f, l->base.cb.frame_ok, l->base.cb.payload_dest, c->conn_ctx);
+			r = tp_rdma_ep_rx(ep, &f, l->base.cb.frame_ok, l->base.cb.payload_dest, c->conn_ctx);
 			if (r <= 0)
 				break;
 			got = 1;
@@ -545,8 +545,8 @@ static void progress(sconn *c)
 			else
 				transport_frame_free(&f);
 			pthread_mutex_lock(&ep->mu);
-			trdma_ep_rx_release(ep); /* on_frame is done with a lent msg */
-			trdma_ep_poll(ep);
+			tp_rdma_ep_rx_release(ep); /* on_frame is done with a lent msg */
+			tp_rdma_ep_poll(ep);
 			fire_sent(ep);
 		}
 		if (!spin_us || r < 0 || ep->err || atomic_load(&c->shut))
@@ -571,14 +571,14 @@ static void progress(sconn *c)
 		/* Like tcp: tell a peer of another version which one we speak. */
 		proto_msg m;
 		if (proto_msg_version_reply(&m) == PROTO_OK)
-			trdma_ep_send_eager_nb(ep, m.data, m.len);
+			tp_rdma_ep_send_eager_nb(ep, m.data, m.len);
 		proto_msg_free(&m);
 	}
-	trdma_ep_repost(ep);
-	trdma_ep_flush_ctrl(ep);
-	trdma_ep_wake(ep);
+	tp_rdma_ep_repost(ep);
+	tp_rdma_ep_flush_ctrl(ep);
+	tp_rdma_ep_wake(ep);
 	int err = ep->err;
-	set_hot(c, moved, !err && trdma_ep_bulk_pending(ep));
+	set_hot(c, moved, !err && tp_rdma_ep_bulk_pending(ep));
 	pthread_mutex_unlock(&ep->mu);
 	if (atomic_load(&c->shut))
 		teardown(c, TRANSPORT_ECLOSED); /* a callback shut it down */
@@ -606,7 +606,7 @@ static void request(sconn *c, int err, int kick)
 		/* torn_down == 0 under c->lock: listener and async are alive. */
 		if (kick)
 			atomic_store(&c->kick, 1);
-		transport_loopq_post(&c->l->base.q, &c->req_node);
+		tp_loopq_post(&c->l->base.q, &c->req_node);
 	}
 	pthread_mutex_unlock(&c->lock);
 }
@@ -630,16 +630,16 @@ static void teardown(sconn *c, int err)
 	atomic_store(&c->shut, 1);
 	pthread_mutex_unlock(&c->lock);
 
-	transport_loopq_cancel(&l->base.q, &c->req_node);
+	tp_loopq_cancel(&l->base.q, &c->req_node);
 
 	/* Blocked senders wake and return; later ones see the error. */
 	pthread_mutex_lock(&ep->mu);
-	trdma_ep_fail(ep, err);
+	tp_rdma_ep_fail(ep, err);
 	pthread_mutex_unlock(&ep->mu);
 	pthread_mutex_lock(&ep->send_lock); /* no sender is inside now */
 	pthread_mutex_unlock(&ep->send_lock);
 	pthread_mutex_lock(&ep->mu);
-	trdma_ep_rx_abort(ep);
+	tp_rdma_ep_rx_abort(ep);
 	fire_sent(ep); /* the QP is in the error state: nothing reads those buffers now */
 	pthread_mutex_unlock(&ep->mu);
 
@@ -656,9 +656,9 @@ static void teardown(sconn *c, int err)
 	/* Senders check ep->err under ep.mu before touching the QP, so it may go
 	 * now; the channel must outlive the uv_poll watching it. */
 	pthread_mutex_lock(&ep->mu);
-	trdma_ep_destroy_qp(ep);
+	tp_rdma_ep_destroy_qp(ep);
 	pthread_mutex_unlock(&ep->mu);
-	trdma_v.destroy_id(ep->id);
+	tp_rdma_v.destroy_id(ep->id);
 	ep->id = NULL;
 	uv_poll_stop(&c->poll);
 	uv_close((uv_handle_t *)&c->poll, conn_close_cb);
@@ -666,7 +666,7 @@ static void teardown(sconn *c, int err)
 
 static void conn_free(sconn *c)
 {
-	trdma_ep_free(&c->ep);
+	tp_rdma_ep_free(&c->ep);
 	pthread_mutex_destroy(&c->lock);
 	free(c);
 }
@@ -698,22 +698,22 @@ static int server_wait(rdma_ep *ep, uint64_t since)
 
 	if (atomic_load(&c->shut))
 		return ep->err ? ep->err : TRANSPORT_ECLOSED;
-	if ((r = trdma_ep_check(ep, since)) != 0)
+	if ((r = tp_rdma_ep_check(ep, since)) != 0)
 		return r;
 	rdma_listener *l = c->l;
 	if (l && pthread_equal(pthread_self(), l->loop_thread) && ep->cq) {
 		/* The loop cannot wait for itself: poll here. What arrives for
 		 * the receive side is handled when the loop is back (kick). */
-		if (trdma_ep_poll(ep) == 0) {
-			trdma_ep_arm(ep);
-			if (trdma_ep_poll(ep) == 0) {
+		if (tp_rdma_ep_poll(ep) == 0) {
+			tp_rdma_ep_arm(ep);
+			if (tp_rdma_ep_poll(ep) == 0) {
 				struct pollfd p = {.fd = ep->ch->fd, .events = POLLIN};
 				pthread_mutex_unlock(&ep->mu);
 				poll(&p, 1, TICK_MS);
 				pthread_mutex_lock(&ep->mu);
-				trdma_ep_channel_drain(ep);
-				trdma_ep_arm(ep);
-				trdma_ep_poll(ep);
+				tp_rdma_ep_channel_drain(ep);
+				tp_rdma_ep_arm(ep);
+				tp_rdma_ep_poll(ep);
 			}
 		}
 		fire_sent(ep); /* a sendv_async here may wait for room in that queue */
@@ -721,7 +721,7 @@ static int server_wait(rdma_ep *ep, uint64_t since)
 			c->inline_kick = 1; /* server_sendv asks the loop, after we return */
 		return 0;
 	}
-	trdma_ep_wait(ep, TICK_MS);
+	tp_rdma_ep_wait(ep, TICK_MS);
 	return 0;
 }
 
@@ -729,7 +729,7 @@ static int send_common(sconn *c, const struct iovec *iov, int iovcnt, const rdma
 {
 	if (atomic_load(&c->shut))
 		return TRANSPORT_ECLOSED;
-	int r = trdma_ep_sendv_async(&c->ep, iov, iovcnt, server_wait, async, queued);
+	int r = tp_rdma_ep_sendv_async(&c->ep, iov, iovcnt, server_wait, async, queued);
 	if (r && !atomic_load(&c->shut))
 		request(c, r, 0); /* the peer is gone or too slow: end it */
 	else if (c->inline_kick && c->l && pthread_equal(pthread_self(), c->l->loop_thread)) {
@@ -769,7 +769,7 @@ static void server_shutdown(transport_conn *base)
 	sconn *c = (sconn *)base;
 	pthread_mutex_lock(&c->ep.mu);
 	atomic_store(&c->shut, 1);
-	trdma_ep_fail(&c->ep, TRANSPORT_ECLOSED); /* wakes senders now */
+	tp_rdma_ep_fail(&c->ep, TRANSPORT_ECLOSED); /* wakes senders now */
 	pthread_mutex_unlock(&c->ep.mu);
 	request(c, TRANSPORT_ECLOSED, 0);
 }

@@ -7,16 +7,16 @@
 
 #include "rdma_test_hooks.h"
 
-rdma_ep *trdma_conn_ep(transport_conn *c)
+rdma_ep *tp_rdma_conn_ep(transport_conn *c)
 {
 	if (!c || strcmp(c->ops->scheme, "rdma") != 0)
 		return NULL;
 	return &((rdma_conn_head *)c)->ep;
 }
 
-void trdma_test_vanish(transport_conn *c)
+void tp_rdma_test_vanish(transport_conn *c)
 {
-	rdma_ep *ep = trdma_conn_ep(c);
+	rdma_ep *ep = tp_rdma_conn_ep(c);
 	if (!ep)
 		return;
 	pthread_mutex_lock(&ep->mu);
@@ -26,21 +26,21 @@ void trdma_test_vanish(transport_conn *c)
 		 * qp_dead is set). Only the peer's keepalive can find out. */
 		ep->qp_dead = 1;
 		struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};
-		trdma_v.modify_qp(ep->qp, &a, IBV_QP_STATE);
+		tp_rdma_v.modify_qp(ep->qp, &a, IBV_QP_STATE);
 	}
 	pthread_mutex_unlock(&ep->mu);
 }
 
-void trdma_test_break_qp(transport_conn *c)
+void tp_rdma_test_break_qp(transport_conn *c)
 {
-	rdma_ep *ep = trdma_conn_ep(c);
+	rdma_ep *ep = tp_rdma_conn_ep(c);
 	if (!ep)
 		return;
 	pthread_mutex_lock(&ep->mu);
 	if (ep->qp) {
 		/* As a broken link does: the QP errs, the peer hears nothing. */
 		struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};
-		trdma_v.modify_qp(ep->qp, &a, IBV_QP_STATE);
+		tp_rdma_v.modify_qp(ep->qp, &a, IBV_QP_STATE);
 	}
 	pthread_mutex_unlock(&ep->mu);
 }

@@ -10,12 +10,12 @@
 #include "rdma_int.h"
 
 /* The rdma connection behind a transport_conn, or NULL when it is not rdma. */
-rdma_ep *trdma_conn_ep(transport_conn *c);
+rdma_ep *tp_rdma_conn_ep(transport_conn *c);
 /* The QP in the error state as a broken link leaves it (this side notices, and
  * tells the peer). */
-void trdma_test_break_qp(transport_conn *c);
+void tp_rdma_test_break_qp(transport_conn *c);
 /* A peer that vanishes without a word (it is the peer's keepalive that must
  * find out). */
-void trdma_test_vanish(transport_conn *c);
+void tp_rdma_test_vanish(transport_conn *c);
 
 #endif

@@ -70,7 +70,7 @@ static int sent_room(const rdma_ep *ep, uint32_t unused) { return ep->sent_n < R
 static int tx_wait(txf *t, int (*done)(const rdma_ep *, uint32_t), uint32_t arg)
 {
 	rdma_ep *ep = t->ep;
-	uint64_t since = trdma_now_ns();
+	uint64_t since = tp_rdma_now_ns();
 	int r;
 	while (!done(ep, arg)) {
 		if (ep->err)
@@ -88,7 +88,7 @@ static int tx_wait(txf *t, int (*done)(const rdma_ep *, uint32_t), uint32_t arg)
 static int tx_post(txf *t, int last)
 {
 	rdma_ep *ep = t->ep;
-	uint64_t since = trdma_now_ns();
+	uint64_t since = tp_rdma_now_ns();
 	rmsg *m = (rmsg *)t->tx;
 
 	m->flags = last ? RMF_LAST : 0;
@@ -98,14 +98,14 @@ static int tx_post(txf *t, int last)
 			return ep->err;
 		if (ep->peer_gone)
 			return t->posted_any ? TRANSPORT_EIO : TRANSPORT_ECLOSED;
-		if (ep->credits >= 2 && trdma_ep_has_slot(ep))
+		if (ep->credits >= 2 && tp_rdma_ep_has_slot(ep))
 			break;
 		/* One credit left: ask the peer for what it owes, once. */
-		if (ep->credits == 1 && !ep->need_sent && trdma_ep_has_slot(ep)) {
+		if (ep->credits == 1 && !ep->need_sent && tp_rdma_ep_has_slot(ep)) {
 			rmsg *c = (rmsg *)(ep->sbuf + (size_t)(ep->s_posted % RDMA_NSEND) * RDMA_MSG_SIZE);
 			memset(c, 0, sizeof(*c));
 			c->type = RM_CTRL;
-			if (trdma_ep_post_msg(ep, sizeof(*c)) != 0)
+			if (tp_rdma_ep_post_msg(ep, sizeof(*c)) != 0)
 				return ep->err;
 			ep->st.ctrl_sent++;
 			continue;
@@ -115,7 +115,7 @@ static int tx_post(txf *t, int last)
 			return r;
 	}
 	memcpy(ep->sbuf + (size_t)(ep->s_posted % RDMA_NSEND) * RDMA_MSG_SIZE, t->tx, t->used);
-	int r = trdma_ep_post_msg(ep, (uint32_t)t->used);
+	int r = tp_rdma_ep_post_msg(ep, (uint32_t)t->used);
 	if (r)
 		return r;
 	t->posted_any = 1;
@@ -151,7 +151,7 @@ static int tx_bounce(txf *t, const uint8_t *p, size_t n)
 {
 	rdma_ep *ep = t->ep;
 	int r;
-	if ((r = trdma_ep_ensure_ring(ep, &ep->bounce, &ep->bounce_mr, RDMA_NBOUNCE, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ)))
+	if ((r = tp_rdma_ep_ensure_ring(ep, &ep->bounce, &ep->bounce_mr, RDMA_NBOUNCE, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ)))
 		return r;
 	while (n > 0) {
 		unsigned b = ep->b_next % RDMA_NBOUNCE;
@@ -218,7 +218,7 @@ static int tx_frame(rdma_ep *ep, txf *t, const uint8_t hb[PROTO_HDR_SIZE], const
 	m->type = RM_FRAME;
 	memcpy(t->tx + RDMA_MSG_HDR, hb, PROTO_HDR_SIZE);
 
-	/* (Frames that fit a message whole went out in a batch: trdma_ep_sendv.)
+	/* (Frames that fit a message whole went out in a batch: tp_rdma_ep_sendv.)
 	 * The msgpack part inline when it leaves room for a few segments (it
 	 * nearly always does), the rest as segments. */
 	uint32_t inl = RDMA_FRAME_HDR + h->hdr_len + 8 * sizeof(rseg) <= t->cap ? h->hdr_len : 0;
@@ -236,7 +236,7 @@ static int tx_frame(rdma_ep *ep, txf *t, const uint8_t hb[PROTO_HDR_SIZE], const
 			return TRANSPORT_EIO; /* checked by the caller: cannot happen */
 		left -= k;
 		uint32_t lkey, rkey;
-		if (trdma_regs_find(&ep->regs, p, k, &lkey, &rkey)) {
+		if (tp_rdma_regs_find(&ep->regs, p, k, &lkey, &rkey)) {
 			/* Zero-copy: the peer reads the user's own pages. */
 			while (k > 0) {
 				uint32_t n = k < RDMA_SEG_MAX ? (uint32_t)k : RDMA_SEG_MAX;
@@ -255,7 +255,7 @@ static int tx_frame(rdma_ep *ep, txf *t, const uint8_t hb[PROTO_HDR_SIZE], const
 	if ((r = tx_post(t, 1)))
 		return r;
 	if (zc && t->async) {
-		/* The caller is told later (trdma_ep_take_sent); wait only for room
+		/* The caller is told later (tp_rdma_ep_take_sent); wait only for room
 		 * in the queue of completions. */
 		if ((r = tx_wait(t, sent_room, 0)))
 			return r;
@@ -270,7 +270,7 @@ static int tx_frame(rdma_ep *ep, txf *t, const uint8_t hb[PROTO_HDR_SIZE], const
 	return zc ? tx_wait(t, peer_read, zc_need) : 0;
 }
 
-unsigned trdma_ep_take_sent(rdma_ep *ep, rdma_sent *out, unsigned max, int *err)
+unsigned tp_rdma_ep_take_sent(rdma_ep *ep, rdma_sent *out, unsigned max, int *err)
 {
 	unsigned n = 0;
 	*err = ep->err;
@@ -292,7 +292,7 @@ unsigned trdma_ep_take_sent(rdma_ep *ep, rdma_sent *out, unsigned max, int *err)
  * input, which it reports), < 0 on a post failure. mu held. */
 static int tx_eager(rdma_ep *ep, const struct iovec *iov, int iovcnt, size_t len)
 {
-	if (ep->tx_active || ep->err || ep->peer_gone || ep->credits < 2 || !trdma_ep_has_slot(ep))
+	if (ep->tx_active || ep->err || ep->peer_gone || ep->credits < 2 || !tp_rdma_ep_has_slot(ep))
 		return 0;
 	uint8_t *slot = ep->sbuf + (size_t)(ep->s_posted % RDMA_NSEND) * RDMA_MSG_SIZE;
 	uint8_t *b = slot + RDMA_MSG_HDR;
@@ -321,16 +321,16 @@ static int tx_eager(rdma_ep *ep, const struct iovec *iov, int iovcnt, size_t len
 	}
 	ep->st.tx_frames += n;
 	ep->st.tx_inline += n;
-	int r = trdma_ep_post_msg(ep, (uint32_t)(RDMA_MSG_HDR + len));
+	int r = tp_rdma_ep_post_msg(ep, (uint32_t)(RDMA_MSG_HDR + len));
 	return r ? r : 1;
 }
 
-int trdma_ep_sendv(rdma_ep *ep, const struct iovec *iov, int iovcnt, rdma_wait_fn wait)
+int tp_rdma_ep_sendv(rdma_ep *ep, const struct iovec *iov, int iovcnt, rdma_wait_fn wait)
 {
-	return trdma_ep_sendv_async(ep, iov, iovcnt, wait, NULL, NULL);
+	return tp_rdma_ep_sendv_async(ep, iov, iovcnt, wait, NULL, NULL);
 }
 
-int trdma_ep_sendv_async(rdma_ep *ep, const struct iovec *iov, int iovcnt, rdma_wait_fn wait, const rdma_sent *async,
+int tp_rdma_ep_sendv_async(rdma_ep *ep, const struct iovec *iov, int iovcnt, rdma_wait_fn wait, const rdma_sent *async,
 			int *queued)
 {
 	cursor c = {.iov = iov, .n = iovcnt};
@@ -418,9 +418,9 @@ int trdma_ep_sendv_async(rdma_ep *ep, const struct iovec *iov, int iovcnt, rdma_
 	return r;
 }
 
-int trdma_ep_send_eager_nb(rdma_ep *ep, const void *frame, size_t len)
+int tp_rdma_ep_send_eager_nb(rdma_ep *ep, const void *frame, size_t len)
 {
-	if (!ep->qp || ep->qp_dead || ep->credits < 1 || !trdma_ep_has_slot(ep) || len < PROTO_HDR_SIZE ||
+	if (!ep->qp || ep->qp_dead || ep->credits < 1 || !tp_rdma_ep_has_slot(ep) || len < PROTO_HDR_SIZE ||
 	    RDMA_MSG_HDR + len > ep->peer_msg_size)
 		return TRANSPORT_EIO;
 	uint8_t *slot = ep->sbuf + (size_t)(ep->s_posted % RDMA_NSEND) * RDMA_MSG_SIZE;
@@ -430,5 +430,5 @@ int trdma_ep_send_eager_nb(rdma_ep *ep, const void *frame, size_t len)
 	m->flags = RMF_LAST;
 	m->inl = (uint32_t)(len - PROTO_HDR_SIZE);
 	memcpy(slot + RDMA_MSG_HDR, frame, len);
-	return trdma_ep_post_msg(ep, (uint32_t)(RDMA_MSG_HDR + len));
+	return tp_rdma_ep_post_msg(ep, (uint32_t)(RDMA_MSG_HDR + len));
 }

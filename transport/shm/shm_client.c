@@ -3,7 +3,7 @@
  * segment it is sent, then writes calls into the c2s ring and reads replies
  * from the s2c ring (shm_seg.c has the design, shm_ring.h the rings).
  *
- * Sending (any thread) holds send_lock around shm_ring_write, so frames never
+ * Sending (any thread) holds send_lock around tp_shm_ring_write, so frames never
  * interleave; a failure part-way leaves the stream mid-frame and is latched.
  * Receiving (one thread at a time) copies out of the ring: the header into a
  * local buffer before it is decoded, the msgpack part into its own allocation,
@@ -81,7 +81,7 @@ static const transport_ops shm_client_ops = {
 	.region_share = client_region_share,
 };
 
-const transport_provider transport_shm_provider = {
+const transport_provider tp_shm_provider = {
 	.scheme = "shm",
 	.connect = client_connect,
 };
@@ -98,7 +98,7 @@ static int connect_fail(int fd, int err)
 static int client_connect(const transport_addr *a, unsigned timeout_ms, transport_conn **out)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	uint64_t end = transport_deadline(timeout_ms ? timeout_ms : CONNECT_MS);
+	uint64_t end = tp_deadline(timeout_ms ? timeout_ms : CONNECT_MS);
 	int memfd = -1, err;
 	uint32_t ring_size = 0;
 	void *map = NULL;
@@ -116,11 +116,11 @@ static int client_connect(const transport_addr *a, unsigned timeout_ms, transpor
 		LOG_WARN("transport", "cannot connect to shm://%s: %s", a->host, strerror(errno));
 		return connect_fail(fd, TRANSPORT_ECONNECT);
 	}
-	if ((err = shm_sock_recv_setup(fd, end, &memfd, &ring_size)) != TRANSPORT_OK) {
+	if ((err = tp_shm_sock_recv_setup(fd, end, &memfd, &ring_size)) != TRANSPORT_OK) {
 		LOG_WARN("transport", "shm://%s: no segment from the server: %s", a->host, transport_strerror(err));
 		return connect_fail(fd, err == TRANSPORT_ETIMEDOUT ? err : TRANSPORT_ECONNECT);
 	}
-	err = shm_seg_map(memfd, ring_size, &map);
+	err = tp_shm_seg_map(memfd, ring_size, &map);
 	close(memfd); /* the mapping keeps the segment */
 	if (err)
 		return connect_fail(fd, TRANSPORT_ECONNECT);
@@ -133,8 +133,8 @@ static int client_connect(const transport_addr *a, unsigned timeout_ms, transpor
 	c->fd = fd;
 	c->map = map;
 	c->map_len = shm_seg_size(ring_size);
-	c->spin_ns = shm_spin_ns();
-	shm_seg_rings(map, ring_size, &c->tx, &c->rx);
+	c->spin_ns = tp_shm_spin_ns();
+	tp_shm_seg_rings(map, ring_size, &c->tx, &c->rx);
 	atomic_init(&c->shut, 0);
 	atomic_init(&c->progress, 0);
 	pthread_mutex_init(&c->send_lock, NULL);
@@ -156,7 +156,7 @@ static int client_sendv(transport_conn *base, const struct iovec *iov, int iovcn
 		err = TRANSPORT_ECLOSED;
 	else if (c->send_err)
 		err = c->send_err;
-	else if ((err = shm_ring_write(&c->tx, iov, iovcnt, c->fd, &c->shut, c->spin_ns, &c->progress)) != TRANSPORT_OK)
+	else if ((err = tp_shm_ring_write(&c->tx, iov, iovcnt, c->fd, &c->shut, c->spin_ns, &c->progress)) != TRANSPORT_OK)
 		c->send_err = err;
 	pthread_mutex_unlock(&c->send_lock);
 	return err;
@@ -166,8 +166,8 @@ static int client_sendv(transport_conn *base, const struct iovec *iov, int iovcn
 
 static void rx_release(shm_client *c)
 {
-	if (c->unreleased && shm_ring_release(&c->rx))
-		shm_futex_wake(&c->rx.ctl->tail);
+	if (c->unreleased && tp_shm_ring_release(&c->rx))
+		tp_shm_futex_wake(&c->rx.ctl->tail);
 	c->unreleased = 0;
 }
 
@@ -193,7 +193,7 @@ static int wait_bytes(shm_client *c, size_t *avail)
 		rg_spin s;
 		rg_spin_start(&s, c->spin_ns);
 		do {
-			if ((*avail = shm_ring_avail(&c->rx)) != 0)
+			if ((*avail = tp_shm_ring_avail(&c->rx)) != 0)
 				return TRANSPORT_OK;
 			rg_cpu_relax();
 		} while (rg_spin_on(&s) && !atomic_load_explicit(&c->shut, memory_order_relaxed));
@@ -201,8 +201,8 @@ static int wait_bytes(shm_client *c, size_t *avail)
 	for (;;) {
 		if (atomic_load(&c->shut))
 			return TRANSPORT_ECLOSED;
-		if ((*avail = shm_ring_sleep_prepare(&c->rx)) != 0) {
-			shm_ring_sleep_cancel(&c->rx);
+		if ((*avail = tp_shm_ring_sleep_prepare(&c->rx)) != 0) {
+			tp_shm_ring_sleep_cancel(&c->rx);
 			return TRANSPORT_OK;
 		}
 		if (c->peer_gone)
@@ -219,7 +219,7 @@ static int rx_read(shm_client *c, void *dst, size_t n)
 {
 	uint8_t *d = dst;
 	while (n > 0) {
-		size_t avail = shm_ring_avail(&c->rx);
+		size_t avail = tp_shm_ring_avail(&c->rx);
 		int err;
 		if (avail == 0 && (err = wait_bytes(c, &avail)) != TRANSPORT_OK)
 			return atomic_load(&c->shut) ? TRANSPORT_ECLOSED : err;
@@ -228,7 +228,7 @@ static int rx_read(shm_client *c, void *dst, size_t n)
 			return TRANSPORT_EIO;
 		}
 		size_t k = avail < n ? avail : n;
-		shm_ring_get(&c->rx, d, k);
+		tp_shm_ring_get(&c->rx, d, k);
 		if (d)
 			d += k;
 		n -= k;
@@ -253,7 +253,7 @@ static int client_recv_frame(transport_conn *base, transport_frame *f, transport
 	if (c->recv_err)
 		return c->recv_err;
 	c->frame_started = 0;
-	int err = transport_frame_read(rx_read_fn, c, c->base.peer, f, dest, ctx);
+	int err = tp_frame_read(rx_read_fn, c, c->base.peer, f, dest, ctx);
 	if (err) {
 		c->recv_err = err; /* the stream is mid-frame */
 		return err;
@@ -269,10 +269,10 @@ static int client_recv_frame(transport_conn *base, transport_frame *f, transport
  * nothing to pin; the record only says addr/len. */
 static int client_reg_mem(transport_conn *c, void *addr, size_t len, transport_mr **out)
 {
-	return tcp_reg_mem(c, addr, len, out);
+	return tp_tcp_reg_mem(c, addr, len, out);
 }
 
-static int client_dereg_mem(transport_conn *c, transport_mr *mr) { return tcp_dereg_mem(c, mr); }
+static int client_dereg_mem(transport_conn *c, transport_mr *mr) { return tp_tcp_dereg_mem(c, mr); }
 
 /* The message goes on the socket before the caller sends the frame that
  * names the region, so the server finds it there when it parses that frame. */
@@ -282,7 +282,7 @@ static int client_region_share(transport_conn *base, int fd, uint64_t len, uint3
 	if (atomic_load(&c->shut))
 		return TRANSPORT_ECLOSED;
 	uint32_t n = atomic_fetch_add(&c->next_region, 1) + 1;
-	int err = shm_region_send(c->fd, fd, n, len);
+	int err = tp_shm_region_send(c->fd, fd, n, len);
 	if (err == TRANSPORT_OK)
 		*id = n;
 	return err;
@@ -293,7 +293,7 @@ static void client_shutdown(transport_conn *base)
 	shm_client *c = (shm_client *)base;
 	if (!atomic_exchange(&c->shut, 1)) {
 		shutdown(c->fd, SHUT_RDWR); /* wakes a receiver in poll() */
-		shm_futex_wake(&c->tx.ctl->tail); /* and a sender napping for space */
+		tp_shm_futex_wake(&c->tx.ctl->tail); /* and a sender napping for space */
 	}
 }
 

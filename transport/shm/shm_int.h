@@ -26,29 +26,29 @@ typedef struct shm_setup {
  * (REMOTE_GPU_SHM_RING_KB, server; 8192), how long a waiting side polls
  * before it sleeps (REMOTE_GPU_SHM_SPIN_US, both; 100 on hosts of 4 cores
  * or more, else 0). */
-uint32_t shm_ring_size_setting(void);
-uint64_t shm_spin_ns(void);
+uint32_t tp_shm_ring_size_setting(void);
+uint64_t tp_shm_spin_ns(void);
 
 /* Server: a sealed memfd of shm_seg_size(ring_size) (it can be neither
  * shrunk nor grown, by the client either, so a mapping of it never faults),
  * mapped and formatted. TRANSPORT_OK or TRANSPORT_ENOMEM (logged). */
-int shm_seg_create(uint32_t ring_size, int *memfd, void **base);
+int tp_shm_seg_create(uint32_t ring_size, int *memfd, void **base);
 /* Client: checks memfd (size, seals) and maps it. */
-int shm_seg_map(int memfd, uint32_t ring_size, void **base);
+int tp_shm_seg_map(int memfd, uint32_t ring_size, void **base);
 
 /* The socket: the setup message (server sends, client receives within
- * end: transport_deadline), doorbells (one byte, never blocking: one already
+ * end: tp_deadline), doorbells (one byte, never blocking: one already
  * queued wakes the peer as well), the peer's credentials as a name. */
 /* One small message (whole or not at all) with pass_fd as SCM_RIGHTS. */
-int shm_sock_send_fd(int fd, const void *msg, size_t len, int pass_fd, int flags);
-int shm_sock_send_setup(int fd, int memfd, uint32_t ring_size);
-int shm_sock_recv_setup(int fd, uint64_t end, int *memfd, uint32_t *ring_size);
-void shm_doorbell(int fd);
+int tp_shm_sock_send_fd(int fd, const void *msg, size_t len, int pass_fd, int flags);
+int tp_shm_sock_send_setup(int fd, int memfd, uint32_t ring_size);
+int tp_shm_sock_recv_setup(int fd, uint64_t end, int *memfd, uint32_t *ring_size);
+void tp_shm_doorbell(int fd);
 /* "shm.uidU:PID" of the peer (admit.c counts sources by what is before the
  * last ':': here the uid); its uid in *uid (-1 when unknown). */
-void shm_peer_name(int fd, char *buf, size_t len, long *uid);
+void tp_shm_peer_name(int fd, char *buf, size_t len, long *uid);
 /* Whether the peer closed its end (a look, nothing read). */
-int shm_sock_peer_gone(int fd);
+int tp_shm_sock_peer_gone(int fd);
 
 /* Writes every byte of iov[0..iovcnt) into r as the producer: publishing as it
  * goes (a large payload streams while the consumer reads it), ringing the
@@ -57,7 +57,7 @@ int shm_sock_peer_gone(int fd);
  * naps). Returns TRANSPORT_OK, TRANSPORT_ECLOSED (shut, or the peer left) or
  * TRANSPORT_EIO (the consumer's tail is corrupt). progress (may be NULL) counts
  * each time the consumer freed space we waited for. Caller holds its send lock. */
-int shm_ring_write(shm_ring *r, const struct iovec *iov, int iovcnt, int fd, atomic_int *shut, uint64_t spin_ns,
+int tp_shm_ring_write(shm_ring *r, const struct iovec *iov, int iovcnt, int fd, atomic_int *shut, uint64_t spin_ns,
 		   atomic_uint_fast64_t *progress);
 
 /* ---- shared regions (shm_region.c) ---- */
@@ -106,19 +106,19 @@ typedef struct shm_regions {
 	int waiting;    /* regions not mapped yet */
 } shm_regions;
 
-void shm_regions_init(shm_regions *g, int fd, const char *peer);
+void tp_shm_regions_init(shm_regions *g, int fd, const char *peer);
 /* Reads everything the socket holds now, without blocking: doorbells are
  * dropped, region messages mapped. Returns TRANSPORT_OK or TRANSPORT_EIO (the
  * protocol was broken: the connection must end); g->gone tells of the end. */
-int shm_regions_drain(shm_regions *g);
-int shm_regions_get(shm_regions *g, uint32_t id, uint64_t off, uint64_t len, void **addr);
-int shm_regions_drop(shm_regions *g, uint32_t id);
+int tp_shm_regions_drain(shm_regions *g);
+int tp_shm_regions_get(shm_regions *g, uint32_t id, uint64_t off, uint64_t len, void **addr);
+int tp_shm_regions_drop(shm_regions *g, uint32_t id);
 /* The socket is about to be closed: no more reads. */
-void shm_regions_detach(shm_regions *g);
+void tp_shm_regions_detach(shm_regions *g);
 /* Unmaps every region, closes queued fds. */
-void shm_regions_free(shm_regions *g);
+void tp_shm_regions_free(shm_regions *g);
 
 /* Client: sends one region message with fd. */
-int shm_region_send(int sock, int fd, uint32_t id, uint64_t len);
+int tp_shm_region_send(int sock, int fd, uint32_t id, uint64_t len);
 
 #endif

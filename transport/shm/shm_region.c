@@ -49,15 +49,15 @@
 
 /* ---- client ---- */
 
-int shm_region_send(int sock, int fd, uint32_t id, uint64_t len)
+int tp_shm_region_send(int sock, int fd, uint32_t id, uint64_t len)
 {
 	shm_region_msg m = {.kind = SHM_MSG_REGION, .id = id, .len = len};
-	return shm_sock_send_fd(sock, &m, sizeof(m), fd, 0) == TRANSPORT_OK ? TRANSPORT_OK : TRANSPORT_ECLOSED;
+	return tp_shm_sock_send_fd(sock, &m, sizeof(m), fd, 0) == TRANSPORT_OK ? TRANSPORT_OK : TRANSPORT_ECLOSED;
 }
 
 /* ---- server ---- */
 
-void shm_regions_init(shm_regions *g, int fd, const char *peer)
+void tp_shm_regions_init(shm_regions *g, int fd, const char *peer)
 {
 	memset(g, 0, sizeof(*g));
 	pthread_mutex_init(&g->lock, NULL);
@@ -225,7 +225,7 @@ static int drain_locked(shm_regions *g)
 	return g->bad ? TRANSPORT_EIO : TRANSPORT_OK;
 }
 
-int shm_regions_drain(shm_regions *g)
+int tp_shm_regions_drain(shm_regions *g)
 {
 	pthread_mutex_lock(&g->lock);
 	int err = drain_locked(g);
@@ -233,7 +233,7 @@ int shm_regions_drain(shm_regions *g)
 	return err;
 }
 
-int shm_regions_get(shm_regions *g, uint32_t id, uint64_t off, uint64_t len, void **addr)
+int tp_shm_regions_get(shm_regions *g, uint32_t id, uint64_t off, uint64_t len, void **addr)
 {
 	pthread_mutex_lock(&g->lock);
 	shm_region *r = find(g, id);
@@ -250,7 +250,7 @@ int shm_regions_get(shm_regions *g, uint32_t id, uint64_t off, uint64_t len, voi
 	return err;
 }
 
-int shm_regions_drop(shm_regions *g, uint32_t id)
+int tp_shm_regions_drop(shm_regions *g, uint32_t id)
 {
 	pthread_mutex_lock(&g->lock);
 	shm_region *r = find(g, id);
@@ -264,14 +264,14 @@ int shm_regions_drop(shm_regions *g, uint32_t id)
 	return err;
 }
 
-void shm_regions_detach(shm_regions *g)
+void tp_shm_regions_detach(shm_regions *g)
 {
 	pthread_mutex_lock(&g->lock);
 	g->fd = -1;
 	pthread_mutex_unlock(&g->lock);
 }
 
-void shm_regions_free(shm_regions *g)
+void tp_shm_regions_free(shm_regions *g)
 {
 	for (size_t i = 0; i < g->n; i++)
 		region_release(g, &g->r[i]);

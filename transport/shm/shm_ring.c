@@ -9,12 +9,12 @@
 
 _Static_assert(sizeof(shm_seg_hdr) <= SHM_SEG_HDR, "segment header exceeds its page");
 
-int shm_ring_size_ok(uint32_t ring_size)
+int tp_shm_ring_size_ok(uint32_t ring_size)
 {
 	return ring_size >= SHM_RING_MIN && ring_size <= SHM_RING_MAX && (ring_size & (ring_size - 1)) == 0;
 }
 
-void shm_seg_format(void *base, uint32_t ring_size)
+void tp_shm_seg_format(void *base, uint32_t ring_size)
 {
 	shm_seg_hdr *h = base;
 	h->magic = SHM_SEG_MAGIC;
@@ -30,7 +30,7 @@ void shm_seg_format(void *base, uint32_t ring_size)
 	atomic_init(&h->s2c.prod_wait, 0);
 }
 
-void shm_seg_rings(void *base, uint32_t ring_size, shm_ring *c2s, shm_ring *s2c)
+void tp_shm_seg_rings(void *base, uint32_t ring_size, shm_ring *c2s, shm_ring *s2c)
 {
 	shm_seg_hdr *h = base;
 	uint8_t *b = base;
@@ -46,14 +46,14 @@ static size_t space_of(const shm_ring *r, uint32_t tail)
 	return used > r->size ? SHM_RING_BAD : (size_t)(r->size - used);
 }
 
-size_t shm_ring_space(shm_ring *r)
+size_t tp_shm_ring_space(shm_ring *r)
 {
 	return space_of(r, atomic_load_explicit(&r->ctl->tail, memory_order_acquire));
 }
 
 /* Copies across the end of the data area in two pieces; at is masked, so no
  * byte outside [data, data + size) is touched whatever pos holds. */
-void shm_ring_put(shm_ring *r, const void *src, size_t n)
+void tp_shm_ring_put(shm_ring *r, const void *src, size_t n)
 {
 	uint32_t at = r->pos & (r->size - 1);
 	size_t first = r->size - at;
@@ -64,7 +64,7 @@ void shm_ring_put(shm_ring *r, const void *src, size_t n)
 	r->pos += (uint32_t)n;
 }
 
-int shm_ring_publish(shm_ring *r)
+int tp_shm_ring_publish(shm_ring *r)
 {
 	atomic_store_explicit(&r->ctl->head, r->pos, memory_order_release);
 	atomic_thread_fence(memory_order_seq_cst);
@@ -73,7 +73,7 @@ int shm_ring_publish(shm_ring *r)
 	return atomic_exchange_explicit(&r->ctl->cons_sleep, 0, memory_order_relaxed) != 0;
 }
 
-size_t shm_ring_wait_prepare(shm_ring *r, uint32_t *seen)
+size_t tp_shm_ring_wait_prepare(shm_ring *r, uint32_t *seen)
 {
 	atomic_store_explicit(&r->ctl->prod_wait, 1, memory_order_relaxed);
 	atomic_thread_fence(memory_order_seq_cst);
@@ -83,13 +83,13 @@ size_t shm_ring_wait_prepare(shm_ring *r, uint32_t *seen)
 
 /* ---- consumer ---- */
 
-size_t shm_ring_avail(shm_ring *r)
+size_t tp_shm_ring_avail(shm_ring *r)
 {
 	uint32_t n = atomic_load_explicit(&r->ctl->head, memory_order_acquire) - r->pos;
 	return n > r->size ? SHM_RING_BAD : (size_t)n;
 }
 
-void shm_ring_get(shm_ring *r, void *dst, size_t n)
+void tp_shm_ring_get(shm_ring *r, void *dst, size_t n)
 {
 	if (dst) {
 		uint32_t at = r->pos & (r->size - 1);
@@ -102,7 +102,7 @@ void shm_ring_get(shm_ring *r, void *dst, size_t n)
 	r->pos += (uint32_t)n;
 }
 
-int shm_ring_release(shm_ring *r)
+int tp_shm_ring_release(shm_ring *r)
 {
 	atomic_store_explicit(&r->ctl->tail, r->pos, memory_order_release);
 	atomic_thread_fence(memory_order_seq_cst);
@@ -111,21 +111,21 @@ int shm_ring_release(shm_ring *r)
 	return atomic_exchange_explicit(&r->ctl->prod_wait, 0, memory_order_relaxed) != 0;
 }
 
-size_t shm_ring_sleep_prepare(shm_ring *r)
+size_t tp_shm_ring_sleep_prepare(shm_ring *r)
 {
 	atomic_store_explicit(&r->ctl->cons_sleep, 1, memory_order_relaxed);
 	atomic_thread_fence(memory_order_seq_cst);
-	return shm_ring_avail(r);
+	return tp_shm_ring_avail(r);
 }
 
-void shm_ring_sleep_cancel(shm_ring *r) { atomic_store_explicit(&r->ctl->cons_sleep, 0, memory_order_relaxed); }
+void tp_shm_ring_sleep_cancel(shm_ring *r) { atomic_store_explicit(&r->ctl->cons_sleep, 0, memory_order_relaxed); }
 
 /* ---- futex ---- */
 
-void shm_futex_wait(_Atomic uint32_t *w, uint32_t val, int ms)
+void tp_shm_futex_wait(_Atomic uint32_t *w, uint32_t val, int ms)
 {
 	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
 	syscall(SYS_futex, (uint32_t *)w, FUTEX_WAIT, val, &ts, NULL, 0);
 }
 
-void shm_futex_wake(_Atomic uint32_t *w) { syscall(SYS_futex, (uint32_t *)w, FUTEX_WAKE, 0x7fffffff, NULL, NULL, 0); }
+void tp_shm_futex_wake(_Atomic uint32_t *w) { syscall(SYS_futex, (uint32_t *)w, FUTEX_WAKE, 0x7fffffff, NULL, NULL, 0); }

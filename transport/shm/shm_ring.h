@@ -73,49 +73,49 @@ typedef struct shm_seg_hdr {
 /* Bytes a segment of rings of ring_size takes. */
 static inline size_t shm_seg_size(uint32_t ring_size) { return SHM_SEG_HDR + 2 * (size_t)ring_size; }
 /* Whether ring_size is one this transport makes or accepts. */
-int shm_ring_size_ok(uint32_t ring_size);
+int tp_shm_ring_size_ok(uint32_t ring_size);
 /* Server: writes the header into a fresh (zeroed) segment. */
-void shm_seg_format(void *base, uint32_t ring_size);
+void tp_shm_seg_format(void *base, uint32_t ring_size);
 /* Both: views of the two rings of a segment of ring_size at base (the size is
  * the caller's own: the server's setting, or what the client checked). */
-void shm_seg_rings(void *base, uint32_t ring_size, shm_ring *c2s, shm_ring *s2c);
+void tp_shm_seg_rings(void *base, uint32_t ring_size, shm_ring *c2s, shm_ring *s2c);
 
 /* ---- producer ---- */
 
 /* Free bytes (0..size), or SHM_RING_BAD when the consumer's tail is not within
  * size bytes behind our head. */
-size_t shm_ring_space(shm_ring *r);
-/* Copies n bytes (n <= what shm_ring_space said) in at our head; the consumer
- * sees them after shm_ring_publish. */
-void shm_ring_put(shm_ring *r, const void *src, size_t n);
+size_t tp_shm_ring_space(shm_ring *r);
+/* Copies n bytes (n <= what tp_shm_ring_space said) in at our head; the consumer
+ * sees them after tp_shm_ring_publish. */
+void tp_shm_ring_put(shm_ring *r, const void *src, size_t n);
 /* Publishes our head. Returns 1 when the consumer was asleep and wants a
  * doorbell (its flag is cleared: one doorbell per sleep). */
-int shm_ring_publish(shm_ring *r);
+int tp_shm_ring_publish(shm_ring *r);
 /* Before sleeping until space frees: sets prod_wait, then looks again.
- * Returns the space as shm_ring_space does: sleep only when it is still 0
+ * Returns the space as tp_shm_ring_space does: sleep only when it is still 0
  * (futex_wait on &ctl->tail with the tail value *seen). */
-size_t shm_ring_wait_prepare(shm_ring *r, uint32_t *seen);
+size_t tp_shm_ring_wait_prepare(shm_ring *r, uint32_t *seen);
 
 /* ---- consumer ---- */
 
 /* Bytes to read (0..size), or SHM_RING_BAD when the producer's head is not
  * within size bytes ahead of our tail. */
-size_t shm_ring_avail(shm_ring *r);
-/* Copies n bytes (n <= what shm_ring_avail said) out at our tail (dst NULL:
- * skips them). The space is the producer's again after shm_ring_release. */
-void shm_ring_get(shm_ring *r, void *dst, size_t n);
+size_t tp_shm_ring_avail(shm_ring *r);
+/* Copies n bytes (n <= what tp_shm_ring_avail said) out at our tail (dst NULL:
+ * skips them). The space is the producer's again after tp_shm_ring_release. */
+void tp_shm_ring_get(shm_ring *r, void *dst, size_t n);
 /* Publishes our tail. Returns 1 when the producer waits for space and wants a
  * futex wake on &ctl->tail (its flag is cleared). */
-int shm_ring_release(shm_ring *r);
+int tp_shm_ring_release(shm_ring *r);
 /* Before sleeping until bytes come: sets cons_sleep, then looks again.
- * Returns what shm_ring_avail does: sleep only on 0. */
-size_t shm_ring_sleep_prepare(shm_ring *r);
+ * Returns what tp_shm_ring_avail does: sleep only on 0. */
+size_t tp_shm_ring_sleep_prepare(shm_ring *r);
 /* Awake again without a doorbell (bytes were found): clear our flag. */
-void shm_ring_sleep_cancel(shm_ring *r);
+void tp_shm_ring_sleep_cancel(shm_ring *r);
 
 /* ---- futex on a shared word (not FUTEX_PRIVATE: the two sides are two
  * processes). wait returns after a wake, a change of *w from val, or ms. */
-void shm_futex_wait(_Atomic uint32_t *w, uint32_t val, int ms);
-void shm_futex_wake(_Atomic uint32_t *w);
+void tp_shm_futex_wait(_Atomic uint32_t *w, uint32_t val, int ms);
+void tp_shm_futex_wake(_Atomic uint32_t *w);
 
 #endif

@@ -67,12 +67,12 @@ static long env_num(const char *name, long dflt, long min, long max)
 	return n;
 }
 
-uint32_t shm_ring_size_setting(void)
+uint32_t tp_shm_ring_size_setting(void)
 {
 	static uint32_t kb;
 	if (!kb) {
 		long n = env_num("REMOTE_GPU_SHM_RING_KB", 8192, SHM_RING_MIN / 1024, SHM_RING_MAX / 1024);
-		if (!shm_ring_size_ok((uint32_t)n * 1024u)) {
+		if (!tp_shm_ring_size_ok((uint32_t)n * 1024u)) {
 			LOG_WARN("transport", "REMOTE_GPU_SHM_RING_KB=%ld: not a power of two; using 8192", n);
 			n = 8192;
 		}
@@ -86,7 +86,7 @@ uint32_t shm_ring_size_setting(void)
  * spinners take the CPU from the thread that would answer (measured on a
  * loaded 2-core VM: a 4-byte D2H copy took 110-215 us spinning, 40 us over
  * tcp), so there the default is to sleep at once. */
-uint64_t shm_spin_ns(void)
+uint64_t tp_shm_spin_ns(void)
 {
 	static long us = -1;
 	if (us < 0)
@@ -96,7 +96,7 @@ uint64_t shm_spin_ns(void)
 
 /* ---- segment ---- */
 
-int shm_seg_create(uint32_t ring_size, int *memfd, void **base)
+int tp_shm_seg_create(uint32_t ring_size, int *memfd, void **base)
 {
 	size_t len = shm_seg_size(ring_size);
 	int fd = memfd_create("remote-gpu-shm", MFD_CLOEXEC | MFD_ALLOW_SEALING);
@@ -112,13 +112,13 @@ int shm_seg_create(uint32_t ring_size, int *memfd, void **base)
 		close(fd);
 		return TRANSPORT_ENOMEM;
 	}
-	shm_seg_format(p, ring_size);
+	tp_shm_seg_format(p, ring_size);
 	*memfd = fd;
 	*base = p;
 	return TRANSPORT_OK;
 }
 
-int shm_seg_map(int memfd, uint32_t ring_size, void **base)
+int tp_shm_seg_map(int memfd, uint32_t ring_size, void **base)
 {
 	size_t len = shm_seg_size(ring_size);
 	struct stat st;
@@ -144,7 +144,7 @@ int shm_seg_map(int memfd, uint32_t ring_size, void **base)
 
 /* ---- socket ---- */
 
-int shm_sock_send_fd(int fd, const void *msg, size_t len, int pass_fd, int flags)
+int tp_shm_sock_send_fd(int fd, const void *msg, size_t len, int pass_fd, int flags)
 {
 	struct iovec iov = {(void *)msg, len};
 	union {
@@ -165,14 +165,14 @@ int shm_sock_send_fd(int fd, const void *msg, size_t len, int pass_fd, int flags
 	return n == (ssize_t)len ? TRANSPORT_OK : TRANSPORT_EIO;
 }
 
-int shm_sock_send_setup(int fd, int memfd, uint32_t ring_size)
+int tp_shm_sock_send_setup(int fd, int memfd, uint32_t ring_size)
 {
 	shm_setup s = {.magic = SHM_SETUP_MAGIC, .version = SHM_SEG_VERSION, .ring_size = ring_size};
 	/* A fresh socket's buffer takes 16 bytes at once; never block the loop. */
-	return shm_sock_send_fd(fd, &s, sizeof(s), memfd, MSG_DONTWAIT);
+	return tp_shm_sock_send_fd(fd, &s, sizeof(s), memfd, MSG_DONTWAIT);
 }
 
-int shm_sock_recv_setup(int fd, uint64_t end, int *memfd, uint32_t *ring_size)
+int tp_shm_sock_recv_setup(int fd, uint64_t end, int *memfd, uint32_t *ring_size)
 {
 	shm_setup s;
 	struct iovec iov = {&s, sizeof(s)};
@@ -183,7 +183,7 @@ int shm_sock_recv_setup(int fd, uint64_t end, int *memfd, uint32_t *ring_size)
 	*memfd = -1;
 	for (;;) {
 		struct pollfd p = {.fd = fd, .events = POLLIN};
-		int n = poll(&p, 1, transport_deadline_left_ms(end));
+		int n = poll(&p, 1, tp_deadline_left_ms(end));
 		if (n == 0)
 			return TRANSPORT_ETIMEDOUT;
 		if (n < 0 && errno == EINTR)
@@ -198,7 +198,7 @@ int shm_sock_recv_setup(int fd, uint64_t end, int *memfd, uint32_t *ring_size)
 	if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS && cm->cmsg_len == CMSG_LEN(sizeof(int)))
 		memcpy(memfd, CMSG_DATA(cm), sizeof(int));
 	if (n != (ssize_t)sizeof(s) || *memfd < 0 || (m.msg_flags & MSG_CTRUNC) || s.magic != SHM_SETUP_MAGIC ||
-	    s.version != SHM_SEG_VERSION || !shm_ring_size_ok(s.ring_size)) {
+	    s.version != SHM_SEG_VERSION || !tp_shm_ring_size_ok(s.ring_size)) {
 		if (*memfd >= 0)
 			close(*memfd);
 		*memfd = -1;
@@ -209,13 +209,13 @@ int shm_sock_recv_setup(int fd, uint64_t end, int *memfd, uint32_t *ring_size)
 	return TRANSPORT_OK;
 }
 
-void shm_doorbell(int fd)
+void tp_shm_doorbell(int fd)
 {
 	static const char b = 1;
 	(void)!send(fd, &b, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
-void shm_peer_name(int fd, char *buf, size_t len, long *uid)
+void tp_shm_peer_name(int fd, char *buf, size_t len, long *uid)
 {
 	struct ucred cr;
 	socklen_t sl = sizeof(cr);
@@ -228,7 +228,7 @@ void shm_peer_name(int fd, char *buf, size_t len, long *uid)
 	}
 }
 
-int shm_sock_peer_gone(int fd)
+int tp_shm_sock_peer_gone(int fd)
 {
 	struct pollfd p = {.fd = fd, .events = POLLRDHUP};
 	return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
@@ -242,7 +242,7 @@ static int wait_space(shm_ring *r, int fd, atomic_int *shut, uint64_t spin_ns, s
 	rg_spin s;
 	rg_spin_start(&s, spin_ns);
 	do {
-		if ((*space = shm_ring_space(r)) != 0)
+		if ((*space = tp_shm_ring_space(r)) != 0)
 			return *space == SHM_RING_BAD ? TRANSPORT_EIO : TRANSPORT_OK;
 		rg_cpu_relax();
 	} while (rg_spin_on(&s));
@@ -250,18 +250,18 @@ static int wait_space(shm_ring *r, int fd, atomic_int *shut, uint64_t spin_ns, s
 		uint32_t seen;
 		if (atomic_load(shut))
 			return TRANSPORT_ECLOSED;
-		if ((*space = shm_ring_wait_prepare(r, &seen)) != 0)
+		if ((*space = tp_shm_ring_wait_prepare(r, &seen)) != 0)
 			return *space == SHM_RING_BAD ? TRANSPORT_EIO : TRANSPORT_OK;
-		if (shm_sock_peer_gone(fd))
+		if (tp_shm_sock_peer_gone(fd))
 			return TRANSPORT_ECLOSED;
-		shm_futex_wait(&r->ctl->tail, seen, NAP_MS);
+		tp_shm_futex_wait(&r->ctl->tail, seen, NAP_MS);
 	}
 }
 
-int shm_ring_write(shm_ring *r, const struct iovec *iov, int iovcnt, int fd, atomic_int *shut, uint64_t spin_ns,
+int tp_shm_ring_write(shm_ring *r, const struct iovec *iov, int iovcnt, int fd, atomic_int *shut, uint64_t spin_ns,
 		   atomic_uint_fast64_t *progress)
 {
-	size_t space = shm_ring_space(r), unpublished = 0;
+	size_t space = tp_shm_ring_space(r), unpublished = 0;
 	if (space == SHM_RING_BAD)
 		return TRANSPORT_EIO;
 	for (int i = 0; i < iovcnt; i++) {
@@ -269,8 +269,8 @@ int shm_ring_write(shm_ring *r, const struct iovec *iov, int iovcnt, int fd, ato
 		size_t n = iov[i].iov_len;
 		while (n > 0) {
 			if (space == 0) {
-				if (unpublished && shm_ring_publish(r))
-					shm_doorbell(fd);
+				if (unpublished && tp_shm_ring_publish(r))
+					tp_shm_doorbell(fd);
 				unpublished = 0;
 				int err = wait_space(r, fd, shut, spin_ns, &space);
 				if (err)
@@ -281,19 +281,19 @@ int shm_ring_write(shm_ring *r, const struct iovec *iov, int iovcnt, int fd, ato
 			size_t k = n < space ? n : space;
 			if (k > PUBLISH_STEP)
 				k = PUBLISH_STEP;
-			shm_ring_put(r, p, k);
+			tp_shm_ring_put(r, p, k);
 			p += k;
 			n -= k;
 			space -= k;
 			unpublished += k;
 			if (unpublished >= PUBLISH_STEP) {
-				if (shm_ring_publish(r))
-					shm_doorbell(fd);
+				if (tp_shm_ring_publish(r))
+					tp_shm_doorbell(fd);
 				unpublished = 0;
 			}
 		}
 	}
-	if (shm_ring_publish(r))
-		shm_doorbell(fd);
+	if (tp_shm_ring_publish(r))
+		tp_shm_doorbell(fd);
 	return atomic_load(shut) ? TRANSPORT_ECLOSED : TRANSPORT_OK;
 }

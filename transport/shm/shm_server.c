@@ -16,12 +16,12 @@
  * copied out of the ring first: the header into the connection's own buffer
  * before proto_decode_hdr checks it, the msgpack part into a fresh
  * allocation, the payload into what payload_dest chose. The client's head is
- * read once per look and checked against our tail (shm_ring_avail): a client
+ * read once per look and checked against our tail (tp_shm_ring_avail): a client
  * that writes nonsense there ends its connection (TRANSPORT_EIO), nothing
  * more. One look takes at most LOOK_BUDGET bytes, so one streaming client
  * cannot hold the loop from the others (thread mode).
  *
- * Writing (any thread): send_lock, then shm_ring_write into s2c.
+ * Writing (any thread): send_lock, then tp_shm_ring_write into s2c.
  *
  * Closing, as tcp_server.c: other threads only record the request and wake
  * the loop (transport_loopq); the loop thread tears down: shut set, senders
@@ -123,7 +123,7 @@ static const transport_ops shm_server_ops = {
 	.region_drop = server_region_drop,
 };
 
-const transport_provider transport_shm_listen_provider = {
+const transport_provider tp_shm_listen_provider = {
 	.scheme = "shm",
 	.listen = shm_listen,
 	.listener_close = tp_listener_close,
@@ -145,9 +145,9 @@ static void on_async(uv_async_t *a)
 {
 	shm_listener *l = a->data;
 
-	for (rg_list *n; (n = transport_loopq_pop(&l->base.q));)
+	for (rg_list *n; (n = tp_loopq_pop(&l->base.q));)
 		teardown(RG_CONTAINER_OF(n, sconn, req_node), TRANSPORT_ECLOSED);
-	if (!transport_loopq_closing(&l->base.q) || l->base.close_started)
+	if (!tp_loopq_closing(&l->base.q) || l->base.close_started)
 		return;
 	l->base.close_started = 1;
 	if (l->lfd >= 0)
@@ -162,14 +162,14 @@ static shm_listener *listener_new(uv_loop_t *loop, const transport_server_cb *cb
 	shm_listener *l = calloc(1, sizeof(*l));
 	if (!l)
 		return NULL;
-	if (transport_loopq_init(&l->base.q, loop, on_async, l) != 0) {
+	if (tp_loopq_init(&l->base.q, loop, on_async, l) != 0) {
 		free(l);
 		return NULL;
 	}
-	tp_listener_init(&l->base, &transport_shm_listen_provider, loop, cb, ctx);
+	tp_listener_init(&l->base, &tp_shm_listen_provider, loop, cb, ctx);
 	l->lfd = -1;
-	l->ring_size = shm_ring_size_setting();
-	l->spin_ns = shm_spin_ns();
+	l->ring_size = tp_shm_ring_size_setting();
+	l->spin_ns = tp_shm_spin_ns();
 	l->base.nhandles = 1; /* the async */
 	return l;
 }
@@ -180,7 +180,7 @@ static shm_listener *listener_new(uv_loop_t *loop, const transport_server_cb *cb
 static int peer_allowed(int fd, char *peer, size_t len)
 {
 	long uid;
-	shm_peer_name(fd, peer, len, &uid);
+	tp_shm_peer_name(fd, peer, len, &uid);
 	if (uid == (long)geteuid() || uid == 0)
 		return 1;
 	LOG_WARN("transport", "%s: another user's process: refused", peer);
@@ -202,7 +202,7 @@ static void on_connection(uv_poll_t *p, int status, int events)
 			return;
 		}
 		char peer[64];
-		if (transport_loopq_closing(&l->base.q) || !peer_allowed(fd, peer, sizeof(peer))) {
+		if (tp_loopq_closing(&l->base.q) || !peer_allowed(fd, peer, sizeof(peer))) {
 			close(fd);
 			continue;
 		}
@@ -305,7 +305,7 @@ static int shm_adopt(uv_loop_t *loop, int fd, const transport_server_cb *cb, voi
  * still use the regions' mappings (copies in flight when the client died). */
 static void conn_free(sconn *c)
 {
-	shm_regions_free(&c->rg);
+	tp_shm_regions_free(&c->rg);
 	pthread_mutex_destroy(&c->lock);
 	pthread_mutex_destroy(&c->send_lock);
 	free(c);
@@ -320,7 +320,7 @@ static void conn_close_cb(uv_handle_t *h)
 	/* No sender is left (teardown held send_lock after shut), no reader. */
 	munmap(c->map, c->map_len);
 	close(c->memfd);
-	shm_regions_detach(&c->rg);
+	tp_shm_regions_detach(&c->rg);
 	close(c->fd);
 	rg_list_del(&c->node);
 	pthread_mutex_lock(&c->lock);
@@ -347,15 +347,15 @@ static void conn_start(shm_listener *l, int fd)
 	c->l = l;
 	c->fd = fd;
 	c->memfd = -1;
-	shm_regions_init(&c->rg, fd, "shm");
+	tp_shm_regions_init(&c->rg, fd, "shm");
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_mutex_init(&c->send_lock, NULL);
 	atomic_init(&c->shut, 0);
 	rg_list_init(&c->node);
 	rg_list_init(&c->req_node);
-	shm_peer_name(fd, c->base.peer, sizeof(c->base.peer), &uid);
+	tp_shm_peer_name(fd, c->base.peer, sizeof(c->base.peer), &uid);
 	snprintf(c->rg.peer, sizeof(c->rg.peer), "%s", c->base.peer);
-	if (shm_seg_create(l->ring_size, &c->memfd, &c->map) != TRANSPORT_OK ||
+	if (tp_shm_seg_create(l->ring_size, &c->memfd, &c->map) != TRANSPORT_OK ||
 	    uv_poll_init(l->base.loop, &c->poll, fd) != 0) {
 		if (c->map)
 			munmap(c->map, shm_seg_size(l->ring_size));
@@ -366,9 +366,9 @@ static void conn_start(shm_listener *l, int fd)
 		return;
 	}
 	c->map_len = shm_seg_size(l->ring_size);
-	shm_seg_rings(c->map, l->ring_size, &c->rx, &c->tx);
+	tp_shm_seg_rings(c->map, l->ring_size, &c->rx, &c->tx);
 	c->spin_ns = l->spin_ns;
-	shm_ring_sleep_prepare(&c->rx); /* asleep: the first frame rings */
+	tp_shm_ring_sleep_prepare(&c->rx); /* asleep: the first frame rings */
 	uv_idle_init(l->base.loop, &c->idle);
 	c->poll.data = c->idle.data = c;
 	c->nhandles = 2;
@@ -382,7 +382,7 @@ static void conn_start(shm_listener *l, int fd)
 		teardown(c, TRANSPORT_ECLOSED);
 		return;
 	}
-	if (shm_sock_send_setup(fd, c->memfd, l->ring_size) != TRANSPORT_OK) {
+	if (tp_shm_sock_send_setup(fd, c->memfd, l->ring_size) != TRANSPORT_OK) {
 		LOG_INFO("transport", "%s: cannot send the segment: %s", c->base.peer, strerror(errno));
 		teardown(c, TRANSPORT_EIO);
 		return;
@@ -399,7 +399,7 @@ static void request_teardown(sconn *c, int err)
 	if (!c->close_err)
 		c->close_err = err;
 	if (!c->torn_down)
-		transport_loopq_post(&c->l->base.q, &c->req_node);
+		tp_loopq_post(&c->l->base.q, &c->req_node);
 	pthread_mutex_unlock(&c->lock);
 }
 
@@ -417,15 +417,15 @@ static void teardown(sconn *c, int err)
 	atomic_store(&c->shut, 1);
 	shutdown(c->fd, SHUT_RDWR); /* the client sees the end at once */
 	pthread_mutex_unlock(&c->lock);
-	shm_futex_wake(&c->tx.ctl->tail); /* a sender napping for space */
+	tp_shm_futex_wake(&c->tx.ctl->tail); /* a sender napping for space */
 
-	transport_loopq_cancel(&c->l->base.q, &c->req_node);
+	tp_loopq_cancel(&c->l->base.q, &c->req_node);
 	uv_poll_stop(&c->poll);
 	uv_idle_stop(&c->idle);
 	pthread_mutex_lock(&c->send_lock); /* no sender is inside the ring now */
 	pthread_mutex_unlock(&c->send_lock);
 
-	frame_rx_drop(&c->frx); /* a frame cut short */
+	tp_frame_rx_drop(&c->frx); /* a frame cut short */
 	if (c->conn_ctx) {
 		LOG_DEBUG("transport", "%s: closed: %s", c->base.peer, transport_strerror(err));
 		if (c->l->base.cb.on_close)
@@ -451,11 +451,11 @@ static int stopped(sconn *c)
 static long parse(sconn *c, size_t avail, int *cb_ran)
 {
 	uint8_t *dst;
-	size_t k = frame_rx_want(&c->frx, &dst);
+	size_t k = tp_frame_rx_want(&c->frx, &dst);
 	if (k > avail)
 		k = avail;
-	shm_ring_get(&c->rx, dst, k);
-	int r = frame_rx_took(&c->frx, k, &c->l->base.cb, c->conn_ctx, c->base.peer);
+	tp_shm_ring_get(&c->rx, dst, k);
+	int r = tp_frame_rx_took(&c->frx, k, &c->l->base.cb, c->conn_ctx, c->base.peer);
 	*cb_ran = r > 0;
 	return r < 0 ? r : (long)k;
 }
@@ -474,8 +474,8 @@ static void go_hot(sconn *c)
 
 static void go_cold(sconn *c)
 {
-	if (shm_ring_sleep_prepare(&c->rx) != 0) {
-		shm_ring_sleep_cancel(&c->rx);
+	if (tp_shm_ring_sleep_prepare(&c->rx) != 0) {
+		tp_shm_ring_sleep_cancel(&c->rx);
 		return; /* bytes came meanwhile: stay hot */
 	}
 	c->hot = 0;
@@ -487,7 +487,7 @@ static void look(sconn *c)
 {
 	size_t taken = 0;
 	while (taken < LOOK_BUDGET && !c->torn_down) {
-		size_t avail = shm_ring_avail(&c->rx);
+		size_t avail = tp_shm_ring_avail(&c->rx);
 		if (avail == SHM_RING_BAD) {
 			LOG_WARN("transport", "%s: the call ring's head is out of range", c->base.peer);
 			teardown(c, TRANSPORT_EIO);
@@ -509,8 +509,8 @@ static void look(sconn *c)
 			if (cb_ran && stopped(c))
 				return;
 		}
-		if (shm_ring_release(&c->rx))
-			shm_futex_wake(&c->rx.ctl->tail);
+		if (tp_shm_ring_release(&c->rx))
+			tp_shm_futex_wake(&c->rx.ctl->tail);
 	}
 	if (taken) {
 		c->active_ns = rg_clock_ns();
@@ -530,7 +530,7 @@ static void idle_cb(uv_idle_t *h)
 static void poll_cb(uv_poll_t *p, int status, int events)
 {
 	sconn *c = p->data;
-	if (shm_regions_drain(&c->rg) != TRANSPORT_OK) {
+	if (tp_shm_regions_drain(&c->rg) != TRANSPORT_OK) {
 		teardown(c, TRANSPORT_EIO);
 		return;
 	}
@@ -542,7 +542,7 @@ static void poll_cb(uv_poll_t *p, int status, int events)
 	if (c->torn_down)
 		return;
 	if (c->peer_gone) {
-		int at_boundary = frame_rx_at_boundary(&c->frx) && shm_ring_avail(&c->rx) == 0;
+		int at_boundary = frame_rx_at_boundary(&c->frx) && tp_shm_ring_avail(&c->rx) == 0;
 		if (!at_boundary)
 			LOG_INFO("transport", "%s: closed in the middle of a frame", c->base.peer);
 		teardown(c, at_boundary ? TRANSPORT_ECLOSED : TRANSPORT_EIO);
@@ -564,7 +564,7 @@ static int server_sendv(transport_conn *base, const struct iovec *iov, int iovcn
 		err = TRANSPORT_ECLOSED;
 	else if (c->send_err)
 		err = c->send_err;
-	else if ((err = shm_ring_write(&c->tx, iov, iovcnt, c->fd, &c->shut, c->spin_ns, NULL)) !=
+	else if ((err = tp_shm_ring_write(&c->tx, iov, iovcnt, c->fd, &c->shut, c->spin_ns, NULL)) !=
 		     TRANSPORT_OK &&
 		 !atomic_load(&c->shut)) {
 		c->send_err = err;
@@ -582,15 +582,15 @@ static int server_recv_frame(transport_conn *c, transport_frame *f, transport_pa
 
 static int server_reg_mem(transport_conn *c, void *addr, size_t len, transport_mr **out)
 {
-	return tcp_reg_mem(c, addr, len, out);
+	return tp_tcp_reg_mem(c, addr, len, out);
 }
 
-static int server_dereg_mem(transport_conn *c, transport_mr *mr) { return tcp_dereg_mem(c, mr); }
+static int server_dereg_mem(transport_conn *c, transport_mr *mr) { return tp_tcp_dereg_mem(c, mr); }
 
 static int server_region_get(transport_conn *base, uint32_t id, uint64_t off, uint64_t len, void **addr)
 {
 	sconn *c = (sconn *)base;
-	int err = shm_regions_get(&c->rg, id, off, len, addr);
+	int err = tp_shm_regions_get(&c->rg, id, off, len, addr);
 	if (err && c->rg.bad)
 		request_teardown(c, TRANSPORT_EIO);
 	return err;
@@ -598,7 +598,7 @@ static int server_region_get(transport_conn *base, uint32_t id, uint64_t off, ui
 
 static int server_region_drop(transport_conn *base, uint32_t id)
 {
-	return shm_regions_drop(&((sconn *)base)->rg, id);
+	return tp_shm_regions_drop(&((sconn *)base)->rg, id);
 }
 
 static void server_shutdown(transport_conn *base)
@@ -608,7 +608,7 @@ static void server_shutdown(transport_conn *base)
 	pthread_mutex_lock(&c->lock);
 	if (!atomic_exchange(&c->shut, 1) && !c->torn_down) {
 		shutdown(c->fd, SHUT_RDWR);
-		shm_futex_wake(&c->tx.ctl->tail); /* a sender napping for space */
+		tp_shm_futex_wake(&c->tx.ctl->tail); /* a sender napping for space */
 	}
 	pthread_mutex_unlock(&c->lock);
 	request_teardown(c, TRANSPORT_ECLOSED);

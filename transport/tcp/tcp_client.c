@@ -5,7 +5,7 @@
  * to receive a reply.
  *
  * Sending (any thread): transport_sendv takes send_lock and writes the whole
- * frame with tcp_write_all, so frames from different threads never interleave.
+ * frame with tp_tcp_write_all, so frames from different threads never interleave.
  * A failure after part of a frame went out leaves the byte stream mid-frame, so
  * the error is latched and every later send fails with it.
  *
@@ -16,7 +16,7 @@
  * the stream cannot be resynchronised.
  *
  * tls:// is the same over TLS (tls.c): the handshake right after connect(),
- * then sends through tls_session_write_all and receives through sock_recv,
+ * then sends through tp_tls_session_write_all and receives through sock_recv,
  * which reads plaintext with the semantics of recv().
  *
  * Progress (transport_progress): each recv system call that got bytes counts
@@ -93,20 +93,20 @@ static int connect_one(const struct addrinfo *ai, uint64_t end, int *err_out);
 /* tcp and tls connections differ only in what they read and write through. */
 #define OPS(sch, cap)                                                                                                    \
 	{                                                                                                              \
-		.scheme = sch, .caps = cap, .sendv = client_sendv, .recv_frame = client_recv_frame, .reg_mem = tcp_reg_mem,          \
-		.dereg_mem = tcp_dereg_mem, .shutdown = client_shutdown, .close = client_close, .progress = client_progress,   \
+		.scheme = sch, .caps = cap, .sendv = client_sendv, .recv_frame = client_recv_frame, .reg_mem = tp_tcp_reg_mem,          \
+		.dereg_mem = tp_tcp_dereg_mem, .shutdown = client_shutdown, .close = client_close, .progress = client_progress,   \
 	}
 static const transport_ops tcp_client_ops = OPS("tcp", TRANSPORT_CAP_ADOPT);
 static const transport_ops tls_client_ops = OPS("tls", TRANSPORT_CAP_ADOPT | TRANSPORT_CAP_ENCRYPTED);
 
 /* The client half only: listening lives in tcp_server.c (server library), so that
  * libremote.so links no libuv. */
-const transport_provider transport_tcp_provider = {
+const transport_provider tp_tcp_provider = {
 	.scheme = "tcp",
 	.connect = client_connect,
 };
 
-const transport_provider transport_tls_provider = {
+const transport_provider tp_tls_provider = {
 	.scheme = "tls",
 	.connect = client_connect_tls,
 };
@@ -122,7 +122,7 @@ static int connect_wait(int fd, uint64_t end)
 	socklen_t sl = sizeof(soerr);
 
 	for (;;) {
-		int ms = transport_deadline_left_ms(end);
+		int ms = tp_deadline_left_ms(end);
 		if (ms == 0)
 			return ETIMEDOUT;
 		int n = poll(&pfd, 1, ms);
@@ -215,7 +215,7 @@ static int connect_any(const struct addrinfo *res, uint64_t end, int *err_out, i
  * fails at once then, with the same message). */
 static unsigned handshake_ms(uint64_t end)
 {
-	int ms = transport_deadline_left_ms(end);
+	int ms = tp_deadline_left_ms(end);
 	return ms < 0 ? TLS_HANDSHAKE_MS : ms == 0 ? 1 : (unsigned)ms;
 }
 
@@ -225,7 +225,7 @@ static int connect_as(const transport_addr *a, int tls, unsigned timeout_ms, tra
 	struct addrinfo *res = NULL;
 	char port[8];
 	int fd = -1, err = 0, one = 1, tried = 0;
-	uint64_t end = transport_deadline(timeout_ms);
+	uint64_t end = tp_deadline(timeout_ms);
 
 	*out = NULL;
 	snprintf(port, sizeof(port), "%d", a->port);
@@ -252,13 +252,13 @@ static int connect_as(const transport_addr *a, int tls, unsigned timeout_ms, tra
 	/* The handshake before anything else: the hello (and its token) is the
 	 * first thing sent, and must go out encrypted. */
 	tls_session *ts = NULL;
-	if (tls && (err = tls_client_handshake(fd, a->host, handshake_ms(end), &ts)) != TRANSPORT_OK) {
+	if (tls && (err = tp_tls_client_handshake(fd, a->host, handshake_ms(end), &ts)) != TRANSPORT_OK) {
 		close(fd);
 		return err;
 	}
 	tcp_client *c = calloc(1, sizeof(*c));
 	if (!c) {
-		tls_session_free(ts);
+		tp_tls_session_free(ts);
 		close(fd);
 		return TRANSPORT_ENOMEM;
 	}
@@ -268,7 +268,7 @@ static int connect_as(const transport_addr *a, int tls, unsigned timeout_ms, tra
 	atomic_init(&c->shut, 0);
 	atomic_init(&c->progress, 0);
 	pthread_mutex_init(&c->send_lock, NULL);
-	tcp_peer_name(fd, c->base.peer, sizeof(c->base.peer));
+	tp_tcp_peer_name(fd, c->base.peer, sizeof(c->base.peer));
 	LOG_DEBUG("transport", "connected to %s", c->base.peer);
 	*out = &c->base;
 	return TRANSPORT_OK;
@@ -286,8 +286,8 @@ static int client_sendv(transport_conn *base, const struct iovec *iov, int iovcn
 		err = TRANSPORT_ECLOSED;
 	else if (c->send_err)
 		err = c->send_err;
-	else if ((err = c->tls ? tls_session_write_all(c->tls, iov, iovcnt, &c->shut, &c->progress)
-			       : tcp_write_all_counted(c->fd, iov, iovcnt, &c->shut, &c->progress)) != TRANSPORT_OK)
+	else if ((err = c->tls ? tp_tls_session_write_all(c->tls, iov, iovcnt, &c->shut, &c->progress)
+			       : tp_tcp_write_all_counted(c->fd, iov, iovcnt, &c->shut, &c->progress)) != TRANSPORT_OK)
 		c->send_err = err;
 	pthread_mutex_unlock(&c->send_lock);
 	return err;
@@ -323,7 +323,7 @@ static ssize_t sock_recv(tcp_client *c, void *buf, size_t n, int flags)
 		return recv(c->fd, buf, n, flags);
 	for (;;) {
 		size_t got;
-		int r = tls_session_read(c->tls, buf, n, &got);
+		int r = tp_tls_session_read(c->tls, buf, n, &got);
 		if (r == TRANSPORT_OK)
 			return (ssize_t)got;
 		if (r == TRANSPORT_ECLOSED)
@@ -427,7 +427,7 @@ static int client_recv_frame(transport_conn *base, transport_frame *f, transport
 	if (c->recv_err)
 		return c->recv_err;
 	c->frame_started = 0;
-	int err = transport_frame_read(rx_read_fn, c, c->base.peer, f, dest, ctx);
+	int err = tp_frame_read(rx_read_fn, c, c->base.peer, f, dest, ctx);
 	/* Whatever went wrong, the stream is no longer at a frame boundary. */
 	if (err)
 		c->recv_err = err;
@@ -454,7 +454,7 @@ static void client_close(transport_conn *base)
 	if (!c)
 		return;
 	client_shutdown(base);
-	tls_session_free(c->tls);
+	tp_tls_session_free(c->tls);
 	close(c->fd);
 	pthread_mutex_destroy(&c->send_lock);
 	free(c);

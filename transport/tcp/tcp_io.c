@@ -26,9 +26,9 @@
  * out contiguously (we hold the caller's lock), just in several system calls. */
 #define WINDOW 64
 
-int tcp_write_all(int fd, const struct iovec *iov, int iovcnt, atomic_int *stop)
+int tp_tcp_write_all(int fd, const struct iovec *iov, int iovcnt, atomic_int *stop)
 {
-	return tcp_write_all_counted(fd, iov, iovcnt, stop, NULL);
+	return tp_tcp_write_all_counted(fd, iov, iovcnt, stop, NULL);
 }
 
 /* Keeps at most TCP_PROGRESS_STEP bytes of the window: a blocking sendmsg
@@ -47,7 +47,7 @@ static int window_cap(struct iovec *win, int n)
 	return n;
 }
 
-int tcp_write_all_counted(int fd, const struct iovec *iov, int iovcnt, atomic_int *stop, atomic_uint_fast64_t *progress)
+int tp_tcp_write_all_counted(int fd, const struct iovec *iov, int iovcnt, atomic_int *stop, atomic_uint_fast64_t *progress)
 {
 	struct iovec win[WINDOW];
 	size_t off = 0; /* bytes of iov[0] already written */
@@ -102,7 +102,7 @@ int tcp_write_all_counted(int fd, const struct iovec *iov, int iovcnt, atomic_in
 	}
 }
 
-void tcp_peer_name(int fd, char *buf, size_t len)
+void tp_tcp_peer_name(int fd, char *buf, size_t len)
 {
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof(ss);
@@ -122,7 +122,7 @@ void tcp_peer_name(int fd, char *buf, size_t len)
 	}
 }
 
-int tcp_reg_mem(transport_conn *c, void *addr, size_t len, transport_mr **out)
+int tp_tcp_reg_mem(transport_conn *c, void *addr, size_t len, transport_mr **out)
 {
 	transport_mr *mr = calloc(1, sizeof(*mr));
 	*out = mr;
@@ -133,7 +133,7 @@ int tcp_reg_mem(transport_conn *c, void *addr, size_t len, transport_mr **out)
 	return TRANSPORT_OK;
 }
 
-int tcp_dereg_mem(transport_conn *c, transport_mr *mr)
+int tp_tcp_dereg_mem(transport_conn *c, transport_mr *mr)
 {
 	free(mr);
 	return TRANSPORT_OK;

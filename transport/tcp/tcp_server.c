@@ -134,8 +134,8 @@ static int tls_adopt(uv_loop_t *loop, int fd, const transport_server_cb *cb, voi
 /* tcp and tls connections differ only in what they read and write through. */
 #define OPS(sch, cap)                                                                                                    \
 	{                                                                                                              \
-		.scheme = sch, .caps = cap, .sendv = server_sendv, .recv_frame = server_recv_frame, .reg_mem = tcp_reg_mem,          \
-		.dereg_mem = tcp_dereg_mem, .shutdown = server_shutdown, .close = server_close,                          \
+		.scheme = sch, .caps = cap, .sendv = server_sendv, .recv_frame = server_recv_frame, .reg_mem = tp_tcp_reg_mem,          \
+		.dereg_mem = tp_tcp_dereg_mem, .shutdown = server_shutdown, .close = server_close,                          \
 	}
 static const transport_ops tcp_server_ops = OPS("tcp", TRANSPORT_CAP_ADOPT);
 static const transport_ops tls_server_ops = OPS("tls", TRANSPORT_CAP_ADOPT | TRANSPORT_CAP_ENCRYPTED);
@@ -235,14 +235,14 @@ static int tls_listen(uv_loop_t *loop, const transport_addr *a, const transport_
 	return listen_as(loop, a, cb, ctx, 1, out);
 }
 
-const transport_provider transport_tcp_listen_provider = {
+const transport_provider tp_tcp_listen_provider = {
 	.scheme = "tcp",
 	.listen = tcp_listen,
 	.listener_close = tp_listener_close,
 	.adopt = tcp_adopt,
 };
 
-const transport_provider transport_tls_listen_provider = {
+const transport_provider tp_tls_listen_provider = {
 	.scheme = "tls",
 	.listen = tls_listen,
 	.listener_close = tp_listener_close,
@@ -255,10 +255,10 @@ static void on_async(uv_async_t *a)
 {
 	tcp_listener *l = a->data;
 
-	for (rg_list *n; (n = transport_loopq_pop(&l->base.q));)
+	for (rg_list *n; (n = tp_loopq_pop(&l->base.q));)
 		teardown(RG_CONTAINER_OF(n, sconn, req_node), TRANSPORT_ECLOSED);
 
-	if (!transport_loopq_closing(&l->base.q) || l->base.close_started)
+	if (!tp_loopq_closing(&l->base.q) || l->base.close_started)
 		return;
 	l->base.close_started = 1;
 	uv_close((uv_handle_t *)&l->tcp, tp_listener_close_cb);
@@ -361,7 +361,7 @@ static void conn_start(tcp_listener *l, sconn *c, uv_os_fd_t fd)
 		uv_tcp_nodelay(&c->handle, 1);
 		uv_tcp_keepalive(&c->handle, 1, KEEPALIVE_S);
 	}
-	tcp_peer_name(fd, c->base.peer, sizeof(c->base.peer));
+	tp_tcp_peer_name(fd, c->base.peer, sizeof(c->base.peer));
 	rg_list_add_tail(&l->base.conns, &c->node);
 
 	LOG_DEBUG("transport", "accepted %s", c->base.peer);
@@ -376,7 +376,7 @@ static void conn_start(tcp_listener *l, sconn *c, uv_os_fd_t fd)
 	}
 	if (c->is_tls) {
 		/* The handshake runs from tls_poll_cb, once the ClientHello is there. */
-		if ((r = tls_server_session(fd, &c->tls)) != TRANSPORT_OK) {
+		if ((r = tp_tls_server_session(fd, &c->tls)) != TRANSPORT_OK) {
 			teardown(c, r);
 			return;
 		}
@@ -418,7 +418,7 @@ static void on_connection(uv_stream_t *server, int status)
 		 * it a descriptor of its own. Closing ours does not shut the socket
 		 * down, so the connection lives on in the copy. */
 		char peer[sizeof(c->base.peer)];
-		tcp_peer_name(fd, peer, sizeof(peer));
+		tp_tcp_peer_name(fd, peer, sizeof(peer));
 		int own = fcntl(fd, F_DUPFD_CLOEXEC, 3);
 		conn_discard(c);
 		if (own < 0)
@@ -447,8 +447,8 @@ static tcp_listener *listener_new(uv_loop_t *loop, const transport_server_cb *cb
 	tcp_listener *l = calloc(1, sizeof(*l));
 	if (!l)
 		return NULL;
-	tp_listener_init(&l->base, &transport_tcp_listen_provider, loop, cb, ctx);
-	int r = transport_loopq_init(&l->base.q, loop, on_async, l);
+	tp_listener_init(&l->base, &tp_tcp_listen_provider, loop, cb, ctx);
+	int r = tp_loopq_init(&l->base.q, loop, on_async, l);
 	if (r < 0) {
 		free(l);
 		LOG_ERROR("transport", "uv_async_init: %s", uv_strerror(r));
@@ -516,7 +516,7 @@ static void request_teardown(sconn *c, int err)
 		/* torn_down == 0 under c->lock: the listener and its async handle
 		 * are alive (they go only after every connection is torn down). */
 		tcp_listener *l = c->l;
-		transport_loopq_post(&l->base.q, &c->req_node);
+		tp_loopq_post(&l->base.q, &c->req_node);
 	}
 	pthread_mutex_unlock(&c->lock);
 }
@@ -544,7 +544,7 @@ static void teardown(sconn *c, int err)
 		shutdown(c->fd, SHUT_RDWR);
 	pthread_mutex_unlock(&c->lock);
 
-	transport_loopq_cancel(&l->base.q, &c->req_node);
+	tp_loopq_cancel(&l->base.q, &c->req_node);
 
 	if (c->is_tls)
 		uv_poll_stop(&c->poll);
@@ -558,7 +558,7 @@ static void teardown(sconn *c, int err)
 	pthread_mutex_unlock(&c->lock);
 	pthread_mutex_unlock(&c->send_lock);
 
-	frame_rx_drop(&c->rx); /* a frame cut short */
+	tp_frame_rx_drop(&c->rx); /* a frame cut short */
 	if (c->conn_ctx) {
 		LOG_DEBUG("transport", "%s: closed: %s", c->base.peer, transport_strerror(err));
 		if (l->base.cb.on_close)
@@ -576,7 +576,7 @@ static void conn_close_cb(uv_handle_t *h)
 	if (c->is_tls) {
 		/* A poll handle does not own its socket; no writer is left (shut
 		 * was set before teardown took send_lock). */
-		tls_session_free(c->tls);
+		tp_tls_session_free(c->tls);
 		c->tls = NULL;
 		close(c->fd);
 	}
@@ -602,7 +602,7 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 	sconn *c = h->data;
 
 	uint8_t *dst;
-	size_t want = frame_rx_want(&c->rx, &dst);
+	size_t want = tp_frame_rx_want(&c->rx, &dst);
 	if (c->rx.state == FRAME_RX_PAYLOAD && dst) {
 		/* Straight into the destination, capped at the end of this frame. */
 		buf->base = (char *)dst;
@@ -622,7 +622,7 @@ static void send_version_reply(sconn *c)
 	if (proto_msg_version_reply(&m) == PROTO_OK && pthread_mutex_trylock(&c->send_lock) == 0) {
 		struct iovec iov = {m.data, m.len};
 		if (!atomic_load(&c->shut) && !c->send_err) {
-			if (c->tls ? tls_session_write_all(c->tls, &iov, 1, &c->shut, NULL) != TRANSPORT_OK
+			if (c->tls ? tp_tls_session_write_all(c->tls, &iov, 1, &c->shut, NULL) != TRANSPORT_OK
 				   : send(c->fd, m.data, m.len, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)m.len)
 				c->send_err = TRANSPORT_EIO;
 		}
@@ -641,7 +641,7 @@ static int stopped(sconn *c)
 	return 1;
 }
 
-/* A frame ended the connection (err from frame_rx_took): a peer of another
+/* A frame ended the connection (err from tp_frame_rx_took): a peer of another
  * protocol version is told which one we speak first. */
 static void rx_failed(sconn *c, int err)
 {
@@ -655,12 +655,12 @@ static void parse(sconn *c, const uint8_t *p, size_t n)
 {
 	while (n > 0) {
 		uint8_t *dst;
-		size_t k = frame_rx_want(&c->rx, &dst);
+		size_t k = tp_frame_rx_want(&c->rx, &dst);
 		if (k > n)
 			k = n;
 		if (dst)
 			memcpy(dst, p, k);
-		int r = frame_rx_took(&c->rx, k, &c->l->base.cb, c->conn_ctx, c->base.peer);
+		int r = tp_frame_rx_took(&c->rx, k, &c->l->base.cb, c->conn_ctx, c->base.peer);
 		if (r < 0) {
 			rx_failed(c, r);
 			return;
@@ -690,7 +690,7 @@ static void on_bytes(sconn *c, const uv_buf_t *buf, ssize_t nread)
 		return; /* EAGAIN */
 	if (buf->base != (char *)c->l->scratch) {
 		/* alloc_cb pointed libuv into the payload destination. */
-		int r = frame_rx_took(&c->rx, (size_t)nread, &c->l->base.cb, c->conn_ctx, c->base.peer);
+		int r = tp_frame_rx_took(&c->rx, (size_t)nread, &c->l->base.cb, c->conn_ctx, c->base.peer);
 		if (r > 0)
 			stopped(c);
 		return;
@@ -747,7 +747,7 @@ static void tls_poll_cb(uv_poll_t *p, int status, int events)
 	if (!c->tls_ready) {
 		if (!c->tls_peeked && tls_refuse_plain(c))
 			return;
-		r = tls_session_handshake(c->tls, c->base.peer);
+		r = tp_tls_session_handshake(c->tls, c->base.peer);
 		if (r == TLS_WANT_READ || r == TLS_WANT_WRITE) {
 			uv_poll_start(p, r == TLS_WANT_READ ? UV_READABLE : UV_WRITABLE, tls_poll_cb);
 			return;
@@ -774,7 +774,7 @@ static void tls_poll_cb(uv_poll_t *p, int status, int events)
 		uv_buf_t buf;
 		size_t got;
 		alloc_cb((uv_handle_t *)p, 0, &buf);
-		r = tls_session_read(c->tls, buf.base, buf.len, &got);
+		r = tp_tls_session_read(c->tls, buf.base, buf.len, &got);
 		if (r == TLS_WANT_READ)
 			return;
 		if (r == TLS_WANT_WRITE) {
@@ -784,7 +784,7 @@ static void tls_poll_cb(uv_poll_t *p, int status, int events)
 		on_bytes(c, &buf, r == TRANSPORT_OK ? (ssize_t)got : r == TRANSPORT_ECLOSED ? UV_EOF : UV_EIO);
 		if (r != TRANSPORT_OK || c->torn_down)
 			return;
-		if (i >= 64 && !tls_session_pending(c->tls))
+		if (i >= 64 && !tp_tls_session_pending(c->tls))
 			return;
 	}
 }
@@ -803,8 +803,8 @@ static int server_sendv(transport_conn *base, const struct iovec *iov, int iovcn
 		err = TRANSPORT_ECLOSED;
 	else if (c->send_err)
 		err = c->send_err;
-	else if ((err = c->tls ? tls_session_write_all(c->tls, iov, iovcnt, &c->shut, NULL)
-			       : tcp_write_all(c->fd, iov, iovcnt, &c->shut)) != TRANSPORT_OK &&
+	else if ((err = c->tls ? tp_tls_session_write_all(c->tls, iov, iovcnt, &c->shut, NULL)
+			       : tp_tcp_write_all(c->fd, iov, iovcnt, &c->shut)) != TRANSPORT_OK &&
 		 !atomic_load(&c->shut)) {
 		/* The peer is gone or the stream is mid-frame: end it. */
 		c->send_err = err;

@@ -12,7 +12,7 @@
  *
  * Kernel TLS. SSL_OP_ENABLE_KTLS asks OpenSSL to hand the keys to the kernel
  * after the handshake where the kernel has the tls ULP. With kTLS on the send
- * side, frames go out exactly as on plain tcp (tcp_write_all: one sendmsg of
+ * side, frames go out exactly as on plain tcp (tp_tcp_write_all: one sendmsg of
  * the caller's iovecs, no copy of ours), the kernel encrypting as it copies.
  * Without it, OpenSSL encrypts in user space into its record buffer and
  * writes that to the socket (a socket BIO, not a memory BIO, so no copy of
@@ -300,7 +300,7 @@ static void session_after_handshake(tls_session *t, const char *peer)
 		 SSL_get_cipher_name(t->ssl), t->ktls_tx ? "on" : "off", t->ktls_rx ? "on" : "off");
 }
 
-void tls_session_free(tls_session *t)
+void tp_tls_session_free(tls_session *t)
 {
 	if (!t)
 		return;
@@ -311,9 +311,9 @@ void tls_session_free(tls_session *t)
 	free(t);
 }
 
-int tls_session_ktls_send(const tls_session *t) { return t->ktls_tx; }
+int tp_tls_session_ktls_send(const tls_session *t) { return t->ktls_tx; }
 
-int tls_session_pending(tls_session *t)
+int tp_tls_session_pending(tls_session *t)
 {
 	pthread_mutex_lock(&t->lock);
 	int r = SSL_has_pending(t->ssl);
@@ -342,7 +342,7 @@ static int wait_fd(int fd, short events, atomic_int *stop)
 
 /* The client: connect() succeeded on fd (blocking); shake hands within
  * timeout_ms, verifying that the server's certificate names host. */
-int tls_client_handshake(int fd, const char *host, unsigned timeout_ms, tls_session **out)
+int tp_tls_client_handshake(int fd, const char *host, unsigned timeout_ms, tls_session **out)
 {
 	char eb[256];
 	SSL_CTX *ctx = client_ctx();
@@ -361,7 +361,7 @@ int tls_client_handshake(int fd, const char *host, unsigned timeout_ms, tls_sess
 	if (is_ip ? X509_VERIFY_PARAM_set1_ip_asc(vp, host) != 1
 		  : (SSL_set1_host(t->ssl, host) != 1 || SSL_set_tlsext_host_name(t->ssl, host) != 1)) {
 		LOG_ERROR("transport", "tls: cannot verify against host %s", host);
-		tls_session_free(t);
+		tp_tls_session_free(t);
 		return TRANSPORT_EADDR;
 	}
 	t->client = 1;
@@ -394,7 +394,7 @@ int tls_client_handshake(int fd, const char *host, unsigned timeout_ms, tls_sess
 		else
 			LOG_ERROR("transport", "tls: handshake with %s failed: %s", host, ssl_errstr(eb, sizeof(eb)));
 		ERR_clear_error();
-		tls_session_free(t);
+		tp_tls_session_free(t);
 		return ret;
 	}
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof(none));
@@ -403,7 +403,7 @@ int tls_client_handshake(int fd, const char *host, unsigned timeout_ms, tls_sess
 	 * never sleep inside SSL with the lock held. */
 	int fl = fcntl(fd, F_GETFL);
 	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) {
-		tls_session_free(t);
+		tp_tls_session_free(t);
 		return TRANSPORT_EIO;
 	}
 	session_after_handshake(t, host);
@@ -412,8 +412,8 @@ int tls_client_handshake(int fd, const char *host, unsigned timeout_ms, tls_sess
 }
 
 /* The server: an accepted, non-blocking fd. The handshake is driven by
- * tls_session_handshake from the loop. */
-int tls_server_session(int fd, tls_session **out)
+ * tp_tls_session_handshake from the loop. */
+int tp_tls_server_session(int fd, tls_session **out)
 {
 	pthread_mutex_lock(&G.lock);
 	SSL_CTX *ctx = G.server;
@@ -435,7 +435,7 @@ int tls_server_session(int fd, tls_session **out)
 /* One step of a non-blocking handshake: TRANSPORT_OK when done, TLS_WANT_READ
  * or TLS_WANT_WRITE to be called again when the socket is ready, or an error
  * (logged, with what the peer did wrong). */
-int tls_session_handshake(tls_session *t, const char *peer)
+int tp_tls_session_handshake(tls_session *t, const char *peer)
 {
 	char eb[256];
 
@@ -464,7 +464,7 @@ int tls_session_handshake(tls_session *t, const char *peer)
 /* Reads up to n plaintext bytes without blocking: TRANSPORT_OK with *got > 0,
  * TLS_WANT_READ (nothing there yet), TLS_WANT_WRITE, TRANSPORT_ECLOSED (the
  * peer closed) or TRANSPORT_EIO. */
-int tls_session_read(tls_session *t, void *buf, size_t n, size_t *got)
+int tp_tls_session_read(tls_session *t, void *buf, size_t n, size_t *got)
 {
 	char eb[256];
 
@@ -490,7 +490,7 @@ int tls_session_read(tls_session *t, void *buf, size_t n, size_t *got)
 
 /* Writes n bytes through SSL, waiting for the socket with the lock released.
  * Progress (transport_progress): each write of a frame after its first (*calls
- * counts them), as tcp_write_all_counted counts its sends. */
+ * counts them), as tp_tcp_write_all_counted counts its sends. */
 static int write_ssl(tls_session *t, const uint8_t *p, size_t n, atomic_int *stop, int *calls,
 		     atomic_uint_fast64_t *progress)
 {
@@ -531,11 +531,11 @@ static int write_ssl(tls_session *t, const uint8_t *p, size_t n, atomic_int *sto
 	return TRANSPORT_OK;
 }
 
-int tls_session_write_all(tls_session *t, const struct iovec *iov, int iovcnt, atomic_int *stop,
+int tp_tls_session_write_all(tls_session *t, const struct iovec *iov, int iovcnt, atomic_int *stop,
 			  atomic_uint_fast64_t *progress)
 {
 	if (t->ktls_tx) /* the kernel encrypts: the plain path, iovecs and all */
-		return tcp_write_all_counted(t->fd, iov, iovcnt, stop, progress);
+		return tp_tcp_write_all_counted(t->fd, iov, iovcnt, stop, progress);
 
 	size_t fill = 0;
 	int err, calls = 0;
