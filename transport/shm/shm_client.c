@@ -269,10 +269,10 @@ static int client_recv_frame(transport_conn *base, transport_frame *f, transport
  * nothing to pin; the record only says addr/len. */
 static int client_reg_mem(transport_conn *c, void *addr, size_t len, transport_mr **out)
 {
-	return tp_tcp_reg_mem(c, addr, len, out);
+	return tp_reg_mem_none(c, addr, len, out);
 }
 
-static int client_dereg_mem(transport_conn *c, transport_mr *mr) { return tp_tcp_dereg_mem(c, mr); }
+static int client_dereg_mem(transport_conn *c, transport_mr *mr) { return tp_dereg_mem_none(c, mr); }
 
 /* The message goes on the socket before the caller sends the frame that
  * names the region, so the server finds it there when it parses that frame. */

@@ -582,10 +582,10 @@ static int server_recv_frame(transport_conn *c, transport_frame *f, transport_pa
 
 static int server_reg_mem(transport_conn *c, void *addr, size_t len, transport_mr **out)
 {
-	return tp_tcp_reg_mem(c, addr, len, out);
+	return tp_reg_mem_none(c, addr, len, out);
 }
 
-static int server_dereg_mem(transport_conn *c, transport_mr *mr) { return tp_tcp_dereg_mem(c, mr); }
+static int server_dereg_mem(transport_conn *c, transport_mr *mr) { return tp_dereg_mem_none(c, mr); }
 
 static int server_region_get(transport_conn *base, uint32_t id, uint64_t off, uint64_t len, void **addr)
 {

@@ -33,7 +33,7 @@
  * other thread is inside a call on the connection (shut down, join, then close).
  */
 #include "rg_clock.h"
-#include "transport_int.h"
+#include "tcp_int.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -93,8 +93,8 @@ static int connect_one(const struct addrinfo *ai, uint64_t end, int *err_out);
 /* tcp and tls connections differ only in what they read and write through. */
 #define OPS(sch, cap)                                                                                                    \
 	{                                                                                                              \
-		.scheme = sch, .caps = cap, .sendv = client_sendv, .recv_frame = client_recv_frame, .reg_mem = tp_tcp_reg_mem,          \
-		.dereg_mem = tp_tcp_dereg_mem, .shutdown = client_shutdown, .close = client_close, .progress = client_progress,   \
+		.scheme = sch, .caps = cap, .sendv = client_sendv, .recv_frame = client_recv_frame, .reg_mem = tp_reg_mem_none,          \
+		.dereg_mem = tp_dereg_mem_none, .shutdown = client_shutdown, .close = client_close, .progress = client_progress,   \
 	}
 static const transport_ops tcp_client_ops = OPS("tcp", TRANSPORT_CAP_ADOPT);
 static const transport_ops tls_client_ops = OPS("tls", TRANSPORT_CAP_ADOPT | TRANSPORT_CAP_ENCRYPTED);

@@ -1,7 +1,6 @@
 /*
  * Socket helpers shared by the tcp client (blocking sockets) and the tcp server
- * (non-blocking sockets owned by libuv): writing a whole frame, naming the peer,
- * and the no-op memory registration of tcp.
+ * (non-blocking sockets owned by libuv): writing a whole frame and naming the peer.
  *
  * Why one sendmsg per frame: the design sends each call as one write, i.e. one
  * TCP segment when it fits. Split into a header write and a payload write, a
@@ -10,7 +9,7 @@
  * rather than writev because only send* take MSG_NOSIGNAL: a peer that vanished
  * must give us EPIPE, never a SIGPIPE that kills the user's program.
  */
-#include "transport_int.h"
+#include "tcp_int.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -120,21 +119,4 @@ void tp_tcp_peer_name(int fd, char *buf, size_t len)
 		if (inet_ntop(AF_INET6, &s6->sin6_addr, host, sizeof(host)))
 			snprintf(buf, len, "[%s]:%u", host, ntohs(s6->sin6_port));
 	}
-}
-
-int tp_tcp_reg_mem(transport_conn *c, void *addr, size_t len, transport_mr **out)
-{
-	transport_mr *mr = calloc(1, sizeof(*mr));
-	*out = mr;
-	if (!mr)
-		return TRANSPORT_ENOMEM;
-	mr->addr = addr;
-	mr->len = len;
-	return TRANSPORT_OK;
-}
-
-int tp_tcp_dereg_mem(transport_conn *c, transport_mr *mr)
-{
-	free(mr);
-	return TRANSPORT_OK;
 }

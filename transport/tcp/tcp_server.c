@@ -46,7 +46,7 @@
  * Lock order: send_lock -> conn.lock -> the listener's loopq lock. conn.lock
  * and the loopq lock are only held for a few instructions, never across I/O.
  */
-#include "transport_int.h"
+#include "tcp_int.h"
 #include "frame_rx.h"
 #include "loopq.h"
 
@@ -134,8 +134,8 @@ static int tls_adopt(uv_loop_t *loop, int fd, const transport_server_cb *cb, voi
 /* tcp and tls connections differ only in what they read and write through. */
 #define OPS(sch, cap)                                                                                                    \
 	{                                                                                                              \
-		.scheme = sch, .caps = cap, .sendv = server_sendv, .recv_frame = server_recv_frame, .reg_mem = tp_tcp_reg_mem,          \
-		.dereg_mem = tp_tcp_dereg_mem, .shutdown = server_shutdown, .close = server_close,                          \
+		.scheme = sch, .caps = cap, .sendv = server_sendv, .recv_frame = server_recv_frame, .reg_mem = tp_reg_mem_none,          \
+		.dereg_mem = tp_dereg_mem_none, .shutdown = server_shutdown, .close = server_close,                          \
 	}
 static const transport_ops tcp_server_ops = OPS("tcp", TRANSPORT_CAP_ADOPT);
 static const transport_ops tls_server_ops = OPS("tls", TRANSPORT_CAP_ADOPT | TRANSPORT_CAP_ENCRYPTED);

@@ -37,7 +37,7 @@
  * client certificate). The client verifies the server's name (or IP address)
  * against the host in REMOTE_GPU.
  */
-#include "transport_int.h"
+#include "tcp_int.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
