@@ -22,6 +22,11 @@ Cases:
             counted); bat's late answer is harmless
   batchwait with --batch-alloc-wait-ms, bat's allocation that does not fit waits
             and succeeds once lat frees; without it, it fails at once
+  libremote the batch tenant is a process through libremote.so (RG_LIBREMOTE,
+            by ctypes): 24 MiB in its default pool's reserve and 24 MiB its
+            release hook frees; lat's 48 MiB fit after libremote.so trimmed the
+            pool and called the hook. Without a hook and with nothing in the
+            pools, lat's allocation fails with CUDA_ERROR_OUT_OF_MEMORY
 Prints one line per check and exits 1 if any failed.
 """
 import os
@@ -149,11 +154,95 @@ def t_batchwait():
         srv.stop()
 
 
+# A batch tenant's process through libremote.so (RG_LIBREMOTE), by ctypes: the
+# release hook, the pool trim and the answer are frontend/src/release.c's.
+CHILD = r"""
+import ctypes, sys
+lib = ctypes.CDLL(sys.argv[1], mode=ctypes.RTLD_GLOBAL)
+MiB, hooked = 1 << 20, []
+def ck(e, what):
+    if e:
+        print("error %d in %s" % (e, what), flush=True)
+        sys.exit(1)
+cached = ctypes.c_void_p()
+ck(lib.cudaMalloc(ctypes.byref(cached), ctypes.c_size_t(int(sys.argv[2]) * MiB)), "cudaMalloc")
+if sys.argv[3] == "pool":  # 24 MiB in the default pool's reserve, kept there
+    pool, q = ctypes.c_void_p(), ctypes.c_void_p()
+    ck(lib.cudaDeviceGetDefaultMemPool(ctypes.byref(pool), 0), "cudaDeviceGetDefaultMemPool")
+    keep = ctypes.c_uint64(1 << 62)
+    ck(lib.cudaMemPoolSetAttribute(pool, 4, ctypes.byref(keep)), "cudaMemPoolSetAttribute")  # ReleaseThreshold
+    ck(lib.cudaMallocAsync(ctypes.byref(q), ctypes.c_size_t(24 * MiB), None), "cudaMallocAsync")
+    ck(lib.cudaFreeAsync(q, None), "cudaFreeAsync")
+    ck(lib.cudaStreamSynchronize(None), "cudaStreamSynchronize")
+def release(arg):
+    hooked.append(lib.cudaFree(cached))
+HOOK = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(release)
+if sys.argv[3] == "pool":
+    lib.remote_gpu_set_release_hook(HOOK, None)
+print("ready", flush=True)
+sys.stdin.read()
+print("hook calls %d, statuses %r" % (len(hooked), hooked), flush=True)
+"""
+
+
+def child(srv, mib, mode):
+    env = dict(os.environ, REMOTE_GPU="127.0.0.1:%d" % srv.port, REMOTE_GPU_TOKEN=TOK_B, REMOTE_GPU_LOG="info")
+    c = subprocess.Popen([sys.executable, "-c", CHILD, os.environ["RG_LIBREMOTE"], str(mib), mode], env=env,
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = c.stdout.readline().strip()
+    check(line == "ready", "the batch process through libremote.so is ready (%r)" % line)
+    return c
+
+
+def child_end(c):
+    out, err = c.communicate("", timeout=30)
+    return out.strip(), err
+
+
+def t_libremote():
+    if not os.environ.get("RG_LIBREMOTE"):
+        check(False, "RG_LIBREMOTE: the libremote.so to test is not set")
+        return
+    srv = server("--handover-wait-ms", "20000")
+    try:
+        lat = Client(srv.port, TOK_L)
+        c = child(srv, 24, "pool")
+        st, _ = lat.alloc(48 * MiB)
+        check(st == 0, "lat: 48 MiB fit after libremote.so trimmed its pool and ran the hook: both were "
+              "needed (%r)" % st)
+        t = smi_json(srv)
+        check(t["lat"]["handovers_served"] == 1 and t["bat"]["releases"] == 1, "remote-smi: one handover, served")
+        check(t["bat"]["released_bytes"] == 24 * MiB,
+              "remote-smi: the hook's cudaFree counted as released (24 MiB; the pool's reserve is not charged)")
+        out, err = child_end(c)
+        check(out == "hook calls 1, statuses [0]", "the hook ran once, its cudaFree succeeded (%r)" % out)
+        check("pools trimmed, hook called" in err, "libremote.so's log says what it did")
+        lat.close()
+    finally:
+        srv.stop()
+    srv = server("--handover-wait-ms", "20000")
+    try:
+        lat = Client(srv.port, TOK_L)
+        c = child(srv, 48, "plain")
+        st, _ = lat.alloc(32 * MiB)
+        check(st == OOM, "no hook, nothing in the pools: lat gets CUDA_ERROR_OUT_OF_MEMORY (%r)" % st)
+        t = smi_json(srv)
+        check(t["lat"]["handovers"] == 1 and t["lat"]["handovers_served"] == 0 and t["lat"]["handover_timeouts"] == 0
+              and t["bat"]["releases"] == 1 and t["bat"]["released_bytes"] == 0,
+              "remote-smi: asked, answered at once, nothing released")
+        out, err = child_end(c)
+        check(out == "hook calls 0, statuses []" and "no hook installed" in err, "no hook was called")
+        lat.close()
+    finally:
+        srv.stop()
+
+
 CASES = {
     "handover": lambda: with_pair(handover, "--handover-wait-ms", "20000"),
     "nothing": lambda: with_pair(nothing, "--handover-wait-ms", "20000"),
     "silent": lambda: with_pair(silent, "--handover-wait-ms", "500"),
     "batchwait": t_batchwait,
+    "libremote": t_libremote,
 }
 
 if __name__ == "__main__":
