@@ -13,10 +13,16 @@
 #   (d) the same with longer holds and less work ahead (--batch-hold-ms 12
 #       --batch-run-ms 4 --batch-ahead 8);
 #   (e) both together on a server started with --priority off, for comparison.
+#   (f) memory handed between tenants (item 4): a batch PyTorch process holds
+#       RG_TT_HANDOVER_GIB (10) GiB in its caching allocator with the release hook
+#       installed, on a GPU it filled but for that and 1 GiB; a latency process then
+#       allocates as much: the time of that allocation (with the handover) and of
+#       the same on free memory (bench/handover.py).
 # bench/two_tenants.py runs the clients and writes the report: the ratios against
 # the targets (generation p50/p99 together <= 1.25x alone; training together >= 60%
-# of alone). Writes two-tenants.md (and the raw JSON and logs) into $OUT (default
-# bench/results/two-tenants). Last line: a summary. About 150 s of GPU time.
+# of alone). Writes two-tenants.md and handover.md (and the raw JSON and logs) into
+# $OUT (default bench/results/two-tenants). Last lines: a summary of each. About
+# 150 s of GPU time for (a)-(e), 60 s for (f).
 #
 # Environment: RG_GPUD, RG_LIBREMOTE (the binaries; remote-smi is looked for
 # beside remote-gpud), RG_GPULESS (a wrapper that runs a command GPU-less; by
@@ -26,7 +32,8 @@
 # NAME:OPTIONS on a server of its own, ';' between them; the alone runs are on the
 # first run's server; default "admit:;h12r4:--batch-hold-ms 12 --batch-run-ms 4
 # --batch-ahead 8;off:--priority off": the defaults, a hold that favours the latency
-# tenant more, and no priority).
+# tenant more, and no priority); RG_TT_PARTS (the parts run, "prio handover": (a)-(e)
+# and (f); "handover" for (f) alone); RG_TT_HANDOVER_GIB (10).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
@@ -88,7 +95,7 @@ client() { # TOKEN LOG ARGS...
 	local tok=$1 logf=$2
 	shift 2
 	timeout 240 $wrap env REMOTE_GPU=127.0.0.1:$port REMOTE_GPU_TOKEN="$tok" LD_PRELOAD="$lib" \
-		LD_LIBRARY_PATH="$(dirname "$lib")/driver" PYTHONUNBUFFERED=1 python3 "$py" "$@" >"$logf" 2>&1
+		LD_LIBRARY_PATH="$(dirname "$lib")/driver" PYTHONUNBUFFERED=1 python3 "${client_py:-$py}" "$@" >"$logf" 2>&1
 }
 together() { # MODE
 	local m=$1
@@ -112,8 +119,10 @@ together() { # MODE
 	echo "- training: batch 8 x 256 tokens, Adam; alone for ${train_s} s; together, the steps that end while generation is measured"
 } >"$out/meta.txt"
 
+parts=" ${RG_TT_PARTS:-prio handover} "
 # The together runs: name:options, separated by ';' (each on a server of its own).
 IFS=";" read -r -a runs <<<"${RG_TT_RUNS:-$default_runs}"
+[[ $parts == *" prio "* ]] || runs=()
 first=1
 for r in "${runs[@]}"; do
 	name=${r%%:*} opts=${r#*:}
@@ -131,6 +140,27 @@ for r in "${runs[@]}"; do
 	together "$name"
 	stop
 done
+
+# (f) the handover: grab (latency) starts first, so its context is made before
+# hold (batch) measures what is free; its allocation starts once hold is ready.
+if [[ $parts == *" handover "* ]] && start --handover-wait-ms 30000; then
+	gib=${RG_TT_HANDOVER_GIB:-10}
+	rm -f "$work/ready-h" "$work/done-h"
+	client_py=$here/handover.py
+	client "$tok_i" "$out/grab.log" grab --out "$out/grab.json" --gib "$gib" --start-file "$work/ready-h" \
+		--done-file "$work/done-h" &
+	gp=$!
+	client "$tok_t" "$out/hold.log" hold --out "$out/hold.json" --gib "$gib" --ready-file "$work/ready-h" \
+		--stop-file "$work/done-h" &
+	hp=$!
+	wait $gp || echo "two-tenants: grab failed: $(tail -n 2 "$out/grab.log" | paste -sd';')"
+	touch "$work/done-h"
+	wait $hp || echo "two-tenants: hold failed: $(tail -n 2 "$out/hold.log" | paste -sd';')"
+	client_py=
+	"$smi" --json --run-dir "$work/run" >"$out/smi-handover.json" 2>/dev/null
+	stop
+fi
 cp "$work/server.log" "$out/server.log"
 echo "- wall time: $(( $(date +%s) - t0 )) s" >>"$out/meta.txt"
-python3 "$py" report --dir "$out" --out "$out/two-tenants.md" | tail -n 1
+[[ $parts == *" prio "* ]] && python3 "$py" report --dir "$out" --out "$out/two-tenants.md" | tail -n 1
+[[ $parts == *" handover "* ]] && python3 "$here/handover.py" report --dir "$out" --out "$out/handover.md" | tail -n 1

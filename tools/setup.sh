@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PKGS="cmake make gcc g++ clang python3 libuv1-dev libmsgpack-dev libxxhash-dev libzstd-dev liblz4-dev nettle-dev
       libssl-dev openssl libibverbs-dev librdmacm-dev python3-prometheus-client
-      podman podman-compose runc netavark aardvark-dns debootstrap"
+      podman podman-compose runc netavark aardvark-dns iptables debootstrap"
 missing=$(for p in $PKGS; do dpkg -s "$p" >/dev/null 2>&1 || echo "$p"; done)
 if [ -n "$missing" ]; then
 	SUDO=; [ "$(id -u)" = 0 ] || SUDO=sudo

@@ -2071,6 +2071,24 @@ static int gen_memcpy_dtoh_region(be_session *s, be_req *rq)
 	return be_op_memcpy_dtoh_region(s, rq, src, region, off, len, stream_id);
 }
 
+static int gen_release(be_session *s, be_req *rq)
+{
+	uint64_t gen_w;
+	if (proto_arg_u64(&rq->view, 0, &gen_w))
+		return BE_EPROTO;
+	uint64_t gen = (uint64_t)gen_w;
+	return be_op_release(s, rq, gen);
+}
+
+static int gen_release_done(be_session *s, be_req *rq)
+{
+	uint64_t gen_w;
+	if (proto_arg_u64(&rq->view, 0, &gen_w))
+		return BE_EPROTO;
+	uint64_t gen = (uint64_t)gen_w;
+	return be_op_release_done(s, rq, gen);
+}
+
 const be_op_desc be_ops[PROTO_OP_COUNT] = {
 	[PROTO_OP_HELLO] = {gen_hello, BE_OP_SYNC},
 	[PROTO_OP_MODULE_LOAD] = {gen_module_load, BE_OP_SYNC | BE_OP_PAYLOAD},
@@ -2189,6 +2207,8 @@ const be_op_desc be_ops[PROTO_OP_COUNT] = {
 	[PROTO_OP_REGION_DROP] = {gen_region_drop, BE_OP_SYNC},
 	[PROTO_OP_MEMCPY_HTOD_REGION] = {gen_memcpy_htod_region, BE_OP_ASYNC},
 	[PROTO_OP_MEMCPY_DTOH_REGION] = {gen_memcpy_dtoh_region, BE_OP_ASYNC},
+	[PROTO_OP_RELEASE] = {gen_release, BE_OP_ASYNC},
+	[PROTO_OP_RELEASE_DONE] = {gen_release_done, BE_OP_ASYNC},
 	/* api/cublas.api (backend/gen/lib_cublas.c) */
 	[PROTO_OP_CUBLASCREATE_V2] = {be_gen_cublasCreate_v2, BE_OP_ASYNC},
 	[PROTO_OP_CUBLASDESTROY_V2] = {be_gen_cublasDestroy_v2, BE_OP_ASYNC},

@@ -108,5 +108,7 @@ int be_op_region_add(be_session *s, be_req *rq, uint32_t region, uint64_t len);
 int be_op_region_drop(be_session *s, be_req *rq, uint32_t region);
 int be_op_memcpy_htod_region(be_session *s, be_req *rq, CUdeviceptr dst, uint32_t region, uint64_t off, uint64_t len, uint64_t stream);
 int be_op_memcpy_dtoh_region(be_session *s, be_req *rq, CUdeviceptr src, uint32_t region, uint64_t off, uint64_t len, uint64_t stream);
+int be_op_release(be_session *s, be_req *rq, uint64_t gen);
+int be_op_release_done(be_session *s, be_req *rq, uint64_t gen);
 
 #endif

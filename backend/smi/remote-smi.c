@@ -315,9 +315,13 @@ static void print_json(const be_snap *snaps, size_t n)
 				       ", \"sessions_refused\": %" PRIu64 ", \"removed\": %s",
 				       t->started, t->refused_mem, t->refused_sess, t->removed ? "true" : "false");
 				printf(", \"busy_sessions\": %" PRIu64 ", \"held_sessions\": %" PRIu64 ", \"holds\": %" PRIu64
-				       ", \"hold_timeouts\": %" PRIu64 ", \"held_seconds\": %.6f, \"ahead_waits\": %" PRIu64 "}",
+				       ", \"hold_timeouts\": %" PRIu64 ", \"held_seconds\": %.6f, \"ahead_waits\": %" PRIu64,
 				       t->busy, t->held_now, t->holds, t->hold_timeouts, (double)t->held_ns / 1e9,
 				       t->ahead_waits);
+				printf(", \"handovers\": %" PRIu64 ", \"handover_timeouts\": %" PRIu64 ", \"handovers_served\": %" PRIu64
+				       ", \"releases\": %" PRIu64 ", \"released_bytes\": %" PRIu64 ", \"alloc_waits\": %" PRIu64 "}",
+				       t->handovers, t->handover_timeouts, t->handover_ok, t->releases, t->released_bytes,
+				       t->alloc_waits);
 			}
 			printf("%s]", s->ntenants ? "\n   " : "");
 		}

@@ -357,6 +357,7 @@ struct be_session {
 	int unknown_logged;
 	uint32_t tenant_slot; /* 1 + its slot in the tenant ledger (tenants.c); 0: no tenants */
 	struct be_prio_sess *prio; /* latency first (prio.c): with --tenants and --priority admit; NULL: none */
+	struct be_handover_sess *handover; /* handover.c: batch sessions with --tenants; NULL: none */
 };
 
 /* The session's device index dev (0 .. be_srv.ngpu-1) for the frame about to

@@ -100,7 +100,7 @@ static void session_family(FILE *f, const be_snap *snaps, size_t n, const char *
 }
 
 enum { T_USED, T_PEAK, T_QUOTA, T_SESS, T_MAXSESS, T_STARTED, T_REFMEM, T_REFSESS, T_BUSY, T_HELDNOW, T_HOLDS,
-       T_HOLDTO, T_HELDNS, T_AHEAD };
+       T_HOLDTO, T_HELDNS, T_AHEAD, T_HANDOVERS, T_HANDOVER_TO, T_HANDOVER_OK, T_RELEASES, T_RELEASED, T_ALLOCWAIT };
 
 /* Per tenant of --tenants: labelled by name and class (names are the
  * operator's, not a client's). A quota or maximum that is unlimited is left
@@ -133,6 +133,12 @@ static void tenant_family(FILE *f, const be_snap *snaps, size_t n, const char *n
 			case T_HOLDTO: v = t->hold_timeouts; break;
 			case T_HELDNS: v = t->held_ns; break;
 			case T_AHEAD: v = t->ahead_waits; break;
+			case T_HANDOVERS: v = t->handovers; break;
+			case T_HANDOVER_TO: v = t->handover_timeouts; break;
+			case T_HANDOVER_OK: v = t->handover_ok; break;
+			case T_RELEASES: v = t->releases; break;
+			case T_RELEASED: v = t->released_bytes; break;
+			case T_ALLOCWAIT: v = t->alloc_waits; break;
 			}
 			if ((which == T_QUOTA && v == UINT64_MAX) || (which == T_MAXSESS && v == 0))
 				continue;
@@ -261,6 +267,19 @@ char *be_metrics_render(const be_snap *snaps, size_t n, size_t *len)
 		      "Batch tenant: time its sessions were held back.", T_HELDNS);
 	tenant_family(f, snaps, n, "remote_gpud_tenant_ahead_waits_total", "counter",
 		      "Batch tenant: waits for its own work queued on the GPU to drain (--batch-ahead).", T_AHEAD);
+	tenant_family(f, snaps, n, "remote_gpud_tenant_handovers_total", "counter",
+		      "Latency tenant: allocations the device could not serve that asked batch tenants to release.",
+		      T_HANDOVERS);
+	tenant_family(f, snaps, n, "remote_gpud_tenant_handover_timeouts_total", "counter",
+		      "Latency tenant: handovers whose wait reached --handover-wait-ms.", T_HANDOVER_TO);
+	tenant_family(f, snaps, n, "remote_gpud_tenant_handovers_served_total", "counter",
+		      "Latency tenant: handovers after which the allocation succeeded.", T_HANDOVER_OK);
+	tenant_family(f, snaps, n, "remote_gpud_tenant_releases_total", "counter",
+		      "Batch tenant: release requests its clients answered.", T_RELEASES);
+	tenant_family(f, snaps, n, "remote_gpud_tenant_released_bytes_total", "counter",
+		      "Batch tenant: device memory its clients released when asked.", T_RELEASED);
+	tenant_family(f, snaps, n, "remote_gpud_tenant_alloc_waits_total", "counter",
+		      "Batch tenant: allocations that waited for memory (--batch-alloc-wait-ms).", T_ALLOCWAIT);
 
 	/* No family names a session's client (host, pid, command line): /metrics
 	 * answers anyone who can reach the port, and a tenant's command line is

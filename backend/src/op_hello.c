@@ -8,6 +8,7 @@
  */
 #include "backend.h"
 #include "admit.h"
+#include "handover.h"
 #include "tenants.h"
 
 #include <inttypes.h>
@@ -155,8 +156,9 @@ int be_op_hello(be_session *s, be_req *rq, uint32_t version, const char *token, 
 	 * then the server's software version, for remote-gpu info (libremote.so
 	 * does not read it), the shm:// path offered to this client ("" for
 	 * none) and the server's instance id (the client that moves to the
-	 * offered socket checks that the same server answers there). */
-	proto_msg *m = be_reply_begin(s, rq, 3 + 9 * (uint32_t)be_srv.ngpu + 3);
+	 * offered socket checks that the same server answers there), and 1 if
+	 * the client should listen for release events (handover.c), else 0. */
+	proto_msg *m = be_reply_begin(s, rq, 3 + 9 * (uint32_t)be_srv.ngpu + 4);
 	proto_msg_u64(m, PROTO_VERSION);
 	proto_msg_i64(m, be_srv.driver_version);
 	proto_msg_u64(m, (uint64_t)be_srv.ngpu);
@@ -183,5 +185,6 @@ int be_op_hello(be_session *s, be_req *rq, uint32_t version, const char *token, 
 	proto_msg_str(m, rg_version());
 	proto_msg_str(m, offer_shm(s) ? be_srv.shm_offer : "");
 	proto_msg_bin(m, be_srv.instance, sizeof(be_srv.instance));
+	proto_msg_u64(m, (uint64_t)be_handover_listens(s));
 	return be_reply_end(s, rq, m, NULL, 0);
 }

@@ -6,14 +6,38 @@
  * or a double free is CUDA_ERROR_INVALID_VALUE and never reaches the driver.
  * Each allocation is charged to the session's tenant before the driver is
  * asked (tenants.h), so a tenant over its quota gets CUDA_ERROR_OUT_OF_MEMORY
- * as from a full device, and a free gives the bytes back.
+ * as from a full device, and a free gives the bytes back. An allocation the
+ * device cannot serve goes through the handover first (handover.h): a latency
+ * tenant's is tried again after batch tenants released, a batch tenant's may
+ * wait for memory.
  */
 #include "backend.h"
 
 #include <inttypes.h>
 
+#include "handover.h"
 #include "ops.h"
 #include "tenants.h"
+
+typedef struct alloc_try {
+	CUdeviceptr *p;
+	size_t size;
+	CUmemoryPool pool; /* alloc_async: NULL for the current pool's plain call */
+	CUstream st;
+} alloc_try;
+
+static CUresult try_alloc(void *ctx)
+{
+	alloc_try *a = ctx;
+	return be_drv.cuMemAlloc(a->p, a->size);
+}
+
+static CUresult try_alloc_async(void *ctx)
+{
+	alloc_try *a = ctx;
+	return a->pool ? be_drv.cuMemAllocFromPoolAsync(a->p, a->size, a->pool, a->st)
+		       : be_drv.cuMemAllocAsync(a->p, a->size, a->st);
+}
 
 static int record(be_session *s, CUdeviceptr p, uint64_t size, int kind);
 static int check_freeable(be_session *s, CUdeviceptr ptr, const char *what);
@@ -47,7 +71,8 @@ int be_op_mem_alloc(be_session *s, be_req *rq, uint64_t size)
 		int err = be_tenant_charge(s, size);
 		if (err)
 			return err;
-		if ((r = be_drv.cuMemAlloc(&p, (size_t)size)) != CUDA_SUCCESS) {
+		alloc_try a = {&p, (size_t)size, NULL, NULL};
+		if ((r = be_handover_alloc(s, try_alloc(&a), try_alloc, &a)) != CUDA_SUCCESS) {
 			be_tenant_uncharge(s, size);
 			return r;
 		}
@@ -96,8 +121,8 @@ static int alloc_async(be_session *s, be_req *rq, uint64_t size, CUmemoryPool po
 		 * reserve is the driver's, reused by the tenant's next allocation. */
 		if ((err = be_tenant_charge(s, size)))
 			return err;
-		r = pool ? be_drv.cuMemAllocFromPoolAsync(&p, (size_t)size, pool, st)
-			 : be_drv.cuMemAllocAsync(&p, (size_t)size, st);
+		alloc_try a = {&p, (size_t)size, pool, st};
+		r = be_handover_alloc(s, try_alloc_async(&a), try_alloc_async, &a);
 		if (r != CUDA_SUCCESS) {
 			be_tenant_uncharge(s, size);
 			return r;

@@ -15,6 +15,7 @@
 #include "rg_args.h"
 #include "rg_opt.h"
 #include "rg_token.h"
+#include "handover.h"
 #include "prio.h"
 #include "tenants.h"
 
@@ -29,6 +30,7 @@ enum {
 	O_TLS_CERT, O_TLS_KEY, O_TLS_CA, O_INSECURE, /* listen_tls.c */
 	O_TENANTS, O_LEDGER_FD,            /* tenants.c */
 	O_PRIORITY, O_BATCH_HOLD, O_BATCH_RUN, O_BATCH_AHEAD, /* prio.c */
+	O_HANDOVER_WAIT, O_BATCH_ALLOC_WAIT,              /* handover.c */
 	O_SHM_OFFER,
 };
 
@@ -65,6 +67,8 @@ static const struct option opt_long[] = {
 	{"batch-hold-ms", required_argument, NULL, O_BATCH_HOLD},
 	{"batch-run-ms", required_argument, NULL, O_BATCH_RUN},
 	{"batch-ahead", required_argument, NULL, O_BATCH_AHEAD},
+	{"handover-wait-ms", required_argument, NULL, O_HANDOVER_WAIT},
+	{"batch-alloc-wait-ms", required_argument, NULL, O_BATCH_ALLOC_WAIT},
 	{"shm-offer", required_argument, NULL, O_SHM_OFFER},
 	{"session-fd", required_argument, NULL, O_SESSION_FD},
 	{"session-listen", required_argument, NULL, O_SESSION_LISTEN},
@@ -112,6 +116,11 @@ static void opt_usage(FILE *f)
 		"  --batch-run-ms N    ... after which it runs unheld for N ms (default %d)\n"
 		"  --batch-ahead N     launches a batch session may have queued on the GPU while\n"
 		"                      latency tenants have sessions (default %d)\n"
+		"  --handover-wait-ms N  a latency tenant's allocation the device cannot serve waits\n"
+		"                      up to N ms for batch tenants' clients to release cached memory,\n"
+		"                      then is tried once more (default 2000; 0: no handover)\n"
+		"  --batch-alloc-wait-ms N  a batch tenant's allocation the device cannot serve waits\n"
+		"                      up to N ms for memory (default 0: fails at once)\n"
 		"  --isolation MODE    process (default): each session in a process of its own, so a\n"
 		"                      kernel fault cannot reach other clients; thread: all in one\n"
 		"                      process (faster session start, no fault isolation; contexts of one\n"
@@ -254,6 +263,11 @@ static int opt_one(be_options *o, int c, const char *name, char *v)
 	case O_BATCH_RUN:
 	case O_BATCH_AHEAD:
 		if ((r = be_prio_option(opt, v)) != 0)
+			return r < 0 ? rg_opt_error(OPT_PROG, "unknown option '%s'", opt) : r;
+		break;
+	case O_HANDOVER_WAIT:
+	case O_BATCH_ALLOC_WAIT:
+		if ((r = be_handover_option(opt, v)) != 0)
 			return r < 0 ? rg_opt_error(OPT_PROG, "unknown option '%s'", opt) : r;
 		break;
 	}

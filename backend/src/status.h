@@ -183,6 +183,7 @@ typedef struct be_snap_tenant {
 	uint64_t used, peak, sessions, started, refused_mem, refused_sess;
 	/* latency first (prio.c) */
 	uint64_t busy, held_now, holds, hold_timeouts, held_ns, ahead_waits;
+	uint64_t handovers, handover_timeouts, handover_ok, releases, released_bytes, alloc_waits; /* handover.c */
 } be_snap_tenant;
 
 typedef struct be_snap {

@@ -59,6 +59,12 @@ int be_snap_read_tenants(const char *dir, be_snap *out)
 			o->hold_timeouts = LD(t->hold_timeouts);
 			o->held_ns = LD(t->held_ns);
 			o->ahead_waits = LD(t->ahead_waits);
+			o->handovers = LD(t->handovers);
+			o->handover_timeouts = LD(t->handover_timeouts);
+			o->handover_ok = LD(t->handover_ok);
+			o->releases = LD(t->releases);
+			o->released_bytes = LD(t->released_bytes);
+			o->alloc_waits = LD(t->alloc_waits);
 		}
 	}
 	munmap(l, sizeof(be_ledger));

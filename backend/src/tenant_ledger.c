@@ -248,6 +248,7 @@ int be_ledger_login(be_ledger *l, const char *sha, int64_t pid, uint32_t *slot, 
 		sl->klass = t->klass;
 		sl->charged = 0;
 		atomic_store(&sl->busy, 0);
+		atomic_store(&sl->release_done, atomic_load(&sl->release_req)); /* nothing asked of it */
 		if (t->klass == BE_TENANT_LATENCY)
 			atomic_fetch_add(&l->prio.latency_sessions, 1);
 		atomic_store(&sl->pid, pid);
@@ -297,6 +298,14 @@ void be_ledger_uncharge(be_ledger *l, uint32_t slot, uint64_t size)
 	uint64_t used = atomic_load(&t->used);
 	atomic_store(&t->used, used > size ? used - size : 0);
 	pthread_mutex_unlock(&l->mu);
+}
+
+uint64_t be_ledger_slot_charged(be_ledger *l, uint32_t slot)
+{
+	ledger_lock(l);
+	uint64_t n = l->slot[slot].charged;
+	pthread_mutex_unlock(&l->mu);
+	return n;
 }
 
 /* The exchange makes mark and unmark pairs whoever calls (the executor, the

@@ -14,7 +14,7 @@
 #include "tenants.h"
 
 #define BE_LEDGER_MAGIC 0x544e4752u /* "RGNT" */
-#define BE_LEDGER_VERSION 2
+#define BE_LEDGER_VERSION 3
 #define BE_LEDGER_SLOTS 4096 /* sessions at once, over all tenants */
 #define BE_LEDGER_FILE "tenants.stat"
 
@@ -42,6 +42,13 @@ typedef struct be_ledger_tenant {
 	_Atomic uint64_t hold_timeouts; /* batch: holds that reached the bound */
 	_Atomic uint64_t held_ns;     /* batch: time held back, all sessions */
 	_Atomic uint64_t ahead_waits; /* batch: waits for its own work ahead to drain */
+	/* memory handed between tenants (handover.c) */
+	_Atomic uint64_t handovers;         /* latency: allocations that asked batch sessions to release */
+	_Atomic uint64_t handover_timeouts; /* latency: of them, waits that reached --handover-wait-ms */
+	_Atomic uint64_t handover_ok;       /* latency: of them, allocations that then succeeded */
+	_Atomic uint64_t releases;          /* batch: release requests its clients answered */
+	_Atomic uint64_t released_bytes;    /* batch: bytes its sessions' charges fell by in them */
+	_Atomic uint64_t alloc_waits;       /* batch: allocations that waited for memory */
 } be_ledger_tenant;
 
 typedef struct be_ledger_slot {
@@ -51,6 +58,11 @@ typedef struct be_ledger_slot {
 	_Atomic uint32_t busy; /* latency: counted in its tenant's busy and the ledger's (prio.c) */
 	uint32_t pad;
 	uint64_t charged; /* bytes this session holds */
+	/* handover.c: a latency session bumps req (a futex word) to ask this batch
+	 * session to release; the session answers with done = req once its client
+	 * has; base is its charge when it passed the request on. */
+	_Atomic uint32_t release_req, release_done;
+	uint64_t release_base;
 } be_ledger_slot;
 
 /* Latency first (prio.c): the supervisor's settings, and what batch sessions
@@ -62,6 +74,8 @@ typedef struct be_ledger_prio {
 	_Atomic uint64_t latency_sessions; /* live sessions of latency tenants */
 	_Atomic uint64_t busy;             /* of them, with work now */
 	_Atomic uint64_t quiet_ns;         /* CLOCK_MONOTONIC when one last went quiet */
+	uint64_t handover_ns;              /* --handover-wait-ms (handover.c) */
+	uint64_t batch_wait_ns;            /* --batch-alloc-wait-ms (handover.c) */
 } be_ledger_prio;
 
 typedef struct be_ledger {
@@ -95,6 +109,8 @@ int be_ledger_login(be_ledger *l, const char *sha, int64_t pid, uint32_t *slot, 
 void be_ledger_busy(be_ledger *l, uint32_t slot, int busy, uint64_t now_ns);
 int be_ledger_charge(be_ledger *l, uint32_t slot, uint64_t size);
 void be_ledger_uncharge(be_ledger *l, uint32_t slot, uint64_t size);
+/* The bytes the session in slot holds now. */
+uint64_t be_ledger_slot_charged(be_ledger *l, uint32_t slot);
 void be_ledger_logout(be_ledger *l, uint32_t slot);
 /* Supervisor: every slot of process pid is released. */
 void be_ledger_reap(be_ledger *l, int64_t pid);

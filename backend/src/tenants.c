@@ -14,6 +14,7 @@
  * start and on reload.
  */
 #include "backend.h"
+#include "handover.h"
 #include "prio.h"
 #include "tenant_ledger.h"
 #include "tenants.h"
@@ -109,6 +110,7 @@ int be_tenants_start(void *loop, const char *run_dir)
 		return -1;
 	}
 	be_prio_publish(T.l);
+	be_handover_publish(T.l);
 	LOG_INFO(BE_LOG, "--tenants %s: %zu tenants", T.path, T.tab.n);
 	uv_signal_init(loop, &T.sighup);
 	uv_signal_start(&T.sighup, on_sighup, SIGHUP);
@@ -183,6 +185,7 @@ int be_tenant_login(be_session *s, const char *token, size_t len)
 	case BE_LEDGER_OK:
 		s->tenant_slot = slot + 1;
 		be_prio_login(s, T.l, slot);
+		be_handover_login(s, T.l, slot);
 		/* One session a process (process mode), one tenant a process (thread
 		 * mode): the store's quota is this process's tenant's. */
 		snprintf(T.store_id, sizeof(T.store_id), "%s", t->name);
@@ -224,6 +227,7 @@ void be_tenant_uncharge(be_session *s, uint64_t size)
 
 void be_tenant_logout(be_session *s)
 {
+	be_handover_logout(s);
 	be_prio_logout(s);
 	if (s->tenant_slot && T.l)
 		be_ledger_logout(T.l, s->tenant_slot - 1);

@@ -1662,3 +1662,11 @@ int fe_rpc_memcpy_dtoh_region(fe_conn *c, uint64_t src, uint32_t region, uint64_
 	proto_msg_u64(&m, stream);
 	return fe_conn_post(c, &m, NULL, 0);
 }
+
+int fe_rpc_release_done(fe_conn *c, uint64_t gen)
+{
+	proto_msg m;
+	proto_msg_begin(&m, PROTO_OP_RELEASE_DONE, fe_conn_next_seq(c), 1);
+	proto_msg_u64(&m, (uint64_t)gen);
+	return fe_conn_post(c, &m, NULL, 0);
+}

@@ -208,6 +208,10 @@ static void rx_devout(fe_conn *c)
 		LOG_DEBUG("frontend", "device output: %zu bytes not written to stdout", n);
 }
 
+static _Atomic(fe_release_cb) release_cb;
+
+void fe_conn_on_release(fe_release_cb fn) { atomic_store(&release_cb, fn); }
+
 static void rx_event(fe_conn *c)
 {
 	uint64_t id;
@@ -217,6 +221,8 @@ static void rx_event(fe_conn *c)
 		c->hostfn(c->hostfn_ctx, id, op == PROTO_OP_HOSTFN_FORGET);
 	else if (op == PROTO_OP_DEVOUT)
 		rx_devout(c);
+	else if (op == PROTO_OP_RELEASE && proto_arg_u64(&c->rx_view, 0, &id) == PROTO_OK && atomic_load(&release_cb))
+		atomic_load(&release_cb)(c, id);
 	else if (op == PROTO_OP_PING)
 		; /* an answer to the watchdog's ping: its arrival was the point */
 	else

@@ -119,6 +119,10 @@ int fe_conn_take_latched(fe_conn *c);
 /* The server may send events from now on (a host function was enqueued): the
  * receiver thread keeps reading even when no call is outstanding. */
 void fe_conn_expect_events(fe_conn *c);
+/* Release events (a batch tenant's session; frontend/src/release.c): fn(c, gen)
+ * runs on the thread that read the event, so it only hands the work on. */
+typedef void (*fe_release_cb)(fe_conn *c, uint64_t gen);
+void fe_conn_on_release(fe_release_cb fn);
 /* The session is established (hello done): the liveness watchdog (live.h) may
  * ping the server from now on. Before, it judges by the replies alone. */
 void fe_conn_enable_pings(fe_conn *c);

@@ -13,11 +13,17 @@
  *   DEVICE  the device may have changed it: pages inaccessible; a host access
  *           faults, and the handler copies the allocation back with a
  *           synchronous copy on the legacy stream (it waits for the work
- *           before it, as the program's own synchronisation does): CLEAN
+ *           before it, as the program's own synchronisation does): CLEAN.
+ *           Mapped host memory (pinned memory to the program, which waits for
+ *           nothing when the host reads it), and any access from a host
+ *           function (its stream, and so the legacy stream, waits for it), is
+ *           copied back on a non-blocking stream of ours instead.
  *
  * Before any forwarded call that is not a query or a wait (a launch, a copy, a
  * library call: which memory it touches cannot be seen from here) every HOST
- * allocation is uploaded and every allocation becomes DEVICE. These are the
+ * allocation is uploaded (on our non-blocking stream, then synchronised: a
+ * host function's stream may be waiting for the call) and every allocation
+ * becomes DEVICE. These are the
  * rules of a device without concurrent managed access, which is what the
  * device attributes report (cudaDevAttrConcurrentManagedAccess 0): the host
  * touches managed memory only while no device work that uses it runs.
@@ -56,7 +62,7 @@ typedef struct region {
 	uint64_t alloc;  /* the server's allocation (base rounded down into it) */
 	int device;
 	int state;
-	int mapped_host; /* cudaHostAlloc(cudaHostAllocMapped): freed by cudaFreeHost */
+	int mapped_host; /* cudaHostAlloc(cudaHostAllocMapped), small pinned: freed by cudaFreeHost */
 	struct region *next;
 } region;
 
@@ -66,6 +72,9 @@ static atomic_int nregions;
 static atomic_int nhost; /* regions not in the DEVICE state: a call has something to hand over */
 static _Thread_local int in_managed; /* our own copies must not recurse */
 static struct sigaction old_segv;
+/* (mg_lock) each device's non-blocking stream of ours, and its connection */
+static uint64_t own_stream[FE_MAX_DEVICES];
+static fe_conn *own_conn[FE_MAX_DEVICES];
 static pthread_once_t segv_once = PTHREAD_ONCE_INIT;
 
 static size_t page_size(void)
@@ -99,6 +108,24 @@ static int protect(region *r, int prot, int state)
 	return 0;
 }
 
+/* (mg_lock held, in_managed set) r's device's stream that waits for no other
+ * work, created at its first use; 0 if that failed. */
+static uint64_t own_stream_locked(const region *r, fe_conn *c)
+{
+	if (r->device < 0 || r->device >= FE_MAX_DEVICES)
+		return 0;
+	if (own_conn[r->device] != c) {
+		uint64_t id = fe_rt_new_id();
+		if (fe_rpc_stream_create(c, id, cudaStreamNonBlocking, 0) != 0) {
+			LOG_ERROR("frontend", "managed memory: cannot create a stream of its own");
+			return 0;
+		}
+		own_stream[r->device] = id;
+		own_conn[r->device] = c;
+	}
+	return own_stream[r->device];
+}
+
 /* DEVICE -> CLEAN: the device's bytes into the host pages (mg_lock held). */
 static int fetch_locked(region *r)
 {
@@ -106,7 +133,12 @@ static int fetch_locked(region *r)
 	if (!c || mprotect((void *)r->base, r->size, PROT_READ | PROT_WRITE) != 0)
 		return -1;
 	in_managed = 1;
-	int st = fe_copy_dtoh(c, (uint8_t *)r->base, r->base, r->size, 0, 0);
+	uint64_t sid = 0;
+	int st = 0;
+	if (r->mapped_host || fe_hostfn_in_thread())
+		st = (sid = own_stream_locked(r, c)) ? 0 : -1;
+	if (st == 0)
+		st = fe_copy_dtoh(c, (uint8_t *)r->base, r->base, r->size, sid, 0);
 	in_managed = 0;
 	if (st != 0) {
 		mprotect((void *)r->base, r->size, PROT_NONE); /* still DEVICE: stale bytes stay unreadable */
@@ -304,6 +336,8 @@ static void forget_device(int dev)
 		munmap((void *)r->base, r->size);
 		free(r);
 	}
+	if (dev >= 0 && dev < FE_MAX_DEVICES)
+		own_conn[dev] = NULL;
 	pthread_mutex_unlock(&mg_lock);
 }
 
@@ -319,7 +353,7 @@ static int managed_is(const void *p)
 static int hand_over_locked(region *only)
 {
 	int err = 0;
-	fe_conn *synced[FE_MAX_DEVICES] = {0};
+	uint64_t synced[FE_MAX_DEVICES] = {0};
 	in_managed = 1;
 	for (region *r = regions; r && !err; r = r->next) {
 		if (only && r != only)
@@ -330,18 +364,24 @@ static int hand_over_locked(region *only)
 			break;
 		}
 		if (r->state == MG_HOST) {
-			err = fe_copy_htod(c, r->base, (const uint8_t *)r->base, r->size, 0);
-			if (!err && r->device < FE_MAX_DEVICES)
-				synced[r->device] = c;
+			/* Read-only first: another thread's write (a host function's)
+			 * now waits for mg_lock instead of landing after the upload. */
+			uint64_t sid = own_stream_locked(r, c);
+			if (!sid || mprotect((void *)r->base, r->size, PROT_READ) != 0)
+				err = CUDA_ERROR_UNKNOWN;
+			else
+				err = fe_copy_htod(c, r->base, (const uint8_t *)r->base, r->size, sid);
+			if (!err)
+				synced[r->device] = sid;
 		}
 		if (!err && r->state != MG_DEVICE && protect(r, PROT_NONE, MG_DEVICE) != 0)
 			err = CUDA_ERROR_UNKNOWN;
 	}
-	/* The uploads ran on the legacy stream; work on a non-blocking stream
-	 * would not wait for them. */
+	/* The uploads ran on our stream: the next call's work must find them
+	 * done. */
 	for (int d = 0; d < FE_MAX_DEVICES && !err; d++)
 		if (synced[d])
-			err = fe_rpc_stream_sync(synced[d], 0);
+			err = fe_rpc_stream_sync(own_conn[d], synced[d]);
 	in_managed = 0;
 	return err;
 }
@@ -402,11 +442,16 @@ cudaError_t cudaMemAdvise(const void *devPtr, size_t count, enum cudaMemoryAdvis
 }
 
 /* A reset device's regions are gone; the child after fork keeps its mappings
- * (its own memory now, with no session behind it), as before. */
+ * (its own memory now, with no session behind it), as before, and has none of
+ * the parent's streams. */
 static void forget(int dev)
 {
-	if (dev != FE_RT_FORK)
+	if (dev != FE_RT_FORK) {
 		forget_device(dev);
+		return;
+	}
+	pthread_mutex_init(&mg_lock, NULL);
+	memset(own_conn, 0, sizeof(own_conn));
 }
 
 __attribute__((constructor)) static void register_forget(void) { fe_rt_on_forget(forget); }

@@ -261,6 +261,8 @@ void fe_kargs_free(fe_kargs *a);
  * memory. */
 void fe_hostfn_dispatch(void *ctx, uint64_t id, int gone);
 uint64_t fe_hostfn_register(void (*fn)(void *), void *data, uint64_t after_seq);
+/* 1 on the thread that runs host functions (its stream waits for it). */
+int fe_hostfn_in_thread(void);
 uint64_t fe_hostnode_register(void (*fn)(void *), void *data);
 void fe_hostnode_drop(uint64_t id);
 int fe_hostnode_lookup(uint64_t id, void (**fn)(void *), void **data);

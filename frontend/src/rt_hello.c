@@ -211,6 +211,11 @@ int fe_hello(fe_device *devs, int max, int *ndev, fe_hello_offer *offer)
 	}
 	if (!bad && offer)
 		hello_offer(v, i, offer);
+	/* After the offer: 1 if the server may ask this client to release cached
+	 * memory (a batch tenant's session; release.c), so it listens while idle. */
+	uint64_t listen = 0;
+	if (!bad && proto_arg_u64(v, i + 3, &listen) == PROTO_OK && listen)
+		fe_conn_expect_events(d->conn);
 	fe_reply_free(&r);
 	if (bad) {
 		for (uint32_t k = 1; k < use; k++)

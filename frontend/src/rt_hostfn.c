@@ -35,10 +35,18 @@ static struct {
 	int started;
 	pthread_t thread;
 } H = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER};
+static _Thread_local int on_thread; /* this is the thread that runs them */
+
+/* While a host function runs, its stream (and, through the legacy stream's
+ * implicit synchronisation, every call on the legacy stream) waits for it:
+ * our own calls on its behalf (managed coherence) must use a stream that waits
+ * for nothing. */
+int fe_hostfn_in_thread(void) { return on_thread; }
 
 static void *hostfn_main(void *arg)
 {
 	pthread_setname_np(pthread_self(), "rg-hostfn");
+	on_thread = 1;
 	for (;;) {
 		pthread_mutex_lock(&H.lock);
 		while (!H.ready)

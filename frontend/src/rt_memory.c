@@ -160,6 +160,31 @@ static void unpin(void *p)
 	free(r);
 }
 
+/* REMOTE_GPU_MAPPED_PINNED_MAX: pinned allocations of at most this many bytes
+ * (default 0: none) are mapped host memory (managed.c), which a kernel may
+ * write through the host address as on a GPU of this host, where all pinned
+ * memory is mapped (XLA's autotuner hands a kernel 8 pinned bytes for its
+ * result). Off by default: a host function that reads such memory after device
+ * work needs a copy back while its stream waits for it, which the server's
+ * executor may be waiting behind (e2e streams hangs). Larger ones stay plain
+ * host memory: copies move them at full speed, and over shm they are shared
+ * regions. */
+static size_t mapped_pinned_max(void)
+{
+	static size_t max = (size_t)-1;
+	if (max == (size_t)-1) {
+		const char *v = getenv("REMOTE_GPU_MAPPED_PINNED_MAX");
+		char *end = NULL;
+		unsigned long long n = v && *v ? strtoull(v, &end, 0) : 0;
+		if (v && *v && *end) {
+			LOG_WARN("frontend", "REMOTE_GPU_MAPPED_PINNED_MAX=%s is not a number: 0", v);
+			n = 0;
+		}
+		max = (size_t)n;
+	}
+	return max;
+}
+
 static cudaError_t host_alloc(void **p, size_t size, unsigned flags)
 {
 	if (!p)
@@ -171,6 +196,10 @@ static cudaError_t host_alloc(void **p, size_t size, unsigned flags)
 		*p = NULL;
 		return cudaSuccess;
 	}
+	/* Small: mapped, before a shared region (a kernel's write beats zero
+	 * copies of a few bytes). */
+	if (size <= mapped_pinned_max())
+		return fe_managed_alloc_mapped(p, size);
 	/* Over shm, memory the server maps too (host_region.c); else
 	 * page-aligned so a later RDMA registration covers whole pages. */
 	void *m = fe_region_alloc(size);
@@ -294,7 +323,11 @@ cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *attr, const v
 		return cudaSuccess;
 	}
 	attr->device = r.device;
-	if (r.kind == FE_MEM_MANAGED) {
+	if (r.kind == FE_MEM_MANAGED && fe_managed_mapped_host(ptr, 0)) {
+		/* mapped host memory: host memory to the program, at one address */
+		attr->type = cudaMemoryTypeHost;
+		attr->devicePointer = attr->hostPointer = (void *)ptr;
+	} else if (r.kind == FE_MEM_MANAGED) {
 		attr->type = cudaMemoryTypeManaged;
 		attr->devicePointer = attr->hostPointer = (void *)ptr;
 	} else if (r.kind == FE_MEM_DEVICE || r.kind == FE_MEM_MODULE) {

@@ -47,6 +47,18 @@ def check(cond, what):
         failed += 1
 
 
+def run_cases(cases, names):
+    """Runs the named cases (all when none), then exits 1 if any check failed."""
+    for name in names or list(cases):
+        print("== %s" % name)
+        try:
+            cases[name]()
+        except Exception as e:  # a crash of the test is a failure, not a pass
+            check(False, "%s raised %r" % (name, e))
+    print("%d failed" % failed)
+    sys.exit(1 if failed else 0)
+
+
 # ---- the wire: a 40-byte header, msgpack arguments -------------------------
 
 def mp(v):

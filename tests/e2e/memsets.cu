@@ -2,9 +2,11 @@
  * memsets: cudaMemset, cudaMemsetAsync, cudaMemset2D(Async) at odd sizes and
  * unaligned offsets. Each case first fills the whole allocation with a known
  * pattern, sets a range, reads everything back and checks that exactly that
- * range changed (only the low byte of the value counts, as in CUDA).
+ * range changed (only the low byte of the value counts, as in CUDA). Pinned
+ * memory as a memset's, a copy's and a kernel's device memory.
  */
 #include "rgtest.h"
+#include "rgtest_kernels.cuh"
 
 #define MiB (1024ull * 1024)
 
@@ -198,8 +200,47 @@ static void pinned_as_device(void)
 	CK(cudaFree(d));
 }
 
+/* A few pinned bytes a kernel writes through the host address (XLA's
+ * autotuner's redzone result): a local GPU reaches all pinned memory, so the
+ * kernel's write is legal; the host reads it after a stream synchronisation;
+ * memsets, copies out of it and kernels keep the stream's order. cudaHostAlloc(Portable) is cuMemHostAlloc's path. Through
+ * the remote this needs REMOTE_GPU_MAPPED_PINNED_MAX (main sets it; the local
+ * driver ignores it). */
+static void pinned_kernel_write(int portable)
+{
+	const char *name = portable ? "cudaHostAlloc(Portable)" : "cudaMallocHost";
+	unsigned *h, out1[2] = {9, 9}, out2[2] = {9, 9};
+	if (portable)
+		CK(cudaHostAlloc((void **)&h, 8, cudaHostAllocPortable));
+	else
+		CK(cudaMallocHost((void **)&h, 8));
+	struct cudaPointerAttributes a;
+	CK(cudaPointerGetAttributes(&a, h));
+	printf("8-byte %s: type %d, hostPointer %s\n", name, (int)a.type, a.hostPointer == h ? "matches" : "DIFFERS");
+	cudaStream_t s;
+	CK(cudaStreamCreate(&s));
+	CK(cudaMemsetAsync(h, 0, 8, s));
+	rgtest_fill_u32<<<1, 32, 0, s>>>(h, 0xc0ffee, 1);
+	CK(cudaGetLastError());
+	CK(cudaMemcpyAsync(out1, h, 8, cudaMemcpyDeviceToHost, s));
+	CK(cudaMemsetAsync(h, 0x11, 8, s));
+	CK(cudaMemcpyAsync(out2, h, 8, cudaMemcpyDeviceToHost, s));
+	rgtest_fill_u32<<<1, 32, 0, s>>>(h + 1, 0xbeef, 1);
+	CK(cudaStreamSynchronize(s));
+	int ok = out1[0] == 0xc0ffee && out1[1] == 0 && out2[0] == 0x11111111 && out2[1] == 0x11111111 &&
+		 h[0] == 0x11111111 && h[1] == 0xbeef;
+	printf("8-byte %s written by a kernel: %s\n", name, ok ? "ok" : "MISMATCH");
+	if (!ok) {
+		fprintf(stderr, "%x %x / %x %x / %x %x\n", out1[0], out1[1], out2[0], out2[1], h[0], h[1]);
+		rg_failures++;
+	}
+	CK(cudaStreamDestroy(s));
+	CK(cudaFreeHost(h));
+}
+
 int main(void)
 {
+	setenv("REMOTE_GPU_MAPPED_PINNED_MAX", "4095", 1); /* before the first pinned allocation */
 	CK(cudaSetDevice(0));
 	linear(0);
 	linear(1);
@@ -207,5 +248,7 @@ int main(void)
 	twod(1);
 	pinned();
 	pinned_as_device();
+	pinned_kernel_write(0);
+	pinned_kernel_write(1);
 	return rg_finish("memsets");
 }

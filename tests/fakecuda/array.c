@@ -60,7 +60,7 @@ static size_t format_size(CUarray_format f)
 
 static void array_free(fk_array *a)
 {
-	fk_devs[a->ctx->dev].used -= a->charged;
+	fk_dev_uncharge(&fk_devs[a->ctx->dev], a->charged);
 	fk_handle_del(a->id);
 	free(a->mem);
 	free(a);
@@ -112,12 +112,12 @@ CUresult CUDAAPI cuArray3DCreate(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR
 			rc = CUDA_ERROR_OUT_OF_MEMORY;
 		else
 			a->charged = (n * a->slices + FK_ALIGN - 1) & ~(size_t)(FK_ALIGN - 1);
-		if (rc == CUDA_SUCCESS && a->charged > d->total - d->used)
+		if (rc == CUDA_SUCCESS && a->charged > fk_dev_free(d))
 			rc = CUDA_ERROR_OUT_OF_MEMORY;
 		if (rc == CUDA_SUCCESS && !(a->mem = malloc(a->charged)))
 			rc = CUDA_ERROR_OUT_OF_MEMORY;
 		if (rc == CUDA_SUCCESS) {
-			d->used += a->charged;
+			fk_dev_charge(d, a->charged);
 			a->id = fk_handle_new(FK_ARRAY, a, c);
 			*pHandle = (CUarray)(uintptr_t)a->id;
 		} else {

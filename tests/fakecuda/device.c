@@ -176,6 +176,7 @@ CUresult CUDAAPI cuInit(unsigned int Flags)
 			rc = CUDA_ERROR_NO_DEVICE;
 		} else {
 			fk_ndev = n;
+			fk_devshare_init();
 			for (int i = 0; i < n; i++) {
 				fk_devs[i].total = mem;
 				fk_devs[i].pool = fk_devs[i].cur_pool = fk_pool_new(i);

@@ -90,12 +90,22 @@ typedef struct fk_module fk_module;
 
 /* ---- devices (device.c) ---- */
 
+/* Device memory charged (devshare.c): this process's, or with
+ * FAKECUDA_MEM_SHARED that of every process sharing the file, as one GPU's
+ * memory is shared by the processes that use it. */
+struct fk_dev;
+void fk_devshare_init(void);
+size_t fk_dev_free(const struct fk_dev *d);
+void fk_dev_charge(struct fk_dev *d, size_t n);
+void fk_dev_uncharge(struct fk_dev *d, size_t n);
+
 typedef struct fk_pool fk_pool;
 
 typedef struct fk_dev {
 	size_t total;          /* FAKECUDA_MEM_BYTES */
 	size_t used;           /* bytes charged: live allocations, all contexts, and the
 	                          memory pools keep in reserve */
+	_Atomic unsigned long long *shared; /* FAKECUDA_MEM_SHARED: used, over all processes */
 	fk_pool *pool;         /* the default memory pool */
 	fk_pool *cur_pool;     /* cuDeviceSetMemPool's (the default one at first) */
 	fk_ctx *primary;       /* primary context while retained */

@@ -115,7 +115,7 @@ static CUresult mem_new(fk_ctx *c, size_t size, int kind, fk_pool *pool, uintptr
 		size_t spare = pool->reserved - pool->used;
 		charge = charged > spare ? charged - spare : 0;
 	}
-	if (charge > d->total - d->used)
+	if (charge > fk_dev_free(d))
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	if (c->nallocs == c->capallocs) {
 		size_t cap = c->capallocs ? c->capallocs * 2 : 32;
@@ -132,7 +132,7 @@ static CUresult mem_new(fk_ctx *c, size_t size, int kind, fk_pool *pool, uintptr
 	memmove(&c->allocs[i + 1], &c->allocs[i], (c->nallocs - i) * sizeof *c->allocs);
 	c->allocs[i] = (fk_alloc){ base, size, charged, kind, next_buffer_id++, pool };
 	c->nallocs++;
-	d->used += charge;
+	fk_dev_charge(d, charge);
 	if (pool) {
 		pool->reserved += charge;
 		pool->used += charged;
@@ -185,7 +185,7 @@ static void release_at(fk_ctx *c, size_t i)
 	if (a.pool)
 		fk_pool_put(a.pool, a.charged); /* into the pool's reserve */
 	else
-		d->used -= a.charged;
+		fk_dev_uncharge(d, a.charged);
 	fk_devmem_free(a.base, a.charged);
 }
 
@@ -273,7 +273,7 @@ CUresult CUDAAPI cuMemGetInfo(size_t *free, size_t *total)
 		rc = CUDA_ERROR_INVALID_VALUE;
 	if (rc == CUDA_SUCCESS) {
 		*total = fk_devs[c->dev].total;
-		*free = fk_devs[c->dev].total - fk_devs[c->dev].used;
+		*free = fk_dev_free(&fk_devs[c->dev]);
 	}
 	return fk_end(rc, __func__, NULL);
 }

@@ -43,7 +43,7 @@ static void release(fk_pool *p, size_t keep)
 	size_t target = p->reserved < keep ? p->reserved : keep;
 	if (target < p->used)
 		target = p->used;
-	fk_devs[p->dev].used -= p->reserved - target;
+	fk_dev_uncharge(&fk_devs[p->dev], p->reserved - target);
 	p->reserved = target;
 }
 

@@ -74,7 +74,7 @@ static void phys_put(fk_phys *p)
 			*pp = p->next;
 			break;
 		}
-	fk_devs[p->dev].used -= p->size;
+	fk_dev_uncharge(&fk_devs[p->dev], p->size);
 	close(p->fd);
 	free(p);
 }
@@ -195,7 +195,7 @@ CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, 
 		rc = CUDA_ERROR_INVALID_VALUE;
 	if (rc == CUDA_SUCCESS)
 		rc = check_prop(prop);
-	if (rc == CUDA_SUCCESS && size > fk_devs[prop->location.id].total - fk_devs[prop->location.id].used)
+	if (rc == CUDA_SUCCESS && size > fk_dev_free(&fk_devs[prop->location.id]))
 		rc = CUDA_ERROR_OUT_OF_MEMORY;
 	if (rc == CUDA_SUCCESS && !(p = calloc(1, sizeof *p)))
 		rc = CUDA_ERROR_OUT_OF_MEMORY;
@@ -216,7 +216,7 @@ CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, 
 		p->refs = 1;
 		p->next = physs;
 		physs = p;
-		fk_devs[p->dev].used += size;
+		fk_dev_charge(&fk_devs[p->dev], size);
 		*handle = p->id;
 	}
 	return fk_end(rc, __func__, "%zu -> %#llx", size, p && rc == CUDA_SUCCESS ? (unsigned long long)p->id : 0ull);

@@ -32,7 +32,8 @@
 # RG_COMMIT (commit to name when the tree has no .git), RG_PROGRAMS=0 (skip
 # the programs and the server tests), RG_FRONTIER=1 (issue 18's programs,
 # tests/gpu/frontier.py), RG_TWO_TENANTS=1 (bench/two_tenants.sh: GPT-2
-# generation and training as two tenants, into $OUT/two-tenants/; ~150 s),
+# generation and training as two tenants, and 10 GiB handed between them,
+# into $OUT/two-tenants/; ~210 s; RG_TT_PARTS=handover: the handover alone, ~60 s),
 # RG_ONLY="a b" (of the programs, only
 # these; the server tests still run, and those that compare with a program's
 # local output fail without it: copies threads streams matmul reduction
@@ -838,7 +839,7 @@ if [ "${RG_TWO_TENANTS:-0}" = 1 ] && [ $build_ok = 1 ] && python3 -c 'import tor
     RG_GPULESS="unshare -m --propagation private bash $work/gpuless.sh" \
     timeout $(( $(left) - 30 )) bash "$root/bench/two_tenants.sh" >"$work/two-tenants.log" 2>&1 ||
     note "two_tenants.sh: exit $?"
-  note "$(tail -n 1 "$work/two-tenants.log")"
+  note "$(grep -E '^(two-tenants|handover):' "$work/two-tenants.log" | paste -sd';')"
 fi
 
 # ---- the libraries torch reaches through the driver API, and ResNet-50 ---------------

@@ -15,7 +15,7 @@
 set -euo pipefail
 lib=${1:?usage: check_exports.sh LIBREMOTE [STATIC_LIB...]}
 shift
-allowed='^(cu[A-Z]|cuda[A-Z]|cublas[A-Z]|__cuda[A-Z]|nvml[A-Z]|nccl[A-Z])|^(dlopen|remote_gpu_stats_dump)$'
+allowed='^(cu[A-Z]|cuda[A-Z]|cublas[A-Z]|__cuda[A-Z]|nvml[A-Z]|nccl[A-Z])|^(dlopen|remote_gpu_stats_dump|remote_gpu_set_release_hook)$'
 status=0
 
 names=$(nm -D --defined-only "$lib" | awk 'NF >= 3 { print $3 }' | sed 's/@.*//' | sort -u)
