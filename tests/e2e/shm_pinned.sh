@@ -77,6 +77,13 @@ r=$(regs) u=$(unregs)
 left=$(grep -h "shared regions:" "$work/server.log" | tail -n 1 | sed -n 's/.*; \([0-9]*\) left, \([0-9]*\) registrations released/\1 \2/p')
 read -r nleft nrel <<<"$left"
 [ "${nleft:-0}" -ge 2 ] && [ "$nleft" = "$nrel" ] || bad "the killed client's session: '$left' (want its 2 regions left and released)"
+# the transport unmaps and closes once the connection is freed, just after the
+# teardown's log line: give it a few seconds on a loaded machine
+held() {
+	grep -q 'remote-gpu-pinned' "/proc/$srv/maps" && return 0
+	for f in "/proc/$srv/fd"/*; do readlink "$f"; done 2>/dev/null | grep -q 'remote-gpu-pinned'
+}
+for _ in $(seq 50); do held || break; sleep 0.1; done
 grep -q 'remote-gpu-pinned' "/proc/$srv/maps" && bad "the server still maps a dead client's memory"
 for f in "/proc/$srv/fd"/*; do readlink "$f"; done 2>/dev/null | grep -q 'remote-gpu-pinned' &&
 	bad "the server still holds a dead client's memfd"
