@@ -31,7 +31,8 @@
 # Environment: OUT (report folder), RG_BUILD_DIR (default <repo>/build-gpu),
 # RG_COMMIT (commit to name when the tree has no .git), RG_PROGRAMS=0 (skip
 # the programs and the server tests), RG_FRONTIER=1 (issue 18's programs,
-# tests/gpu/frontier.py), RG_TWO_TENANTS=1 (bench/two_tenants.sh: GPT-2
+# tests/gpu/frontier.py), RG_ZOO=1 (models a user brings: torchvision,
+# transformers, mixed precision, torch.compile; tests/gpu/zoo.py, ~250 s), RG_TWO_TENANTS=1 (bench/two_tenants.sh: GPT-2
 # generation and training as two tenants, and 10 GiB handed between them,
 # into $OUT/two-tenants/; ~210 s; RG_TT_PARTS=handover: the handover alone, ~60 s),
 # RG_ONLY="a b" (of the programs, only
@@ -829,6 +830,15 @@ if [ "${RG_FRONTIER:-0}" = 1 ] && [ "$(left)" -gt 120 ]; then
     "$fport" "$lib" "$report_dir/frontier.md" >"$work/frontier.log" 2>&1 || note "frontier.py: exit $?"
   stop_gpud || note "frontier: the --device all server did not exit 0 on SIGTERM"
   grep '^frontier:' "$work/frontier.log" | tee -a "$log"
+fi
+
+# ---- models a user brings (torchvision, transformers, AMP, compile): tests/gpu/zoo.py
+if [ "${RG_ZOO:-0}" = 1 ] && [ "$(left)" -gt 120 ]; then
+  healthy_server
+  note "zoo: models a user brings"
+  timeout $(( $(left) - 30 )) python3 "$here/zoo.py" "unshare -m --propagation private bash $work/gpuless.sh" \
+    "$srv_port" "$lib" "$report_dir/zoo.md" >"$work/zoo.log" 2>&1 || note "zoo.py: exit $?"
+  grep '^zoo:' "$work/zoo.log" | tee -a "$log"
 fi
 
 # ---- two tenants: generation (latency) beside training (batch), issue 22 -------------
