@@ -143,7 +143,8 @@ w = WhisperForConditionalGeneration(WhisperConfig(d_model=128, encoder_layers=2,
                                                   encoder_attention_heads=4, decoder_attention_heads=4,
                                                   encoder_ffn_dim=256, decoder_ffn_dim=256, vocab_size=1000,
                                                   num_mel_bins=80, max_source_positions=100,
-                                                  max_target_positions=64)).cuda().eval()
+                                                  max_target_positions=64, pad_token_id=0, bos_token_id=1,
+                                                  eos_token_id=2, decoder_start_token_id=1)).cuda().eval()
 feats = torch.randn(2, 80, 200, device="cuda")
 with torch.no_grad():
     out = w(input_features=feats, decoder_input_ids=torch.ones(2, 8, dtype=torch.long, device="cuda"))
