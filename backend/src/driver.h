@@ -108,6 +108,7 @@
 	X(cuGraphGetRootNodes)                               \
 	X(cuGraphGetEdges)                                   \
 	X(cuGraphNodeGetType)                                \
+	X(cuGraphMemAllocNodeGetParams)                      \
 	X(cuGraphDestroyNode)                                \
 	X(cuGraphAddHostNode)                                \
 	X(cuGraphHostNodeGetParams)                          \

@@ -5,8 +5,10 @@
 #include "backend.h"
 
 #include <inttypes.h>
+#include <stdlib.h>
 
 #include "ops.h"
+#include "tenants.h"
 
 static int id_free(be_session *s, const be_htab *t, const char *kind, uint64_t id)
 {
@@ -29,6 +31,40 @@ int be_op_capture_mode(be_session *s, be_req *rq, uint32_t mode)
 	return be_drv.cuThreadExchangeStreamCaptureMode(&m);
 }
 
+/* The bytes g's memory-allocation nodes (cudaMallocAsync captured) may hold,
+ * but for those already charged as live allocations of the session (captured
+ * without their free: charged at the capture, until freed). The driver reserves
+ * graph memory at an exec's upload or first launch and may share it between
+ * execs; charging each exec the sum of its nodes while it lives is the bound the
+ * tenant's quota can hold before any of it exists (graphs with memory nodes have
+ * no child graphs, so the top level is all). */
+static CUresult graph_alloc_bytes(be_session *s, CUgraph g, uint64_t *out)
+{
+	size_t n = 0;
+	CUresult r;
+
+	*out = 0;
+	if ((r = be_drv.cuGraphGetNodes(g, NULL, &n)) != CUDA_SUCCESS || n == 0)
+		return r;
+	CUgraphNode *v = malloc(n * sizeof *v);
+	if (!v)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	if ((r = be_drv.cuGraphGetNodes(g, v, &n)) == CUDA_SUCCESS) {
+		for (size_t i = 0; i < n && r == CUDA_SUCCESS; i++) {
+			CUgraphNodeType t;
+			CUDA_MEM_ALLOC_NODE_PARAMS p;
+			if ((r = be_drv.cuGraphNodeGetType(v[i], &t)) != CUDA_SUCCESS || t != CU_GRAPH_NODE_TYPE_MEM_ALLOC)
+				continue;
+			if ((r = be_drv.cuGraphMemAllocNodeGetParams(v[i], &p)) != CUDA_SUCCESS)
+				break;
+			if (!be_ranges_check(&s->ranges, (uint64_t)p.dptr, p.bytesize))
+				*out += p.bytesize;
+		}
+	}
+	free(v);
+	return r;
+}
+
 int be_op_graph_instantiate(be_session *s, be_req *rq, uint64_t x_id, uint64_t g_id, uint64_t flags)
 {
 	CUgraph g;
@@ -38,16 +74,24 @@ int be_op_graph_instantiate(be_session *s, be_req *rq, uint64_t x_id, uint64_t g
 
 	if ((err = be_get_graph(s, g_id, &g)) || (err = id_free(s, &s->gexecs, "graph exec", x_id)))
 		return err;
+	uint64_t charge = 0;
+	if ((r = graph_alloc_bytes(s, g, &charge)) != CUDA_SUCCESS)
+		return r;
+	if (charge && (err = be_tenant_charge(s, charge)))
+		return err; /* over the tenant's quota: nothing made */
 	/* The exec's copies of the graph's host nodes: held before they exist. */
 	be_hostnode_merge(s, 1, x_id, 0, g_id);
 	/* cuGraphInstantiate is cuGraphInstantiateWithFlags in CUDA 13. */
 	if ((r = be_drv.cuGraphInstantiate(&x, g, (unsigned long long)flags)) != CUDA_SUCCESS) {
 		be_hostnode_drop(s, 1, x_id);
+		be_tenant_uncharge(s, charge);
 		return r;
 	}
-	if ((err = be_htab_add(&s->gexecs, x_id, x, 0))) {
+	/* aux: the bytes charged, given back when the exec goes */
+	if ((err = be_htab_add(&s->gexecs, x_id, x, charge))) {
 		be_drv.cuGraphExecDestroy(x);
 		be_hostnode_drop(s, 1, x_id);
+		be_tenant_uncharge(s, charge);
 		return err == BE_H_ENOMEM ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_INVALID_HANDLE;
 	}
 	return CUDA_SUCCESS;
@@ -79,13 +123,15 @@ int be_op_graph_destroy(be_session *s, be_req *rq, uint64_t g_id)
 int be_op_graph_exec_destroy(be_session *s, be_req *rq, uint64_t x_id)
 {
 	void *x;
-	int err = be_htab_del(&s->gexecs, x_id, &x, NULL);
+	uint64_t charged = 0;
+	int err = be_htab_del(&s->gexecs, x_id, &x, &charged);
 	if (err) {
 		LOG_INFO(BE_LOG, "session %" PRIu64 ": graph_exec_destroy %" PRIu64 ": %s", s->id, x_id,
 			 be_h_strerror(err));
 		return CUDA_ERROR_INVALID_HANDLE;
 	}
 	CUresult r = be_drv.cuGraphExecDestroy((CUgraphExec)x);
+	be_tenant_uncharge(s, charged);
 	/* Launches still in flight hold its host nodes' records themselves. */
 	be_hostnode_drop(s, 1, x_id);
 	return r;

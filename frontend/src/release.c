@@ -9,8 +9,8 @@
  * out before the answer on the same connection, and the server runs them in
  * order, so what the server counts as released is what they freed.
  *
- * cudaDeviceGraphMemTrim is not called: the server serves no graph memory
- * nodes, so there is no graph memory to trim.
+ * Graph memory is not trimmed: cudaDeviceGraphMemTrim is not forwarded (an
+ * exec's reserve goes with the exec).
  */
 #define _GNU_SOURCE /* pthread_setname_np */
 

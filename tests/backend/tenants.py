@@ -25,6 +25,10 @@ Cases (each starts its own server on a free port):
             CUDA_ERROR_OUT_OF_MEMORY) and its variables when resolved (over the
             quota: that entry's CUDA_ERROR_OUT_OF_MEMORY); needs the double's
             test_kernels.cubin in $RG_FAKECUDA_KERNELS (nvcc), else skipped
+  graphs    a captured graph's memory-allocation nodes are charged while an
+            exec of it lives (over the quota: its instantiate is
+            CUDA_ERROR_OUT_OF_MEMORY), not twice for an allocation captured
+            without its free, and given back at the exec's destroy
   cublas    a cuBLAS handle's default workspace (32 MiB on the double's
             compute capability 9.0) is charged at cublasCreate_v2 (over the
             quota: CUBLAS_STATUS_ALLOC_FAILED) and given back at its destroy;
@@ -49,6 +53,8 @@ from preauth import check, recv_exact, connect, frame, VERSION, OP_HELLO  # noqa
 
 OP_MEM_ALLOC, OP_MEM_FREE, OP_MEM_ALLOC_ASYNC, OP_ARRAY_CREATE = 3, 4, 5, 51
 OP_CUBLAS_CREATE, OP_CUBLAS_DESTROY, CUBLAS_ALLOC_FAILED = 1024, 1025, 3
+OP_MEM_FREE_ASYNC, OP_STREAM_CREATE, OP_CAPTURE_BEGIN, OP_CAPTURE_END = 6, 16, 34, 35
+OP_GRAPH_INSTANTIATE, OP_GRAPH_EXEC_DESTROY, CAPTURE_RELAXED = 36, 39, 2
 OOM, NOT_PERMITTED, TOO_MANY_PEERS = 2, 800, 711
 TOK_A, TOK_B, TOK_C = "tok-a-0123456789", "tok-b-0123456789", "tok-c-0123456789"
 KiB, MiB = 1024, 1024 * 1024
@@ -106,6 +112,11 @@ class Client:
         body = recv_exact(self.s, hl + pl)
         msg = unpack(body[:hl])[0] if hl else []
         return status, msg
+
+    def post(self, op, args):
+        # an async op: no reply unless it fails (a later call's answer tells)
+        self.seq += 1
+        self.s.sendall(frame(op, args, seq=self.seq))
 
     def alloc(self, size):
         st, msg = self.call(OP_MEM_ALLOC, [size])
@@ -375,6 +386,41 @@ def t_modules():
         srv.stop()
 
 
+def t_graphs():
+    srv = server(tenants_text(A_LINE, B_LINE))
+    try:
+        a = Client(srv.port, TOK_A)
+        mem = lambda: smi_json(srv)["a"]["memory"]  # noqa: E731
+        a.post(OP_STREAM_CREATE, [5, 1, 0])
+
+        def capture(g, size, free):
+            # a graph g captured on stream 5: one allocation of size, freed in it or not
+            ok = a.call(OP_CAPTURE_BEGIN, [5, CAPTURE_RELAXED, g])[0] == 0
+            st, msg = a.call(OP_MEM_ALLOC_ASYNC, [size, 5])
+            ok = ok and st == 0 and msg
+            if free:
+                a.post(OP_MEM_FREE_ASYNC, [msg[-1], 5])
+            return ok and a.call(OP_CAPTURE_END, [5, g])[0] == 0
+        check(capture(1, 768 * KiB, True) and mem() == 0,
+              "a: a graph of a 768 KiB allocation and its free captured: nothing held")
+        check(a.call(OP_GRAPH_INSTANTIATE, [11, 1, 0])[0] == 0 and mem() == 768 * KiB,
+              "a: its exec is charged the 768 KiB its node may hold")
+        check(a.call(OP_GRAPH_INSTANTIATE, [12, 1, 0])[0] == OOM, "a: a second exec passes the 1 MiB quota")
+        check(a.alloc(512 * KiB)[0] == OOM, "a: and so does a 512 KiB cudaMalloc while the exec lives")
+        a.post(OP_GRAPH_EXEC_DESTROY, [11])
+        check(until(lambda: mem() == 0), "a: the exec's destroy gives it back")
+        check(a.call(OP_GRAPH_INSTANTIATE, [12, 1, 0])[0] == 0 and mem() == 768 * KiB, "a: then an exec fits again")
+        a.post(OP_GRAPH_EXEC_DESTROY, [12])
+        check(capture(2, 512 * KiB, False) and until(lambda: mem() == 512 * KiB),
+              "a: an allocation captured without its free is held from its capture")
+        check(a.call(OP_GRAPH_INSTANTIATE, [13, 2, 0])[0] == 0 and mem() == 512 * KiB,
+              "a: and its exec is not charged it twice")
+        a.close()
+        check(until(lambda: mem() == 0), "a: nothing left once its session ended")
+    finally:
+        srv.stop()
+
+
 def t_cublas():
     blas, blaslt = os.environ.get("RG_FAKECUBLAS", ""), os.environ.get("RG_FAKECUBLASLT", "")
     if not blas or not blaslt:
@@ -405,7 +451,8 @@ def t_cublas():
 
 
 CASES = {"quota": t_quota, "sigkill": t_sigkill, "sessions": t_sessions, "reload": t_reload, "badfile": t_badfile,
-         "thread": t_thread, "modules": t_modules, "cublas": t_cublas}
+         "thread": t_thread, "modules": t_modules, "graphs": t_graphs,
+         "cublas": t_cublas}
 
 if __name__ == "__main__":
     for name in sys.argv[4:] or list(CASES):

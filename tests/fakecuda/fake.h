@@ -214,6 +214,10 @@ int fk_op_clone(fk_op *dst, const fk_op *src);
 /* Runs op on stream s now, or records it if s is capturing. Takes ownership of op's
  * buffers. May drop the lock (host functions). */
 CUresult fk_submit(fk_ctx *c, fk_stream *s, fk_op *op);
+/* A capturing stream's cuMemAllocAsync / cuMemFreeAsync: a memory node of type
+ * (CU_GRAPH_NODE_TYPE_MEM_ALLOC or _MEM_FREE) appended to its capture. The double
+ * makes and frees the memory at the capture; replays do nothing for these nodes. */
+CUresult fk_capture_mem_node(fk_stream *s, int type, uint64_t ptr, size_t size);
 CUresult fk_copy_run(fk_ctx *c, const fk_op *op);  /* copy.c */
 /* A 2D copy on stream h, checked as cuMemcpy2DAsync checks it (copy.c): a side
  * with *_dev 0 is not checked (host memory, or a CUDA array's storage). */

@@ -37,6 +37,8 @@ typedef struct fk_gnode {
 	fk_op op;              /* kernel, memcpy, memset, host */
 	uint64_t event;        /* event record / wait */
 	fk_graph *child;       /* child graph: the node's own copy */
+	uint64_t mem_ptr;      /* memory alloc / free node: the address */
+	size_t mem_size;       /* memory alloc node: its size */
 	uint64_t *deps;        /* nodes this one depends on */
 	size_t ndeps;
 } fk_gnode;
@@ -990,6 +992,40 @@ CUresult CUDAAPI cuGraphRemoveDependencies(CUgraph hGraph, const CUgraphNode *fr
 	return edit_edges(hGraph, from, to, edgeData, numDependencies, 1, __func__);
 }
 
+CUresult fk_capture_mem_node(fk_stream *s, int type, uint64_t ptr, size_t size)
+{
+	if (s->cap->invalidated)
+		return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+	fk_graph *g = s->cap->graph;
+	uint64_t dep = s->last_node && node_in(g, s->last_node) ? s->last_node : 0;
+	fk_gnode *nd = graph_add(g, type, &dep, dep ? 1 : 0);
+	if (!nd)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	nd->mem_ptr = ptr;
+	nd->mem_size = size;
+	s->last_node = nd->id;
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuGraphMemAllocNodeGetParams(CUgraphNode hNode, CUDA_MEM_ALLOC_NODE_PARAMS *p)
+{
+	fk_ctx *c;
+	CUresult rc = fk_begin(&c);
+	fk_gnode *nd = rc == CUDA_SUCCESS ? node_get(c, hNode, NULL) : NULL;
+
+	if (rc == CUDA_SUCCESS && (!nd || !p || nd->type != CU_GRAPH_NODE_TYPE_MEM_ALLOC))
+		rc = CUDA_ERROR_INVALID_VALUE;
+	if (rc == CUDA_SUCCESS) {
+		memset(p, 0, sizeof *p);
+		p->poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+		p->poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+		p->poolProps.location.id = c->dev;
+		p->bytesize = nd->mem_size;
+		p->dptr = (CUdeviceptr)nd->mem_ptr;
+	}
+	return fk_end(rc, __func__, "%p", (void *)hNode);
+}
+
 CUresult CUDAAPI cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type)
 {
 	fk_ctx *c;
@@ -1035,8 +1071,9 @@ static CUresult flatten(fk_exec *x, size_t *cap, const fk_graph *g)
 			rc = flatten(x, cap, nd->child);
 			continue;
 		}
-		if (nd->type == CU_GRAPH_NODE_TYPE_EMPTY)
-			continue;
+		if (nd->type == CU_GRAPH_NODE_TYPE_EMPTY || nd->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC ||
+		    nd->type == CU_GRAPH_NODE_TYPE_MEM_FREE)
+			continue; /* memory nodes: made and freed at capture (fk_capture_mem_node) */
 		if (x->n == *cap) {
 			size_t ncap = *cap ? *cap * 2 : 16;
 			fk_step *st = realloc(x->steps, ncap * sizeof *st);

@@ -307,11 +307,14 @@ static CUresult alloc_async(fk_ctx *c, CUdeviceptr *dptr, size_t size, fk_pool *
 		return CUDA_ERROR_INVALID_HANDLE;
 	if ((rc = fk_stream_legacy_check(c, hStream)) != CUDA_SUCCESS)
 		return rc;
-	if (s->cap)
-		return CUDA_ERROR_NOT_SUPPORTED; /* memory-allocation graph nodes */
-	if ((rc = fk_mem_new_pool(c, size, pool, &p)) == CUDA_SUCCESS)
-		*dptr = p;
-	return rc;
+	if ((rc = fk_mem_new_pool(c, size, pool, &p)) != CUDA_SUCCESS)
+		return rc;
+	if (s->cap && (rc = fk_capture_mem_node(s, CU_GRAPH_NODE_TYPE_MEM_ALLOC, p, size)) != CUDA_SUCCESS) {
+		fk_mem_free(c, p, 1u << FK_MEM_DEVICE | 1u << FK_MEM_ASYNC);
+		return rc;
+	}
+	*dptr = p;
+	return CUDA_SUCCESS;
 }
 
 CUresult CUDAAPI cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
@@ -351,7 +354,7 @@ CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
 	if (rc == CUDA_SUCCESS)
 		rc = fk_stream_legacy_check(c, hStream);
 	if (rc == CUDA_SUCCESS && s->cap)
-		rc = CUDA_ERROR_NOT_SUPPORTED; /* memory-free graph nodes */
+		rc = fk_capture_mem_node(s, CU_GRAPH_NODE_TYPE_MEM_FREE, dptr, 0);
 	if (rc == CUDA_SUCCESS)
 		rc = fk_mem_free(c, dptr, 1u << FK_MEM_DEVICE | 1u << FK_MEM_ASYNC);
 	return fk_end(rc, __func__, "%#lx", (unsigned long)dptr);

@@ -110,6 +110,7 @@ static const struct {
 	E(cuGraphInstantiateWithFlags, 0)
 	E(cuGraphKernelNodeSetParams, 12000)
 	E(cuGraphLaunch, 0)
+	E(cuGraphMemAllocNodeGetParams, 0)
 	E(cuGraphNodeGetType, 0)
 	E(cuGraphRemoveDependencies, 12030)
 	E(cuGraphUpload, 0)
