@@ -75,7 +75,7 @@ int be_op_graph_instantiate(be_session *s, be_req *rq, uint64_t x_id, uint64_t g
 	if ((err = be_get_graph(s, g_id, &g)) || (err = id_free(s, &s->gexecs, "graph exec", x_id)))
 		return err;
 	uint64_t charge = 0;
-	if ((r = graph_alloc_bytes(s, g, &charge)) != CUDA_SUCCESS)
+	if (be_tenants_active() && (r = graph_alloc_bytes(s, g, &charge)) != CUDA_SUCCESS)
 		return r;
 	if (charge && (err = be_tenant_charge(s, charge)))
 		return err; /* over the tenant's quota: nothing made */
