@@ -46,8 +46,8 @@ class Op:
     def __init__(self, line, lineno):
         where = f"cuda.api:{lineno}"
         cols = [c.strip() for c in line.split("|")]
-        if len(cols) not in (5, 6):
-            sys.exit(f"{where}: expected 5 or 6 columns")
+        if len(cols) not in (5, 6, 7):
+            sys.exit(f"{where}: expected 5 to 7 columns")
         self.name = cols[0]
         mode = cols[1].split("+")
         self.sync = mode[0] == "sync"
@@ -65,7 +65,8 @@ class Op:
         self.args = [Param(p, where) for p in cols[2].split(",") if p.strip()]
         self.results = [Param(p, where) for p in cols[3].split(",") if p.strip()]
         self.server = cols[4]
-        self.rt = cols[5] if len(cols) == 6 else ""
+        self.rt = cols[5] if len(cols) >= 6 else ""
+        self.drv = cols[6] if len(cols) == 7 else ""
         self.client_stub = self.rt != "-"
         if self.rt == "-":
             self.rt = ""
@@ -220,6 +221,29 @@ def gen_rpc_c(ops):
 RT_RE = re.compile(r"^(\w+)\s+(\w+)\((.*)\)$")
 
 
+def entry_call(o, params, kind):
+    """The arguments of fe_rpc_<op>() from an entry point's parameters, matched
+    by name: handles through fe_rt_<type>(), results as the stub's pointer type
+    (the entry's may be another 64-bit type, e.g. unsigned long long)."""
+    byname = {}
+    for p in [x.strip() for x in params.split(",") if x.strip() and x.strip() != "void"]:
+        byname[re.split(r"[\s*]+", p)[-1]] = p
+    call = ["c"]
+    for a in o.args:
+        if a.name not in byname:
+            sys.exit(f"{o.name}: {kind} prototype lacks '{a.name}'")
+        call.append(f"fe_rt_{a.type}({a.name})" if a.type in HANDLES else a.name)
+    nulls = []
+    for r in o.results:
+        if r.name not in byname:
+            sys.exit(f"{o.name}: {kind} prototype lacks '{r.name}'")
+        if r.type not in SCALARS:
+            sys.exit(f"{o.name}: {kind} entry points take scalar results only ('{r.name}')")
+        call.append(f"({SCALARS[r.type][0]} *){r.name}")
+        nulls.append(r.name)
+    return call, nulls
+
+
 def gen_rt_c(ops):
     out = [HEADER, "/* Runtime entry points that are exactly one forwarded call. */\n",
            '#include "rt.h"\n#include "rpc.h"\n']
@@ -230,22 +254,52 @@ def gen_rt_c(ops):
         if not m:
             sys.exit(f"{o.name}: bad runtime prototype '{o.rt}'")
         ret, fname, params = m.groups()
-        byname = {}
-        for p in [x.strip() for x in params.split(",") if x.strip() and x.strip() != "void"]:
-            name = re.split(r"[\s*]+", p)[-1]
-            byname[name] = p
-        call = ["c"]
-        for a in o.args:
-            if a.name not in byname:
-                sys.exit(f"{o.name}: runtime prototype lacks '{a.name}'")
-            call.append(f"fe_rt_{a.type}({a.name})" if a.type in HANDLES else a.name)
-        for r in o.results:
-            if r.name not in byname:
-                sys.exit(f"{o.name}: runtime prototype lacks '{r.name}'")
-            call.append(r.name)
-        out.append(f"\n{ret} {fname}({params})\n{{\n\tfe_conn *c;\n\tcudaError_t e = fe_rt_enter(&c);\n"
-                   f"\tif (e != cudaSuccess)\n\t\treturn e;\n")
+        call, nulls = entry_call(o, params, "runtime")
+        out.append(f"\n{ret} {fname}({params})\n{{\n\tfe_conn *c;\n")
+        if nulls:
+            out.append(f"\tif ({' || '.join('!' + n for n in nulls)})\n\t\treturn cudaErrorInvalidValue;\n")
+        out.append("\tcudaError_t e = fe_rt_enter(&c);\n\tif (e != cudaSuccess)\n\t\treturn e;\n")
         out.append(f"\treturn fe_rt_leave(fe_rpc_{o.name}({', '.join(call)}));\n}}\n")
+    return "".join(out)
+
+
+def gen_drv_c(ops):
+    """Driver entry points that are exactly one forwarded call (the seventh
+    column): the driver's code for the runtime status, a NULL result pointer
+    CUDA_ERROR_INVALID_VALUE as the driver answers; gen_drv.py lists them in
+    cuGetProcAddress's table like the hand-written ones."""
+    out = [HEADER, "/* Driver entry points that are exactly one forwarded call. */\n",
+           '#include "drv.h"\n#include "rt.h"\n#include "rpc.h"\n']
+    for o in ops:
+        if not o.drv:
+            continue
+        m = RT_RE.match(o.drv)
+        if not m or m.group(1) != "CUresult":
+            sys.exit(f"{o.name}: bad driver prototype '{o.drv}' (CUresult cuName(params))")
+        _, fname, params = m.groups()
+        call, nulls = entry_call(o, params, "driver")
+        out.append(f"\nCUresult {fname}({params})\n{{\n\tfe_conn *c;\n")
+        if nulls:
+            out.append(f"\tif ({' || '.join('!' + n for n in nulls)})\n\t\treturn CUDA_ERROR_INVALID_VALUE;\n")
+        out.append("\tfe_drv_begin();\n\tcudaError_t e = fe_rt_enter(&c);\n\tif (e != cudaSuccess)\n"
+                   "\t\treturn fe_drv_end(e);\n")
+        out.append(f"\treturn fe_drv_end(fe_rt_leave(fe_rpc_{o.name}({', '.join(call)})));\n}}\n")
+    return "".join(out)
+
+
+def gen_be_driver_h(ops):
+    """The driver functions the generated dispatch calls: backend/src/driver.h
+    resolves them with its own list (BE_GEN_DRIVER_FUNCS)."""
+    names = []
+    for o in ops:
+        m = re.match(r"^(cu\w+)\(", o.server)
+        if m and m.group(1) not in names:
+            names.append(m.group(1))
+    out = [HEADER, "#ifndef BE_GEN_DRIVER_FUNCS_H\n#define BE_GEN_DRIVER_FUNCS_H\n\n",
+           "/* Driver functions of the ops whose server side is one driver call. */\n",
+           "#define BE_GEN_DRIVER_FUNCS(X) \\\n"]
+    out += [f"\tX({n}) \\\n" for n in names]
+    out.append("\t/* end */\n\n#endif\n")
     return "".join(out)
 
 
@@ -415,6 +469,8 @@ def outputs(ops, libs):
         "frontend/gen/rpc.h": gen_rpc_h(ops),
         "frontend/gen/rpc.c": gen_rpc_c(ops),
         "frontend/gen/rt_forward.c": gen_rt_c(ops),
+        "frontend/gen/drv_forward.c": gen_drv_c(ops),
+        "backend/gen/driver_funcs.h": gen_be_driver_h(ops),
         "backend/gen/ops.h": gen_be_ops_h(ops),
         "backend/gen/dispatch.c": gen_dispatch_c(ops, libs),
     }

@@ -115,7 +115,8 @@ def implemented(newest):
     """Symbols defined in frontend/src: CUresult functions, by the symbol their
     source name becomes under cuda.h's defines (no per-thread compile)."""
     syms = {}
-    for path in sorted(glob.glob(os.path.join(ROOT, "frontend", "src", "*.[ch]"))):
+    for path in sorted(glob.glob(os.path.join(ROOT, "frontend", "src", "*.[ch]"))) + \
+            [os.path.join(ROOT, "frontend", "gen", "drv_forward.c")]:
         text = read(path)
         # an implementation under another variant's symbol:
         # CUresult cname(...) __asm__("symbol");

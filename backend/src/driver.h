@@ -11,7 +11,10 @@
 #include <cuda.h>
 #include <cudaProfiler.h> /* cuProfilerStart/Stop */
 
+#include "driver_funcs.h" /* the generated dispatch's (api/gen.py) */
+
 #define BE_DRIVER_FUNCS(X)                                   \
+	BE_GEN_DRIVER_FUNCS(X) /* gen/driver_funcs.h */        \
 	X(cuInit)                                            \
 	X(cuDriverGetVersion)                                \
 	X(cuGetErrorName)                                    \
@@ -36,14 +39,10 @@
 	X(cuDevicePrimaryCtxRelease)                         \
 	X(cuCtxSynchronize)                                  \
 	X(cuCtxGetStreamPriorityRange)                       \
-	X(cuCtxSetLimit)                                     \
-	X(cuCtxGetLimit)                                     \
-	X(cuCtxSetCacheConfig)                               \
 	X(cuMemAlloc)                                        \
 	X(cuMemFree)                                         \
 	X(cuMemAllocAsync)                                   \
 	X(cuMemFreeAsync)                                    \
-	X(cuMemGetInfo)                                      \
 	X(cuMemHostAlloc)                                    \
 	X(cuMemHostRegister)                                 \
 	X(cuMemHostUnregister)                               \
@@ -60,35 +59,26 @@
 	X(cuMemsetD2D32Async)                                \
 	X(cuStreamCreateWithPriority)                        \
 	X(cuStreamDestroy)                                   \
-	X(cuStreamQuery)                                     \
 	X(cuStreamSynchronize)                               \
-	X(cuStreamWaitEvent)                                 \
 	X(cuEventCreate)                                     \
 	X(cuEventDestroy)                                    \
 	X(cuEventRecord)                                     \
-	X(cuEventRecordWithFlags)                            \
-	X(cuEventQuery)                                      \
 	X(cuEventSynchronize)                                \
-	X(cuEventElapsedTime)                                \
 	X(cuModuleLoadData)                                  \
 	X(cuModuleUnload)                                    \
 	X(cuModuleGetFunction)                               \
 	X(cuModuleGetGlobal)                                 \
 	X(cuFuncGetParamInfo)                                \
 	X(cuFuncGetAttribute)                                \
-	X(cuFuncSetAttribute)                                \
-	X(cuFuncSetCacheConfig)                              \
 	X(cuLaunchKernel)                                    \
 	X(cuLaunchKernelEx)                                  \
 	X(cuLaunchHostFunc)                                  \
-	X(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags) \
 	X(cuStreamBeginCapture)                              \
 	X(cuStreamEndCapture)                                \
 	X(cuThreadExchangeStreamCaptureMode)                 \
 	X(cuStreamGetCaptureInfo)                            \
 	X(cuGraphInstantiate)                                \
 	X(cuGraphLaunch)                                     \
-	X(cuGraphUpload)                                     \
 	X(cuGraphDestroy)                                    \
 	X(cuGraphExecDestroy)                                \
 	X(cuGraphGetNodes)                                   \
@@ -122,8 +112,6 @@
 	X(cuMemPoolDestroy)                                  \
 	X(cuMemPoolGetAccess)                                \
 	X(cuMemAllocFromPoolAsync)                           \
-	X(cuProfilerStart)                                   \
-	X(cuProfilerStop)                                    \
 	X(cuArray3DCreate)                                   \
 	X(cuArrayDestroy)                                    \
 	X(cuMemcpy3DAsync)                                   \

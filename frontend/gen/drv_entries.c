@@ -291,8 +291,6 @@ STUB(cuParamSetf)
 STUB(cuParamSeti)
 STUB(cuParamSetv)
 STUB(cuProfilerInitialize)
-STUB(cuProfilerStart)
-STUB(cuProfilerStop)
 STUB(cuSignalExternalSemaphoresAsync)
 STUB(cuSignalExternalSemaphoresAsync_ptsz)
 STUB(cuStreamAttachMemAsync)
@@ -980,8 +978,8 @@ const fe_drv_entry fe_drv_entries[] = {
 	{"cuPointerGetAttributes", 7000, 0, "cuPointerGetAttributes", (void *)cuPointerGetAttributes},
 	{"cuPointerSetAttribute", 6000, 0, "cuPointerSetAttribute", (void *)cuPointerSetAttribute},
 	{"cuProfilerInitialize", 4000, 0, "cuProfilerInitialize", (void *)fe_drv_stub_cuProfilerInitialize},
-	{"cuProfilerStart", 4000, 0, "cuProfilerStart", (void *)fe_drv_stub_cuProfilerStart},
-	{"cuProfilerStop", 4000, 0, "cuProfilerStop", (void *)fe_drv_stub_cuProfilerStop},
+	{"cuProfilerStart", 4000, 0, "cuProfilerStart", (void *)cuProfilerStart},
+	{"cuProfilerStop", 4000, 0, "cuProfilerStop", (void *)cuProfilerStop},
 	{"cuSignalExternalSemaphoresAsync", 10000, 0, "cuSignalExternalSemaphoresAsync", (void *)fe_drv_stub_cuSignalExternalSemaphoresAsync},
 	{"cuSignalExternalSemaphoresAsync", 10000, FE_DRV_PTSZ, "cuSignalExternalSemaphoresAsync_ptsz", (void *)fe_drv_stub_cuSignalExternalSemaphoresAsync_ptsz},
 	{"cuStreamAddCallback", 5000, 0, "cuStreamAddCallback", (void *)cuStreamAddCallback},

@@ -6,10 +6,12 @@
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b)
 {
 	fe_conn *c;
+	if (!ms)
+		return cudaErrorInvalidValue;
 	cudaError_t e = fe_rt_enter(&c);
 	if (e != cudaSuccess)
 		return e;
-	return fe_rt_leave(fe_rpc_event_elapsed(c, fe_rt_event(a), fe_rt_event(b), ms));
+	return fe_rt_leave(fe_rpc_event_elapsed(c, fe_rt_event(a), fe_rt_event(b), (float *)ms));
 }
 
 cudaError_t cudaProfilerStart(void)

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include <cuda.h>
+#include <cudaProfiler.h> /* cuProfilerStart/Stop: driver functions too */
 #include <cuda_runtime_api.h>
 
 #include "stats.h"
