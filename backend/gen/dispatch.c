@@ -2089,6 +2089,23 @@ static int gen_release_done(be_session *s, be_req *rq)
 	return be_op_release_done(s, rq, gen);
 }
 
+static int gen_graph_exec_get_flags(be_session *s, be_req *rq)
+{
+	uint64_t graphExec_id;
+	if (proto_arg_u64(&rq->view, 0, &graphExec_id))
+		return BE_EPROTO;
+	CUgraphExec graphExec;
+	if (be_get_gexec(s, graphExec_id, &graphExec))
+		return CUDA_ERROR_INVALID_HANDLE;
+	size_t flags = 0;
+	CUresult st = be_drv.cuGraphExecGetFlags(graphExec, &flags);
+	if (st != CUDA_SUCCESS)
+		return st;
+	proto_msg *m = be_reply_begin(s, rq, 1);
+	proto_msg_u64(m, (uint64_t)flags);
+	return be_reply_end(s, rq, m, NULL, 0);
+}
+
 const be_op_desc be_ops[PROTO_OP_COUNT] = {
 	[PROTO_OP_HELLO] = {gen_hello, BE_OP_SYNC},
 	[PROTO_OP_MODULE_LOAD] = {gen_module_load, BE_OP_SYNC | BE_OP_PAYLOAD},
@@ -2209,6 +2226,7 @@ const be_op_desc be_ops[PROTO_OP_COUNT] = {
 	[PROTO_OP_MEMCPY_DTOH_REGION] = {gen_memcpy_dtoh_region, BE_OP_ASYNC},
 	[PROTO_OP_RELEASE] = {gen_release, BE_OP_ASYNC},
 	[PROTO_OP_RELEASE_DONE] = {gen_release_done, BE_OP_ASYNC},
+	[PROTO_OP_GRAPH_EXEC_GET_FLAGS] = {gen_graph_exec_get_flags, BE_OP_SYNC | BE_OP_QUICK},
 	/* api/cublas.api (backend/gen/lib_cublas.c) */
 	[PROTO_OP_CUBLASCREATE_V2] = {be_gen_cublasCreate_v2, BE_OP_ASYNC},
 	[PROTO_OP_CUBLASDESTROY_V2] = {be_gen_cublasDestroy_v2, BE_OP_ASYNC},

@@ -19,6 +19,7 @@
 	X(cuCtxGetLimit) \
 	X(cuCtxSetCacheConfig) \
 	X(cuGraphUpload) \
+	X(cuGraphExecGetFlags) \
 	/* end */
 
 #endif

@@ -135,7 +135,6 @@ STUB(cuGraphExecEventRecordNodeSetEvent)
 STUB(cuGraphExecEventWaitNodeSetEvent)
 STUB(cuGraphExecExternalSemaphoresSignalNodeSetParams)
 STUB(cuGraphExecExternalSemaphoresWaitNodeSetParams)
-STUB(cuGraphExecGetFlags)
 STUB(cuGraphExecMemcpyNodeSetParams)
 STUB(cuGraphExecMemsetNodeSetParams)
 STUB(cuGraphExecNodeSetParams)
@@ -631,7 +630,7 @@ const fe_drv_entry fe_drv_entries[] = {
 	{"cuGraphExecEventWaitNodeSetEvent", 11010, 0, "cuGraphExecEventWaitNodeSetEvent", (void *)fe_drv_stub_cuGraphExecEventWaitNodeSetEvent},
 	{"cuGraphExecExternalSemaphoresSignalNodeSetParams", 11020, 0, "cuGraphExecExternalSemaphoresSignalNodeSetParams", (void *)fe_drv_stub_cuGraphExecExternalSemaphoresSignalNodeSetParams},
 	{"cuGraphExecExternalSemaphoresWaitNodeSetParams", 11020, 0, "cuGraphExecExternalSemaphoresWaitNodeSetParams", (void *)fe_drv_stub_cuGraphExecExternalSemaphoresWaitNodeSetParams},
-	{"cuGraphExecGetFlags", 12000, 0, "cuGraphExecGetFlags", (void *)fe_drv_stub_cuGraphExecGetFlags},
+	{"cuGraphExecGetFlags", 12000, 0, "cuGraphExecGetFlags", (void *)cuGraphExecGetFlags},
 	{"cuGraphExecHostNodeSetParams", 10020, 0, "cuGraphExecHostNodeSetParams", (void *)cuGraphExecHostNodeSetParams},
 	{"cuGraphExecKernelNodeSetParams", 10010, 0, "cuGraphExecKernelNodeSetParams", (void *)fe_drv_graph_exec_kernel_node_set_params_v1},
 	{"cuGraphExecKernelNodeSetParams", 12000, 0, "cuGraphExecKernelNodeSetParams_v2", (void *)cuGraphExecKernelNodeSetParams},

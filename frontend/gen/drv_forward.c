@@ -23,3 +23,15 @@ CUresult cuProfilerStop(void)
 		return fe_drv_end(e);
 	return fe_drv_end(fe_rt_leave(fe_rpc_profiler_stop(c)));
 }
+
+CUresult cuGraphExecGetFlags(CUgraphExec graphExec, cuuint64_t *flags)
+{
+	fe_conn *c;
+	if (!flags)
+		return CUDA_ERROR_INVALID_VALUE;
+	fe_drv_begin();
+	cudaError_t e = fe_rt_enter(&c);
+	if (e != cudaSuccess)
+		return fe_drv_end(e);
+	return fe_drv_end(fe_rt_leave(fe_rpc_graph_exec_get_flags(c, fe_rt_gexec(graphExec), (uint64_t *)flags)));
+}

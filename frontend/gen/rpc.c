@@ -1670,3 +1670,23 @@ int fe_rpc_release_done(fe_conn *c, uint64_t gen)
 	proto_msg_u64(&m, (uint64_t)gen);
 	return fe_conn_post(c, &m, NULL, 0);
 }
+
+int fe_rpc_graph_exec_get_flags(fe_conn *c, uint64_t graphExec, uint64_t *flags)
+{
+	proto_msg m;
+	proto_msg_begin(&m, PROTO_OP_GRAPH_EXEC_GET_FLAGS, fe_conn_next_seq(c), 1);
+	proto_msg_u64(&m, graphExec);
+	fe_reply r;
+	int st = fe_conn_call(c, &m, NULL, 0, NULL, 0, &r);
+	if (st != 0)
+		return st;
+	{
+		uint64_t v;
+		if (proto_arg_u64(&r.view, PROTO_REPLY_FIRST + 0, &v))
+			st = PROTO_EDECODE;
+		else
+			*flags = v;
+	}
+	fe_reply_free(&r);
+	return st;
+}

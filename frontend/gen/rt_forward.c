@@ -40,3 +40,14 @@ cudaError_t cudaGraphUpload(cudaGraphExec_t graphExec, cudaStream_t stream)
 		return e;
 	return fe_rt_leave(fe_rpc_graph_upload(c, fe_rt_gexec(graphExec), fe_rt_stream(stream)));
 }
+
+cudaError_t cudaGraphExecGetFlags(cudaGraphExec_t graphExec, unsigned long long *flags)
+{
+	fe_conn *c;
+	if (!flags)
+		return cudaErrorInvalidValue;
+	cudaError_t e = fe_rt_enter(&c);
+	if (e != cudaSuccess)
+		return e;
+	return fe_rt_leave(fe_rpc_graph_exec_get_flags(c, fe_rt_gexec(graphExec), (uint64_t *)flags));
+}

@@ -122,6 +122,7 @@ static const char *const names[PROTO_OP_COUNT] = {
 	[PROTO_OP_MEMCPY_DTOH_REGION] = "memcpy_dtoh_region",
 	[PROTO_OP_RELEASE] = "release",
 	[PROTO_OP_RELEASE_DONE] = "release_done",
+	[PROTO_OP_GRAPH_EXEC_GET_FLAGS] = "graph_exec_get_flags",
 	[PROTO_OP_CUBLASCREATE_V2] = "cublasCreate_v2",
 	[PROTO_OP_CUBLASDESTROY_V2] = "cublasDestroy_v2",
 	[PROTO_OP_CUBLASSETSTREAM_V2] = "cublasSetStream_v2",
@@ -362,6 +363,7 @@ int proto_op_quick(uint32_t op)
 	case PROTO_OP_TENSOR_MAP_ENCODE:
 	case PROTO_OP_CAPTURE_INFO:
 	case PROTO_OP_GRAPH_HOST_GET:
+	case PROTO_OP_GRAPH_EXEC_GET_FLAGS:
 	case PROTO_OP_NCCLCOMMGETASYNCERROR:
 	case PROTO_OP_NCCLCOMMCOUNT:
 	case PROTO_OP_NCCLCOMMUSERRANK:

@@ -511,6 +511,17 @@ static void test_graph(CUdeviceptr a, CUdeviceptr b, size_t n)
 	ip.result_out = (CUgraphInstantiateResult)99;
 	expect("cuGraphInstantiateWithParams", cuGraphInstantiateWithParams(&xc, gc, &ip), CUDA_SUCCESS);
 	check("  result SUCCESS", ip.result_out == CUDA_GRAPH_INSTANTIATE_SUCCESS, "%d", (int)ip.result_out);
+	cuuint64_t xflags = 99;
+	expect("cuGraphExecGetFlags", cuGraphExecGetFlags(xc, &xflags), CUDA_SUCCESS);
+	check("  0 as instantiated", xflags == 0, "%llu", (unsigned long long)xflags);
+	expect("cuGraphExecGetFlags(NULL flags)", cuGraphExecGetFlags(xc, NULL), CUDA_ERROR_INVALID_VALUE);
+	CUgraphExec xa;
+	expect("cuGraphInstantiate(AUTO_FREE_ON_LAUNCH)",
+	       cuGraphInstantiate(&xa, gc, CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH), CUDA_SUCCESS);
+	CK(cuGraphExecGetFlags(xa, &xflags));
+	check("  its flags", xflags == CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH, "%llu",
+	      (unsigned long long)xflags);
+	CK(cuGraphExecDestroy(xa));
 	garbage(b, n);
 	CK(cuGraphLaunch(xc, s));
 	CK(cuStreamSynchronize(s));

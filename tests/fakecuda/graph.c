@@ -62,6 +62,7 @@ typedef struct fk_exec {
 	fk_ctx *ctx;
 	fk_step *steps;
 	size_t n;
+	unsigned long long flags; /* as instantiated */
 	unsigned busy;         /* replays in progress */
 	int dead;              /* destroyed while busy */
 } fk_exec;
@@ -1117,6 +1118,7 @@ CUresult CUDAAPI cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph h
 		rc = flatten(x, &cap, g);
 	if (rc == CUDA_SUCCESS) {
 		x->ctx = c;
+		x->flags = flags;
 		if (!(x->id = fk_handle_new(FK_GRAPH_EXEC, x, c)))
 			rc = CUDA_ERROR_OUT_OF_MEMORY;
 	}
@@ -1223,6 +1225,16 @@ CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec hGraphExec)
 	EXEC_BEGIN(hGraphExec);
 	if (rc == CUDA_SUCCESS)
 		fk_exec_destroy(x);
+	return fk_end(rc, __func__, "%p", (void *)hGraphExec);
+}
+
+CUresult CUDAAPI cuGraphExecGetFlags(CUgraphExec hGraphExec, cuuint64_t *flags)
+{
+	EXEC_BEGIN(hGraphExec);
+	if (rc == CUDA_SUCCESS && !flags)
+		rc = CUDA_ERROR_INVALID_VALUE;
+	if (rc == CUDA_SUCCESS)
+		*flags = x->flags;
 	return fk_end(rc, __func__, "%p", (void *)hGraphExec);
 }
 

@@ -98,6 +98,7 @@ static const struct {
 	E(cuGraphDestroy, 0)
 	E(cuGraphDestroyNode, 0)
 	E(cuGraphExecDestroy, 0)
+	E(cuGraphExecGetFlags, 0)
 	E(cuGraphExecHostNodeSetParams, 0)
 	E(cuGraphExecKernelNodeSetParams, 12000)
 	E(cuGraphExecUpdate, 12000)
