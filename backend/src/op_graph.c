@@ -45,7 +45,9 @@ int be_op_graph_instantiate(be_session *s, be_req *rq, uint64_t x_id, uint64_t g
 		be_hostnode_drop(s, 1, x_id);
 		return r;
 	}
-	if ((err = be_htab_add(&s->gexecs, x_id, x, 0))) {
+	uint64_t gaux = 0;
+	be_htab_get(&s->graphs, g_id, NULL, &gaux);
+	if ((err = be_htab_add(&s->gexecs, x_id, x, (gaux & BE_GRAPH_UNCHECKED) ? BE_GEXEC_UNCHECKED : 0))) {
 		be_drv.cuGraphExecDestroy(x);
 		be_hostnode_drop(s, 1, x_id);
 		return err == BE_H_ENOMEM ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_INVALID_HANDLE;
@@ -100,6 +102,14 @@ int be_op_graph_launch(be_session *s, be_req *rq, uint64_t x_id, uint64_t stream
 
 	if ((err = be_get_gexec(s, x_id, &x)) || (err = be_get_stream(s, stream_id, &st)))
 		return err;
+	uint64_t aux = 0;
+	if (be_htab_get(&s->gexecs, x_id, NULL, &aux) == BE_H_OK && (aux & BE_GEXEC_UNCHECKED)) {
+		/* A node would touch memory that is not the session's: on a GPU the
+		 * launch faults (the address is not mapped in this context). */
+		LOG_INFO(BE_LOG, "session %" PRIu64 ": graph exec %" PRIu64 " has a memset or copy outside this "
+			 "session's memory: not launched", s->id, x_id);
+		return CUDA_ERROR_ILLEGAL_ADDRESS;
+	}
 	if ((r = be_drv.cuGraphLaunch(x, st)) != CUDA_SUCCESS)
 		return r;
 	return be_hostnode_launched(s, x_id, st);
@@ -139,6 +149,11 @@ int be_op_graph_exec_update(be_session *s, be_req *rq, uint64_t x_id, uint64_t g
 	/* The host nodes the exec may take from g: held before, whatever the answer. */
 	be_hostnode_merge(s, 1, x_id, 0, g_id);
 	CUresult r = be_drv.cuGraphExecUpdate(x, g, &info);
+	if (r == CUDA_SUCCESS) { /* the exec's nodes are g's now */
+		uint64_t gaux = 0;
+		be_htab_get(&s->graphs, g_id, NULL, &gaux);
+		be_htab_set_aux(&s->gexecs, x_id, (gaux & BE_GRAPH_UNCHECKED) ? BE_GEXEC_UNCHECKED : 0);
+	}
 	if (info.errorNode && be_graph_node_name(s, g_id, info.errorNode, &node))
 		node = 0;
 	if (info.errorFromNode && be_graph_node_name(s, g_id, info.errorFromNode, &from))

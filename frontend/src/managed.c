@@ -239,6 +239,8 @@ static cudaError_t managed_alloc(void **devPtr, size_t size, int mapped_host)
 	cudaError_t e = fe_rt_enter(&c);
 	if (e != cudaSuccess)
 		return e;
+	if ((e = fe_capture_unsafe()) != cudaSuccess) /* CUDA's rules in a capture */
+		return fe_rt_fail(e);
 	if (size == 0) { /* as the CUDA runtime does (its manual says otherwise) */
 		*devPtr = NULL;
 		return cudaSuccess;

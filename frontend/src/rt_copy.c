@@ -42,6 +42,16 @@ int fe_mem_device_ok(const void *p, size_t len)
 	return 0;
 }
 
+/* A memset or device-to-device copy on a capturing stream is recorded, not run,
+ * and the driver records one whose range is no allocation (yet) as asked: XLA
+ * traces library calls into graphs and sets the real addresses later. So it is
+ * not refused here (pinned host memory aside: host_ops.c); the server records
+ * it and keeps execs of that graph from launching (backend/src/op_capture.c). */
+int fe_mem_captured(const void *p, size_t len, uint64_t sid)
+{
+	return !fe_host_pinned(p, len) && fe_stream_capturing(sid);
+}
+
 /* Managed memory is copied on the device side whatever the kind says (as
  * CUDA does): its host pages may be stale or inaccessible (managed.c). */
 /* A copy sends host bytes when it is called; pinned memory that work still
@@ -142,6 +152,8 @@ static cudaError_t memcpy_common(fe_api_site site, void *dst, const void *src, s
 		return cudaSuccess;
 	if (!dst || !src)
 		return fe_rt_fail(cudaErrorInvalidValue);
+	if (!async && (e = fe_capture_unsafe()) != cudaSuccess) /* CUDA's rules in a capture */
+		return fe_rt_fail(e);
 	uint64_t sid = fe_rt_stream(stream);
 	int st;
 	switch (resolve_kind(dst, src, kind)) {
@@ -189,6 +201,8 @@ static cudaError_t memcpy_common(fe_api_site site, void *dst, const void *src, s
 					return e;
 				return fe_rt_leave(fe_copy_htod(c, (uintptr_t)dst, src, count, sid));
 			}
+			if (!dh && !sh && fe_stream_capturing(sid)) /* recorded as asked */
+				return fe_rt_leave(fe_rpc_memcpy_dtod(c, (uintptr_t)dst, (uintptr_t)src, count, sid));
 			return fe_rt_fail(cudaErrorInvalidValue);
 		}
 		int cur = fe_rt_current_device();
@@ -225,6 +239,8 @@ static cudaError_t memcpy2d_common(fe_api_site site, void *dst, size_t dpitch, c
 		return cudaSuccess;
 	if (width > dpitch || width > spitch || !dst || !src)
 		return fe_rt_fail(cudaErrorInvalidPitchValue);
+	if (!async && (e = fe_capture_unsafe()) != cudaSuccess) /* CUDA's rules in a capture */
+		return fe_rt_fail(e);
 	size_t dspan = dpitch * (height - 1) + width, sspan = spitch * (height - 1) + width;
 	uint64_t sid = fe_rt_stream(stream);
 	int st;
@@ -369,7 +385,7 @@ static cudaError_t memset_common(fe_api_site site, void *p, int value, size_t co
 		return e;
 	if (count == 0)
 		return cudaSuccess;
-	if (!fe_mem_device_ok(p, count)) {
+	if (!fe_mem_device_ok(p, count) && !fe_mem_captured(p, count, fe_rt_stream(stream))) {
 		if (fe_host_pinned(p, count))
 			return fe_host_memset(p, count, (uint8_t)value, 1, count, 1, stream, !async);
 		return fe_rt_fail(cudaErrorInvalidValue);
@@ -397,7 +413,8 @@ static cudaError_t memset2d_common(fe_api_site site, void *p, size_t pitch, int 
 		return cudaSuccess;
 	if (width > pitch)
 		return fe_rt_fail(cudaErrorInvalidPitchValue);
-	if (!fe_mem_device_ok(p, pitch * (height - 1) + width)) {
+	if (!fe_mem_device_ok(p, pitch * (height - 1) + width) &&
+	    !fe_mem_captured(p, pitch * (height - 1) + width, fe_rt_stream(s))) {
 		if (fe_host_pinned(p, pitch * (height - 1) + width))
 			return fe_host_memset(p, pitch, (uint8_t)value, 1, width, height, s, !async);
 		return fe_rt_fail(cudaErrorInvalidValue);

@@ -20,6 +20,8 @@ cudaError_t cudaMalloc(void **devPtr, size_t size)
 	cudaError_t e = fe_rt_enter(&c);
 	if (e != cudaSuccess)
 		return e;
+	if ((e = fe_capture_unsafe()) != cudaSuccess) /* CUDA's rules in a capture */
+		return fe_rt_fail(e);
 	if (size == 0) {
 		*devPtr = NULL;
 		return cudaSuccess;
@@ -41,6 +43,8 @@ cudaError_t cudaFree(void *devPtr)
 		return e;
 	if (!devPtr)
 		return cudaSuccess;
+	if ((e = fe_capture_unsafe()) != cudaSuccess) /* CUDA's rules in a capture */
+		return fe_rt_fail(e);
 	if (fe_managed_mapped_host(devPtr, 0)) /* cudaFreeHost's, as on a GPU */
 		return fe_rt_fail(cudaErrorInvalidValue);
 	int mst = fe_managed_free(c, (uintptr_t)devPtr);
@@ -192,6 +196,8 @@ static cudaError_t host_alloc(void **p, size_t size, unsigned flags)
 	cudaError_t e = fe_rt_init();
 	if (e != cudaSuccess)
 		return fe_rt_fail(e);
+	if ((e = fe_capture_unsafe()) != cudaSuccess) /* CUDA's rules in a capture */
+		return fe_rt_fail(e);
 	if (size == 0) {
 		*p = NULL;
 		return cudaSuccess;
@@ -230,9 +236,12 @@ cudaError_t cudaFreeHost(void *ptr)
 {
 	if (!ptr)
 		return cudaSuccess;
+	cudaError_t e = fe_capture_unsafe(); /* CUDA's rules in a capture */
+	if (e != cudaSuccess)
+		return fe_rt_fail(e);
 	if (fe_managed_mapped_host(ptr, 1)) {
 		fe_conn *c;
-		cudaError_t e = fe_rt_enter(&c);
+		e = fe_rt_enter(&c);
 		return e != cudaSuccess ? e : fe_rt_leave(fe_managed_free(c, (uintptr_t)ptr));
 	}
 	if (fe_mem_remove((uintptr_t)ptr, FE_MEM_HOST_PINNED, NULL) != 0)
