@@ -259,6 +259,23 @@ typedef struct be_pong {
 	pthread_t thread;
 } be_pong;
 
+/* Coherence copies outside the executor (fetch.c, op managed_fetch): a
+ * thread of the session's own, from the first request. */
+typedef struct be_fetch_req be_fetch_req;
+typedef struct be_fetch {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int started, stop;           /* (mu) */
+	be_fetch_req *head, **tail;  /* (mu) requests in arrival order */
+	pthread_t thread;
+	CUstream streams[BE_MAX_GPUS]; /* the thread's own, non-blocking */
+} be_fetch;
+/* At accept (also makes ranges_mu); at the teardown, before any stream or
+ * memory goes (executor thread); in session_free. */
+void be_fetch_init(be_session *s);
+void be_fetch_stop(be_session *s);
+void be_fetch_destroy(be_session *s);
+
 /* At accept, before anything can fail (session_free destroys what it made). */
 void be_pong_init(be_session *s);
 /* Loop thread, once the connection is closed: ends the thread (if a ping
@@ -332,6 +349,10 @@ struct be_session {
 	 * teardown must */
 	be_htab texobjs, surfobjs;
 	be_ranges ranges;
+	/* held where the executor changes ranges and where fetch.c reads them
+	 * (the executor, their one writer, reads them without it) */
+	pthread_mutex_t ranges_mu;
+	be_fetch fetch;
 	be_staging staging;
 	struct be_lib_sess *lib; /* objects of forwarded libraries (lib.c), on first use */
 	struct be_vmm_sess *vmm; /* virtual memory management (op_vmm.c), on first use */
