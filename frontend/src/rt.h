@@ -130,6 +130,9 @@ int fe_mem_device_ok(const void *p, size_t len);
  * asked though the range is no device memory of this program: sid captures
  * (the driver records it; rt_copy.c). */
 int fe_mem_captured(const void *p, size_t len, uint64_t sid);
+/* st, or a synchronous copy's or memset's wait for stream sid when its
+ * destination dst is mapped host memory (rt_copy.c). */
+int fe_copy_settle_mapped(fe_conn *c, const void *dst, uint64_t sid, int async, int st);
 /* Stream-ordered operations on pinned or registered host memory (host_ops.c).
  * fe_host_pinned: [p, p + len) lies in one such range. fe_host_memset: a
  * memset of it (width in elements of elem bytes, rows pitch bytes apart);

@@ -65,6 +65,18 @@ static cudaError_t settle_source(fe_conn *c, const void *src, size_t n, cudaStre
 	return fe_host_pinned(src, n) ? cudaStreamSynchronize(stream) : cudaSuccess;
 }
 
+/* A synchronous copy or memset whose destination is mapped host memory (a
+ * managed allocation here: its device side is written, async on the wire)
+ * returns once it is done, as CUDA's does for pinned host memory: the host
+ * may read the bytes next, and that read's copy back (op managed_fetch) is
+ * served outside the server's executor, in no order with queued work. */
+int fe_copy_settle_mapped(fe_conn *c, const void *dst, uint64_t sid, int async, int st)
+{
+	if (st == 0 && !async && fe_managed_mapped_host(dst, 0))
+		st = fe_rpc_stream_sync(c, sid);
+	return st;
+}
+
 static enum cudaMemcpyKind resolve_kind(void *dst, const void *src, enum cudaMemcpyKind kind)
 {
 	if (kind != cudaMemcpyDefault && !fe_managed_any())
@@ -174,7 +186,7 @@ static cudaError_t memcpy_common(fe_api_site site, void *dst, const void *src, s
 			return fe_rt_leave(st); /* pinned memory the server maps: no bytes through the rings */
 		if (!async && fe_bounce_copy(c, 1, (uintptr_t)dst, (void *)src, count, sid, &st))
 			return fe_rt_leave(st); /* pageable over shm: one memcpy, into a region */
-		return fe_rt_leave(fe_copy_htod(c, (uintptr_t)dst, src, count, sid));
+		return fe_rt_leave(fe_copy_settle_mapped(c, dst, sid, async, fe_copy_htod(c, (uintptr_t)dst, src, count, sid)));
 	case cudaMemcpyDeviceToHost:
 		if (!fe_mem_device_ok(src, count)) {
 			if (fe_host_pinned(src, count))
@@ -208,7 +220,8 @@ static cudaError_t memcpy_common(fe_api_site site, void *dst, const void *src, s
 		int cur = fe_rt_current_device();
 		if (rd.device != cur || rs.device != cur) /* another device's memory (rt_peer.c) */
 			return fe_peer_copy(site, dst, rd.device, src, rs.device, count, stream, async);
-		return fe_rt_leave(fe_rpc_memcpy_dtod(c, (uintptr_t)dst, (uintptr_t)src, count, sid));
+		return fe_rt_leave(
+			fe_copy_settle_mapped(c, dst, sid, async, fe_rpc_memcpy_dtod(c, (uintptr_t)dst, (uintptr_t)src, count, sid)));
 	}
 	default:
 		return fe_rt_fail(cudaErrorInvalidMemcpyDirection);
@@ -390,7 +403,8 @@ static cudaError_t memset_common(fe_api_site site, void *p, int value, size_t co
 			return fe_host_memset(p, count, (uint8_t)value, 1, count, 1, stream, !async);
 		return fe_rt_fail(cudaErrorInvalidValue);
 	}
-	return fe_rt_leave(fe_rpc_memset(c, (uintptr_t)p, (uint8_t)value, 1, count, fe_rt_stream(stream)));
+	uint64_t sid = fe_rt_stream(stream);
+	return fe_rt_leave(fe_copy_settle_mapped(c, p, sid, async, fe_rpc_memset(c, (uintptr_t)p, (uint8_t)value, 1, count, sid)));
 }
 /* Counted under the entry point that called it (stats.h). */
 #define memset_common(...) memset_common(FE_API_SITE, __VA_ARGS__)
@@ -419,7 +433,9 @@ static cudaError_t memset2d_common(fe_api_site site, void *p, size_t pitch, int 
 			return fe_host_memset(p, pitch, (uint8_t)value, 1, width, height, s, !async);
 		return fe_rt_fail(cudaErrorInvalidValue);
 	}
-	return fe_rt_leave(fe_rpc_memset_2d(c, (uintptr_t)p, pitch, (uint8_t)value, 1, width, height, fe_rt_stream(s)));
+	uint64_t sid = fe_rt_stream(s);
+	return fe_rt_leave(
+		fe_copy_settle_mapped(c, p, sid, async, fe_rpc_memset_2d(c, (uintptr_t)p, pitch, (uint8_t)value, 1, width, height, sid)));
 }
 /* Counted under the entry point that called it (stats.h). */
 #define memset2d_common(...) memset2d_common(FE_API_SITE, __VA_ARGS__)
