@@ -165,24 +165,25 @@ static void unpin(void *p)
 }
 
 /* REMOTE_GPU_MAPPED_PINNED_MAX: pinned allocations of at most this many bytes
- * (default 0: none) are mapped host memory (managed.c), which a kernel may
- * write through the host address as on a GPU of this host, where all pinned
- * memory is mapped (XLA's autotuner hands a kernel 8 pinned bytes for its
- * result). Off by default: a host function that reads such memory after device
- * work needs a copy back while its stream waits for it, which the server's
- * executor may be waiting behind (e2e streams hangs). Larger ones stay plain
- * host memory: copies move them at full speed, and over shm they are shared
- * regions. */
+ * (default 4095; 0: none) are mapped host memory (managed.c), which a kernel
+ * may write through the host address as on a GPU of this host, where all
+ * pinned memory is mapped (XLA's autotuner hands a kernel 8 pinned bytes for
+ * its result). A host function that reads such memory after device work gets
+ * its bytes outside the server's executor (op managed_fetch). Larger ones stay
+ * plain host memory: copies move them at full speed, and over shm they are
+ * shared regions. */
+#define MAPPED_PINNED_MAX_DEFAULT 4095
 static size_t mapped_pinned_max(void)
 {
 	static size_t max = (size_t)-1;
 	if (max == (size_t)-1) {
 		const char *v = getenv("REMOTE_GPU_MAPPED_PINNED_MAX");
 		char *end = NULL;
-		unsigned long long n = v && *v ? strtoull(v, &end, 0) : 0;
+		unsigned long long n = v && *v ? strtoull(v, &end, 0) : MAPPED_PINNED_MAX_DEFAULT;
 		if (v && *v && *end) {
-			LOG_WARN("frontend", "REMOTE_GPU_MAPPED_PINNED_MAX=%s is not a number: 0", v);
-			n = 0;
+			LOG_WARN("frontend", "REMOTE_GPU_MAPPED_PINNED_MAX=%s is not a number: %d", v,
+				 MAPPED_PINNED_MAX_DEFAULT);
+			n = MAPPED_PINNED_MAX_DEFAULT;
 		}
 		max = (size_t)n;
 	}
