@@ -2106,6 +2106,19 @@ static int gen_graph_exec_get_flags(be_session *s, be_req *rq)
 	return be_reply_end(s, rq, m, NULL, 0);
 }
 
+static int gen_managed_fetch(be_session *s, be_req *rq)
+{
+	uint64_t src_w;
+	if (proto_arg_u64(&rq->view, 0, &src_w))
+		return BE_EPROTO;
+	CUdeviceptr src = (CUdeviceptr)src_w;
+	uint64_t len_w;
+	if (proto_arg_u64(&rq->view, 1, &len_w))
+		return BE_EPROTO;
+	uint64_t len = (uint64_t)len_w;
+	return be_op_managed_fetch(s, rq, src, len);
+}
+
 const be_op_desc be_ops[PROTO_OP_COUNT] = {
 	[PROTO_OP_HELLO] = {gen_hello, BE_OP_SYNC},
 	[PROTO_OP_MODULE_LOAD] = {gen_module_load, BE_OP_SYNC | BE_OP_PAYLOAD},
@@ -2227,6 +2240,7 @@ const be_op_desc be_ops[PROTO_OP_COUNT] = {
 	[PROTO_OP_RELEASE] = {gen_release, BE_OP_ASYNC},
 	[PROTO_OP_RELEASE_DONE] = {gen_release_done, BE_OP_ASYNC},
 	[PROTO_OP_GRAPH_EXEC_GET_FLAGS] = {gen_graph_exec_get_flags, BE_OP_SYNC | BE_OP_QUICK},
+	[PROTO_OP_MANAGED_FETCH] = {gen_managed_fetch, BE_OP_SYNC | BE_OP_LOOP},
 	/* api/cublas.api (backend/gen/lib_cublas.c) */
 	[PROTO_OP_CUBLASCREATE_V2] = {be_gen_cublasCreate_v2, BE_OP_ASYNC},
 	[PROTO_OP_CUBLASDESTROY_V2] = {be_gen_cublasDestroy_v2, BE_OP_ASYNC},

@@ -259,6 +259,23 @@ typedef struct be_pong {
 	pthread_t thread;
 } be_pong;
 
+/* Coherence copies outside the executor (fetch.c, op managed_fetch): a
+ * thread of the session's own, from the first request. */
+typedef struct be_fetch_req be_fetch_req;
+typedef struct be_fetch {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int started, stop;           /* (mu) */
+	be_fetch_req *head, **tail;  /* (mu) requests in arrival order */
+	pthread_t thread;
+	CUstream streams[BE_MAX_GPUS]; /* the thread's own, non-blocking */
+} be_fetch;
+/* At accept (also makes ranges_mu); at the teardown, before any stream or
+ * memory goes (executor thread); in session_free. */
+void be_fetch_init(be_session *s);
+void be_fetch_stop(be_session *s);
+void be_fetch_destroy(be_session *s);
+
 /* At accept, before anything can fail (session_free destroys what it made). */
 void be_pong_init(be_session *s);
 /* Loop thread, once the connection is closed: ends the thread (if a ping
@@ -332,6 +349,10 @@ struct be_session {
 	 * teardown must */
 	be_htab texobjs, surfobjs;
 	be_ranges ranges;
+	/* held where the executor changes ranges and where fetch.c reads them
+	 * (the executor, their one writer, reads them without it) */
+	pthread_mutex_t ranges_mu;
+	be_fetch fetch;
 	be_staging staging;
 	struct be_lib_sess *lib; /* objects of forwarded libraries (lib.c), on first use */
 	struct be_vmm_sess *vmm; /* virtual memory management (op_vmm.c), on first use */
@@ -490,11 +511,29 @@ int be_graph_add_node(be_session *s, be_req *rq, uint64_t g_id, const void *deps
 /* aux of a graph in s->graphs: the graph of a capture under way (the driver owns
  * it until the capture ends; the client may look at it, not destroy it). */
 #define BE_GRAPH_CAPTURING 1u
+/* aux of a graph: a capture recorded a memset or copy in it whose device range
+ * was not the session's memory then (the driver records those: XLA traces
+ * library calls and sets the real addresses later). The graph is kept as the
+ * driver made it; an exec made from it carries BE_GEXEC_UNCHECKED and is refused
+ * at launch with the error the GPU would give (op_graph.c), so no node reaches
+ * memory that is not the session's. Clones and parents of it inherit the mark. */
+#define BE_GRAPH_UNCHECKED 2u
+/* aux of a graph exec: made from (or updated with) an unchecked graph; above
+ * BE_GEXEC_CHARGE_SHIFT, the bytes its memory nodes are charged (op_graph.c). */
+#define BE_GEXEC_UNCHECKED 1u
+#define BE_GEXEC_CHARGE_SHIFT 1
 /* op_capture.c: a stream that began a capture is destroyed (its aux in
  * s->streams is the capture's graph id): the capture ends, its graph goes. */
 void be_capture_drop(CUstream st, uint64_t g_id, be_session *s);
 /* The client id of the graph that capturing stream st captures into. */
 int be_capture_graph_id(be_session *s, CUstream st, uint64_t *g_id);
+/* A memset or copy of op on stream st touches [p, p + len), which is not the
+ * session's memory: on a capturing stream it is recorded as the driver records
+ * it, and the capture's graph marked BE_GRAPH_UNCHECKED (0: go on); elsewhere
+ * be_bad_range's answer. */
+int be_capture_unchecked(be_session *s, CUstream st, const char *op, uint64_t p, uint64_t len);
+/* Adds the BE_GRAPH_UNCHECKED mark of graph from_id to graph to_id. */
+void be_graph_inherit_mark(be_session *s, uint64_t to_id, uint64_t from_id);
 
 /* op_launch.c: a kernel's parameter buffer as it came in a launch or a kernel
  * node, checked against the function's parameter size and copied to aligned

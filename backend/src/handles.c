@@ -136,6 +136,17 @@ int be_htab_get(const be_htab *t, uint64_t id, void **obj, uint64_t *aux)
 	return BE_H_OK;
 }
 
+int be_htab_set_aux(be_htab *t, uint64_t id, uint64_t aux)
+{
+	be_hent *e = find(t, id);
+	if (!e)
+		return BE_H_UNKNOWN;
+	if (e->state != 1)
+		return BE_H_STALE;
+	e->aux = aux;
+	return BE_H_OK;
+}
+
 int be_htab_del(be_htab *t, uint64_t id, void **obj, uint64_t *aux)
 {
 	be_hent *e = find(t, id);

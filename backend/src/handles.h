@@ -49,6 +49,8 @@ int be_htab_add(be_htab *t, uint64_t id, void *obj, uint64_t aux);
 /* obj and aux may be NULL. */
 int be_htab_get(const be_htab *t, uint64_t id, void **obj, uint64_t *aux);
 int be_htab_del(be_htab *t, uint64_t id, void **obj, uint64_t *aux);
+/* Replaces the aux of a live id (its object and generation stay). */
+int be_htab_set_aux(be_htab *t, uint64_t id, uint64_t aux);
 /* Generation of id: 0 if unknown. */
 uint32_t be_htab_gen(const be_htab *t, uint64_t id);
 static inline uint32_t be_htab_count(const be_htab *t) { return t->live; }

@@ -129,7 +129,8 @@ int be_op_capture_end(be_session *s, be_req *rq, uint64_t stream_id, uint64_t g_
 			 s->id, g_id, cap_id);
 		return CUDA_ERROR_INVALID_HANDLE;
 	}
-	be_htab_get(&s->graphs, cap_id, &o, NULL);
+	uint64_t aux = 0;
+	be_htab_get(&s->graphs, cap_id, &o, &aux);
 	r = be_drv.cuStreamEndCapture(st, &g);
 	if (r == CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD)
 		return r; /* still under way */
@@ -145,11 +146,31 @@ int be_op_capture_end(be_session *s, be_req *rq, uint64_t stream_id, uint64_t g_
 			 s->id);
 		be_graph_forget_owned(s, cap_id);
 	}
-	if ((err = be_htab_add(&s->graphs, cap_id, g, 0))) {
+	if ((err = be_htab_add(&s->graphs, cap_id, g, aux & BE_GRAPH_UNCHECKED))) {
 		be_drv.cuGraphDestroy(g);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	return CUDA_SUCCESS;
+}
+
+int be_capture_unchecked(be_session *s, CUstream st, const char *op, uint64_t p, uint64_t len)
+{
+	uint64_t g_id, aux = 0;
+	if (be_capture_graph_id(s, st, &g_id) || be_htab_get(&s->graphs, g_id, NULL, &aux) != BE_H_OK)
+		return be_bad_range(s, op, p, len);
+	if (!(aux & BE_GRAPH_UNCHECKED))
+		LOG_INFO(BE_LOG, "session %" PRIu64 ": %s: [0x%" PRIx64 ", +%" PRIu64 ") is not this session's memory: "
+			 "recorded into graph %" PRIu64 ", whose execs will not launch", s->id, op, p, len, g_id);
+	be_htab_set_aux(&s->graphs, g_id, aux | BE_GRAPH_UNCHECKED);
+	return 0;
+}
+
+void be_graph_inherit_mark(be_session *s, uint64_t to_id, uint64_t from_id)
+{
+	uint64_t from = 0, to = 0;
+	if (be_htab_get(&s->graphs, from_id, NULL, &from) == BE_H_OK && (from & BE_GRAPH_UNCHECKED) &&
+	    be_htab_get(&s->graphs, to_id, NULL, &to) == BE_H_OK)
+		be_htab_set_aux(&s->graphs, to_id, to | BE_GRAPH_UNCHECKED);
 }
 
 void be_capture_drop(CUstream st, uint64_t g_id, be_session *s)

@@ -19,6 +19,9 @@
  * the graph would keep its address and read it again at every launch, long
  * after the buffer went back to the pool. Such copies fail with
  * CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED (memsets and D2D copies are fine).
+ * A memset or D2D copy a capture records is not refused for a range outside the
+ * session's memory, as the driver records it (be_capture_unchecked): its graph
+ * is marked, and execs of it do not launch.
  */
 #include "backend.h"
 
@@ -100,10 +103,10 @@ int be_op_memcpy_dtod(be_session *s, be_req *rq, CUdeviceptr dst, CUdeviceptr sr
 		return err;
 	if (len == 0)
 		return CUDA_SUCCESS;
-	if (!be_ranges_check(&s->ranges, dst, len))
-		return be_bad_range(s, "memcpy_dtod (dst)", dst, len);
-	if (!be_ranges_check(&s->ranges, src, len))
-		return be_bad_range(s, "memcpy_dtod (src)", src, len);
+	if (!be_ranges_check(&s->ranges, dst, len) && (err = be_capture_unchecked(s, st, "memcpy_dtod (dst)", dst, len)))
+		return err;
+	if (!be_ranges_check(&s->ranges, src, len) && (err = be_capture_unchecked(s, st, "memcpy_dtod (src)", src, len)))
+		return err;
 	return be_drv.cuMemcpyDtoDAsync(dst, src, (size_t)len, st);
 }
 
@@ -233,8 +236,9 @@ int be_op_memset(be_session *s, be_req *rq, CUdeviceptr dst, uint32_t value, uin
 		return CUDA_ERROR_INVALID_VALUE;
 	if (count == 0)
 		return CUDA_SUCCESS;
-	if (!be_ranges_check(&s->ranges, dst, count * elemsize))
-		return be_bad_range(s, "memset", dst, count * elemsize);
+	if (!be_ranges_check(&s->ranges, dst, count * elemsize) &&
+	    (err = be_capture_unchecked(s, st, "memset", dst, count * elemsize)))
+		return err;
 	switch (elemsize) {
 	case 1: return be_drv.cuMemsetD8Async(dst, (unsigned char)value, (size_t)count, st);
 	case 2: return be_drv.cuMemsetD16Async(dst, (unsigned short)value, (size_t)count, st);
@@ -257,8 +261,9 @@ int be_op_memset_2d(be_session *s, be_req *rq, CUdeviceptr dst, uint64_t pitch, 
 	uint64_t wbytes = width * elemsize;
 	if (wbytes == 0 || height == 0)
 		return CUDA_SUCCESS;
-	if (!be_ranges_check_2d(&s->ranges, dst, pitch, wbytes, height))
-		return be_bad_range(s, "memset_2d", dst, pitch * (height - 1) + wbytes);
+	if (!be_ranges_check_2d(&s->ranges, dst, pitch, wbytes, height) &&
+	    (err = be_capture_unchecked(s, st, "memset_2d", dst, pitch * (height - 1) + wbytes)))
+		return err;
 	switch (elemsize) {
 	case 1: return be_drv.cuMemsetD2D8Async(dst, (size_t)pitch, (unsigned char)value, (size_t)width, (size_t)height, st);
 	case 2: return be_drv.cuMemsetD2D16Async(dst, (size_t)pitch, (unsigned short)value, (size_t)width, (size_t)height, st);

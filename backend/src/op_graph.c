@@ -87,8 +87,11 @@ int be_op_graph_instantiate(be_session *s, be_req *rq, uint64_t x_id, uint64_t g
 		be_tenant_uncharge(s, charge);
 		return r;
 	}
-	/* aux: the bytes charged, given back when the exec goes */
-	if ((err = be_htab_add(&s->gexecs, x_id, x, charge))) {
+	/* aux: BE_GEXEC_UNCHECKED, and the bytes charged (given back when the exec goes) */
+	uint64_t gaux = 0;
+	be_htab_get(&s->graphs, g_id, NULL, &gaux);
+	uint64_t xaux = ((gaux & BE_GRAPH_UNCHECKED) ? BE_GEXEC_UNCHECKED : 0) | charge << BE_GEXEC_CHARGE_SHIFT;
+	if ((err = be_htab_add(&s->gexecs, x_id, x, xaux))) {
 		be_drv.cuGraphExecDestroy(x);
 		be_hostnode_drop(s, 1, x_id);
 		be_tenant_uncharge(s, charge);
@@ -123,15 +126,15 @@ int be_op_graph_destroy(be_session *s, be_req *rq, uint64_t g_id)
 int be_op_graph_exec_destroy(be_session *s, be_req *rq, uint64_t x_id)
 {
 	void *x;
-	uint64_t charged = 0;
-	int err = be_htab_del(&s->gexecs, x_id, &x, &charged);
+	uint64_t aux = 0;
+	int err = be_htab_del(&s->gexecs, x_id, &x, &aux);
 	if (err) {
 		LOG_INFO(BE_LOG, "session %" PRIu64 ": graph_exec_destroy %" PRIu64 ": %s", s->id, x_id,
 			 be_h_strerror(err));
 		return CUDA_ERROR_INVALID_HANDLE;
 	}
 	CUresult r = be_drv.cuGraphExecDestroy((CUgraphExec)x);
-	be_tenant_uncharge(s, charged);
+	be_tenant_uncharge(s, aux >> BE_GEXEC_CHARGE_SHIFT);
 	/* Launches still in flight hold its host nodes' records themselves. */
 	be_hostnode_drop(s, 1, x_id);
 	return r;
@@ -146,6 +149,14 @@ int be_op_graph_launch(be_session *s, be_req *rq, uint64_t x_id, uint64_t stream
 
 	if ((err = be_get_gexec(s, x_id, &x)) || (err = be_get_stream(s, stream_id, &st)))
 		return err;
+	uint64_t aux = 0;
+	if (be_htab_get(&s->gexecs, x_id, NULL, &aux) == BE_H_OK && (aux & BE_GEXEC_UNCHECKED)) {
+		/* A node would touch memory that is not the session's: on a GPU the
+		 * launch faults (the address is not mapped in this context). */
+		LOG_INFO(BE_LOG, "session %" PRIu64 ": graph exec %" PRIu64 " has a memset or copy outside this "
+			 "session's memory: not launched", s->id, x_id);
+		return CUDA_ERROR_ILLEGAL_ADDRESS;
+	}
 	if ((r = be_drv.cuGraphLaunch(x, st)) != CUDA_SUCCESS)
 		return r;
 	return be_hostnode_launched(s, x_id, st);
@@ -185,6 +196,14 @@ int be_op_graph_exec_update(be_session *s, be_req *rq, uint64_t x_id, uint64_t g
 	/* The host nodes the exec may take from g: held before, whatever the answer. */
 	be_hostnode_merge(s, 1, x_id, 0, g_id);
 	CUresult r = be_drv.cuGraphExecUpdate(x, g, &info);
+	if (r == CUDA_SUCCESS) { /* the exec's nodes are g's now */
+		uint64_t gaux = 0;
+		be_htab_get(&s->graphs, g_id, NULL, &gaux);
+		uint64_t xaux = 0;
+		be_htab_get(&s->gexecs, x_id, NULL, &xaux);
+		xaux = (xaux & ~(uint64_t)BE_GEXEC_UNCHECKED) | ((gaux & BE_GRAPH_UNCHECKED) ? BE_GEXEC_UNCHECKED : 0);
+		be_htab_set_aux(&s->gexecs, x_id, xaux);
+	}
 	if (info.errorNode && be_graph_node_name(s, g_id, info.errorNode, &node))
 		node = 0;
 	if (info.errorFromNode && be_graph_node_name(s, g_id, info.errorFromNode, &from))

@@ -14,7 +14,9 @@
  * nodes with their graph, so the session's end only drops the tables.
  *
  * Copies and memsets in nodes are checked against the session's allocations when
- * added, as a stream's are; the driver runs them in the session's context.
+ * added, as a stream's are; the driver runs them in the session's context. A
+ * graph a capture recorded unchecked nodes into keeps its mark through clones and
+ * child nodes (BE_GRAPH_UNCHECKED).
  */
 #include "backend.h"
 
@@ -221,6 +223,7 @@ int be_op_graph_clone(be_session *s, be_req *rq, uint64_t copy_id, uint64_t g_id
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	be_hostnode_merge(s, 0, copy_id, 0, g_id); /* its host nodes */
+	be_graph_inherit_mark(s, copy_id, g_id);
 	return CUDA_SUCCESS;
 }
 
@@ -400,6 +403,7 @@ int be_op_graph_add_child(be_session *s, be_req *rq, uint64_t g_id, const void *
 		return err;
 	/* The copy's host nodes: held before it exists (holding more is harmless). */
 	be_hostnode_merge(s, 0, g_id, 0, child_id);
+	be_graph_inherit_mark(s, g_id, child_id); /* (marked even if the add fails: only launches are refused) */
 	return be_graph_add_node(s, rq, g_id, deps, deps_len, add_child, child);
 }
 

@@ -41,15 +41,25 @@ static CUresult try_alloc_async(void *ctx)
 
 static int record(be_session *s, CUdeviceptr p, uint64_t size, int kind);
 static int check_freeable(be_session *s, CUdeviceptr ptr, const char *what);
+static void forget(be_session *s, CUdeviceptr ptr, be_range *gone);
 
 static int record(be_session *s, CUdeviceptr p, uint64_t size, int kind)
 {
+	pthread_mutex_lock(&s->ranges_mu); /* fetch.c reads them on its thread */
 	int r = be_ranges_add(&s->ranges, (uint64_t)p, size, kind);
+	pthread_mutex_unlock(&s->ranges_mu);
 	if (r == BE_R_OK)
 		return 0;
 	LOG_ERROR(BE_LOG, "session %" PRIu64 ": cannot record allocation 0x%llx+%" PRIu64 " (%s)", s->id,
 		  (unsigned long long)p, size, r == BE_R_OVERLAP ? "overlaps a known range" : "out of memory");
 	return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+static void forget(be_session *s, CUdeviceptr ptr, be_range *gone)
+{
+	pthread_mutex_lock(&s->ranges_mu);
+	be_ranges_remove(&s->ranges, (uint64_t)ptr, gone);
+	pthread_mutex_unlock(&s->ranges_mu);
 }
 
 static int check_freeable(be_session *s, CUdeviceptr ptr, const char *what)
@@ -94,12 +104,15 @@ int be_op_mem_free(be_session *s, be_req *rq, CUdeviceptr ptr)
 		return CUDA_SUCCESS;
 	if ((err = check_freeable(s, ptr, "mem_free")))
 		return err;
-	/* Only a successful free forgets the range: otherwise the memory is
-	 * still there and the teardown must free it. */
-	if ((r = be_drv.cuMemFree(ptr)) != CUDA_SUCCESS)
-		return r;
+	/* Forgotten first, so no copy outside the executor (fetch.c) reads it
+	 * while it goes; back if the free fails: the memory is still there and
+	 * the teardown must free it. */
 	be_range gone = {0};
-	be_ranges_remove(&s->ranges, (uint64_t)ptr, &gone);
+	forget(s, ptr, &gone);
+	if ((r = be_drv.cuMemFree(ptr)) != CUDA_SUCCESS) {
+		record(s, gone.base, gone.size, gone.kind);
+		return r;
+	}
 	be_tenant_uncharge(s, gone.size);
 	return CUDA_SUCCESS;
 }
@@ -161,12 +174,14 @@ int be_op_mem_free_async(be_session *s, be_req *rq, CUdeviceptr ptr, uint64_t st
 		return CUDA_SUCCESS;
 	if ((err = be_get_stream(s, stream_id, &st)) || (err = check_freeable(s, ptr, "mem_free_async")))
 		return err;
-	if ((r = be_drv.cuMemFreeAsync(ptr, st)) != CUDA_SUCCESS)
-		return r;
 	/* Forgotten now, though the memory lives until the stream gets there:
-	 * later calls may no longer use it, as in CUDA. */
+	 * later calls may no longer use it, as in CUDA (first: as in mem_free). */
 	be_range gone = {0};
-	be_ranges_remove(&s->ranges, (uint64_t)ptr, &gone);
+	forget(s, ptr, &gone);
+	if ((r = be_drv.cuMemFreeAsync(ptr, st)) != CUDA_SUCCESS) {
+		record(s, gone.base, gone.size, gone.kind);
+		return r;
+	}
 	be_tenant_uncharge(s, gone.size);
 	return CUDA_SUCCESS;
 }

@@ -214,7 +214,9 @@ static void resolve_var(be_session *s, proto_msg *m, CUmodule mod, const entry *
 		/* Not listed twice, nor charged twice: the first resolve pays for it
 		 * (an initialised one was in the image already: counted high). */
 		if (!(r && r->size == bytes) && (st = be_tenant_charge(s, bytes)) == CUDA_SUCCESS) {
+			pthread_mutex_lock(&s->ranges_mu); /* fetch.c reads them on its thread */
 			int err = be_ranges_add(&s->ranges, (uint64_t)dp, bytes, BE_RANGE_VAR);
+			pthread_mutex_unlock(&s->ranges_mu);
 			if (err)
 				LOG_WARN(BE_LOG, "session %" PRIu64 ": variable %s at 0x%llx+%zu not recorded (%d)", s->id,
 					 e->name, (unsigned long long)dp, bytes, err);

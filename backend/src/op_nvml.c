@@ -46,7 +46,9 @@
 	X(nvmlDeviceGetComputeMode, (nvmlDevice_t, int *))                                                     \
 	X(nvmlDeviceGetMigMode, (nvmlDevice_t, unsigned *, unsigned *))                                        \
 	X(nvmlSystemGetDriverVersion, (char *, unsigned))                                                      \
-	X(nvmlSystemGetNVMLVersion, (char *, unsigned))
+	X(nvmlSystemGetNVMLVersion, (char *, unsigned))                                                       \
+	X(nvmlDeviceGetFieldValues, (nvmlDevice_t, int, nvmlFieldValue_t *))                                   \
+	X(nvmlDeviceGetGpuFabricInfoV, (nvmlDevice_t, nvmlGpuFabricInfoV_t *))
 
 static struct {
 #define BE_NVML_FIELD(name, params) nvmlReturn_t(*name) params;
@@ -144,6 +146,8 @@ int be_op_nvml_query(be_session *s, be_req *rq, uint32_t what, uint32_t arg)
 {
 	uint64_t v[4] = {0, 0, 0, 0};
 	char text[96] = "";
+	_Alignas(8) unsigned char raw[96]; /* a structure NVML filled, sent as it is */
+	size_t raw_len = 0;
 	unsigned a = 0, b = 0;
 	int e = 0;
 	nvmlReturn_t r = NVML_ERROR_NOT_SUPPORTED;
@@ -223,6 +227,23 @@ int be_op_nvml_query(be_session *s, be_req *rq, uint32_t what, uint32_t arg)
 		case PROTO_NVML_NVML_VERSION:
 			r = BE_NVML_CALL(nvmlSystemGetNVMLVersion, text, sizeof(text));
 			break;
+		case PROTO_NVML_FIELD: {
+			nvmlFieldValue_t f = {.fieldId = arg & 0xffffu, .scopeId = arg >> 16};
+			if ((r = BE_NVML_CALL(nvmlDeviceGetFieldValues, nvml_dev, 1, &f)) == NVML_SUCCESS)
+				memcpy(raw, &f, raw_len = sizeof(f));
+			break;
+		}
+		case PROTO_NVML_FABRIC:
+			/* the caller's version, whose size this NVML checks itself */
+			if (RG_NVML_STRUCT_SIZE(arg) < sizeof(nvmlGpuFabricInfoV_t) || RG_NVML_STRUCT_SIZE(arg) >= sizeof(raw)) {
+				r = NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+				break;
+			}
+			memset(raw, 0, sizeof(raw));
+			((nvmlGpuFabricInfoV_t *)raw)->version = arg;
+			if ((r = BE_NVML_CALL(nvmlDeviceGetGpuFabricInfoV, nvml_dev, (nvmlGpuFabricInfoV_t *)raw)) == NVML_SUCCESS)
+				raw_len = RG_NVML_STRUCT_SIZE(arg);
+			break;
 		default:
 			r = NVML_ERROR_INVALID_ARGUMENT;
 		}
@@ -232,6 +253,9 @@ int be_op_nvml_query(be_session *s, be_req *rq, uint32_t what, uint32_t arg)
 	proto_msg_u64(m, (uint64_t)(uint32_t)r);
 	for (int i = 0; i < 4; i++)
 		proto_msg_u64(m, v[i]);
-	proto_msg_bin(m, text, r == NVML_SUCCESS ? strlen(text) : 0);
+	if (raw_len)
+		proto_msg_bin(m, raw, r == NVML_SUCCESS ? raw_len : 0);
+	else
+		proto_msg_bin(m, text, r == NVML_SUCCESS ? strlen(text) : 0);
 	return be_reply_end(s, rq, m, NULL, 0);
 }

@@ -91,15 +91,42 @@ int be_op_region_add(be_session *s, be_req *rq, uint32_t region, uint64_t len)
 	return CUDA_SUCCESS;
 }
 
+typedef struct capture_scan {
+	int capturing;
+} capture_scan;
+
+static void note_capture(void *ctx, uint64_t id, void *obj, uint64_t aux)
+{
+	if (aux & BE_GRAPH_CAPTURING)
+		((capture_scan *)ctx)->capturing = 1;
+}
+
+/* A stream that is not capturing: its copies end before the region goes. */
+static void sync_uncaptured(void *ctx, uint64_t id, void *obj, uint64_t aux)
+{
+	if (!be_stream_capturing((CUstream)obj))
+		be_drv.cuStreamSynchronize((CUstream)obj);
+}
+
 int be_op_region_drop(be_session *s, be_req *rq, uint32_t region)
 {
 	be_region *r = find(s, region);
 	if (!r)
 		return CUDA_ERROR_INVALID_VALUE;
-	/* Copies on any device may still read or write it. */
+	/* Copies on any device may still read or write it. While a capture is
+	 * under way (a cudaFreeHost the client's capture rules allow, from a
+	 * thread outside it), a context synchronize would invalidate it: the
+	 * streams outside it are waited for instead (a region copy is never
+	 * captured; the legacy stream's work is not waited for then). */
+	capture_scan cs = {0};
+	be_htab_each(&s->graphs, note_capture, &cs);
 	for (int d = 0; d < be_srv.ngpu; d++)
-		if (s->ctxs[d] && be_session_select(s, (uint32_t)d) == CUDA_SUCCESS)
-			be_drv.cuCtxSynchronize();
+		if (s->ctxs[d] && be_session_select(s, (uint32_t)d) == CUDA_SUCCESS) {
+			if (!cs.capturing)
+				be_drv.cuCtxSynchronize();
+			else
+				be_htab_each_dev(&s->streams, d, sync_uncaptured, NULL);
+		}
 	be_session_select(s, (uint32_t)rq->view.status);
 	unregister(s, r);
 	transport_region_drop(s->conn, region);

@@ -316,7 +316,10 @@ int be_op_vmm_map(be_session *s, be_req *rq, CUdeviceptr ptr, uint64_t size, uin
 		free(m);
 		return r;
 	}
-	if (be_ranges_add(&s->ranges, (uint64_t)ptr, size, BE_RANGE_MAPPED) != BE_R_OK) {
+	pthread_mutex_lock(&s->ranges_mu); /* fetch.c reads them on its thread */
+	int added = be_ranges_add(&s->ranges, (uint64_t)ptr, size, BE_RANGE_MAPPED);
+	pthread_mutex_unlock(&s->ranges_mu);
+	if (added != BE_R_OK) {
 		be_drv.cuMemUnmap(ptr, (size_t)size);
 		free(m);
 		return CUDA_ERROR_OUT_OF_MEMORY;
@@ -344,9 +347,16 @@ int be_op_vmm_unmap(be_session *s, be_req *rq, CUdeviceptr ptr, uint64_t size)
 	for (vmm_map **pp = &v->maps; *pp;) {
 		vmm_map *m = *pp;
 		if (m->base - (uint64_t)ptr < size) {
-			if ((r = be_drv.cuMemUnmap((CUdeviceptr)m->base, (size_t)m->size)) != CUDA_SUCCESS)
-				return r;
+			/* forgotten first: no copy outside the executor reads it then (fetch.c) */
+			pthread_mutex_lock(&s->ranges_mu);
 			be_ranges_remove(&s->ranges, m->base, NULL);
+			pthread_mutex_unlock(&s->ranges_mu);
+			if ((r = be_drv.cuMemUnmap((CUdeviceptr)m->base, (size_t)m->size)) != CUDA_SUCCESS) {
+				pthread_mutex_lock(&s->ranges_mu);
+				be_ranges_add(&s->ranges, m->base, m->size, BE_RANGE_MAPPED);
+				pthread_mutex_unlock(&s->ranges_mu);
+				return r;
+			}
 			*pp = m->next;
 			free(m);
 		} else {

@@ -247,6 +247,7 @@ void *be_on_accept(void *ctx, transport_conn *c)
 	pthread_mutex_init(&s->hf_mu, NULL);
 	pthread_cond_init(&s->hf_cv, NULL);
 	be_pong_init(s);
+	be_fetch_init(s);
 	be_htab_init(&s->streams);
 	be_htab_init(&s->events);
 	be_htab_init(&s->modules);
@@ -604,6 +605,7 @@ static void session_free(be_session *s)
 	pthread_mutex_destroy(&s->hf_mu);
 	pthread_cond_destroy(&s->hf_cv);
 	be_pong_destroy(s);
+	be_fetch_destroy(s);
 	if (s->w.tail) {
 		pthread_mutex_destroy(&s->w.mu);
 		pthread_cond_destroy(&s->w.cv);
@@ -711,6 +713,7 @@ void be_session_teardown(be_session *s)
 	CUresult r;
 
 	be_peer_push_join(s); /* they use the session's staging, streams and connection */
+	be_fetch_stop(s);     /* its copies read the session's memory on streams of its own */
 	if (s->ctx) {
 		/* Communicators first: an NCCL kernel waiting on a peer that will not
 		 * come would hold the waiter and cuCtxSynchronize below forever. */

@@ -100,6 +100,33 @@ typedef struct {
 	unsigned int gpuInstanceId, computeInstanceId; /* 0xFFFFFFFF without MIG */
 } nvmlProcessInfo_v2_t;
 
+/* nvmlDeviceGetFieldValues: one field (NVML_FI_*) per entry; the caller sets
+ * fieldId and scopeId, NVML the rest. */
+typedef union {
+	double dVal;
+	int siVal;
+	unsigned int uiVal;
+	unsigned long ulVal;
+	unsigned long long ullVal;
+	signed long long sllVal;
+	unsigned short usVal;
+} nvmlValue_t;
+typedef struct {
+	unsigned int fieldId, scopeId;
+	long long timestamp, latencyUsec;
+	int valueType;          /* nvmlValueType_t */
+	nvmlReturn_t nvmlReturn; /* this field's own answer */
+	nvmlValue_t value;
+} nvmlFieldValue_t;
+
+/* nvmlDeviceGetGpuFabricInfoV: a versioned structure (NVML_STRUCT_VERSION:
+ * its size in the low 24 bits of version, the version above); only version
+ * is read here, the rest travels as the server's NVML filled it. */
+typedef struct {
+	unsigned int version;
+} nvmlGpuFabricInfoV_t;
+#define RG_NVML_STRUCT_SIZE(version) ((version) & 0xffffffu)
+
 enum { NVML_TEMPERATURE_GPU = 0 };
 enum { NVML_CLOCK_GRAPHICS = 0, NVML_CLOCK_SM = 1, NVML_CLOCK_MEM = 2, NVML_CLOCK_VIDEO = 3, NVML_CLOCK_COUNT };
 enum { NVML_FEATURE_DISABLED = 0, NVML_FEATURE_ENABLED = 1 };
@@ -114,5 +141,6 @@ static_assert(sizeof(nvmlMemory_v2_t) == 40, "nvmlMemory_v2_t ABI");
 static_assert(sizeof(nvmlBAR1Memory_t) == 24, "nvmlBAR1Memory_t ABI");
 static_assert(sizeof(nvmlProcessInfo_v1_t) == 16, "nvmlProcessInfo_v1_t ABI");
 static_assert(sizeof(nvmlProcessInfo_v2_t) == 24, "nvmlProcessInfo_v2_t ABI");
+static_assert(sizeof(nvmlFieldValue_t) == 40, "nvmlFieldValue_t ABI");
 
 #endif

@@ -1690,3 +1690,12 @@ int fe_rpc_graph_exec_get_flags(fe_conn *c, uint64_t graphExec, uint64_t *flags)
 	fe_reply_free(&r);
 	return st;
 }
+
+int fe_rpc_managed_fetch(fe_conn *c, uint64_t src, uint64_t len, void *dest, uint64_t dest_len)
+{
+	proto_msg m;
+	proto_msg_begin(&m, PROTO_OP_MANAGED_FETCH, fe_conn_next_seq(c), 2);
+	proto_msg_u64(&m, (uint64_t)src);
+	proto_msg_u64(&m, (uint64_t)len);
+	return fe_conn_call(c, &m, NULL, 0, dest, dest_len, NULL);
+}

@@ -222,12 +222,13 @@ static cudaError_t memset_1d(fe_api_site site, CUdeviceptr dst, uint32_t value, 
 		return cudaSuccess;
 	if (dst % elem || n > SIZE_MAX / elem)
 		return fe_rt_fail(cudaErrorInvalidValue);
-	if (!fe_mem_device_ok(PTR(dst), n * elem)) {
+	if (!fe_mem_device_ok(PTR(dst), n * elem) && !fe_mem_captured(PTR(dst), n * elem, fe_rt_stream(STREAM(stream)))) {
 		if (fe_host_pinned(PTR(dst), n * elem))
 			return fe_host_memset(PTR(dst), n * elem, value, elem, n, 1, STREAM(stream), !async);
 		return fe_rt_fail(cudaErrorInvalidValue);
 	}
-	return fe_rt_leave(fe_rpc_memset(c, dst, value, elem, n, fe_rt_stream(STREAM(stream))));
+	uint64_t sid = fe_rt_stream(STREAM(stream));
+	return fe_rt_leave(fe_copy_settle_mapped(c, PTR(dst), sid, async, fe_rpc_memset(c, dst, value, elem, n, sid)));
 }
 /* Counted under the entry point that called it (stats.h). */
 #define memset_1d(...) FE_DRV(memset_1d(FE_API_SITE, __VA_ARGS__))
@@ -246,12 +247,14 @@ static cudaError_t memset_2d(fe_api_site site, CUdeviceptr dst, size_t pitch, ui
 	    (height > 1 && pitch > (SIZE_MAX - width * elem) / (height - 1)))
 		return fe_rt_fail(cudaErrorInvalidValue);
 	size_t span = pitch * (height - 1) + width * elem;
-	if (!fe_mem_device_ok(PTR(dst), span)) {
+	if (!fe_mem_device_ok(PTR(dst), span) && !fe_mem_captured(PTR(dst), span, fe_rt_stream(STREAM(stream)))) {
 		if (fe_host_pinned(PTR(dst), span))
 			return fe_host_memset(PTR(dst), pitch, value, elem, width, height, STREAM(stream), !async);
 		return fe_rt_fail(cudaErrorInvalidValue);
 	}
-	return fe_rt_leave(fe_rpc_memset_2d(c, dst, pitch, value, elem, width, height, fe_rt_stream(STREAM(stream))));
+	uint64_t sid = fe_rt_stream(STREAM(stream));
+	return fe_rt_leave(
+		fe_copy_settle_mapped(c, PTR(dst), sid, async, fe_rpc_memset_2d(c, dst, pitch, value, elem, width, height, sid)));
 }
 #define memset_2d(...) FE_DRV(memset_2d(FE_API_SITE, __VA_ARGS__))
 

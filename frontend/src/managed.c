@@ -17,7 +17,11 @@
  *           Mapped host memory (pinned memory to the program, which waits for
  *           nothing when the host reads it), and any access from a host
  *           function (its stream, and so the legacy stream, waits for it), is
- *           copied back on a non-blocking stream of ours instead.
+ *           copied back by op managed_fetch instead, which the server serves
+ *           outside its executor on a stream of its own (backend/src/fetch.c):
+ *           the executor may itself be waiting for the host function's
+ *           stream (inside cuLaunchHostFunc on the driver test double, in a
+ *           freeing or synchronous call on a GPU).
  *
  * Before any forwarded call that is not a query or a wait (a launch, a copy, a
  * library call: which memory it touches cannot be seen from here) every HOST
@@ -133,12 +137,11 @@ static int fetch_locked(region *r)
 	if (!c || mprotect((void *)r->base, r->size, PROT_READ | PROT_WRITE) != 0)
 		return -1;
 	in_managed = 1;
-	uint64_t sid = 0;
-	int st = 0;
-	if (r->mapped_host || fe_hostfn_in_thread())
-		st = (sid = own_stream_locked(r, c)) ? 0 : -1;
-	if (st == 0)
-		st = fe_copy_dtoh(c, (uint8_t *)r->base, r->base, r->size, sid, 0);
+	int st;
+	if (r->mapped_host || fe_hostfn_in_thread()) /* served outside the server's executor */
+		st = fe_rpc_managed_fetch(c, r->base, r->size, (void *)r->base, r->size);
+	else
+		st = fe_copy_dtoh(c, (uint8_t *)r->base, r->base, r->size, 0, 0);
 	in_managed = 0;
 	if (st != 0) {
 		mprotect((void *)r->base, r->size, PROT_NONE); /* still DEVICE: stale bytes stay unreadable */
@@ -239,6 +242,8 @@ static cudaError_t managed_alloc(void **devPtr, size_t size, int mapped_host)
 	cudaError_t e = fe_rt_enter(&c);
 	if (e != cudaSuccess)
 		return e;
+	if ((e = fe_capture_unsafe()) != cudaSuccess) /* CUDA's rules in a capture */
+		return fe_rt_fail(e);
 	if (size == 0) { /* as the CUDA runtime does (its manual says otherwise) */
 		*devPtr = NULL;
 		return cudaSuccess;

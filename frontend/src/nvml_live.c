@@ -15,6 +15,31 @@ static nvmlReturn_t query(nvmlDevice_t device, uint32_t what, uint32_t arg, cons
 static nvmlReturn_t query_one(nvmlDevice_t device, uint32_t what, uint32_t arg, unsigned int *out);
 static nvmlReturn_t processes(nvmlDevice_t device, unsigned int *infoCount, void *infos, size_t size);
 
+/* A query whose text is a structure the server's NVML filled: its bytes. */
+static nvmlReturn_t query_raw(nvmlDevice_t h, uint32_t what, uint32_t arg, void *out, size_t len)
+{
+	fe_device *d;
+	nvmlReturn_t r = fe_nvml_device(h, &d);
+	if (r != NVML_SUCCESS)
+		return r;
+	if (!d->conn)
+		return NVML_ERROR_GPU_IS_LOST;
+	uint32_t nvret = NVML_ERROR_UNKNOWN;
+	uint64_t v[4];
+	_Alignas(8) unsigned char buf[96];
+	memset(buf, 0, sizeof(buf));
+	if (len > sizeof(buf) - 1)
+		return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+	int st = fe_rpc_nvml_query(d->conn, what, arg, &nvret, &v[0], &v[1], &v[2], &v[3], buf, sizeof(buf) - 1);
+	if (st < 0)
+		return NVML_ERROR_GPU_IS_LOST;
+	if (st > 0)
+		return NVML_ERROR_UNKNOWN;
+	if (nvret == NVML_SUCCESS)
+		memcpy(out, buf, len);
+	return (nvmlReturn_t)nvret;
+}
+
 nvmlReturn_t fe_nvml_query(nvmlDevice_t h, uint32_t what, uint32_t arg, uint64_t v[4], char *text, size_t cap)
 {
 	fe_device *d;
@@ -191,6 +216,47 @@ nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int *currentMode
 		*pendingMode = (unsigned)v[1];
 	}
 	return r;
+}
+
+/* XLA asks for fields (NVML_FI_*) and the fabric (NVLink domain) state: each
+ * field is one query of the server's NVML, sent back as NVML filled it. */
+nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesCount, nvmlFieldValue_t *values);
+nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesCount, nvmlFieldValue_t *values)
+{
+	fe_device *d;
+	nvmlReturn_t r = fe_nvml_device(device, &d);
+	if (r != NVML_SUCCESS)
+		return r;
+	if (!values || valuesCount < 0)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	for (int i = 0; i < valuesCount; i++) {
+		nvmlFieldValue_t *f = &values[i];
+		if (f->fieldId > 0xffffu || f->scopeId > 0xffffu) { /* no such field or scope */
+			f->nvmlReturn = NVML_ERROR_INVALID_ARGUMENT;
+			continue;
+		}
+		nvmlFieldValue_t got;
+		r = query_raw(device, PROTO_NVML_FIELD, f->fieldId | f->scopeId << 16, &got, sizeof(got));
+		if (r != NVML_SUCCESS)
+			return r; /* no NVML there, or no connection: the call's own answer */
+		*f = got;
+	}
+	return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(nvmlDevice_t device, nvmlGpuFabricInfoV_t *gpuFabricInfo);
+nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(nvmlDevice_t device, nvmlGpuFabricInfoV_t *gpuFabricInfo)
+{
+	fe_device *d;
+	nvmlReturn_t r = fe_nvml_device(device, &d);
+	if (r != NVML_SUCCESS)
+		return r;
+	if (!gpuFabricInfo)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	size_t n = RG_NVML_STRUCT_SIZE(gpuFabricInfo->version);
+	if (n < sizeof(*gpuFabricInfo))
+		return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+	return query_raw(device, PROTO_NVML_FABRIC, gpuFabricInfo->version, gpuFabricInfo, n);
 }
 
 /* The GPU's compute processes as this program may see them: only its own,

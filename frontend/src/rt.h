@@ -126,6 +126,13 @@ int fe_mem_kind(const void *p);
 /* [p, p + len) lies in one range of device memory (allocated, a module global,
  * managed): what a copy may touch on the device side. */
 int fe_mem_device_ok(const void *p, size_t len);
+/* Whether a memset or device copy of [p, p + len) on stream sid is recorded as
+ * asked though the range is no device memory of this program: sid captures
+ * (the driver records it; rt_copy.c). */
+int fe_mem_captured(const void *p, size_t len, uint64_t sid);
+/* st, or a synchronous copy's or memset's wait for stream sid when its
+ * destination dst is mapped host memory (rt_copy.c). */
+int fe_copy_settle_mapped(fe_conn *c, const void *dst, uint64_t sid, int async, int st);
 /* Stream-ordered operations on pinned or registered host memory (host_ops.c).
  * fe_host_pinned: [p, p + len) lies in one such range. fe_host_memset: a
  * memset of it (width in elements of elem bytes, rows pitch bytes apart);
@@ -269,5 +276,14 @@ int fe_hostnode_lookup(uint64_t id, void (**fn)(void *), void **data);
 
 /* Stream capture state known on the client from begin/end capture calls. */
 int fe_stream_capturing(uint64_t sid);
+/* Before a "potentially unsafe" call (allocations, frees, pinned host memory,
+ * synchronous copies): cudaErrorStreamCaptureUnsupported where the captures
+ * under way and the calling thread's mode forbid it, and those captures
+ * invalidated (rt_stream.c). */
+cudaError_t fe_capture_unsafe(void);
+/* The calling thread's capture mode; the session's executor put in relaxed
+ * mode once, before its first capture (rt_capture_mode.c). */
+enum cudaStreamCaptureMode fe_capture_mode_current(void);
+int fe_capture_mode_relax(fe_conn *c);
 
 #endif

@@ -1,18 +1,17 @@
 /*
  * cudaThreadExchangeStreamCaptureMode: a thread's capture mode decides which
- * "potentially unsafe" calls (cudaMalloc, synchronous copies, ...) it may make
- * while a capture is under way. The calls run on the server, on the session's
- * executor thread, so that thread must be in the mode of the client thread that
- * made them: PyTorch's caching allocator calls cudaMalloc during a global capture
- * in relaxed mode (legal), which in the executor's default global mode fails with
- * cudaErrorStreamCaptureUnsupported and invalidates the capture.
+ * "potentially unsafe" calls (cudaMalloc, cudaFreeHost, synchronous copies, ...)
+ * it may make while a capture is under way. The mode is kept per client thread
+ * here, as CUDA keeps it, and the rules are applied on the client
+ * (fe_capture_unsafe, rt_stream.c), which knows every thread's captures.
  *
- * The mode is kept per client thread here, as CUDA keeps it, and sent to the
- * server (async, op capture_mode) when a thread sets one that differs from the
- * one the executor has, so outside of captures, where programs rarely change it,
- * nothing travels. The executor has one mode for all the client's threads: a
- * thread that calls while another has set a different mode runs in that one
- * (PyTorch sets relaxed mode only around its own calls and restores it).
+ * On the server one executor thread makes the calls of all the client's
+ * threads, and it is the thread that began every capture: the driver would
+ * judge each call as that thread's own, so a free from a thread in thread-local
+ * mode while another captures (legal: XLA captures in thread-local mode) would
+ * fail there and invalidate the capture. So the executor runs in relaxed mode,
+ * set once per session (op capture_mode, async) before its first capture, and
+ * refuses nothing by mode; what the client lets through is what CUDA allows.
  */
 #include "rg_log.h"
 #include "rpc.h"
@@ -20,35 +19,27 @@
 
 static _Thread_local enum cudaStreamCaptureMode tls_mode = cudaStreamCaptureModeGlobal;
 
-/* The mode each session's executor runs in, as last sent (a session starts in
- * global mode). Keyed by the connection: a reset device has a new one. */
+/* The sessions whose executor was put in relaxed mode. Keyed by the
+ * connection: a reset device has a new one. */
 #define MAX_SENT 16
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static struct {
-	fe_conn *c;
-	enum cudaStreamCaptureMode mode;
-} sent[MAX_SENT];
+static fe_conn *relaxed[MAX_SENT];
 
-/* Whether the executor behind c must be told m (and records that it was). */
-static int must_send(fe_conn *c, enum cudaStreamCaptureMode m)
+enum cudaStreamCaptureMode fe_capture_mode_current(void) { return tls_mode; }
+
+int fe_capture_mode_relax(fe_conn *c)
 {
-	int i, free_slot = -1, r;
+	int i, free_slot = -1;
 	pthread_mutex_lock(&lock);
-	for (i = 0; i < MAX_SENT && sent[i].c != c; i++)
-		if (!sent[i].c && free_slot < 0)
+	for (i = 0; i < MAX_SENT && relaxed[i] != c; i++)
+		if (!relaxed[i] && free_slot < 0)
 			free_slot = i;
-	if (i == MAX_SENT && free_slot >= 0) {
-		/* not known (a new session, or forgotten): say it once */
-		i = free_slot;
-		sent[i].c = c;
-		r = 1;
-	} else {
-		r = i == MAX_SENT || sent[i].mode != m;
-	}
-	if (i < MAX_SENT)
-		sent[i].mode = m;
+	int known = i < MAX_SENT;
+	if (!known && free_slot >= 0)
+		relaxed[free_slot] = c;
 	pthread_mutex_unlock(&lock);
-	return r;
+	/* (more than MAX_SENT sessions: said at every begin) */
+	return known ? 0 : fe_rpc_capture_mode(c, (uint32_t)cudaStreamCaptureModeRelaxed);
 }
 
 cudaError_t cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode *mode)
@@ -58,14 +49,7 @@ cudaError_t cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode *mode
 	enum cudaStreamCaptureMode old = tls_mode;
 	tls_mode = *mode;
 	*mode = old;
-	fe_device *d = fe_rt_device(fe_rt_current_device());
-	if (!d || !d->conn || !must_send(d->conn, tls_mode))
-		return cudaSuccess;
-	fe_conn *c;
-	cudaError_t e = fe_rt_enter(&c);
-	if (e != cudaSuccess)
-		return e;
-	return fe_rt_leave(fe_rpc_capture_mode(c, (uint32_t)tls_mode));
+	return cudaSuccess;
 }
 
 /* Sessions that end take their executor's mode with them. */
@@ -75,7 +59,7 @@ static void forget(int dev)
 		pthread_mutex_init(&lock, NULL);
 	pthread_mutex_lock(&lock);
 	for (int i = 0; i < MAX_SENT; i++)
-		sent[i].c = NULL;
+		relaxed[i] = NULL;
 	pthread_mutex_unlock(&lock);
 }
 

@@ -42,6 +42,16 @@ int fe_mem_device_ok(const void *p, size_t len)
 	return 0;
 }
 
+/* A memset or device-to-device copy on a capturing stream is recorded, not run,
+ * and the driver records one whose range is no allocation (yet) as asked: XLA
+ * traces library calls into graphs and sets the real addresses later. So it is
+ * not refused here (pinned host memory aside: host_ops.c); the server records
+ * it and keeps execs of that graph from launching (backend/src/op_capture.c). */
+int fe_mem_captured(const void *p, size_t len, uint64_t sid)
+{
+	return !fe_host_pinned(p, len) && fe_stream_capturing(sid);
+}
+
 /* Managed memory is copied on the device side whatever the kind says (as
  * CUDA does): its host pages may be stale or inaccessible (managed.c). */
 /* A copy sends host bytes when it is called; pinned memory that work still
@@ -53,6 +63,18 @@ static cudaError_t settle_source(fe_conn *c, const void *src, size_t n, cudaStre
 	if (!fe_host_pending() && !fe_conn_detached_pending(c))
 		return cudaSuccess;
 	return fe_host_pinned(src, n) ? cudaStreamSynchronize(stream) : cudaSuccess;
+}
+
+/* A synchronous copy or memset whose destination is mapped host memory (a
+ * managed allocation here: its device side is written, async on the wire)
+ * returns once it is done, as CUDA's does for pinned host memory: the host
+ * may read the bytes next, and that read's copy back (op managed_fetch) is
+ * served outside the server's executor, in no order with queued work. */
+int fe_copy_settle_mapped(fe_conn *c, const void *dst, uint64_t sid, int async, int st)
+{
+	if (st == 0 && !async && fe_managed_mapped_host(dst, 0))
+		st = fe_rpc_stream_sync(c, sid);
+	return st;
 }
 
 static enum cudaMemcpyKind resolve_kind(void *dst, const void *src, enum cudaMemcpyKind kind)
@@ -142,6 +164,8 @@ static cudaError_t memcpy_common(fe_api_site site, void *dst, const void *src, s
 		return cudaSuccess;
 	if (!dst || !src)
 		return fe_rt_fail(cudaErrorInvalidValue);
+	if (!async && (e = fe_capture_unsafe()) != cudaSuccess) /* CUDA's rules in a capture */
+		return fe_rt_fail(e);
 	uint64_t sid = fe_rt_stream(stream);
 	int st;
 	switch (resolve_kind(dst, src, kind)) {
@@ -162,7 +186,7 @@ static cudaError_t memcpy_common(fe_api_site site, void *dst, const void *src, s
 			return fe_rt_leave(st); /* pinned memory the server maps: no bytes through the rings */
 		if (!async && fe_bounce_copy(c, 1, (uintptr_t)dst, (void *)src, count, sid, &st))
 			return fe_rt_leave(st); /* pageable over shm: one memcpy, into a region */
-		return fe_rt_leave(fe_copy_htod(c, (uintptr_t)dst, src, count, sid));
+		return fe_rt_leave(fe_copy_settle_mapped(c, dst, sid, async, fe_copy_htod(c, (uintptr_t)dst, src, count, sid)));
 	case cudaMemcpyDeviceToHost:
 		if (!fe_mem_device_ok(src, count)) {
 			if (fe_host_pinned(src, count))
@@ -189,12 +213,15 @@ static cudaError_t memcpy_common(fe_api_site site, void *dst, const void *src, s
 					return e;
 				return fe_rt_leave(fe_copy_htod(c, (uintptr_t)dst, src, count, sid));
 			}
+			if (!dh && !sh && fe_stream_capturing(sid)) /* recorded as asked */
+				return fe_rt_leave(fe_rpc_memcpy_dtod(c, (uintptr_t)dst, (uintptr_t)src, count, sid));
 			return fe_rt_fail(cudaErrorInvalidValue);
 		}
 		int cur = fe_rt_current_device();
 		if (rd.device != cur || rs.device != cur) /* another device's memory (rt_peer.c) */
 			return fe_peer_copy(site, dst, rd.device, src, rs.device, count, stream, async);
-		return fe_rt_leave(fe_rpc_memcpy_dtod(c, (uintptr_t)dst, (uintptr_t)src, count, sid));
+		return fe_rt_leave(
+			fe_copy_settle_mapped(c, dst, sid, async, fe_rpc_memcpy_dtod(c, (uintptr_t)dst, (uintptr_t)src, count, sid)));
 	}
 	default:
 		return fe_rt_fail(cudaErrorInvalidMemcpyDirection);
@@ -225,6 +252,8 @@ static cudaError_t memcpy2d_common(fe_api_site site, void *dst, size_t dpitch, c
 		return cudaSuccess;
 	if (width > dpitch || width > spitch || !dst || !src)
 		return fe_rt_fail(cudaErrorInvalidPitchValue);
+	if (!async && (e = fe_capture_unsafe()) != cudaSuccess) /* CUDA's rules in a capture */
+		return fe_rt_fail(e);
 	size_t dspan = dpitch * (height - 1) + width, sspan = spitch * (height - 1) + width;
 	uint64_t sid = fe_rt_stream(stream);
 	int st;
@@ -369,12 +398,13 @@ static cudaError_t memset_common(fe_api_site site, void *p, int value, size_t co
 		return e;
 	if (count == 0)
 		return cudaSuccess;
-	if (!fe_mem_device_ok(p, count)) {
+	if (!fe_mem_device_ok(p, count) && !fe_mem_captured(p, count, fe_rt_stream(stream))) {
 		if (fe_host_pinned(p, count))
 			return fe_host_memset(p, count, (uint8_t)value, 1, count, 1, stream, !async);
 		return fe_rt_fail(cudaErrorInvalidValue);
 	}
-	return fe_rt_leave(fe_rpc_memset(c, (uintptr_t)p, (uint8_t)value, 1, count, fe_rt_stream(stream)));
+	uint64_t sid = fe_rt_stream(stream);
+	return fe_rt_leave(fe_copy_settle_mapped(c, p, sid, async, fe_rpc_memset(c, (uintptr_t)p, (uint8_t)value, 1, count, sid)));
 }
 /* Counted under the entry point that called it (stats.h). */
 #define memset_common(...) memset_common(FE_API_SITE, __VA_ARGS__)
@@ -397,12 +427,15 @@ static cudaError_t memset2d_common(fe_api_site site, void *p, size_t pitch, int 
 		return cudaSuccess;
 	if (width > pitch)
 		return fe_rt_fail(cudaErrorInvalidPitchValue);
-	if (!fe_mem_device_ok(p, pitch * (height - 1) + width)) {
+	if (!fe_mem_device_ok(p, pitch * (height - 1) + width) &&
+	    !fe_mem_captured(p, pitch * (height - 1) + width, fe_rt_stream(s))) {
 		if (fe_host_pinned(p, pitch * (height - 1) + width))
 			return fe_host_memset(p, pitch, (uint8_t)value, 1, width, height, s, !async);
 		return fe_rt_fail(cudaErrorInvalidValue);
 	}
-	return fe_rt_leave(fe_rpc_memset_2d(c, (uintptr_t)p, pitch, (uint8_t)value, 1, width, height, fe_rt_stream(s)));
+	uint64_t sid = fe_rt_stream(s);
+	return fe_rt_leave(
+		fe_copy_settle_mapped(c, p, sid, async, fe_rpc_memset_2d(c, (uintptr_t)p, pitch, (uint8_t)value, 1, width, height, sid)));
 }
 /* Counted under the entry point that called it (stats.h). */
 #define memset2d_common(...) memset2d_common(FE_API_SITE, __VA_ARGS__)

@@ -20,6 +20,8 @@ cudaError_t cudaMalloc(void **devPtr, size_t size)
 	cudaError_t e = fe_rt_enter(&c);
 	if (e != cudaSuccess)
 		return e;
+	if ((e = fe_capture_unsafe()) != cudaSuccess) /* CUDA's rules in a capture */
+		return fe_rt_fail(e);
 	if (size == 0) {
 		*devPtr = NULL;
 		return cudaSuccess;
@@ -41,6 +43,8 @@ cudaError_t cudaFree(void *devPtr)
 		return e;
 	if (!devPtr)
 		return cudaSuccess;
+	if ((e = fe_capture_unsafe()) != cudaSuccess) /* CUDA's rules in a capture */
+		return fe_rt_fail(e);
 	if (fe_managed_mapped_host(devPtr, 0)) /* cudaFreeHost's, as on a GPU */
 		return fe_rt_fail(cudaErrorInvalidValue);
 	int mst = fe_managed_free(c, (uintptr_t)devPtr);
@@ -161,24 +165,25 @@ static void unpin(void *p)
 }
 
 /* REMOTE_GPU_MAPPED_PINNED_MAX: pinned allocations of at most this many bytes
- * (default 0: none) are mapped host memory (managed.c), which a kernel may
- * write through the host address as on a GPU of this host, where all pinned
- * memory is mapped (XLA's autotuner hands a kernel 8 pinned bytes for its
- * result). Off by default: a host function that reads such memory after device
- * work needs a copy back while its stream waits for it, which the server's
- * executor may be waiting behind (e2e streams hangs). Larger ones stay plain
- * host memory: copies move them at full speed, and over shm they are shared
- * regions. */
+ * (default 4095; 0: none) are mapped host memory (managed.c), which a kernel
+ * may write through the host address as on a GPU of this host, where all
+ * pinned memory is mapped (XLA's autotuner hands a kernel 8 pinned bytes for
+ * its result). A host function that reads such memory after device work gets
+ * its bytes outside the server's executor (op managed_fetch). Larger ones stay
+ * plain host memory: copies move them at full speed, and over shm they are
+ * shared regions. */
+#define MAPPED_PINNED_MAX_DEFAULT 4095
 static size_t mapped_pinned_max(void)
 {
 	static size_t max = (size_t)-1;
 	if (max == (size_t)-1) {
 		const char *v = getenv("REMOTE_GPU_MAPPED_PINNED_MAX");
 		char *end = NULL;
-		unsigned long long n = v && *v ? strtoull(v, &end, 0) : 0;
+		unsigned long long n = v && *v ? strtoull(v, &end, 0) : MAPPED_PINNED_MAX_DEFAULT;
 		if (v && *v && *end) {
-			LOG_WARN("frontend", "REMOTE_GPU_MAPPED_PINNED_MAX=%s is not a number: 0", v);
-			n = 0;
+			LOG_WARN("frontend", "REMOTE_GPU_MAPPED_PINNED_MAX=%s is not a number: %d", v,
+				 MAPPED_PINNED_MAX_DEFAULT);
+			n = MAPPED_PINNED_MAX_DEFAULT;
 		}
 		max = (size_t)n;
 	}
@@ -191,6 +196,8 @@ static cudaError_t host_alloc(void **p, size_t size, unsigned flags)
 		return fe_rt_fail(cudaErrorInvalidValue);
 	cudaError_t e = fe_rt_init();
 	if (e != cudaSuccess)
+		return fe_rt_fail(e);
+	if ((e = fe_capture_unsafe()) != cudaSuccess) /* CUDA's rules in a capture */
 		return fe_rt_fail(e);
 	if (size == 0) {
 		*p = NULL;
@@ -230,9 +237,12 @@ cudaError_t cudaFreeHost(void *ptr)
 {
 	if (!ptr)
 		return cudaSuccess;
+	cudaError_t e = fe_capture_unsafe(); /* CUDA's rules in a capture */
+	if (e != cudaSuccess)
+		return fe_rt_fail(e);
 	if (fe_managed_mapped_host(ptr, 1)) {
 		fe_conn *c;
-		cudaError_t e = fe_rt_enter(&c);
+		e = fe_rt_enter(&c);
 		return e != cudaSuccess ? e : fe_rt_leave(fe_managed_free(c, (uintptr_t)ptr));
 	}
 	if (fe_mem_remove((uintptr_t)ptr, FE_MEM_HOST_PINNED, NULL) != 0)

@@ -25,6 +25,11 @@ typedef struct stream_info {
 	unsigned long long capture_id;
 	int capture_origin; /* began the capture (else joined it through an event) */
 	uint64_t capture_graph; /* the capture's graph id (api/cuda.api capture_begin) */
+	/* Of the capture this stream began: its mode, the thread that began it, and
+	 * whether a call that mode forbids invalidated it (fe_capture_unsafe). */
+	enum cudaStreamCaptureMode capture_mode;
+	pthread_t capture_thread;
+	int capture_invalid;
 	cudaGraphNode_t *deps;  /* cudaStreamGetCaptureInfo's last answer */
 	cudaGraphEdgeData *deps_edges;
 	size_t ndeps;
@@ -63,6 +68,7 @@ static int event_known(cudaEvent_t e, unsigned *flags)
 	return ev != NULL;
 }
 static unsigned long long next_capture_id = 1;
+static atomic_int ncaptures; /* captures under way: 0 lets fe_capture_unsafe skip the lock */
 
 static stream_info *find_locked(uint64_t id)
 {
@@ -122,10 +128,54 @@ static void capture_note_wait(uint64_t stream, uint64_t event)
 static void capture_end_locked(unsigned long long id)
 {
 	for (stream_info *o = streams; o; o = o->next)
-		if (o->capture_id == id) {
+		if (o->capture_id == id && o->capture != cudaStreamCaptureStatusNone) {
+			if (o->capture_origin)
+				atomic_fetch_sub(&ncaptures, 1);
 			o->capture = cudaStreamCaptureStatusNone;
 			o->capture_origin = 0;
+			o->capture_invalid = 0;
 		}
+}
+
+/* Whether capture id was invalidated by a call its mode forbids. */
+static int capture_invalid_locked(unsigned long long id)
+{
+	for (stream_info *o = streams; o; o = o->next)
+		if (o->capture_origin && o->capture_id == id)
+			return o->capture_invalid;
+	return 0;
+}
+
+/* CUDA's rules for "potentially unsafe" calls (allocations and frees, pinned
+ * host memory, synchronous copies) during a capture, by the calling thread's
+ * mode (cudaThreadExchangeStreamCaptureMode) and each capture's: a thread in
+ * relaxed mode may; else its own captures forbid them unless begun relaxed, and
+ * in global mode so does another thread's capture begun global. A capture that
+ * forbids the call is invalidated (its end answers
+ * cudaErrorStreamCaptureInvalidated). Judged here, not on the server: there
+ * one executor thread makes every client thread's calls, and it runs in
+ * relaxed mode (rt_capture_mode.c). */
+cudaError_t fe_capture_unsafe(void)
+{
+	enum cudaStreamCaptureMode me = fe_capture_mode_current();
+	if (atomic_load_explicit(&ncaptures, memory_order_acquire) == 0 || me == cudaStreamCaptureModeRelaxed)
+		return cudaSuccess;
+	cudaError_t e = cudaSuccess;
+	pthread_t self = pthread_self();
+	pthread_mutex_lock(&lock);
+	for (stream_info *o = streams; o; o = o->next) {
+		if (!o->capture_origin || o->capture != cudaStreamCaptureStatusActive)
+			continue;
+		int forbids = pthread_equal(o->capture_thread, self)
+				      ? o->capture_mode != cudaStreamCaptureModeRelaxed
+				      : o->capture_mode == cudaStreamCaptureModeGlobal && me == cudaStreamCaptureModeGlobal;
+		if (forbids) {
+			o->capture_invalid = 1;
+			e = cudaErrorStreamCaptureUnsupported;
+		}
+	}
+	pthread_mutex_unlock(&lock);
+	return e;
 }
 
 /* A thread checks the same stream call after call (a query loop, a training
@@ -205,6 +255,8 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream)
 		pp = &(*pp)->next;
 	stream_info *s = *pp;
 	if (s) {
+		if (s->capture_origin) /* the server ends its capture (op_capture.c) */
+			capture_end_locked(s->capture_id);
 		*pp = s->next;
 		atomic_fetch_add_explicit(&streams_gone, 1, memory_order_release);
 	}
@@ -485,15 +537,25 @@ cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMo
 	pthread_mutex_unlock(&lock);
 	if (!s)
 		return fe_rt_fail(cudaErrorInvalidResourceHandle);
+	if ((unsigned)mode > cudaStreamCaptureModeRelaxed)
+		return fe_rt_fail(cudaErrorInvalidValue);
 	/* the graph's id, named now: cudaStreamGetCaptureInfo hands it out */
 	uint64_t gid = fe_rt_new_id();
-	int st = fe_rpc_capture_begin(c, id, mode, gid);
+	int st = fe_capture_mode_relax(c);
+	if (st == 0)
+		st = fe_rpc_capture_begin(c, id, mode, gid);
 	if (st == 0) {
 		pthread_mutex_lock(&lock);
-		s->capture = cudaStreamCaptureStatusActive;
-		s->capture_id = next_capture_id++;
-		s->capture_origin = 1;
-		s->capture_graph = gid;
+		if (s->capture == cudaStreamCaptureStatusNone) {
+			s->capture = cudaStreamCaptureStatusActive;
+			s->capture_id = next_capture_id++;
+			s->capture_origin = 1;
+			s->capture_graph = gid;
+			s->capture_mode = mode;
+			s->capture_thread = pthread_self();
+			s->capture_invalid = 0;
+			atomic_fetch_add(&ncaptures, 1);
+		}
 		pthread_mutex_unlock(&lock);
 	}
 	return fe_rt_leave(st);
@@ -508,12 +570,24 @@ cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *pGraph)
 	if (!pGraph)
 		return fe_rt_fail(cudaErrorInvalidValue);
 	uint64_t id = fe_rt_stream(stream), gid = 0;
+	int wrong_thread = 0, invalid = 0;
 	pthread_mutex_lock(&lock);
 	stream_info *s = find_locked(id);
-	if (s && s->capture_origin)
+	if (s && s->capture_origin) {
 		gid = s->capture_graph;
+		invalid = s->capture_invalid;
+		wrong_thread = s->capture_mode != cudaStreamCaptureModeRelaxed &&
+			       !pthread_equal(s->capture_thread, pthread_self());
+	}
 	pthread_mutex_unlock(&lock);
+	/* Only a relaxed capture may be ended by another thread; it goes on. */
+	if (wrong_thread)
+		return fe_rt_fail(cudaErrorStreamCaptureWrongThread);
 	int st = fe_rpc_capture_end(c, id, gid);
+	if (st == 0 && invalid) { /* the server's capture knew nothing of it */
+		fe_rpc_graph_destroy(c, gid);
+		st = cudaErrorStreamCaptureInvalidated;
+	}
 	pthread_mutex_lock(&lock);
 	s = find_locked(id);
 	/* Ended (or invalidated and ended) unless the call was refused before
@@ -526,6 +600,22 @@ cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *pGraph)
 	if (st == 0)
 		*pGraph = (cudaGraph_t)(uintptr_t)gid;
 	return fe_rt_leave(st);
+}
+
+/* A stream's capture status, id and graph, as the client knows them. */
+static enum cudaStreamCaptureStatus capture_status(uint64_t sid, unsigned long long *cid, uint64_t *gid)
+{
+	pthread_mutex_lock(&lock);
+	stream_info *s = find_locked(sid);
+	enum cudaStreamCaptureStatus cs = s ? s->capture : cudaStreamCaptureStatusNone;
+	if (cs == cudaStreamCaptureStatusActive && capture_invalid_locked(s->capture_id))
+		cs = cudaStreamCaptureStatusInvalidated;
+	if (cid)
+		*cid = s ? s->capture_id : 0;
+	if (gid)
+		*gid = s ? s->capture_graph : 0;
+	pthread_mutex_unlock(&lock);
+	return cs;
 }
 
 int fe_stream_capturing(uint64_t sid)
@@ -541,8 +631,7 @@ cudaError_t cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCaptureSta
 {
 	if (!pCaptureStatus)
 		return fe_rt_fail(cudaErrorInvalidValue);
-	*pCaptureStatus = fe_stream_capturing(fe_rt_stream(stream)) ? cudaStreamCaptureStatusActive
-								   : cudaStreamCaptureStatusNone;
+	*pCaptureStatus = capture_status(fe_rt_stream(stream), NULL, NULL);
 	return cudaSuccess;
 }
 
@@ -598,16 +687,13 @@ cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream, enum cudaStreamCapture
 {
 	if (!captureStatus_out)
 		return fe_rt_fail(cudaErrorInvalidValue);
-	uint64_t id = fe_rt_stream(stream);
-	pthread_mutex_lock(&lock);
-	stream_info *s = find_locked(id);
-	int active = s && s->capture == cudaStreamCaptureStatusActive;
-	unsigned long long cid = s ? s->capture_id : 0;
-	uint64_t gid = s ? s->capture_graph : 0;
-	pthread_mutex_unlock(&lock);
-	*captureStatus_out = active ? cudaStreamCaptureStatusActive : cudaStreamCaptureStatusNone;
+	uint64_t id = fe_rt_stream(stream), gid = 0;
+	unsigned long long cid = 0;
+	enum cudaStreamCaptureStatus cs = capture_status(id, &cid, &gid);
+	int active = cs == cudaStreamCaptureStatusActive;
+	*captureStatus_out = cs;
 	if (id_out)
-		*id_out = active ? cid : 0;
+		*id_out = cs != cudaStreamCaptureStatusNone ? cid : 0;
 	if (!active) {
 		if (numDependencies_out)
 			*numDependencies_out = 0;
@@ -626,7 +712,7 @@ cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream, enum cudaStreamCapture
 	int st = capture_deps(c, id, gid, &n);
 	if (st == 0) {
 		pthread_mutex_lock(&lock);
-		s = find_locked(id);
+		stream_info *s = find_locked(id);
 		if (dependencies_out)
 			*dependencies_out = s && n ? s->deps : NULL;
 		if (edgeData_out)

@@ -123,6 +123,7 @@ static const char *const names[PROTO_OP_COUNT] = {
 	[PROTO_OP_RELEASE] = "release",
 	[PROTO_OP_RELEASE_DONE] = "release_done",
 	[PROTO_OP_GRAPH_EXEC_GET_FLAGS] = "graph_exec_get_flags",
+	[PROTO_OP_MANAGED_FETCH] = "managed_fetch",
 	[PROTO_OP_CUBLASCREATE_V2] = "cublasCreate_v2",
 	[PROTO_OP_CUBLASDESTROY_V2] = "cublasDestroy_v2",
 	[PROTO_OP_CUBLASSETSTREAM_V2] = "cublasSetStream_v2",

@@ -25,6 +25,9 @@ enum proto_nvml_query {
 	PROTO_NVML_MIG_MODE = 14,    /* v0 current, v1 pending */
 	PROTO_NVML_DRIVER_VERSION = 15, /* text: the server's driver version ("580.65.06") */
 	PROTO_NVML_NVML_VERSION = 16,   /* text: the server's NVML version */
+	PROTO_NVML_FIELD = 17,  /* arg fieldId | scopeId << 16; text: the nvmlFieldValue_t NVML filled */
+	PROTO_NVML_FABRIC = 18, /* arg the caller's nvmlGpuFabricInfoV_t version; text: the structure
+				 * NVML filled (its size from the version, at most 95 bytes) */
 };
 
 #endif

@@ -204,8 +204,8 @@ static void pinned_as_device(void)
  * autotuner's redzone result): a local GPU reaches all pinned memory, so the
  * kernel's write is legal; the host reads it after a stream synchronisation;
  * memsets, copies out of it and kernels keep the stream's order. cudaHostAlloc(Portable) is cuMemHostAlloc's path. Through
- * the remote this needs REMOTE_GPU_MAPPED_PINNED_MAX (main sets it; the local
- * driver ignores it). */
+ * the remote such small pinned memory is mapped by default
+ * (REMOTE_GPU_MAPPED_PINNED_MAX, 4095). */
 static void pinned_kernel_write(int portable)
 {
 	const char *name = portable ? "cudaHostAlloc(Portable)" : "cudaMallocHost";
@@ -240,7 +240,6 @@ static void pinned_kernel_write(int portable)
 
 int main(void)
 {
-	setenv("REMOTE_GPU_MAPPED_PINNED_MAX", "4095", 1); /* before the first pinned allocation */
 	CK(cudaSetDevice(0));
 	linear(0);
 	linear(1);

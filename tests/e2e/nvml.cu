@@ -207,6 +207,27 @@ int main(int argc, char **argv)
 		}
 		CK(cudaFree(d));
 
+		/* a field (NVML_FI_DEV_ECC_CURRENT: 1) and the fabric state, as XLA
+		 * asks them: the server's NVML, which the test double lacks */
+		FN(nvmlDeviceGetFieldValues, (nvmlDevice_t, int, void *));
+		FN(nvmlDeviceGetGpuFabricInfoV, (nvmlDevice_t, void *));
+		struct {
+			unsigned fieldId, scopeId;
+			long long timestamp, latencyUsec;
+			int valueType, nvmlReturn;
+			unsigned long long value;
+		} fv = {1, 0, 0, 0, 0, 0, 0};
+		unsigned fabric[9] = {(unsigned)(36u | 2u << 24)}; /* nvmlGpuFabricInfo_v2: 36 bytes */
+		NV(nvmlDeviceGetFieldValues(h, 1, NULL), INVALID_ARGUMENT);
+		NV(nvmlDeviceGetGpuFabricInfoV(h, NULL), INVALID_ARGUMENT);
+		int rf = nvmlDeviceGetFieldValues(h, 1, &fv);
+		int rg = nvmlDeviceGetGpuFabricInfoV(h, fabric);
+		fprintf(stderr, "  field 1: %d (its own %d, type %d); fabric: %d\n", rf, fv.nvmlReturn, fv.valueType, rg);
+		if (rg_fake())
+			REQUIRE(rf == NOT_SUPPORTED && rg == NOT_SUPPORTED, "fields, fabric without NVML: %d %d", rf, rg);
+		else
+			REQUIRE(rf == OK && fv.fieldId == 1, "field values: %d (field %u)", rf, fv.fieldId);
+
 		/* not implemented by libremote.so: NOT_SUPPORTED, never success (a
 		 * local NVML answers them where the board has NVLink or fans) */
 		if (rg_remote()) {

@@ -5,7 +5,8 @@
  * 1D is height 1) and handed to fk_submit(), which runs it at once or, if the stream
  * is capturing, records it into the capture's graph. Device ranges are checked
  * against the current context's allocations when the call is made (a bad range is
- * CUDA_ERROR_INVALID_VALUE, nothing is touched) and again when the operation runs,
+ * CUDA_ERROR_INVALID_VALUE, nothing is touched), except on a capturing stream,
+ * which records the range as asked, and again when the operation runs,
  * since a replayed graph may find its memory freed; a range gone bad by then is a
  * device fault, the context's sticky CUDA_ERROR_ILLEGAL_ADDRESS.
  *
@@ -82,8 +83,8 @@ CUresult fk_copy_submit(fk_ctx *c, CUstream h, uintptr_t dst, int dst_dev, size_
 			return CUDA_ERROR_INVALID_VALUE;
 		if (height > 1 && (dpitch < width || spitch < width))
 			return CUDA_ERROR_INVALID_VALUE;
-		if ((dst_dev && !fk_range2d_ok(c, dst, dpitch, width, height)) ||
-		    (src_dev && !fk_range2d_ok(c, src, spitch, width, height)))
+		if (!s->cap && ((dst_dev && !fk_range2d_ok(c, dst, dpitch, width, height)) ||
+		                (src_dev && !fk_range2d_ok(c, src, spitch, width, height))))
 			return CUDA_ERROR_INVALID_VALUE;
 	}
 	if ((rc = fk_stream_legacy_check(c, h)) != CUDA_SUCCESS)
@@ -114,7 +115,9 @@ static CUresult set_submit(fk_ctx *c, CUstream h, uintptr_t dst, size_t pitch,
 			return CUDA_ERROR_INVALID_VALUE; /* misaligned */
 		if (width > SIZE_MAX / elem || (height > 1 && pitch < width * elem))
 			return CUDA_ERROR_INVALID_VALUE;
-		if (!fk_range2d_ok(c, dst, pitch, width * elem, height))
+		/* a capture records the range as asked (XLA traces library calls
+		 * and sets the addresses later); a replay faults on a bad one */
+		if (!s->cap && !fk_range2d_ok(c, dst, pitch, width * elem, height))
 			return CUDA_ERROR_INVALID_VALUE;
 	}
 	if ((rc = fk_stream_legacy_check(c, h)) != CUDA_SUCCESS)

@@ -493,7 +493,7 @@ CUresult CUDAAPI cuStreamGetCaptureInfo(CUstream hStream, CUstreamCaptureStatus 
 
 CUresult CUDAAPI cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
 {
-	/* Kept per thread as asked; the fake does not police "unsafe" calls by mode. */
+	/* Kept per thread as asked; fk_capture_unsafe_check applies it. */
 	CUresult rc = fk_begin_init();
 	if (rc == CUDA_SUCCESS && (!mode || (unsigned)*mode > CU_STREAM_CAPTURE_MODE_RELAXED))
 		rc = CUDA_ERROR_INVALID_VALUE;
