@@ -333,6 +333,21 @@ static void on_daemon_exit(uv_process_t *p, int64_t status, int sig)
 	uv_close((uv_handle_t *)p, on_daemon_closed);
 }
 
+/* Our daemon has exited (a zombie until the loop reaps it) or is no more. */
+static int daemon_gone(void)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof(path), "/proc/%d/stat", X.daemon.pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return 1;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	const char *e = strrchr(buf, ')');
+	return !e || e[1] != ' ' || e[2] == 'Z' || e[2] == 'X';
+}
+
 /* The last line of the daemon's own output (RUN_DIR/mps/log/control.out). */
 static void daemon_said(char *buf, size_t cap)
 {
@@ -381,18 +396,22 @@ static int daemon_start(uv_loop_t *loop)
 		return -1;
 	}
 	X.running = 1;
-	/* Up once its control program reaches it. */
-	char out[512];
+	char out[512] = "";
 	uint64_t end = rg_clock_ns() + (uint64_t)MPS_READY_MS * 1000000u;
 	for (;;) {
-		uv_run(loop, UV_RUN_NOWAIT); /* its exit, if it died (its handle keeps the loop alive) */
-		if (!X.running) {
+		/* Not the loop's exit callback: running the loop now would accept
+		 * clients on the listener before MPS is ready. */
+		if (daemon_gone()) {
 			daemon_said(out, sizeof(out));
 			fprintf(stderr, "remote-gpud: --priority mps: %s -f exited at once%s%s (its log: %s)\n", X.control,
 				out[0] ? ": " : "", out, X.log);
 			return -1;
 		}
-		if (control_cmd("get_server_list", out, sizeof(out), MPS_CTL_MS) == 0)
+		/* Its pid file (NVIDIA documents it in the pipe directory), and an
+		 * answer to its control program. */
+		char pidf[4200];
+		snprintf(pidf, sizeof(pidf), "%s/nvidia-cuda-mps-control.pid", X.pipe);
+		if (access(pidf, F_OK) == 0 && control_cmd("get_server_list", out, sizeof(out), MPS_CTL_MS) == 0)
 			break;
 		if (rg_clock_ns() >= end) {
 			fprintf(stderr, "remote-gpud: --priority mps: the MPS control daemon (pid %d) did not answer "

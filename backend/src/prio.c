@@ -35,6 +35,10 @@
  *     replaced): it orders the kernels of one context, so it counts where
  *     sessions share a process (--isolation thread).
  *
+ * Under --priority mps (mps.c) the GPU itself runs the tenants' kernels side
+ * by side, with the class as the MPS client priority, and none of the above
+ * runs; mps+admit keeps it on top.
+ *
  * What is held is whole frames in arrival order, so nothing a client sees
  * changes but when. Queries the loop thread answers inline (be_executor_run_inline)
  * are never held: they submit no GPU work. Counters per tenant (holds, time
