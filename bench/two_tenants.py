@@ -122,6 +122,7 @@ def cmd_report(a):
     lines.append("|---|---|---|---|---|---|---|---|")
     lines.append("| alone | %.2f | %.2f | 1 | 1 | %.3f | 1 | - |" % (gp50 * 1e3, gp99 * 1e3, tsps))
     summary = []
+    met_runs = []
     runs = []
     if os.path.exists(os.path.join(a.dir, "runs.txt")):
         runs = [l.rstrip("\n").split(" ", 1) for l in open(os.path.join(a.dir, "runs.txt")) if l.strip()]
@@ -139,6 +140,8 @@ def cmd_report(a):
         met = r50 <= TARGET_LAT and r99 <= TARGET_LAT and rt >= TARGET_THR
         if mode == "admit":
             ok = ok and met
+        if met:
+            met_runs.append(mode)
         lines.append("| %s | %.2f | %.2f | %.2f | %.2f | %.3f | %.2f | %s |" %
                      (label, p50 * 1e3, p99 * 1e3, r50, r99, sps, rt, "yes" if met else "no"))
         summary.append("%s: p50 %.2fx p99 %.2fx train %.0f%%" % (mode, r50, r99, 100 * rt))
@@ -147,22 +150,32 @@ def cmd_report(a):
         p = os.path.join(a.dir, "smi-%s.json" % mode)
         if os.path.exists(p):
             try:
-                ts = json.load(open(p))["servers"][0].get("tenants", [])
+                srv = json.load(open(p))["servers"][0]
+                ts = srv.get("tenants", [])
                 extra += "\nremote-smi after the together run %s:\n\n" % mode
+                if srv.get("mps", "off") != "off":
+                    extra += "- MPS control daemon: %s\n" % srv["mps"]
                 for t in ts:
                     extra += ("- %s (%s): holds %s, of them at the bound %s, held %.2f s, waits for work ahead %s\n" %
                               (t["name"], t["class"], t.get("holds"), t.get("hold_timeouts"),
                                t.get("held_seconds", 0.0), t.get("ahead_waits")))
             except (ValueError, KeyError, IndexError):
                 pass
+        p = os.path.join(a.dir, "mps-%s.txt" % mode)
+        if os.path.exists(p):  # the MPS server's log of its clients' priorities (two_tenants.sh)
+            said = [l.rstrip() for l in open(p) if l.strip()]
+            extra += "- the MPS server's log, client priorities: %s\n" % ("; ".join(said[-4:]) or
+                                                                        "none logged (MPS not in force?)")
     meta = open(os.path.join(a.dir, "meta.txt")).read() if os.path.exists(os.path.join(a.dir, "meta.txt")) else ""
     text = ("# Two tenants on one GPU: GPT-2-small generation (latency) and training (batch)\n\n" + meta +
             "\nTargets: generation p50 and p99 together <= %.2fx alone; training together >= %d%% of alone.\n\n" %
             (TARGET_LAT, TARGET_THR * 100) + "\n".join(lines) + "\n" + extra +
-            "\nVerdict (run admit, the defaults): %s\n" % ("targets met" if ok else "targets NOT met"))
+            "\nVerdict (run admit, the defaults): %s\n" % ("targets met" if ok else "targets NOT met") +
+            "Runs that meet both targets: %s\n" % (", ".join(met_runs) or "none"))
     open(a.out, "w").write(text)
     print(text)
-    print("two-tenants: %s; %s" % ("targets met" if ok else "targets NOT met", "; ".join(summary)))
+    print("two-tenants: %s; met by: %s; %s" % ("targets met" if ok else "targets NOT met", ",".join(met_runs) or "none",
+                                               "; ".join(summary)))
 
 
 def main():

@@ -10,8 +10,10 @@
 #   (a) GPT-2-small greedy generation alone: per-token latency p50/p99;
 #   (b) GPT-2-small training alone: steps/s;
 #   (c) both together, --priority admit (the default);
-#   (d) the same with longer holds and less work ahead (--batch-hold-ms 12
-#       --batch-run-ms 4 --batch-ahead 8);
+#   (d) the same under CUDA MPS (the server's own daemon; docs/TENANTS.md): the
+#       batch tenant at MPS's lower client priority (--priority mps), with the
+#       admission too (mps+admit), and with half the SMs for the batch tenant
+#       (--priority mps --batch-sm-percent 50);
 #   (e) both together on a server started with --priority off, for comparison.
 #   (f) memory handed between tenants (item 4): a batch PyTorch process holds
 #       RG_TT_HANDOVER_GIB (10) GiB in its caching allocator with the release hook
@@ -22,17 +24,20 @@
 # the targets (generation p50/p99 together <= 1.25x alone; training together >= 60%
 # of alone). Writes two-tenants.md and handover.md (and the raw JSON and logs) into
 # $OUT (default bench/results/two-tenants). Last lines: a summary of each. About
-# 150 s of GPU time for (a)-(e), 60 s for (f).
+# 150 s of GPU time for (a)-(e), 60 s for (f). For each run under MPS, the MPS
+# server's log lines naming client priorities go to mps-NAME.txt (and the report),
+# its logs to mps-NAME/: proof that the sessions were MPS clients.
 #
 # Environment: RG_GPUD, RG_LIBREMOTE (the binaries; remote-smi is looked for
 # beside remote-gpud), RG_GPULESS (a wrapper that runs a command GPU-less; by
 # default made here with tests/gpu/gpuless.sh), RG_TT_TOKENS (generation tokens
-# measured, 960), RG_TT_TRAIN_S (training alone, seconds, 10), RG_TT_ARGS (more
+# measured, 640), RG_TT_TRAIN_S (training alone, seconds, 10), RG_TT_ARGS (more
 # remote-gpud options for every server), RG_TT_RUNS (the together runs, each
 # NAME:OPTIONS on a server of its own, ';' between them; the alone runs are on the
-# first run's server; default "admit:;h12r4:--batch-hold-ms 12 --batch-run-ms 4
-# --batch-ahead 8;off:--priority off": the defaults, a hold that favours the latency
-# tenant more, and no priority); RG_TT_PARTS (the parts run, "prio handover": (a)-(e)
+# first run's server; default "admit:;mps:--priority mps;mpsadmit:--priority
+# mps+admit;mps50:--priority mps --batch-sm-percent 50;off:--priority off"; the
+# earlier longer hold was "h12r4:--batch-hold-ms 12 --batch-run-ms 4
+# --batch-ahead 8"); RG_TT_PARTS (the parts run, "prio handover": (a)-(e)
 # and (f); "handover" for (f) alone); RG_TT_HANDOVER_GIB (10).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -46,8 +51,8 @@ mkdir -p "$out"
 out=$(cd "$out" && pwd)
 work=$(mktemp -d /tmp/rg-2t.XXXXXX)
 rm -f "$out/runs.txt"
-default_runs="admit:;h12r4:--batch-hold-ms 12 --batch-run-ms 4 --batch-ahead 8;off:--priority off"
-tokens=${RG_TT_TOKENS:-960}
+default_runs="admit:;mps:--priority mps;mpsadmit:--priority mps+admit;mps50:--priority mps --batch-sm-percent 50;off:--priority off"
+tokens=${RG_TT_TOKENS:-640}
 train_s=${RG_TT_TRAIN_S:-10}
 py=$here/two_tenants.py
 t0=$(date +%s)
@@ -139,6 +144,11 @@ for r in "${runs[@]}"; do
 	fi
 	together "$name"
 	stop
+	if [[ " $opts " == *" mps"* ]]; then # the daemon's logs (mps.c: RUN_DIR/mps/log), fresh for the next run
+		grep -rhi "priority" "$work/run/mps/log" 2>/dev/null | tail -n 8 >"$out/mps-$name.txt"
+		rm -rf "$out/mps-$name" && cp -r "$work/run/mps/log" "$out/mps-$name" 2>/dev/null
+		rm -rf "$work/run/mps"
+	fi
 done
 
 # (f) the handover: grab (latency) starts first, so its context is made before

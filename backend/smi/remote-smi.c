@@ -132,6 +132,8 @@ static void print_text(const be_snap *s, int ops)
 		       s->isolation, s->nsess, s->nsess == 1 ? "" : "s", s->sessions_started);
 		if (s->metrics_port)
 			printf("  metrics http://127.0.0.1:%d/metrics", s->metrics_port);
+		if (s->mps)
+			printf("  mps %s", be_status_mps_name(s->mps));
 		printf("\n");
 		for (int g = 0; g < s->ngpu; g++) {
 			uuid_str(s->gpu[g].uuid, b, sizeof(b));
@@ -281,6 +283,7 @@ static void print_json(const be_snap *snaps, size_t n)
 			jstr(s->isolation);
 			printf(", \"metrics_port\": %d, \"start_time\": %.3f, \"uptime_s\": %.3f, \"sessions_started\": %" PRIu64,
 			       s->metrics_port, s->start_unix_ns / 1e9, (now - s->start_unix_ns) / 1e9, s->sessions_started);
+			printf(", \"mps\": \"%s\"", be_status_mps_name(s->mps));
 			/* "device": the first served device, with the sessions' memory on
 			 * all of them; "devices": every one */
 			if (s->ngpu > 0) {

@@ -43,6 +43,7 @@
 #include <unistd.h>
 
 #include "admit.h"
+#include "mps.h"
 #include "options.h"
 #include "tenants.h"
 
@@ -166,6 +167,16 @@ static int device_info(const char *spec)
 				be_srv.gpu[i].peers |= 1ull << j;
 		}
 	be_srv.ngpu = n;
+	return 0;
+}
+
+/* The devices now, or, in a session process under MPS, at the hello, once
+ * the tenant's class is known (mps.c). */
+static int devices_now(const char *spec)
+{
+	if (!be_mps_client())
+		return device_info(spec);
+	be_mps_defer(device_info, spec);
 	return 0;
 }
 
@@ -462,7 +473,7 @@ static int serve_sent(transport_addr *addr, const char *driver, const char *devi
 	n += snprintf(line + n, sizeof(line) - (size_t)n, "\n");
 	int ok = write(M.port_fd, line, (size_t)n) == n;
 	close(M.port_fd);
-	if (!ok || be_driver_load(driver) != 0 || device_info(device) != 0 || be_imgcache_open_store(store) != 0) {
+	if (!ok || be_driver_load(driver) != 0 || devices_now(device) != 0 || be_imgcache_open_store(store) != 0) {
 		LOG_ERROR(BE_LOG, "session process: %s", ok ? "no usable CUDA driver/device" : "cannot report the port");
 		listener_close_once();
 		return stop_early();
@@ -560,6 +571,10 @@ int main(int argc, char **argv)
 	M.port_fd = o.port_fd;
 	if ((r = be_tenants_setup(M.session_fd >= 0 || M.session_listen, !strcmp(isolation, "thread"))) != 0)
 		return r;
+	if ((r = be_mps_setup(M.session_fd >= 0 || M.session_listen, !strcmp(isolation, "thread"))) != 0)
+		return r;
+	if (be_mps_probing()) /* mps.c: started by the supervisor under its MPS daemon */
+		return be_driver_load(driver) != 0 || device_info(device) != 0 ? 1 : be_mps_probe();
 	/* one session per process: only then may it have the primary context */
 	const char *oc = getenv("REMOTE_GPU_OWN_CONTEXT");
 	be_srv.primary_ctx = (M.session_fd >= 0 || M.session_listen) && !(oc && !strcmp(oc, "1"));
@@ -603,7 +618,10 @@ int main(int argc, char **argv)
 		be_devout_init();
 		return serve_sent(&sa, driver, device, store);
 	}
-	if (be_driver_load(driver) != 0 || device_info(device) != 0) {
+	be_mps_init_begin();
+	r = be_driver_load(driver) != 0 || devices_now(device) != 0;
+	be_mps_init_end();
+	if (r) {
 		fprintf(stderr, "remote-gpud: no usable CUDA driver/device (see the log above)\n");
 		be_driver_unload();
 		return 1;
@@ -670,6 +688,7 @@ int main(int argc, char **argv)
 		}
 		n = be_tls_child_args(child_argv, n);
 		n = be_tenants_child_args(child_argv, n);
+		n = be_mps_child_args(child_argv, n);
 		child_argv[n] = NULL;
 		/* The token goes through the environment, which only this user can
 		 * read, not the command line, which everyone can (ps). An empty one
@@ -725,13 +744,27 @@ int main(int argc, char **argv)
 	}
 	if (be_status_server_open(run_dir, addr.host, port, isolation, mport) == 0)
 		setenv("REMOTE_GPUD_RUN_DIR", be_status_dir(), 1); /* for the session processes */
-	if (be_tenants_start(&M.loop, be_status_dir()) != 0) {
+	/* MPS before anyone is accepted: sessions are its clients. */
+	static char *probe_argv[8];
+	int np = 0;
+	probe_argv[np++] = "/proc/self/exe";
+	probe_argv[np++] = "--mps-probe";
+	probe_argv[np++] = "--device";
+	probe_argv[np++] = (char *)device;
+	if (driver) {
+		probe_argv[np++] = "--driver";
+		probe_argv[np++] = (char *)driver;
+	}
+	probe_argv[np] = NULL;
+	if (be_mps_start(&M.loop, be_status_dir(), probe_argv) != 0 || be_tenants_start(&M.loop, be_status_dir()) != 0) {
+		be_mps_stop(&M.loop);
 		transport_listener_close(M.listener);
 		be_metrics_stop();
 		be_status_server_close();
 		return stop_early();
 	}
 	if (port_file && write_port_file(port_file, port) != 0) {
+		be_mps_stop(&M.loop);
 		transport_listener_close(M.listener);
 		be_metrics_stop();
 		be_status_server_close();
@@ -747,6 +780,7 @@ int main(int argc, char **argv)
 			     : "metrics at http://%s:%d/metrics", metrics_host, mport);
 
 	uv_run(&M.loop, UV_RUN_DEFAULT);
+	be_mps_stop(&M.loop); /* the sessions, its clients, are gone */
 	be_tenants_stop();
 	be_status_server_close();
 

@@ -209,6 +209,15 @@ char *be_metrics_render(const be_snap *snaps, size_t n, size_t *len)
 			fprintf(f, "} %" PRId64 ".%03d\n", snaps[i].start_unix_ns / 1000000000,
 				(int)(snaps[i].start_unix_ns % 1000000000 / 1000000));
 		}
+	family(f, "remote_gpud_mps_up", "gauge",
+	       "--priority mps: 1 while the sessions' MPS control daemon runs (or an operator's is used), 0 once "
+	       "it died; absent without MPS.");
+	for (size_t i = 0; i < n; i++)
+		if (snaps[i].has_server && snaps[i].mps != BE_STAT_MPS_OFF) {
+			fputs("remote_gpud_mps_up{", f);
+			server_labels(f, &snaps[i]);
+			fprintf(f, "} %d\n", snaps[i].mps != BE_STAT_MPS_DEAD);
+		}
 	family(f, "remote_gpud_device_memory_total_bytes", "gauge", "Memory of the served devices (all of them).");
 	for (size_t i = 0; i < n; i++)
 		if (snaps[i].has_server) {

@@ -9,6 +9,7 @@
 #include "backend.h"
 #include "admit.h"
 #include "handover.h"
+#include "mps.h"
 #include "tenants.h"
 
 #include <inttypes.h>
@@ -98,6 +99,14 @@ int be_op_hello(be_session *s, be_req *rq, uint32_t version, const char *token, 
 		be_admit_auth_failed(s->peer);
 		be_reply_status(s, rq, CUDA_ERROR_NOT_PERMITTED);
 		be_session_reject(s, "authentication failed");
+		return BE_REPLIED;
+	}
+
+	/* Under MPS the driver starts only now, with the tenant's class as the
+	 * client's priority (mps.c). */
+	if ((r = be_mps_session_start(be_tenant_class(s))) != CUDA_SUCCESS) {
+		be_reply_status(s, rq, r);
+		be_session_reject(s, "not an MPS client");
 		return BE_REPLIED;
 	}
 

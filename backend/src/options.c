@@ -16,6 +16,7 @@
 #include "rg_opt.h"
 #include "rg_token.h"
 #include "handover.h"
+#include "mps.h"
 #include "prio.h"
 #include "tenants.h"
 
@@ -31,6 +32,7 @@ enum {
 	O_TENANTS, O_LEDGER_FD,            /* tenants.c */
 	O_PRIORITY, O_BATCH_HOLD, O_BATCH_RUN, O_BATCH_AHEAD, /* prio.c */
 	O_HANDOVER_WAIT, O_BATCH_ALLOC_WAIT,              /* handover.c */
+	O_MPS_CONTROL, O_MPS_PIPE_DIR, O_BATCH_SM, O_MPS_CLIENT, O_MPS_PROBE, /* mps.c */
 	O_SHM_OFFER,
 };
 
@@ -67,6 +69,11 @@ static const struct option opt_long[] = {
 	{"batch-hold-ms", required_argument, NULL, O_BATCH_HOLD},
 	{"batch-run-ms", required_argument, NULL, O_BATCH_RUN},
 	{"batch-ahead", required_argument, NULL, O_BATCH_AHEAD},
+	{"mps-control", required_argument, NULL, O_MPS_CONTROL},
+	{"mps-pipe-dir", required_argument, NULL, O_MPS_PIPE_DIR},
+	{"batch-sm-percent", required_argument, NULL, O_BATCH_SM},
+	{"mps-client", required_argument, NULL, O_MPS_CLIENT},
+	{"mps-probe", no_argument, NULL, O_MPS_PROBE},
 	{"handover-wait-ms", required_argument, NULL, O_HANDOVER_WAIT},
 	{"batch-alloc-wait-ms", required_argument, NULL, O_BATCH_ALLOC_WAIT},
 	{"shm-offer", required_argument, NULL, O_SHM_OFFER},
@@ -111,7 +118,15 @@ static void opt_usage(FILE *f)
 		"  --tenants FILE      tenants: each token's name, device memory quota, class and most\n"
 		"                      sessions (format: docs/TENANTS.md); re-read on SIGHUP\n"
 		"  --priority MODE     admit (default): with --tenants, batch tenants' work is held back\n"
-		"                      while latency tenants' runs (docs/TENANTS.md); off: not\n"
+		"                      while latency tenants' runs (docs/TENANTS.md); off: not;\n"
+		"                      mps: session processes are clients of an MPS daemon of this\n"
+		"                      server's, so tenants' kernels run side by side, batch tenants\n"
+		"                      at MPS's lower client priority (a fatal GPU fault then ends\n"
+		"                      every session on that GPU); mps+admit: both\n"
+		"  --mps-control PATH  nvidia-cuda-mps-control to start (default: on PATH, else in\n"
+		"                      /usr/local/nvidia/bin)\n"
+		"  --mps-pipe-dir DIR  use the MPS daemon already running there instead\n"
+		"  --batch-sm-percent N  with mps: batch tenants' sessions may use N%% of the SMs\n"
 		"  --batch-hold-ms N   the longest one hold of a batch session (default %d) ...\n"
 		"  --batch-run-ms N    ... after which it runs unheld for N ms (default %d)\n"
 		"  --batch-ahead N     launches a batch session may have queued on the GPU while\n"
@@ -151,6 +166,8 @@ static void opt_usage(FILE *f)
 		"  --session-listen A  rdma: listen on A for the one client sent here ...\n"
 		"  --port-fd N         ... and write the port and cookie to descriptor N\n"
 		"  --ledger-fd N       the tenants' ledger (memory in use per tenant) on descriptor N\n"
+		"  --mps-client N      an MPS client, started at the hello (batch: N%% of the SMs; 0: all)\n"
+		"  --mps-probe         come up as an MPS client on every device, then exit\n"
 		"Logging: REMOTE_GPU_LOG=info (or debug, or \"warn,backend=debug\"), REMOTE_GPU_LOG_FILE,\n"
 		"REMOTE_GPU_LOG_SYNC=1. Status of the server and its sessions: remote-smi.\n",
 		BE_PRIO_DEFAULT_HOLD_MS, BE_PRIO_DEFAULT_RUN_MS, BE_PRIO_DEFAULT_AHEAD,
@@ -263,6 +280,14 @@ static int opt_one(be_options *o, int c, const char *name, char *v)
 	case O_BATCH_RUN:
 	case O_BATCH_AHEAD:
 		if ((r = be_prio_option(opt, v)) != 0)
+			return r < 0 ? rg_opt_error(OPT_PROG, "unknown option '%s'", opt) : r;
+		break;
+	case O_MPS_CONTROL:
+	case O_MPS_PIPE_DIR:
+	case O_BATCH_SM:
+	case O_MPS_CLIENT:
+	case O_MPS_PROBE:
+		if ((r = be_mps_option(opt, v)) != 0)
 			return r < 0 ? rg_opt_error(OPT_PROG, "unknown option '%s'", opt) : r;
 		break;
 	case O_HANDOVER_WAIT:

@@ -35,6 +35,10 @@
  *     replaced): it orders the kernels of one context, so it counts where
  *     sessions share a process (--isolation thread).
  *
+ * Under --priority mps (mps.c) the GPU itself runs the tenants' kernels side
+ * by side, with the class as the MPS client priority, and none of the above
+ * runs; mps+admit keeps it on top.
+ *
  * What is held is whole frames in arrival order, so nothing a client sees
  * changes but when. Queries the loop thread answers inline (be_executor_run_inline)
  * are never held: they submit no GPU work. Counters per tenant (holds, time
@@ -67,9 +71,9 @@ typedef struct be_prio_sess {
 } be_prio_sess;
 
 static struct {
-	int off;
+	int off, mps;
 	unsigned hold_ms, run_ms, ahead;
-} P = {0, BE_PRIO_DEFAULT_HOLD_MS, BE_PRIO_DEFAULT_RUN_MS, BE_PRIO_DEFAULT_AHEAD};
+} P = {0, 0, BE_PRIO_DEFAULT_HOLD_MS, BE_PRIO_DEFAULT_RUN_MS, BE_PRIO_DEFAULT_AHEAD};
 
 static int opt_num(const char *opt, const char *v, unsigned lo, unsigned hi, unsigned *out)
 {
@@ -87,11 +91,15 @@ static int opt_num(const char *opt, const char *v, unsigned lo, unsigned hi, uns
 int be_prio_option(const char *opt, const char *v)
 {
 	if (!strcmp(opt, "--priority")) {
-		if (strcmp(v, "admit") && strcmp(v, "off")) {
-			fprintf(stderr, "remote-gpud: --priority %s: expected admit or off\n", v);
+		/* mps: the GPU runs the session processes' kernels side by side
+		 * with the class's MPS client priority (mps.c), no admission;
+		 * mps+admit: both. */
+		if (strcmp(v, "admit") && strcmp(v, "off") && strcmp(v, "mps") && strcmp(v, "mps+admit")) {
+			fprintf(stderr, "remote-gpud: --priority %s: expected admit, off, mps or mps+admit\n", v);
 			return 2;
 		}
-		P.off = !strcmp(v, "off");
+		P.off = !strcmp(v, "off") || !strcmp(v, "mps");
+		P.mps = !strncmp(v, "mps", 3);
 		return 0;
 	}
 	if (!strcmp(opt, "--batch-hold-ms"))
@@ -102,6 +110,8 @@ int be_prio_option(const char *opt, const char *v)
 		return opt_num(opt, v, BE_PRIO_MARKS, 1000000, &P.ahead);
 	return -1;
 }
+
+int be_prio_mps(void) { return P.mps; }
 
 void be_prio_publish(be_ledger *l)
 {

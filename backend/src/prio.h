@@ -23,6 +23,8 @@ struct be_ledger;
 /* main.c's option loop: --priority, --batch-hold-ms, --batch-run-ms,
  * --batch-ahead. 0 if taken, -1 if not ours, 2 after a bad value. */
 int be_prio_option(const char *opt, const char *value);
+/* --priority mps or mps+admit: session processes are MPS clients (mps.c). */
+int be_prio_mps(void);
 /* Supervisor: the settings into the ledger, which session processes map. */
 void be_prio_publish(struct be_ledger *l);
 /* hello, after the tenant login: the session's class from its slot. */

@@ -225,6 +225,12 @@ void be_status_server_close(void)
 	rmdir(S.dir); /* fails, harmlessly, while another process still has a file there */
 }
 
+void be_status_set_mps(uint32_t state)
+{
+	if (S.srv)
+		atomic_store_explicit(&S.srv->mps, state, memory_order_relaxed);
+}
+
 void be_status_count_session(void)
 {
 	if (S.srv)

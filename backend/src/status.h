@@ -37,10 +37,18 @@
 #include <stdint.h>
 
 #define BE_STAT_MAGIC 0x54534752u /* "RGST" */
-#define BE_STAT_VERSION 2 /* 2: the served devices (gpu[], ngpu) */
+#define BE_STAT_VERSION 3 /* 2: the served devices (gpu[], ngpu); 3: mps */
 #define BE_STAT_MAX_GPUS 16
 #define BE_STAT_SERVER 1
 #define BE_STAT_SESSION 2
+
+/* be_stat_server.mps (mps.c); be_status_mps_name() names them */
+enum be_stat_mps {
+	BE_STAT_MPS_OFF = 0,      /* sessions are not MPS clients */
+	BE_STAT_MPS_UP = 1,       /* its own control daemon runs */
+	BE_STAT_MPS_DEAD = 2,     /* its own daemon died: new sessions are refused */
+	BE_STAT_MPS_EXTERNAL = 3, /* an operator's daemon (--mps-pipe-dir), not watched */
+};
 
 enum be_stat_state {
 	BE_STAT_CONNECTED = 0, /* no hello yet: client fields empty */
@@ -67,6 +75,8 @@ typedef struct be_stat_server {
 	int32_t ngpu, driver_version;
 	be_stat_gpu gpu[BE_STAT_MAX_GPUS]; /* the first ngpu */
 	_Atomic uint64_t sessions_started; /* connections accepted since start */
+	_Atomic uint32_t mps;              /* enum be_stat_mps */
+	uint32_t pad2;
 } be_stat_server;
 
 typedef struct be_stat_session {
@@ -149,6 +159,8 @@ void be_status_use_dir(const char *dir);
 void be_status_count_session(void);
 /* Supervisor: a session process ended; removes what it left. */
 void be_status_reap(int pid);
+/* Supervisor: the state of MPS (enum be_stat_mps, mps.c). */
+void be_status_set_mps(uint32_t state);
 
 /* Loop thread, from on_accept: gives s->stat (never NULL: without a run
  * directory the counters are in memory only). */
@@ -198,6 +210,7 @@ typedef struct be_snap {
 	be_stat_gpu gpu[BE_STAT_MAX_GPUS]; /* the first ngpu: names and ids made printable */
 	uint64_t total_mem; /* of every served device */
 	uint64_t sessions_started;
+	uint32_t mps; /* enum be_stat_mps */
 	be_snap_session *sess; /* live sessions, by pid then id */
 	size_t nsess;
 	be_snap_tenant *tenants; /* with --tenants, else NULL */
@@ -217,6 +230,8 @@ void be_status_default_dir(int port, char *buf, size_t cap);
 size_t be_status_find_dirs(char ***dirs);
 /* Whether process pid exists. */
 int be_status_pid_alive(int64_t pid);
+/* "off", "up", "dead", "external" (enum be_stat_mps). */
+const char *be_status_mps_name(uint32_t state);
 
 /* Prometheus text format (metrics_text.c) of the given servers. Returns a
  * malloc'd NUL-terminated string (length in *len), or NULL when out of memory. */

@@ -23,6 +23,12 @@
 
 static int read_session(const char *path, be_snap_session *o);
 
+const char *be_status_mps_name(uint32_t state)
+{
+	static const char *const names[] = {"off", "up", "dead", "external"};
+	return state < sizeof(names) / sizeof(names[0]) ? names[state] : "?";
+}
+
 int be_status_pid_alive(int64_t pid)
 {
 	if (pid <= 0 || pid > INT32_MAX)
@@ -94,6 +100,7 @@ static int read_server(const char *dir, be_snap *o)
 			o->total_mem += g->total_mem;
 		}
 		o->sessions_started = LD(((be_stat_server *)h)->sessions_started);
+		o->mps = atomic_load_explicit(&((be_stat_server *)h)->mps, memory_order_relaxed);
 		o->has_server = 1;
 		o->alive = be_status_pid_alive(o->pid);
 	}

@@ -225,6 +225,11 @@ void be_tenant_uncharge(be_session *s, uint64_t size)
 		be_ledger_uncharge(T.l, s->tenant_slot - 1, size);
 }
 
+uint32_t be_tenant_class(const be_session *s)
+{
+	return s->tenant_slot && T.l ? T.l->slot[s->tenant_slot - 1].klass : 0;
+}
+
 void be_tenant_logout(be_session *s)
 {
 	be_handover_logout(s);

@@ -86,6 +86,8 @@ int be_tenant_login(struct be_session *s, const char *token, size_t len);
  * tenant's quota would be passed (nothing charged). */
 int be_tenant_charge(struct be_session *s, uint64_t size);
 void be_tenant_uncharge(struct be_session *s, uint64_t size);
+/* The session's tenant's class (enum be_tenant_class), 0 without one. */
+uint32_t be_tenant_class(const struct be_session *s);
 /* Teardown: gives back the session's slot and whatever it still holds. */
 void be_tenant_logout(struct be_session *s);
 

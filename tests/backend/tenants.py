@@ -455,11 +455,4 @@ CASES = {"quota": t_quota, "sigkill": t_sigkill, "sessions": t_sessions, "reload
          "cublas": t_cublas}
 
 if __name__ == "__main__":
-    for name in sys.argv[4:] or list(CASES):
-        print("== %s" % name)
-        try:
-            CASES[name]()
-        except Exception as e:  # a crash of the test is a failure, not a pass
-            check(False, "%s raised %r" % (name, e))
-    print("%d failed" % preauth.failed)
-    sys.exit(1 if preauth.failed else 0)
+    preauth.run_cases(CASES, sys.argv[4:])

@@ -177,6 +177,7 @@ CUresult CUDAAPI cuInit(unsigned int Flags)
 		} else {
 			fk_ndev = n;
 			fk_devshare_init();
+			fk_mps_init();
 			for (int i = 0; i < n; i++) {
 				fk_devs[i].total = mem;
 				fk_devs[i].pool = fk_devs[i].cur_pool = fk_pool_new(i);
@@ -314,6 +315,9 @@ CUresult CUDAAPI cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevi
 			break;
 		case CU_DEVICE_ATTRIBUTE_MULTI_GPU_BOARD_GROUP_ID:
 			*pi = dev;
+			break;
+		case CU_DEVICE_ATTRIBUTE_MPS_ENABLED:
+			*pi = fk_mps;
 			break;
 		default:
 			*pi = attrs[attrib];

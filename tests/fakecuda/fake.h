@@ -95,6 +95,10 @@ typedef struct fk_module fk_module;
  * memory is shared by the processes that use it. */
 struct fk_dev;
 void fk_devshare_init(void);
+/* mps.c: cuInit's attempt to reach an MPS control daemon; 1 if this process
+ * is an MPS client (CU_DEVICE_ATTRIBUTE_MPS_ENABLED). */
+void fk_mps_init(void);
+extern int fk_mps;
 size_t fk_dev_free(const struct fk_dev *d);
 void fk_dev_charge(struct fk_dev *d, size_t n);
 void fk_dev_uncharge(struct fk_dev *d, size_t n);

@@ -34,7 +34,9 @@
 # tests/gpu/frontier.py), RG_ZOO=1 (models a user brings: torchvision,
 # transformers, mixed precision, torch.compile; tests/gpu/zoo.py, ~250 s), RG_TWO_TENANTS=1 (bench/two_tenants.sh: GPT-2
 # generation and training as two tenants, and 10 GiB handed between them,
-# into $OUT/two-tenants/; ~210 s; RG_TT_PARTS=handover: the handover alone, ~60 s),
+# into $OUT/two-tenants/; ~210 s; RG_TT_PARTS=prio: generation beside training
+# under admission, MPS (--priority mps, mps+admit, mps with --batch-sm-percent 50)
+# and no priority, ~150 s; RG_TT_PARTS=handover: the handover alone, ~60 s),
 # RG_ONLY="a b" (of the programs, only
 # these; the server tests still run, and those that compare with a program's
 # local output fail without it: copies threads streams matmul reduction
