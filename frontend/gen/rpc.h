@@ -117,5 +117,7 @@ int fe_rpc_region_drop(fe_conn *c, uint32_t region);
 int fe_rpc_memcpy_htod_region(fe_conn *c, uint64_t dst, uint32_t region, uint64_t off, uint64_t len, uint64_t stream);
 int fe_rpc_memcpy_dtoh_region(fe_conn *c, uint64_t src, uint32_t region, uint64_t off, uint64_t len, uint64_t stream);
 int fe_rpc_release_done(fe_conn *c, uint64_t gen);
+int fe_rpc_memcpy_htod_region_wait(fe_conn *c, uint64_t dst, uint32_t region, uint64_t off, uint64_t len, uint64_t stream);
+int fe_rpc_memcpy_dtoh_region_wait(fe_conn *c, uint64_t src, uint32_t region, uint64_t off, uint64_t len, uint64_t stream);
 
 #endif

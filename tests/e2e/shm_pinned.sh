@@ -7,7 +7,9 @@
 # more the server made ran between the device and a range it had registered
 # with cuMemHostRegister (the driver test double's trace, FAKECUDA_LOG), so no
 # such copy went through the rings and the staging buffers; every registration
-# was released. Then a client killed with copies from and to pinned memory in
+# was released (REMOTE_GPU_REGION_SYNC_MIN=0: every pinned copy a region copy;
+# the same copies with the default, where small synchronous ones to the
+# device go as bytes in frames, are equal too). Then a client killed with copies from and to pinned memory in
 # flight (pinned_shm die): the server releases its registrations, keeps no
 # mapping or descriptor of its memory, its device memory is back at baseline,
 # and it serves the next client. Thread isolation, so that the sessions live
@@ -52,7 +54,7 @@ unregistered_copies() {
 	END { print bad + 0, copies + 0 }' "$work/fk.log"
 }
 
-client "$prog" copies >"$work/copies.out" 2>"$work/copies.err"
+REMOTE_GPU_REGION_SYNC_MIN=0 client "$prog" copies >"$work/copies.out" 2>"$work/copies.err"
 rc=$?
 if [ $rc -ne 0 ] || ! grep -q '^pinned_shm: done' "$work/copies.out"; then
 	bad "pinned_shm copies exited $rc"
@@ -66,6 +68,14 @@ else
 	echo "ok   copies: $ncopies copies between the device and registered client memory"
 fi
 if [ "$r" -lt 5 ] || [ "$r" != "$u" ]; then bad "$r registrations, $u released"; else echo "ok   copies: $r registrations, all released"; fi
+client "$prog" copies >"$work/copies2.out" 2>"$work/copies2.err"
+rc=$?
+if [ $rc -ne 0 ] || ! grep -q '^pinned_shm: done' "$work/copies2.out"; then
+	bad "pinned_shm copies (small synchronous ones to the device in frames) exited $rc"
+	tail -n 8 "$work/copies2.out" "$work/copies2.err"
+else
+	echo "ok   copies with small synchronous ones to the device in frames: equal"
+fi
 
 client "$prog" die >"$work/die.out" 2>"$work/die.err"
 rc=$?
