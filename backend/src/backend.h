@@ -302,6 +302,9 @@ struct be_session {
 	atomic_uint q_len;
 	int q_stop, q_sleeping;
 	atomic_int q_busy; /* a batch is being run (by the executor, or inline by the loop) */
+	/* +now copies the loop ran inline, and those it handed to the executor
+	 * (BE_NOT_NOW): the teardown's log line */
+	_Atomic uint64_t now_inline, now_handed;
 	pthread_t exec_thread;
 
 	be_waiter w;

@@ -158,6 +158,8 @@ int be_executor_run_inline(be_session *s, be_req *rq)
 		in_inline = 1;
 		int ran = run_frame(s, rq);
 		in_inline = 0;
+		if (be_ops[rq->view.op].flags & BE_OP_NOW)
+			atomic_fetch_add_explicit(ran ? &s->now_inline : &s->now_handed, 1, memory_order_relaxed);
 		if (!ran) {
 			idle(s);
 			return 0;

@@ -812,7 +812,10 @@ void be_session_teardown(be_session *s)
 	LOG_INFO(BE_LOG,
 		 "session %" PRIu64 " (%s, pid %" PRIu64 " %s) ended: freed %u allocations (%" PRIu64 " bytes), "
 		 "%u streams, %u events, %u modules, %u graphs, %u graph execs, %u arrays, %u texture and %u surface "
-		 "objects, %u memory pools; staging %u chunks, %" PRIu64 " copies through pageable memory%s",
+		 "objects, %u memory pools; staging %u chunks, %" PRIu64 " copies through pageable memory; %" PRIu64
+		 " synchronous copies served by the receiving thread, %" PRIu64 " handed to the executor%s",
 		 s->id, s->client_host[0] ? s->client_host : s->peer, s->pid, s->program[0] ? s->program : "?", nalloc,
-		 bytes, st.n, ev.n, mo.n, gr.n, gx.n, ar.n, to.n, so.n, po.n, nchunks, fallbacks, failed ? " (some destroys failed)" : "");
+		 bytes, st.n, ev.n, mo.n, gr.n, gx.n, ar.n, to.n, so.n, po.n, nchunks, fallbacks,
+		 atomic_load_explicit(&s->now_inline, memory_order_relaxed),
+		 atomic_load_explicit(&s->now_handed, memory_order_relaxed), failed ? " (some destroys failed)" : "");
 }

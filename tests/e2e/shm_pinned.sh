@@ -9,7 +9,9 @@
 # such copy went through the rings and the staging buffers; every registration
 # was released (REMOTE_GPU_REGION_SYNC_MIN=0: every pinned copy a region copy;
 # the same copies with the default, where small synchronous ones to the
-# device go as bytes in frames, are equal too). Then a client killed with copies from and to pinned memory in
+# device go as bytes in frames, are equal too; and with a bounce buffer of
+# three 320 KiB slots, each memcpy split across three threads, so the large
+# pageable copies wrap around the slots many times). Then a client killed with copies from and to pinned memory in
 # flight (pinned_shm die): the server releases its registrations, keeps no
 # mapping or descriptor of its memory, its device memory is back at baseline,
 # and it serves the next client. Thread isolation, so that the sessions live
@@ -54,12 +56,24 @@ unregistered_copies() {
 	END { print bad + 0, copies + 0 }' "$work/fk.log"
 }
 
-REMOTE_GPU_REGION_SYNC_MIN=0 client "$prog" copies >"$work/copies.out" 2>"$work/copies.err"
-rc=$?
-if [ $rc -ne 0 ] || ! grep -q '^pinned_shm: done' "$work/copies.out"; then
-	bad "pinned_shm copies exited $rc"
-	tail -n 8 "$work/copies.out" "$work/copies.err"
-fi
+# copies NAME WHAT [VAR=VALUE...]: pinned_shm copies with those settings, its
+# output in NAME.out and NAME.err; 0 when it ran to the end (its checks passed)
+copies() {
+	local name=$1 what=$2 rc
+	shift 2
+	client env "$@" "$prog" copies >"$work/$name.out" 2>"$work/$name.err"
+	rc=$?
+	if [ $rc -eq 0 ] && grep -q '^pinned_shm: done' "$work/$name.out"; then
+		echo "ok   $what: equal"
+		return 0
+	fi
+	bad "pinned_shm copies ($what) exited $rc"
+	tail -n 8 "$work/$name.out" "$work/$name.err"
+	return 1
+}
+
+before=$(grep -c "served by the receiving thread" "$work/server.log") # sessions ended so far
+copies copies "copies, every pinned one a region copy" REMOTE_GPU_REGION_SYNC_MIN=0
 read -r nbad ncopies < <(unregistered_copies)
 r=$(regs) u=$(unregs)
 if [ "$nbad" != 0 ] || [ "$ncopies" -lt 200 ]; then
@@ -68,19 +82,23 @@ else
 	echo "ok   copies: $ncopies copies between the device and registered client memory"
 fi
 if [ "$r" -lt 5 ] || [ "$r" != "$u" ]; then bad "$r registrations, $u released"; else echo "ok   copies: $r registrations, all released"; fi
-client "$prog" copies >"$work/copies2.out" 2>"$work/copies2.err"
-rc=$?
-if [ $rc -ne 0 ] || ! grep -q '^pinned_shm: done' "$work/copies2.out"; then
-	bad "pinned_shm copies (small synchronous ones to the device in frames) exited $rc"
-	tail -n 8 "$work/copies2.out" "$work/copies2.err"
-else
-	echo "ok   copies with small synchronous ones to the device in frames: equal"
-fi
+# nothing queued ahead of them: the synchronous copies (pinned ones as region
+# copies answered when done, pageable ones through staging) were served by the
+# thread that received them, without a hand-off to the executor
+for _ in $(seq 50); do [ "$(grep -c "served by the receiving thread" "$work/server.log")" -gt "$before" ] && break; sleep 0.1; done
+now=$(grep -h "served by the receiving thread" "$work/server.log" | tail -n 1 |
+	sed -n 's/.*; \([0-9]*\) synchronous copies served by the receiving thread.*/\1/p')
+if [ "${now:-0}" -lt 1 ]; then bad "${now:-no} synchronous copies served by the receiving thread"; else
+	echo "ok   copies: $now synchronous copies served by the thread that received them"; fi
+copies copies2 "copies, small synchronous ones to the device in frames"
+copies copies3 "copies through three bounce slots of 320 KiB, three copy threads" \
+	REMOTE_GPU_BOUNCE_CHUNK=$((320 << 10)) REMOTE_GPU_BOUNCE_BYTES=$((960 << 10)) REMOTE_GPU_COPY_THREADS=3
 
+ended=$(grep -c 'registrations released' "$work/server.log") # sessions with regions so far
 client "$prog" die >"$work/die.out" 2>"$work/die.err"
 rc=$?
 grep -q '^dying' "$work/die.out" || bad "pinned_shm die did not get to its copies (exit $rc)"
-for _ in $(seq 100); do [ "$(grep -c 'registrations released' "$work/server.log")" -ge 2 ] && break; sleep 0.1; done
+for _ in $(seq 100); do [ "$(grep -c 'registrations released' "$work/server.log")" -gt "$ended" ] && break; sleep 0.1; done
 r=$(regs) u=$(unregs)
 [ "$r" = "$u" ] || bad "after the killed client: $r registrations, $u released"
 # its regions were still registered when it died: the teardown released them
