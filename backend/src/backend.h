@@ -305,6 +305,9 @@ struct be_session {
 	/* +now copies the loop ran inline, and those it handed to the executor
 	 * (BE_NOT_NOW): the teardown's log line */
 	_Atomic uint64_t now_inline, now_handed;
+	/* the running thread's: frames wait behind the one it runs (the rest of
+	 * the executor's batch), so a sync call polls its event no longer */
+	int run_more;
 	pthread_t exec_thread;
 
 	be_waiter w;

@@ -156,6 +156,7 @@ int be_executor_run_inline(be_session *s, be_req *rq)
 	}
 	if (!atomic_load(&s->closing)) {
 		in_inline = 1;
+		s->run_more = 0;
 		int ran = run_frame(s, rq);
 		in_inline = 0;
 		if (be_ops[rq->view.op].flags & BE_OP_NOW)
@@ -185,6 +186,7 @@ static void *executor_main(void *arg)
 			if (!stop && !atomic_load(&s->closing)) {
 				if (s->prio)
 					be_prio_admit(s);
+				s->run_more = next != NULL;
 				run_frame(s, rq);
 				if (s->prio)
 					be_prio_ran(s, (be_frame_of(rq)->flags & PROTO_F_ASYNC) != 0);
