@@ -14,7 +14,9 @@
 # pageable copies wrap around the slots many times). Then a client killed with copies from and to pinned memory in
 # flight (pinned_shm die): the server releases its registrations, keeps no
 # mapping or descriptor of its memory, its device memory is back at baseline,
-# and it serves the next client. Thread isolation, so that the sessions live
+# and it serves the next client. Last, a client in a loop of large pageable
+# copies (the bounce pipeline) whose server is killed: the copy in flight
+# fails, and the client ends (pinned_shm loop). Thread isolation, so that the sessions live
 # in the server's own process where whatever they left would show.
 #   shm_pinned.sh REMOTE_GPUD FAKE_LIBCUDA LIBREMOTE PINNED_SHM_PROGRAM
 set -u
@@ -119,5 +121,25 @@ after=$(client "$probe") || bad "probe after"
 [ "$after" = "$base" ] || bad "device memory not back at baseline: $base before, $after after"
 [ $fail -eq 0 ] && echo "ok   killed client: registrations released ($r), no mapping left, memory at baseline"
 kill -0 "$srv" 2>/dev/null || bad "the server died"
+
+REMOTE_GPU_TIMEOUT=5 client "$prog" loop >"$work/loop.out" 2>"$work/loop.err" &
+cl=$!
+for _ in $(seq 100); do grep -q '^looping' "$work/loop.out" && break; sleep 0.05; done
+grep -q '^looping' "$work/loop.out" || bad "pinned_shm loop did not get to its copies"
+kill -KILL "$srv"
+wait "$srv" 2>/dev/null
+srv= # gone: nothing for the cleanup
+for _ in $(seq 200); do kill -0 "$cl" 2>/dev/null || break; sleep 0.05; done
+if kill -0 "$cl" 2>/dev/null; then
+	bad "a client copying through the bounce region hangs 10 s after its server died"
+	kill -KILL "$cl"
+fi
+wait "$cl"
+rc=$?
+if [ $rc -eq 0 ] && grep -q '^copy failed: cuda' "$work/loop.out"; then
+	echo "ok   server killed mid-copy: $(grep '^copy failed' "$work/loop.out")"
+else
+	bad "pinned_shm loop after its server died: exit $rc, $(tail -n 1 "$work/loop.out")"
+fi
 [ $fail -eq 0 ] || { tail -n 20 "$work/server.log"; exit 1; }
 exit 0
