@@ -59,7 +59,10 @@ class Op:
         self.quick = "quick" in mode[1:]
         if self.quick and not self.sync:
             sys.exit(f"{where}: +quick is for sync ops (an async op has no reply to hurry)")
-        unknown = set(mode[1:]) - {"in", "out", "loop", "quick"}
+        self.now = "now" in mode[1:]
+        if self.now and (not self.sync or self.quick):
+            sys.exit(f"{where}: +now is for sync ops that start work (+quick ones start none)")
+        unknown = set(mode[1:]) - {"in", "out", "loop", "quick", "now"}
         if unknown:
             sys.exit(f"{where}: unknown mode flag(s) {sorted(unknown)}")
         self.args = [Param(p, where) for p in cols[2].split(",") if p.strip()]
@@ -416,6 +419,8 @@ def gen_dispatch_c(ops, libs):
             flags.append("BE_OP_LOOP")
         if o.quick:
             flags.append("BE_OP_QUICK")
+        if o.now:
+            flags.append("BE_OP_NOW")
         out.append(f'\t[{o.enum}] = {{gen_{o.name}, {" | ".join(flags)}}},\n')
     for d in libs:
         out.append(f"\t/* api/{d.stem}.api (backend/gen/lib_{d.stem}.c) */\n")

@@ -239,7 +239,10 @@ def main():
     w("")
     w(f"{BASE} stream: back-to-back messages; {BASE} acked: one reply per message, the shape of a "
       f"synchronous copy. Ratios are remote / {BASE}; `<` marks a ratio under "
-      f"{COPY_TARGET:.0%}.")
+      f"{COPY_TARGET:.0%}. A synchronous remote copy to the device whose bytes travel in frames returns "
+      "once they are sent, as CUDA's from pageable memory returns once staged (over tcp every one; over shm "
+      "those under 1 MiB, of pinned memory too: REMOTE_GPU_REGION_SYNC_MIN): small H2D rows can beat "
+      "local CUDA, which waits for its DMA from pinned memory.")
     w("")
     w(f"| size | copy | local CUDA | remote | {BASE} stream | {BASE} acked | remote/stream | remote/acked |")
     w("|---|---|---|---|---|---|---|---|")

@@ -35,7 +35,12 @@
 # remote run over shm://, a unix socket and rings in shared memory, reported as
 # <date>-<gpu>-shm.md against the shm transport's own baselines, measured in the
 # local run, and against local CUDA; its pinned copies go through shared regions,
-# zero-copy, and the report's notes say how many did).
+# zero-copy, and the report's notes say how many did). RG_BOUNCE_SWEEP=1 (with
+# RG_SHM=1): synchronous pageable shm copies of 16-256 MiB once per bounce setting in
+# RG_BOUNCE_SETTINGS ("CHUNK:THREADS ...", REMOTE_GPU_BOUNCE_CHUNK and
+# REMOTE_GPU_COPY_THREADS of frontend/src/host_bounce.c and par_copy.c; default
+# "1M:1 1M:2 2M:1 2M:2 4M:2 8M:2 2M:4"), about 8 s each, into <date>-<gpu>-bounce-sweep.md
+# against local pageable cudaMemcpy: the data that chooses the defaults.
 # RG_REMOTE_BENCH=0 skips steps 1-4 (remote-bench is still needed: the namespace's check
 # runs it). With $OUT set, the reports and the PNG go there and everything else (the
 # JSON files, raw runs, server logs, the PyTorch runs' logs) into one bench-raw.tar.gz:
@@ -162,7 +167,7 @@ remote_run() {
 		target=$scheme://$host:$port
 		[ "$scheme" = shm ] && target=$listen
 		timeout 85 unshare -m bash "$root/bench/run-gpu.sh" --gpu-less "$bench" \
-			env REMOTE_GPU="$target" REMOTE_GPU_TLS_CA="$work/ca.pem" LD_PRELOAD="$lib" \
+			env REMOTE_GPU="$target" REMOTE_GPU_TLS_CA="$work/ca.pem" "${client_env[@]}" LD_PRELOAD="$lib" \
 			"$bench" --only cuda --device 0 --json "$work/$name.json" "${bench_args[@]}" 2>&1 | tee "$work/$name.txt"
 		rc=${PIPESTATUS[0]}
 		[ "$rc" = 0 ] || notes+=("remote run $name exited with $rc$(limit_note "$rc")")
@@ -183,6 +188,8 @@ remote_run() {
 }
 
 bench_args=("$@")
+client_env=()
+sweep=()
 remote_json_remote= remote_json_tls= remote_json_shm=
 [ -f "$lib" ] && lib=$(readlink -f "$lib")
 if [ "$rbench" != 1 ]; then
@@ -217,6 +224,18 @@ else
 		zc=$(grep -h "shared regions:" "$work/gpud-shm.log" | tail -n 1 | sed 's/.*shared regions: //')
 		echo "run-gpu: shm zero-copy: ${zc:-no shared regions (pinned copies went through the rings)}"
 		notes+=("shm run, pinned memory in shared regions: ${zc:-none (pinned copies went through the rings)}")
+		if [ "${RG_BOUNCE_SWEEP:-0}" = 1 ]; then
+			saved_args=("${bench_args[@]}")
+			bench_args=(--min-size 16M --max-size 256M --iters 200 --launches 1000 --launch-reps 1 --min-time 0.1)
+			for set in ${RG_BOUNCE_SETTINGS:-1M:1 1M:2 2M:1 2M:2 4M:2 8M:2 2M:4}; do
+				name=bounce-${set/:/-t}
+				client_env=(REMOTE_GPU_BOUNCE_CHUNK="$(numfmt --from=iec "${set%%:*}")" REMOTE_GPU_COPY_THREADS="${set##*:}")
+				remote_run "$name" shm --drain-seconds 0
+				[ -s "$work/$name.json" ] && sweep+=("$set=$work/$name.json")
+			done
+			client_env=()
+			bench_args=("${saved_args[@]}")
+		fi
 	fi
 fi
 remote_json=$remote_json_remote
@@ -255,6 +274,12 @@ EOF
 			--transport shm --md "$outdir/$date-$slug-shm.md" --json "$jsondir/$date-$slug-shm.json" >/dev/null || exit 1
 		reports+=("$outdir/$date-$slug-shm.md")
 	fi
+fi
+
+# the bounce sweep: GB/s of each setting by copy, against local pageable cudaMemcpy
+if [ ${#sweep[@]} -gt 0 ]; then
+	python3 "$root/bench/bounce_sweep.py" "$work/local.json" "$outdir/$date-$slug-bounce-sweep.md" "$commit" \
+		"${sweep[@]}" || echo "run-gpu: bench/bounce_sweep.py failed" >&2
 fi
 
 # ---- 4. the copy-bandwidth curves, beside the reports ----

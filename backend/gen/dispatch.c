@@ -2119,6 +2119,54 @@ static int gen_managed_fetch(be_session *s, be_req *rq)
 	return be_op_managed_fetch(s, rq, src, len);
 }
 
+static int gen_memcpy_htod_region_wait(be_session *s, be_req *rq)
+{
+	uint64_t dst_w;
+	if (proto_arg_u64(&rq->view, 0, &dst_w))
+		return BE_EPROTO;
+	CUdeviceptr dst = (CUdeviceptr)dst_w;
+	uint32_t region_w;
+	if (proto_arg_u32(&rq->view, 1, &region_w))
+		return BE_EPROTO;
+	uint32_t region = (uint32_t)region_w;
+	uint64_t off_w;
+	if (proto_arg_u64(&rq->view, 2, &off_w))
+		return BE_EPROTO;
+	uint64_t off = (uint64_t)off_w;
+	uint64_t len_w;
+	if (proto_arg_u64(&rq->view, 3, &len_w))
+		return BE_EPROTO;
+	uint64_t len = (uint64_t)len_w;
+	uint64_t stream_id;
+	if (proto_arg_u64(&rq->view, 4, &stream_id))
+		return BE_EPROTO;
+	return be_op_memcpy_htod_region_wait(s, rq, dst, region, off, len, stream_id);
+}
+
+static int gen_memcpy_dtoh_region_wait(be_session *s, be_req *rq)
+{
+	uint64_t src_w;
+	if (proto_arg_u64(&rq->view, 0, &src_w))
+		return BE_EPROTO;
+	CUdeviceptr src = (CUdeviceptr)src_w;
+	uint32_t region_w;
+	if (proto_arg_u32(&rq->view, 1, &region_w))
+		return BE_EPROTO;
+	uint32_t region = (uint32_t)region_w;
+	uint64_t off_w;
+	if (proto_arg_u64(&rq->view, 2, &off_w))
+		return BE_EPROTO;
+	uint64_t off = (uint64_t)off_w;
+	uint64_t len_w;
+	if (proto_arg_u64(&rq->view, 3, &len_w))
+		return BE_EPROTO;
+	uint64_t len = (uint64_t)len_w;
+	uint64_t stream_id;
+	if (proto_arg_u64(&rq->view, 4, &stream_id))
+		return BE_EPROTO;
+	return be_op_memcpy_dtoh_region_wait(s, rq, src, region, off, len, stream_id);
+}
+
 const be_op_desc be_ops[PROTO_OP_COUNT] = {
 	[PROTO_OP_HELLO] = {gen_hello, BE_OP_SYNC},
 	[PROTO_OP_MODULE_LOAD] = {gen_module_load, BE_OP_SYNC | BE_OP_PAYLOAD},
@@ -2128,10 +2176,10 @@ const be_op_desc be_ops[PROTO_OP_COUNT] = {
 	[PROTO_OP_MEM_FREE_ASYNC] = {gen_mem_free_async, BE_OP_ASYNC},
 	[PROTO_OP_MEM_GET_INFO] = {gen_mem_get_info, BE_OP_SYNC | BE_OP_QUICK},
 	[PROTO_OP_MEMCPY_HTOD] = {gen_memcpy_htod, BE_OP_ASYNC | BE_OP_PAYLOAD},
-	[PROTO_OP_MEMCPY_DTOH] = {gen_memcpy_dtoh, BE_OP_SYNC},
+	[PROTO_OP_MEMCPY_DTOH] = {gen_memcpy_dtoh, BE_OP_SYNC | BE_OP_NOW},
 	[PROTO_OP_MEMCPY_DTOD] = {gen_memcpy_dtod, BE_OP_ASYNC},
 	[PROTO_OP_MEMCPY_2D_HTOD] = {gen_memcpy_2d_htod, BE_OP_ASYNC | BE_OP_PAYLOAD},
-	[PROTO_OP_MEMCPY_2D_DTOH] = {gen_memcpy_2d_dtoh, BE_OP_SYNC},
+	[PROTO_OP_MEMCPY_2D_DTOH] = {gen_memcpy_2d_dtoh, BE_OP_SYNC | BE_OP_NOW},
 	[PROTO_OP_MEMCPY_2D_DTOD] = {gen_memcpy_2d_dtod, BE_OP_ASYNC},
 	[PROTO_OP_MEMSET] = {gen_memset, BE_OP_ASYNC},
 	[PROTO_OP_MEMSET_2D] = {gen_memset_2d, BE_OP_ASYNC},
@@ -2241,6 +2289,8 @@ const be_op_desc be_ops[PROTO_OP_COUNT] = {
 	[PROTO_OP_RELEASE_DONE] = {gen_release_done, BE_OP_ASYNC},
 	[PROTO_OP_GRAPH_EXEC_GET_FLAGS] = {gen_graph_exec_get_flags, BE_OP_SYNC | BE_OP_QUICK},
 	[PROTO_OP_MANAGED_FETCH] = {gen_managed_fetch, BE_OP_SYNC | BE_OP_LOOP},
+	[PROTO_OP_MEMCPY_HTOD_REGION_WAIT] = {gen_memcpy_htod_region_wait, BE_OP_SYNC | BE_OP_NOW},
+	[PROTO_OP_MEMCPY_DTOH_REGION_WAIT] = {gen_memcpy_dtoh_region_wait, BE_OP_SYNC | BE_OP_NOW},
 	/* api/cublas.api (backend/gen/lib_cublas.c) */
 	[PROTO_OP_CUBLASCREATE_V2] = {be_gen_cublasCreate_v2, BE_OP_ASYNC},
 	[PROTO_OP_CUBLASDESTROY_V2] = {be_gen_cublasDestroy_v2, BE_OP_ASYNC},

@@ -111,5 +111,7 @@ int be_op_memcpy_dtoh_region(be_session *s, be_req *rq, CUdeviceptr src, uint32_
 int be_op_release(be_session *s, be_req *rq, uint64_t gen);
 int be_op_release_done(be_session *s, be_req *rq, uint64_t gen);
 int be_op_managed_fetch(be_session *s, be_req *rq, CUdeviceptr src, uint64_t len);
+int be_op_memcpy_htod_region_wait(be_session *s, be_req *rq, CUdeviceptr dst, uint32_t region, uint64_t off, uint64_t len, uint64_t stream);
+int be_op_memcpy_dtoh_region_wait(be_session *s, be_req *rq, CUdeviceptr src, uint32_t region, uint64_t off, uint64_t len, uint64_t stream);
 
 #endif

@@ -43,6 +43,7 @@
 #define BE_BIG_MAX (256u << 20)      /* largest kept staging buffer */
 #define BE_SPIN_NS 100000            /* executor / waiter spin before sleeping: longer than a round trip, so back-to-back calls never wait for a wake-up */
 #define BE_FAST_NS 10000             /* executor: how long a sync call may poll its event */
+#define BE_NOW_MAX (1u << 20)        /* the largest D2H reply the loop thread sends itself (+now) */
 #define BE_IDLE_QUERY_MAX 64         /* device_sync asks at most this many streams before it waits */
 #define BE_WAITER_JOIN_MS 10000      /* teardown: how long the waiter may take */
 #define BE_EVPOOL_MAX 64             /* idle internal events kept */
@@ -318,6 +319,12 @@ struct be_session {
 	atomic_uint q_len;
 	int q_stop, q_sleeping;
 	atomic_int q_busy; /* a batch is being run (by the executor, or inline by the loop) */
+	/* +now copies the loop ran inline, and those it handed to the executor
+	 * (BE_NOT_NOW): the teardown's log line */
+	_Atomic uint64_t now_inline, now_handed;
+	/* the running thread's: frames wait behind the one it runs (the rest of
+	 * the executor's batch), so a sync call polls its event no longer */
+	int run_more;
 	pthread_t exec_thread;
 
 	be_waiter w;
@@ -458,9 +465,13 @@ int be_sessions_live(void);
 /* executor.c */
 int be_executor_start(be_session *s);
 void be_executor_push(be_session *s, be_req *rq);
-/* Loop thread: runs rq (a BE_OP_QUICK op) here and now if nothing is queued or
- * running for the session, which keeps arrival order; 1 if it ran (rq freed). */
+/* Loop thread: runs rq (a BE_OP_QUICK or BE_OP_NOW op) here and now if nothing
+ * is queued or running for the session, which keeps arrival order; 1 if it ran
+ * (rq freed), 0 if it must be pushed (a handler's BE_NOT_NOW included). */
 int be_executor_run_inline(be_session *s, be_req *rq);
+/* Whether this thread runs a frame inline (be_executor_run_inline) now: a +now
+ * handler that would block returns BE_NOT_NOW then. */
+int be_inline_now(void);
 /* Loop thread: nothing is queued or running (run_inline would run now). */
 int be_executor_idle(be_session *s);
 void be_executor_stop(be_session *s);

@@ -10,6 +10,7 @@ enum be_op_flags {
 	BE_OP_PAYLOAD = 1u << 2, /* the request carries a raw payload */
 	BE_OP_LOOP = 1u << 3,    /* run on the I/O thread, outside executor order */
 	BE_OP_QUICK = 1u << 4,   /* may run on the I/O thread when the executor is idle */
+	BE_OP_NOW = 1u << 5,     /* the same for a small copy (device work that never blocks: BE_NOT_NOW) */
 };
 
 typedef struct be_op_desc {

@@ -19,6 +19,17 @@
  * and the client's round trip saves the hand-off to the executor, the largest
  * cost of a query where cores are few. q_busy says a batch is running: the
  * executor sets it when it takes one, the loop claims it for an inline run.
+ * Small synchronous copies (BE_OP_NOW: a D2H copy into pinned staging, a
+ * copy between a registered shared region and the device) run the same way:
+ * the copy is queued on its stream after everything the executor issued
+ * before (all of it, as nothing is queued or running), so the GPU's stream
+ * order, the legacy stream's implicit synchronisation included, is what it
+ * would have been on the executor; the reply goes from the loop thread when
+ * the copy's event completes within BE_FAST_NS, else from the waiter as
+ * usual. A handler that would have to block (no idle staging buffer, a
+ * region the driver did not register) answers BE_NOT_NOW before doing
+ * anything, and the frame goes to the executor. Sessions with a priority
+ * class (--tenants) run them on the executor, which holds batch work back.
  *
  * At the end (q_stop, set by on_close) whatever is still queued is dropped
  * unanswered (the connection is gone) and the executor tears the session down.
@@ -33,7 +44,7 @@
 
 static void *executor_main(void *arg);
 static be_req *take(be_session *s, int *stop);
-static void run_frame(be_session *s, be_req *rq);
+static int run_frame(be_session *s, be_req *rq);
 static void finish(be_session *s, be_req *rq, int sync, int st);
 
 int be_executor_start(be_session *s)
@@ -125,6 +136,10 @@ int be_executor_idle(be_session *s)
 	       atomic_load_explicit(&s->q_busy, memory_order_acquire) == 0;
 }
 
+static _Thread_local int in_inline;
+
+int be_inline_now(void) { return in_inline; }
+
 int be_executor_run_inline(be_session *s, be_req *rq)
 {
 	/* The loop thread is the queue's only producer: with nothing queued, only
@@ -139,8 +154,18 @@ int be_executor_run_inline(be_session *s, be_req *rq)
 		idle(s);
 		return 0;
 	}
-	if (!atomic_load(&s->closing))
-		run_frame(s, rq);
+	if (!atomic_load(&s->closing)) {
+		in_inline = 1;
+		s->run_more = 0;
+		int ran = run_frame(s, rq);
+		in_inline = 0;
+		if (be_ops[rq->view.op].flags & BE_OP_NOW)
+			atomic_fetch_add_explicit(ran ? &s->now_inline : &s->now_handed, 1, memory_order_relaxed);
+		if (!ran) {
+			idle(s);
+			return 0;
+		}
+	}
 	be_frame_free(s, be_frame_of(rq));
 	idle(s); /* the loop is the only producer and was busy here: nothing was pushed */
 	return 1;
@@ -161,6 +186,7 @@ static void *executor_main(void *arg)
 			if (!stop && !atomic_load(&s->closing)) {
 				if (s->prio)
 					be_prio_admit(s);
+				s->run_more = next != NULL;
 				run_frame(s, rq);
 				if (s->prio)
 					be_prio_ran(s, (be_frame_of(rq)->flags & PROTO_F_ASYNC) != 0);
@@ -206,13 +232,14 @@ static void finish(be_session *s, be_req *rq, int sync, int st)
 		be_latch(s, st);
 }
 
-static void run_frame(be_session *s, be_req *rq)
+/* 0: a +now handler run inline found it would block (BE_NOT_NOW). */
+static int run_frame(be_session *s, be_req *rq)
 {
 	be_frame *fr = be_frame_of(rq);
 	uint32_t op = rq->view.op;
 
 	if (atomic_load(&s->rejected))
-		return;
+		return 1;
 	if (op == PROTO_OP_REPLY || op >= PROTO_OP_COUNT || !be_ops[op].run) {
 		if (!s->unknown_logged) {
 			s->unknown_logged = 1;
@@ -222,23 +249,26 @@ static void run_frame(be_session *s, be_req *rq)
 		if (!atomic_load(&s->hello_ok)) {
 			be_reply_status(s, rq, CUDA_ERROR_NOT_INITIALIZED);
 			be_session_reject(s, "unknown op before hello");
-			return;
+			return 1;
 		}
 		finish(s, rq, !(fr->flags & PROTO_F_ASYNC), CUDA_ERROR_NOT_SUPPORTED);
-		return;
+		return 1;
 	}
 	const be_op_desc *d = &be_ops[op];
 	int sync = (d->flags & BE_OP_SYNC) != 0;
 	if (op != PROTO_OP_HELLO && !atomic_load(&s->hello_ok)) {
 		be_reply_status(s, rq, CUDA_ERROR_NOT_INITIALIZED);
 		be_session_reject(s, "op before a successful hello");
-		return;
+		return 1;
 	}
 	/* A request's status field names its device (proto.h); hello makes the
 	 * contexts, so it runs before any is selected. */
 	int st = op == PROTO_OP_HELLO ? CUDA_SUCCESS : be_session_select(s, (uint32_t)rq->view.status);
 	if (st == CUDA_SUCCESS)
 		st = fr->payload_lost ? CUDA_ERROR_OUT_OF_MEMORY : d->run(s, rq);
+	if (st == BE_NOT_NOW && in_inline)
+		return 0;
 	finish(s, rq, sync, st);
 	be_stat_mem(s->stat, s->ranges.bytes);
+	return 1;
 }

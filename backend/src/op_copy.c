@@ -12,6 +12,10 @@
  *
  * D2H: the executor copies into a staging buffer and records an event; the
  * waiter replies with the bytes once it completes, so the executor goes on.
+ * Run inline by the loop thread (+now, executor.c), the copy needs an idle
+ * staging buffer (allocating pinned memory takes milliseconds) and at most
+ * BE_NOW_MAX bytes (the loop sends the reply, and reads nothing meanwhile):
+ * otherwise it is the executor's (BE_NOT_NOW).
  *
  * Host sides of 2D copies are packed: width bytes per row, no pitch.
  *
@@ -64,6 +68,14 @@ int be_op_memcpy_htod(be_session *s, be_req *rq, CUdeviceptr dst, uint64_t strea
 	return be_htod_done(s, st, pb, be_drv.cuMemcpyHtoDAsync(dst, pb->p, (size_t)len, st));
 }
 
+/* A staging buffer for a D2H copy's bytes: an idle one when run inline. */
+static int take_out(be_session *s, size_t len, be_buf *b)
+{
+	if (be_inline_now())
+		return len <= BE_NOW_MAX && be_staging_take_idle(&s->staging, len, b) == 0 ? 0 : BE_NOT_NOW;
+	return be_staging_take(&s->staging, len, b) == 0 ? 0 : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
 int be_op_memcpy_dtoh(be_session *s, be_req *rq, CUdeviceptr src, uint64_t len, uint64_t stream_id)
 {
 	CUstream st;
@@ -84,8 +96,8 @@ int be_op_memcpy_dtoh(be_session *s, be_req *rq, CUdeviceptr src, uint64_t len, 
 		return be_bad_range(s, "memcpy_dtoh", src, len);
 	if ((err = be_stream_capturing(st)))
 		return err;
-	if (be_staging_take(&s->staging, (size_t)len, &b) != 0)
-		return CUDA_ERROR_OUT_OF_MEMORY;
+	if ((err = take_out(s, (size_t)len, &b)))
+		return err;
 	if ((r = be_drv.cuMemcpyDtoHAsync(b.p, src, (size_t)len, st)) != CUDA_SUCCESS) {
 		be_staging_release(&s->staging, &b);
 		return r;
@@ -174,8 +186,8 @@ int be_op_memcpy_2d_dtoh(be_session *s, be_req *rq, CUdeviceptr src, uint64_t sp
 		return be_bad_range(s, "memcpy_2d_dtoh", src, spitch * (height - 1) + width);
 	if ((err = be_stream_capturing(st)))
 		return err;
-	if (be_staging_take(&s->staging, (size_t)len, &b) != 0)
-		return CUDA_ERROR_OUT_OF_MEMORY;
+	if ((err = take_out(s, (size_t)len, &b)))
+		return err;
 	CUDA_MEMCPY2D c;
 	memset(&c, 0, sizeof(c));
 	c.srcMemoryType = CU_MEMORYTYPE_DEVICE;

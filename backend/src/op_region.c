@@ -18,6 +18,13 @@
  * be_region_teardown unregisters what is left; the transport unmaps the
  * mappings when the connection is freed, after that.
  *
+ * The _wait copies are answered once done (an event after them, as
+ * be_op_stream_sync would wait): a synchronous copy of pinned memory is then
+ * one round trip, and the bounce buffer (frontend/src/host_bounce.c) paces
+ * its pipeline by their replies. The loop thread runs them inline when the
+ * executor is idle (+now, executor.c), unless the region is not registered:
+ * the driver's copy from pageable memory would block the thread.
+ *
  * A copy on a capturing stream is refused as staging copies are: the graph
  * would keep the address after the region is gone.
  */
@@ -146,9 +153,9 @@ static void *host_side(be_session *s, const char *op, uint32_t region, uint64_t 
 }
 
 /* A copy between [dptr, +len) on the device and [off, +len) of region, in
- * stream order, either way. */
-static int region_copy(be_session *s, const char *op, int to_device, CUdeviceptr dptr, uint32_t region, uint64_t off,
-		       uint64_t len, uint64_t stream_id)
+ * stream order, either way; with wait (rq) answered once it is done. */
+static int region_copy(be_session *s, be_req *wait, const char *op, int to_device, CUdeviceptr dptr, uint32_t region,
+		       uint64_t off, uint64_t len, uint64_t stream_id)
 {
 	CUstream st;
 	int err;
@@ -163,22 +170,39 @@ static int region_copy(be_session *s, const char *op, int to_device, CUdeviceptr
 		return be_bad_range(s, op, dptr, len);
 	if ((err = be_stream_capturing(st)))
 		return err;
+	if (wait && be_inline_now() && !find(s, region)->registered)
+		return BE_NOT_NOW;
 	s->regions->copies++;
 	s->regions->bytes += len;
-	return to_device ? be_drv.cuMemcpyHtoDAsync(dptr, host, (size_t)len, st)
-			 : be_drv.cuMemcpyDtoHAsync(host, dptr, (size_t)len, st);
+	CUresult r = to_device ? be_drv.cuMemcpyHtoDAsync(dptr, host, (size_t)len, st)
+			       : be_drv.cuMemcpyDtoHAsync(host, dptr, (size_t)len, st);
+	if (r != CUDA_SUCCESS || !wait)
+		return r;
+	return be_waiter_after(s, st, wait, NULL, 0, NULL);
 }
 
 int be_op_memcpy_htod_region(be_session *s, be_req *rq, CUdeviceptr dst, uint32_t region, uint64_t off,
 			     uint64_t len, uint64_t stream_id)
 {
-	return region_copy(s, "memcpy_htod_region", 1, dst, region, off, len, stream_id);
+	return region_copy(s, NULL, "memcpy_htod_region", 1, dst, region, off, len, stream_id);
 }
 
 int be_op_memcpy_dtoh_region(be_session *s, be_req *rq, CUdeviceptr src, uint32_t region, uint64_t off,
 			     uint64_t len, uint64_t stream_id)
 {
-	return region_copy(s, "memcpy_dtoh_region", 0, src, region, off, len, stream_id);
+	return region_copy(s, NULL, "memcpy_dtoh_region", 0, src, region, off, len, stream_id);
+}
+
+int be_op_memcpy_htod_region_wait(be_session *s, be_req *rq, CUdeviceptr dst, uint32_t region, uint64_t off,
+				  uint64_t len, uint64_t stream_id)
+{
+	return region_copy(s, rq, "memcpy_htod_region_wait", 1, dst, region, off, len, stream_id);
+}
+
+int be_op_memcpy_dtoh_region_wait(be_session *s, be_req *rq, CUdeviceptr src, uint32_t region, uint64_t off,
+				  uint64_t len, uint64_t stream_id)
+{
+	return region_copy(s, rq, "memcpy_dtoh_region_wait", 0, src, region, off, len, stream_id);
 }
 
 void be_region_teardown(be_session *s)

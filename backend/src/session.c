@@ -437,13 +437,22 @@ void *be_payload_dest(void *ctx, const transport_frame *f)
 	return fr->payload.p;
 }
 
+/* Whether a frame of d may run on the loop thread when the executor is idle:
+ * quick ops, and small copies (+now) of a session without a priority class
+ * (a batch tenant's copies wait for admission on the executor, prio.c). */
+static int may_inline(be_session *s, const be_op_desc *d)
+{
+	return d && ((d->flags & BE_OP_QUICK) || ((d->flags & BE_OP_NOW) && !s->prio));
+}
+
 /* Whether the call of a frame runs before on_frame returns, so that its
  * arguments can be read where the transport lent them: ops of the loop thread,
  * and quick ops while the executor is idle (the loop thread is its only
- * producer, so it stays idle until we push). */
+ * producer, so it stays idle until we push). A +now op that turns out unable
+ * to (BE_NOT_NOW) is kept by frame_keep before it is pushed. */
 static int runs_now(be_session *s, const be_op_desc *d)
 {
-	return d && ((d->flags & BE_OP_LOOP) || ((d->flags & BE_OP_QUICK) && be_executor_idle(s)));
+	return d && ((d->flags & BE_OP_LOOP) || (may_inline(s, d) && be_executor_idle(s)));
 }
 
 /* A frame read in a lent buffer that must outlive on_frame after all: its own
@@ -521,7 +530,7 @@ void be_on_frame(void *ctx, transport_frame *f)
 		be_frame_free(s, fr);
 		return;
 	}
-	if (d && (d->flags & BE_OP_QUICK) && be_executor_run_inline(s, &fr->rq))
+	if (may_inline(s, d) && be_executor_run_inline(s, &fr->rq))
 		return;
 	if (fr->rq.frame.msg_lent && frame_keep(s, fr) != 0)
 		return;
@@ -806,7 +815,10 @@ void be_session_teardown(be_session *s)
 	LOG_INFO(BE_LOG,
 		 "session %" PRIu64 " (%s, pid %" PRIu64 " %s) ended: freed %u allocations (%" PRIu64 " bytes), "
 		 "%u streams, %u events, %u modules, %u graphs, %u graph execs, %u arrays, %u texture and %u surface "
-		 "objects, %u memory pools; staging %u chunks, %" PRIu64 " copies through pageable memory%s",
+		 "objects, %u memory pools; staging %u chunks, %" PRIu64 " copies through pageable memory; %" PRIu64
+		 " synchronous copies served by the receiving thread, %" PRIu64 " handed to the executor%s",
 		 s->id, s->client_host[0] ? s->client_host : s->peer, s->pid, s->program[0] ? s->program : "?", nalloc,
-		 bytes, st.n, ev.n, mo.n, gr.n, gx.n, ar.n, to.n, so.n, po.n, nchunks, fallbacks, failed ? " (some destroys failed)" : "");
+		 bytes, st.n, ev.n, mo.n, gr.n, gx.n, ar.n, to.n, so.n, po.n, nchunks, fallbacks,
+		 atomic_load_explicit(&s->now_inline, memory_order_relaxed),
+		 atomic_load_explicit(&s->now_handed, memory_order_relaxed), failed ? " (some destroys failed)" : "");
 }

@@ -9,7 +9,9 @@
  *                      when non-zero (async op);
  *   BE_REPLIED         the handler already sent the reply (be_reply_end);
  *   BE_DEFERRED        the waiter thread will reply (be_waiter_push);
- *   BE_EPROTO          malformed arguments: logged, answered CUDA_ERROR_INVALID_VALUE.
+ *   BE_EPROTO          malformed arguments: logged, answered CUDA_ERROR_INVALID_VALUE;
+ *   BE_NOT_NOW         (a +now op run on the receiving thread, be_inline_now())
+ *                      it would block there: nothing done, the executor runs it.
  */
 #ifndef BE_SESSION_H
 #define BE_SESSION_H
@@ -24,6 +26,7 @@
 #define BE_REPLIED (-1000)
 #define BE_DEFERRED (-1001)
 #define BE_EPROTO (-1002)
+#define BE_NOT_NOW (-1003)
 
 typedef struct be_session be_session;
 

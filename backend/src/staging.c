@@ -97,6 +97,15 @@ static int take_idle(be_staging *st, size_t len, be_buf *out)
 	return 0;
 }
 
+int be_staging_take_idle(be_staging *st, size_t len, be_buf *out)
+{
+	*out = (be_buf){0};
+	pthread_mutex_lock(&st->mu);
+	int got = len && take_idle(st, len, out);
+	pthread_mutex_unlock(&st->mu);
+	return got ? 0 : -1;
+}
+
 int be_staging_take_nb(be_staging *st, size_t len, be_buf *out)
 {
 	*out = (be_buf){0};

@@ -71,6 +71,9 @@ void be_staging_grow(be_staging *st, unsigned min_chunks);
  * else malloc'd memory (BE_BUF_MALLOC). len 0 gives BE_BUF_NONE. Returns 0, or
  * -1 when even malloc failed. */
 int be_staging_take_nb(be_staging *st, size_t len, be_buf *out);
+/* Any thread, never blocks: an idle chunk or the big buffer that fits (0), or
+ * -1 (then it counts what was missing for the next grow). */
+int be_staging_take_idle(be_staging *st, size_t len, be_buf *out);
 /* Executor (context current): the same, but allocates pinned memory rather
  * than malloc when nothing idle fits: a new pool chunk while the pool may grow,
  * else a buffer for this copy alone (BE_BUF_PINNED); malloc only if that fails. */

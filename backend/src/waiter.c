@@ -123,11 +123,16 @@ CUevent be_event_record_internal(be_session *s, CUstream stream, CUresult *err)
 /* The fast path of a sync call: with the waiter idle, a reply sent by the
  * executor now cannot overtake one of the waiter's, so if ev completes within
  * BE_FAST_NS (an idle stream, a small copy) the call is answered here and saves
- * the hand-over to the waiter (a thread wake-up, several microseconds). */
+ * the hand-over to the waiter (a thread wake-up, several microseconds). With
+ * frames waiting behind this one (a D2H copy's next chunks), or once one
+ * comes, it stops polling: their copies should start while this one's bytes
+ * go out. */
 static int fast_done(be_session *s, CUevent ev, uint64_t spin_ns, int client_waits)
 {
 	if (be_srv.no_fastpath || !be_waiter_idle(s))
 		return 0;
+	if (s->run_more || atomic_load_explicit(&s->q_len, memory_order_relaxed))
+		spin_ns = 0;
 	rg_spin sp;
 	rg_spin_start(&sp, spin_ns);
 	for (;;) {
@@ -142,7 +147,8 @@ static int fast_done(be_session *s, CUevent ev, uint64_t spin_ns, int client_wai
 			return 1;
 		}
 		/* errors: the waiter's cuEventSynchronize reports them */
-		if (r != CUDA_ERROR_NOT_READY || !spin_ns || !rg_spin_on(&sp))
+		if (r != CUDA_ERROR_NOT_READY || !spin_ns || !rg_spin_on(&sp) ||
+		    atomic_load_explicit(&s->q_len, memory_order_relaxed))
 			return 0;
 		be_spin_step();
 	}

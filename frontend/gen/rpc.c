@@ -1699,3 +1699,27 @@ int fe_rpc_managed_fetch(fe_conn *c, uint64_t src, uint64_t len, void *dest, uin
 	proto_msg_u64(&m, (uint64_t)len);
 	return fe_conn_call(c, &m, NULL, 0, dest, dest_len, NULL);
 }
+
+int fe_rpc_memcpy_htod_region_wait(fe_conn *c, uint64_t dst, uint32_t region, uint64_t off, uint64_t len, uint64_t stream)
+{
+	proto_msg m;
+	proto_msg_begin(&m, PROTO_OP_MEMCPY_HTOD_REGION_WAIT, fe_conn_next_seq(c), 5);
+	proto_msg_u64(&m, (uint64_t)dst);
+	proto_msg_u64(&m, (uint64_t)region);
+	proto_msg_u64(&m, (uint64_t)off);
+	proto_msg_u64(&m, (uint64_t)len);
+	proto_msg_u64(&m, stream);
+	return fe_conn_call(c, &m, NULL, 0, NULL, 0, NULL);
+}
+
+int fe_rpc_memcpy_dtoh_region_wait(fe_conn *c, uint64_t src, uint32_t region, uint64_t off, uint64_t len, uint64_t stream)
+{
+	proto_msg m;
+	proto_msg_begin(&m, PROTO_OP_MEMCPY_DTOH_REGION_WAIT, fe_conn_next_seq(c), 5);
+	proto_msg_u64(&m, (uint64_t)src);
+	proto_msg_u64(&m, (uint64_t)region);
+	proto_msg_u64(&m, (uint64_t)off);
+	proto_msg_u64(&m, (uint64_t)len);
+	proto_msg_u64(&m, stream);
+	return fe_conn_call(c, &m, NULL, 0, NULL, 0, NULL);
+}

@@ -119,5 +119,7 @@ int fe_rpc_memcpy_dtoh_region(fe_conn *c, uint64_t src, uint32_t region, uint64_
 int fe_rpc_release_done(fe_conn *c, uint64_t gen);
 int fe_rpc_graph_exec_get_flags(fe_conn *c, uint64_t graphExec, uint64_t *flags);
 int fe_rpc_managed_fetch(fe_conn *c, uint64_t src, uint64_t len, void *dest, uint64_t dest_len);
+int fe_rpc_memcpy_htod_region_wait(fe_conn *c, uint64_t dst, uint32_t region, uint64_t off, uint64_t len, uint64_t stream);
+int fe_rpc_memcpy_dtoh_region_wait(fe_conn *c, uint64_t src, uint32_t region, uint64_t off, uint64_t len, uint64_t stream);
 
 #endif

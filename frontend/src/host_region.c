@@ -7,8 +7,15 @@
  * and registers it with its driver). A copy whose host side lies in such an
  * allocation is then one small frame naming (region, offset, length): the
  * server copies between its mapping of these very pages and the device, and
- * no byte crosses the rings. A synchronous copy waits for its stream
- * (stream_sync) so that it returns once the bytes moved, as cudaMemcpy does.
+ * no byte crosses the rings. A synchronous copy is the _wait form of the
+ * frame, answered once the copy is done (one round trip, which the server
+ * serves on the thread that received it when nothing is ahead), so that it
+ * returns once the bytes moved, as cudaMemcpy does. Except a synchronous
+ * copy to the device of fewer than REMOTE_GPU_REGION_SYNC_MIN bytes (1 MiB):
+ * it goes as bytes in a frame, as from pageable memory and as over tcp, and
+ * returns once they are sent, where the wait for the DMA costs a round trip
+ * (rt_copy.c; a 4 KiB copy: 0.3 against 6 GB/s on an H200). The bytes are
+ * taken at the call, and the copy is in stream order as any other.
  *
  * Lifetime: cudaFreeHost drops the region on each server (which waits for
  * its devices' work first, as cudaFreeHost synchronizes) before the memory
@@ -147,8 +154,7 @@ int fe_region_free(void *p)
 	return 1;
 }
 
-/* The share of [p, p+len) with c's server: 1 and its id and offset. */
-static int lookup(fe_conn *c, const void *p, size_t len, uint32_t *id, uint64_t *off)
+int fe_region_find(fe_conn *c, const void *p, size_t len, uint32_t *id, uint64_t *off)
 {
 	uintptr_t a = (uintptr_t)p;
 	int found = 0;
@@ -174,13 +180,31 @@ int fe_region_copy(fe_conn *c, int to_device, uint64_t dptr, const void *host, s
 {
 	uint32_t id;
 	uint64_t off;
-	if (!__atomic_load_n(&regions, __ATOMIC_RELAXED) || !lookup(c, host, len, &id, &off))
+	if (!__atomic_load_n(&regions, __ATOMIC_RELAXED) || !fe_region_find(c, host, len, &id, &off))
 		return 0;
-	*st = to_device ? fe_rpc_memcpy_htod_region(c, dptr, id, off, len, sid)
-			: fe_rpc_memcpy_dtoh_region(c, dptr, id, off, len, sid);
-	if (*st == 0 && !async)
-		*st = fe_rpc_stream_sync(c, sid);
+	if (async)
+		*st = to_device ? fe_rpc_memcpy_htod_region(c, dptr, id, off, len, sid)
+				: fe_rpc_memcpy_dtoh_region(c, dptr, id, off, len, sid);
+	else
+		*st = to_device ? fe_rpc_memcpy_htod_region_wait(c, dptr, id, off, len, sid)
+				: fe_rpc_memcpy_dtoh_region_wait(c, dptr, id, off, len, sid);
 	return 1;
+}
+
+size_t fe_region_sync_min(void)
+{
+	static size_t min = SIZE_MAX; /* not read yet */
+	size_t m = __atomic_load_n(&min, __ATOMIC_RELAXED);
+	if (m == SIZE_MAX) {
+		const char *v = getenv("REMOTE_GPU_REGION_SYNC_MIN");
+		char *end;
+		unsigned long long n = v && *v ? strtoull(v, &end, 0) : 0;
+		m = v && *v && !*end ? (size_t)n : (size_t)1 << 20;
+		if (m == SIZE_MAX)
+			m--;
+		__atomic_store_n(&min, m, __ATOMIC_RELAXED);
+	}
+	return m;
 }
 
 /* A reset device's session, or every session in a fork child: its shares

@@ -172,9 +172,19 @@ int fe_region_free(void *p);
  * more, through a region of c's server (host_bounce.c): 1 with its status in
  * *st, or 0 (the caller copies through the rings). */
 #define FE_BOUNCE_MIN (1u << 20)
+/* A synchronous copy to the device from a shared region of fewer bytes than
+ * this goes as bytes in frames (returns once sent, as over tcp), not as a
+ * region copy (waits for the DMA): REMOTE_GPU_REGION_SYNC_MIN, default 1 MiB,
+ * 0: every one a region copy (host_region.c). */
+size_t fe_region_sync_min(void);
 int fe_bounce_copy(fe_conn *c, int to_device, uint64_t dptr, void *host, size_t len, uint64_t sid, int *st);
 int fe_region_copy(fe_conn *c, int to_device, uint64_t dptr, const void *host, size_t len, uint64_t sid, int async,
 		   int *st);
+/* The share of [p, p+len) with c's server: 1 and its region id and offset. */
+int fe_region_find(fe_conn *c, const void *p, size_t len, uint32_t *id, uint64_t *off);
+/* memcpy of large buffers split across REMOTE_GPU_COPY_THREADS threads, the
+ * caller's included (par_copy.c); smaller ones are a plain memcpy. */
+void fe_par_memcpy(void *dst, const void *src, size_t n);
 
 /* Between devices (rt_peer.c): a copy of n bytes from srcdev's memory to
  * dstdev's (on one server by its driver, else staged through this process),

@@ -182,8 +182,11 @@ static cudaError_t memcpy_common(fe_api_site site, void *dst, const void *src, s
 		}
 		if ((e = settle_source(c, src, count, stream)) != cudaSuccess)
 			return e;
-		if (fe_region_copy(c, 1, (uintptr_t)dst, src, count, sid, async, &st))
-			return fe_rt_leave(st); /* pinned memory the server maps: no bytes through the rings */
+		/* pinned memory the server maps: no bytes through the rings; but a
+		 * small synchronous copy is cheaper as bytes in a frame, which
+		 * returns once sent (as over tcp) where the region copy waits */
+		if ((async || count >= fe_region_sync_min()) && fe_region_copy(c, 1, (uintptr_t)dst, src, count, sid, async, &st))
+			return fe_rt_leave(st);
 		if (!async && fe_bounce_copy(c, 1, (uintptr_t)dst, (void *)src, count, sid, &st))
 			return fe_rt_leave(st); /* pageable over shm: one memcpy, into a region */
 		return fe_rt_leave(fe_copy_settle_mapped(c, dst, sid, async, fe_copy_htod(c, (uintptr_t)dst, src, count, sid)));

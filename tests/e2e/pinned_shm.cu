@@ -11,6 +11,10 @@
  *                       region): 1 MiB, 5 MiB + 7, 17 MiB + 3 at offset 3.
  *   pinned_shm die      a 64 MiB async H2D and a D2H from pinned memory in
  *                       flight, then SIGKILL (the server must let go of all).
+ *   pinned_shm loop     synchronous 17 MiB copies of pageable memory (the
+ *                       bounce pipeline), both ways, until one fails: prints
+ *                       "looping" after the first round, and the error of the
+ *                       copy that failed (a server killed meanwhile), exit 0.
  */
 #include <signal.h>
 
@@ -127,10 +131,33 @@ static void die(void)
 	raise(SIGKILL);
 }
 
+static int loop(void)
+{
+	size_t n = (17u << 20) + 3;
+	uint8_t *pg = (uint8_t *)malloc(n), *d;
+	CK(cudaMalloc(&d, n));
+	rg_pattern(pg, n, 9);
+	for (unsigned i = 0;; i++) {
+		cudaError_t e = cudaMemcpy(d, pg, n, cudaMemcpyHostToDevice);
+		if (e == cudaSuccess)
+			e = cudaMemcpy(pg, d, n, cudaMemcpyDeviceToHost);
+		if (e != cudaSuccess) {
+			printf("copy failed: %s\n", cudaGetErrorName(e));
+			return 0;
+		}
+		if (i == 0) {
+			printf("looping\n");
+			fflush(stdout);
+		}
+	}
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 1 && strcmp(argv[1], "die") == 0)
 		die();
+	if (argc > 1 && strcmp(argv[1], "loop") == 0)
+		return loop();
 	copies();
 	return rg_finish("pinned_shm");
 }

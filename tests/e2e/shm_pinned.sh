@@ -7,10 +7,16 @@
 # more the server made ran between the device and a range it had registered
 # with cuMemHostRegister (the driver test double's trace, FAKECUDA_LOG), so no
 # such copy went through the rings and the staging buffers; every registration
-# was released. Then a client killed with copies from and to pinned memory in
+# was released (REMOTE_GPU_REGION_SYNC_MIN=0: every pinned copy a region copy;
+# the same copies with the default, where small synchronous ones to the
+# device go as bytes in frames, are equal too; and with a bounce buffer of
+# three 320 KiB slots, each memcpy split across three threads, so the large
+# pageable copies wrap around the slots many times). Then a client killed with copies from and to pinned memory in
 # flight (pinned_shm die): the server releases its registrations, keeps no
 # mapping or descriptor of its memory, its device memory is back at baseline,
-# and it serves the next client. Thread isolation, so that the sessions live
+# and it serves the next client. Last, a client in a loop of large pageable
+# copies (the bounce pipeline) whose server is killed: the copy in flight
+# fails, and the client ends (pinned_shm loop). Thread isolation, so that the sessions live
 # in the server's own process where whatever they left would show.
 #   shm_pinned.sh REMOTE_GPUD FAKE_LIBCUDA LIBREMOTE PINNED_SHM_PROGRAM
 set -u
@@ -52,12 +58,24 @@ unregistered_copies() {
 	END { print bad + 0, copies + 0 }' "$work/fk.log"
 }
 
-client "$prog" copies >"$work/copies.out" 2>"$work/copies.err"
-rc=$?
-if [ $rc -ne 0 ] || ! grep -q '^pinned_shm: done' "$work/copies.out"; then
-	bad "pinned_shm copies exited $rc"
-	tail -n 8 "$work/copies.out" "$work/copies.err"
-fi
+# copies NAME WHAT [VAR=VALUE...]: pinned_shm copies with those settings, its
+# output in NAME.out and NAME.err; 0 when it ran to the end (its checks passed)
+copies() {
+	local name=$1 what=$2 rc
+	shift 2
+	client env "$@" "$prog" copies >"$work/$name.out" 2>"$work/$name.err"
+	rc=$?
+	if [ $rc -eq 0 ] && grep -q '^pinned_shm: done' "$work/$name.out"; then
+		echo "ok   $what: equal"
+		return 0
+	fi
+	bad "pinned_shm copies ($what) exited $rc"
+	tail -n 8 "$work/$name.out" "$work/$name.err"
+	return 1
+}
+
+before=$(grep -c "served by the receiving thread" "$work/server.log") # sessions ended so far
+copies copies "copies, every pinned one a region copy" REMOTE_GPU_REGION_SYNC_MIN=0
 read -r nbad ncopies < <(unregistered_copies)
 r=$(regs) u=$(unregs)
 if [ "$nbad" != 0 ] || [ "$ncopies" -lt 200 ]; then
@@ -66,11 +84,23 @@ else
 	echo "ok   copies: $ncopies copies between the device and registered client memory"
 fi
 if [ "$r" -lt 5 ] || [ "$r" != "$u" ]; then bad "$r registrations, $u released"; else echo "ok   copies: $r registrations, all released"; fi
+# nothing queued ahead of them: the synchronous copies (pinned ones as region
+# copies answered when done, pageable ones through staging) were served by the
+# thread that received them, without a hand-off to the executor
+for _ in $(seq 50); do [ "$(grep -c "served by the receiving thread" "$work/server.log")" -gt "$before" ] && break; sleep 0.1; done
+now=$(grep -h "served by the receiving thread" "$work/server.log" | tail -n 1 |
+	sed -n 's/.*; \([0-9]*\) synchronous copies served by the receiving thread.*/\1/p')
+if [ "${now:-0}" -lt 1 ]; then bad "${now:-no} synchronous copies served by the receiving thread"; else
+	echo "ok   copies: $now synchronous copies served by the thread that received them"; fi
+copies copies2 "copies, small synchronous ones to the device in frames"
+copies copies3 "copies through three bounce slots of 320 KiB, three copy threads" \
+	REMOTE_GPU_BOUNCE_CHUNK=$((320 << 10)) REMOTE_GPU_BOUNCE_BYTES=$((960 << 10)) REMOTE_GPU_COPY_THREADS=3
 
+ended=$(grep -c 'registrations released' "$work/server.log") # sessions with regions so far
 client "$prog" die >"$work/die.out" 2>"$work/die.err"
 rc=$?
 grep -q '^dying' "$work/die.out" || bad "pinned_shm die did not get to its copies (exit $rc)"
-for _ in $(seq 100); do [ "$(grep -c 'registrations released' "$work/server.log")" -ge 2 ] && break; sleep 0.1; done
+for _ in $(seq 100); do [ "$(grep -c 'registrations released' "$work/server.log")" -gt "$ended" ] && break; sleep 0.1; done
 r=$(regs) u=$(unregs)
 [ "$r" = "$u" ] || bad "after the killed client: $r registrations, $u released"
 # its regions were still registered when it died: the teardown released them
@@ -91,5 +121,25 @@ after=$(client "$probe") || bad "probe after"
 [ "$after" = "$base" ] || bad "device memory not back at baseline: $base before, $after after"
 [ $fail -eq 0 ] && echo "ok   killed client: registrations released ($r), no mapping left, memory at baseline"
 kill -0 "$srv" 2>/dev/null || bad "the server died"
+
+REMOTE_GPU_TIMEOUT=5 client "$prog" loop >"$work/loop.out" 2>"$work/loop.err" &
+cl=$!
+for _ in $(seq 100); do grep -q '^looping' "$work/loop.out" && break; sleep 0.05; done
+grep -q '^looping' "$work/loop.out" || bad "pinned_shm loop did not get to its copies"
+kill -KILL "$srv"
+wait "$srv" 2>/dev/null
+srv= # gone: nothing for the cleanup
+for _ in $(seq 200); do kill -0 "$cl" 2>/dev/null || break; sleep 0.05; done
+if kill -0 "$cl" 2>/dev/null; then
+	bad "a client copying through the bounce region hangs 10 s after its server died"
+	kill -KILL "$cl"
+fi
+wait "$cl"
+rc=$?
+if [ $rc -eq 0 ] && grep -q '^copy failed: cuda' "$work/loop.out"; then
+	echo "ok   server killed mid-copy: $(grep '^copy failed' "$work/loop.out")"
+else
+	bad "pinned_shm loop after its server died: exit $rc, $(tail -n 1 "$work/loop.out")"
+fi
 [ $fail -eq 0 ] || { tail -n 20 "$work/server.log"; exit 1; }
 exit 0

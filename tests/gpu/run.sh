@@ -546,7 +546,9 @@ elif [ $server_ok = 1 ] && [ "$(left)" -gt 60 ]; then
 
   # RG_SHM=1: pinned memory over shm on the real driver (shared regions the
   # server registers with cuMemHostRegister), reached the way a program on
-  # this host is: 127.0.0.1 with --shm-offer, moved to the socket by itself
+  # this host is: 127.0.0.1 with --shm-offer, moved to the socket by itself; every pinned copy a
+  # region copy (REMOTE_GPU_REGION_SYNC_MIN=0: small synchronous ones to the
+  # device would go as bytes in frames), synchronous ones answered once done
   if [ "${RG_SHM:-0}" = 1 ] && [ -x "$bin/pinned_shm" ]; then
     problems=()
     rm -f "$work/shm-port"
@@ -557,7 +559,7 @@ elif [ $server_ok = 1 ] && [ "$(left)" -gt 60 ]; then
     shm_port=$(cat "$work/shm-port" 2>/dev/null)
     local_run "$bin/pinned_shm" copies >"$work/d/pinned_shm.local" 2>&1 || problems+=("local run failed")
     timeout "$prog_timeout" unshare -m --propagation private bash "$work/gpuless.sh" \
-      env REMOTE_GPU=127.0.0.1:$shm_port REMOTE_GPU_LOG=info LD_PRELOAD="$lib" "$bin/pinned_shm" copies \
+      env REMOTE_GPU=127.0.0.1:$shm_port REMOTE_GPU_LOG=info REMOTE_GPU_REGION_SYNC_MIN=0 LD_PRELOAD="$lib" "$bin/pinned_shm" copies \
       >"$work/d/pinned_shm.remote" 2>"$work/d/pinned_shm.err" || problems+=("remote run exit status $?")
     cmp -s "$work/d/pinned_shm.local" "$work/d/pinned_shm.remote" || problems+=("output differs from local")
     grep -q "moved to shm://" "$work/d/pinned_shm.err" || problems+=("the client did not move to shm")
