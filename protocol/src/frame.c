@@ -27,7 +27,7 @@ void proto_encode_hdr(const proto_hdr *h, uint8_t out[PROTO_HDR_SIZE])
 	put_u32(out + 36, (uint32_t)h->latched);
 }
 
-int proto_decode_hdr(const uint8_t in[PROTO_HDR_SIZE], proto_hdr *h)
+proto_err proto_decode_hdr(const uint8_t in[PROTO_HDR_SIZE], proto_hdr *h)
 {
 	if (get_u32(in) != PROTO_MAGIC) {
 		*h = (proto_hdr){0};
@@ -54,7 +54,7 @@ int proto_decode_hdr(const uint8_t in[PROTO_HDR_SIZE], proto_hdr *h)
 	return PROTO_OK;
 }
 
-int proto_peek_frame_len(const uint8_t in[PROTO_HDR_SIZE], uint64_t *len)
+proto_err proto_peek_frame_len(const uint8_t in[PROTO_HDR_SIZE], uint64_t *len)
 {
 	if (get_u32(in) != PROTO_MAGIC)
 		return PROTO_EMAGIC;
@@ -87,4 +87,20 @@ const char *proto_strerror(int err)
 	case PROTO_ETLS: return "the server requires TLS (tls://host:port)";
 	}
 	return "unknown protocol error";
+}
+
+const char *proto_err_name(int err)
+{
+	switch (err) {
+	case PROTO_OK: return "PROTO_OK";
+	case PROTO_EMAGIC: return "PROTO_EMAGIC";
+	case PROTO_EVERSION: return "PROTO_EVERSION";
+	case PROTO_ETOOBIG: return "PROTO_ETOOBIG";
+	case PROTO_EDECODE: return "PROTO_EDECODE";
+	case PROTO_ETYPE: return "PROTO_ETYPE";
+	case PROTO_ERANGE: return "PROTO_ERANGE";
+	case PROTO_ENOMEM: return "PROTO_ENOMEM";
+	case PROTO_ETLS: return "PROTO_ETLS";
+	}
+	return "PROTO_?";
 }

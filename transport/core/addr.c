@@ -180,7 +180,7 @@ static int parse_shm_path(const char *s, const char *path, transport_addr *out)
 	return TRANSPORT_OK;
 }
 
-int transport_parse_addr(const char *s, transport_addr *out)
+transport_err transport_parse_addr(const char *s, transport_addr *out)
 {
 	const char *p, *host, *hend, *port;
 	size_t n;
@@ -281,7 +281,7 @@ int transport_addr_is_loopback(const transport_addr *a)
 
 /* ---- dispatch ---- */
 
-int transport_connect_within(const transport_addr *a, unsigned timeout_ms, transport_conn **out)
+transport_err transport_connect_within(const transport_addr *a, unsigned timeout_ms, transport_conn **out)
 {
 	const transport_provider *prov = provider_find(a->scheme);
 	*out = NULL;
@@ -292,7 +292,7 @@ int transport_connect_within(const transport_addr *a, unsigned timeout_ms, trans
 	return prov->connect(a, timeout_ms, out);
 }
 
-int transport_connect_cookie(const transport_addr *a, unsigned timeout_ms, const transport_cookie *cookie,
+transport_err transport_connect_cookie(const transport_addr *a, unsigned timeout_ms, const transport_cookie *cookie,
 			     transport_conn **out)
 {
 	const transport_provider *prov = provider_find(a->scheme);
@@ -351,6 +351,23 @@ const char *transport_strerror(int err)
 	return "unknown transport error";
 }
 
+const char *transport_err_name(int err)
+{
+	switch (err) {
+	case TRANSPORT_OK: return "TRANSPORT_OK";
+	case TRANSPORT_EIO: return "TRANSPORT_EIO";
+	case TRANSPORT_ECLOSED: return "TRANSPORT_ECLOSED";
+	case TRANSPORT_EADDR: return "TRANSPORT_EADDR";
+	case TRANSPORT_ECONNECT: return "TRANSPORT_ECONNECT";
+	case TRANSPORT_ENOTSUP: return "TRANSPORT_ENOTSUP";
+	case TRANSPORT_ETIMEDOUT: return "TRANSPORT_ETIMEDOUT";
+	case TRANSPORT_ENOMEM: return "TRANSPORT_ENOMEM";
+	}
+	if (err < 0 && err >= PROTO_ETLS)
+		return proto_err_name(err);
+	return "TRANSPORT_?";
+}
+
 void transport_frame_free(transport_frame *f)
 {
 	if (!f)
@@ -361,7 +378,7 @@ void transport_frame_free(transport_frame *f)
 	f->msg_lent = 0;
 }
 
-int transport_frame_keep(transport_frame *f)
+transport_err transport_frame_keep(transport_frame *f)
 {
 	if (!f->msg_lent)
 		return TRANSPORT_OK;
