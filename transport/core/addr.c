@@ -334,18 +334,26 @@ int tp_deadline_left_ms(uint64_t end)
 
 /* ---- misc ---- */
 
+/* Each code's name and meaning (transport_strerror, transport_err_name). */
+static const struct {
+	int code;
+	const char *name, *text;
+} errs[] = {
+	{TRANSPORT_OK, "TRANSPORT_OK", "ok"},
+	{TRANSPORT_EIO, "TRANSPORT_EIO", "connection broken"},
+	{TRANSPORT_ECLOSED, "TRANSPORT_ECLOSED", "connection closed"},
+	{TRANSPORT_EADDR, "TRANSPORT_EADDR", "bad address or scheme"},
+	{TRANSPORT_ECONNECT, "TRANSPORT_ECONNECT", "could not connect"},
+	{TRANSPORT_ENOTSUP, "TRANSPORT_ENOTSUP", "not supported by this transport"},
+	{TRANSPORT_ETIMEDOUT, "TRANSPORT_ETIMEDOUT", "timed out"},
+	{TRANSPORT_ENOMEM, "TRANSPORT_ENOMEM", "out of memory"},
+};
+
 const char *transport_strerror(int err)
 {
-	switch (err) {
-	case TRANSPORT_OK: return "ok";
-	case TRANSPORT_EIO: return "connection broken";
-	case TRANSPORT_ECLOSED: return "connection closed";
-	case TRANSPORT_EADDR: return "bad address or scheme";
-	case TRANSPORT_ECONNECT: return "could not connect";
-	case TRANSPORT_ENOTSUP: return "not supported by this transport";
-	case TRANSPORT_ETIMEDOUT: return "timed out";
-	case TRANSPORT_ENOMEM: return "out of memory";
-	}
+	for (size_t i = 0; i < sizeof(errs) / sizeof(errs[0]); i++)
+		if (errs[i].code == err)
+			return errs[i].text;
 	if (err < 0 && err >= PROTO_ETLS)
 		return proto_strerror(err);
 	return "unknown transport error";
@@ -353,16 +361,9 @@ const char *transport_strerror(int err)
 
 const char *transport_err_name(int err)
 {
-	switch (err) {
-	case TRANSPORT_OK: return "TRANSPORT_OK";
-	case TRANSPORT_EIO: return "TRANSPORT_EIO";
-	case TRANSPORT_ECLOSED: return "TRANSPORT_ECLOSED";
-	case TRANSPORT_EADDR: return "TRANSPORT_EADDR";
-	case TRANSPORT_ECONNECT: return "TRANSPORT_ECONNECT";
-	case TRANSPORT_ENOTSUP: return "TRANSPORT_ENOTSUP";
-	case TRANSPORT_ETIMEDOUT: return "TRANSPORT_ETIMEDOUT";
-	case TRANSPORT_ENOMEM: return "TRANSPORT_ENOMEM";
-	}
+	for (size_t i = 0; i < sizeof(errs) / sizeof(errs[0]); i++)
+		if (errs[i].code == err)
+			return errs[i].name;
 	if (err < 0 && err >= PROTO_ETLS)
 		return proto_err_name(err);
 	return "TRANSPORT_?";
