@@ -326,6 +326,7 @@ struct be_session {
 	 * the executor's batch), so a sync call polls its event no longer */
 	int run_more;
 	pthread_t exec_thread;
+	be_session_fn exec_at_end; /* be_executor_start's at_end */
 
 	be_waiter w;
 
@@ -405,31 +406,12 @@ static inline const be_gpu *be_cur_gpu(const be_session *s) { return &be_srv.gpu
 
 static inline int be_waiter_idle(be_session *s) { return atomic_load(&s->w.busy) == 0; }
 
-/* session.c */
-void be_latch(be_session *s, int status);
-/* Sends m (begun with seq 0) as an event frame outside the replies, from any
- * thread, and frees it: 0 or a TRANSPORT_E* error. */
-int be_event_send(be_session *s, proto_msg *m);
-/* A reply for a sequence number rather than a request (waiter). */
-proto_msg *be_reply_begin_seq(be_session *s, uint64_t seq, uint32_t nresults);
-int be_reply_send(be_session *s, proto_msg *m, const void *payload, size_t len);
-/* A reply whose payload is len bytes of the staging buffer *out, which then
- * belongs to the call (emptied): it goes back to the pool once the client has
- * the bytes. Over rdma the payload is read zero-copy after this returns, so
- * the next reply (the next chunk of a copy) is announced while it is read. */
-int be_reply_send_staged(be_session *s, proto_msg *m, be_buf *out, size_t len);
-int be_reply_status_seq(be_session *s, uint64_t seq, int status);
-/* Refuses the session: drops its later frames and closes the connection (any
- * thread). */
-void be_session_reject(be_session *s, const char *why);
 /* frame_pool.c. be_frame_get: loop thread only; a zeroed frame whose view
  * is for proto_view_reuse. be_frame_free: any thread (releases the payload's
  * staging and the message). be_frame_pool_free: when the session is freed. */
 be_frame *be_frame_get(be_session *s);
 void be_frame_free(be_session *s, be_frame *f);
 void be_frame_pool_free(be_session *s);
-/* Executor, at the end: destroys everything the session created. */
-void be_session_teardown(be_session *s);
 /* lib.c, from the teardown with the context current: destroys the library
  * objects (cuBLAS handles, ...) the session left alive. */
 void be_lib_teardown(be_session *s);
@@ -443,14 +425,6 @@ void be_nccl_env_defaults(void);
 /* op_vmm.c, from the teardown: unmaps, releases and frees what the session's
  * virtual memory calls left. */
 void be_vmm_teardown(be_session *s);
-/* Transport callbacks (main.c installs them). */
-void *be_on_accept(void *ctx, transport_conn *c);
-void *be_payload_dest(void *ctx, const transport_frame *f);
-/* transport frame_ok: before authentication only a small hello is let in. */
-int be_frame_ok(void *ctx, const proto_hdr *h);
-void be_on_frame(void *ctx, transport_frame *f);
-void be_on_close(void *ctx, int err);
-void be_sessions_shutdown(void); /* no new sessions */
 
 /* isolate.c: one process per session (see there why). */
 void be_isolate_init(uv_loop_t *loop, char *const *child_argv, char *const *child_argv_listen);
@@ -460,10 +434,10 @@ int be_isolate_redirect(void *ctx, const char *peer, transport_cookie *cookie);
 int be_hello_token_ok(const char *token, size_t len);
 void be_isolate_shutdown(int signum);
 int be_isolate_live(void);
-int be_sessions_live(void);
 
-/* executor.c */
-int be_executor_start(be_session *s);
+/* executor.c. at_end: what the thread runs once it stopped (the teardown,
+ * given by session.c: the executor calls nothing of the session's life). */
+int be_executor_start(be_session *s, be_session_fn at_end);
 void be_executor_push(be_session *s, be_req *rq);
 /* Loop thread: runs rq (a BE_OP_QUICK or BE_OP_NOW op) here and now if nothing
  * is queued or running for the session, which keeps arrival order; 1 if it ran
@@ -560,14 +534,10 @@ typedef struct be_kargs {
 int be_kargs_take(be_session *s, uint64_t f_id, const void *params, size_t len, CUfunction *fn, be_kargs *a);
 void be_kargs_free(be_kargs *a);
 
-/* Common checks for handlers. */
-int be_stream_capturing(CUstream st); /* 1 if capturing (or the query failed) */
-
 /* Device printf output (devout.c): a session process points its stdout at a
  * memory file (be_devout_init, before the session starts), and every reply is
  * preceded by what the driver wrote there since the last (be_devout_flush). */
 int be_devout_init(void);
 void be_devout_flush(be_session *s);
-const char *be_errname(int status);
 
 #endif

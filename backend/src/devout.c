@@ -46,6 +46,7 @@ int be_devout_init(void)
 	}
 	close(fd);
 	enabled = 1;
+	be_reply_set_before(be_devout_flush); /* before each reply, what the driver wrote */
 	return 0;
 }
 

@@ -65,3 +65,5 @@ const char *be_driver_error_name(CUresult r)
 	snprintf(buf, sizeof(buf), "CUresult %d", (int)r);
 	return buf;
 }
+
+const char *be_errname(int status) { return be_driver_error_name((CUresult)status); }

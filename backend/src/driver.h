@@ -169,5 +169,7 @@ extern struct be_driver be_drv;
 int be_driver_load(const char *path);
 void be_driver_unload(void);
 const char *be_driver_error_name(CUresult r);
+/* The same for a CUresult carried in an int (handlers' statuses). */
+const char *be_errname(int status);
 
 #endif

@@ -47,8 +47,9 @@ static be_req *take(be_session *s, int *stop);
 static int run_frame(be_session *s, be_req *rq);
 static void finish(be_session *s, be_req *rq, int sync, int st);
 
-int be_executor_start(be_session *s)
+int be_executor_start(be_session *s, be_session_fn at_end)
 {
+	s->exec_at_end = at_end;
 	return pthread_create(&s->exec_thread, NULL, executor_main, s) == 0 ? 0 : -1;
 }
 
@@ -202,7 +203,7 @@ static void *executor_main(void *arg)
 		if (s->ctx)
 			be_staging_grow(&s->staging, 0);
 	}
-	be_session_teardown(s);
+	s->exec_at_end(s);
 	/* The loop joins this thread in on_done: nothing of s is touched after. */
 	uv_async_send(&s->done_async);
 	return NULL;

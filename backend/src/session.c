@@ -1,7 +1,8 @@
 /*
- * Sessions: one per accepted connection. This file holds their life cycle
- * (transport callbacks on the loop thread, the teardown the executor runs at the
- * end), the handle lookups handlers use, and replies with the latched error.
+ * Sessions: one per accepted connection. This file holds their life cycle:
+ * the transport's callbacks on the loop thread, from accept to the free.
+ * Replies are reply.c's, the handle tables session_handles.c's, the teardown
+ * the executor runs at the end teardown.c's.
  *
  * Life of a session:
  *   on_accept    allocate, start the executor and waiter threads
@@ -16,10 +17,9 @@
  * still call back into the session.
  */
 #include "backend.h"
-#include "prio.h"
 #include "admit.h"
 #include "peer.h"
-#include "tenants.h"
+#include "teardown.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -33,189 +33,10 @@ static void on_done_closed(uv_handle_t *h);
 static void session_free(be_session *s);
 static be_frame *frame_decode(be_session *s, const transport_frame *f);
 static void on_deadline(uv_timer_t *t);
-static void teardown_vmm_fresh(be_session *s);
 static int session_busy(be_session *s);
 
-static _Thread_local proto_msg tls_msg; /* replies are built and sent by one thread */
-static _Thread_local uint64_t tls_seq;  /* the seq of the reply in tls_msg */
 static atomic_int shutting_down;
 static atomic_int nsessions;
-
-/* ---- replies ---- */
-
-void be_latch(be_session *s, int status)
-{
-	int expected = 0;
-	if (status > 0)
-		atomic_compare_exchange_strong(&s->latched, &expected, status);
-}
-
-proto_msg *be_reply_begin_seq(be_session *s, uint64_t seq, uint32_t nresults)
-{
-	tls_seq = seq;
-	proto_msg_begin_reply(&tls_msg, seq, 0, atomic_exchange(&s->latched, 0), nresults);
-	return &tls_msg;
-}
-
-proto_msg *be_reply_begin(be_session *s, be_req *rq, uint32_t nresults)
-{
-	return be_reply_begin_seq(s, rq->seq, nresults);
-}
-
-int be_reply_status_seq(be_session *s, uint64_t seq, int status)
-{
-	tls_seq = seq;
-	proto_msg_begin_reply(&tls_msg, seq, status, atomic_exchange(&s->latched, 0), 0);
-	return be_reply_send(s, &tls_msg, NULL, 0);
-}
-
-int be_reply_status(be_session *s, be_req *rq, int status) { return be_reply_status_seq(s, rq->seq, status); }
-
-int be_event_send(be_session *s, proto_msg *m)
-{
-	int err = TRANSPORT_ENOMEM;
-	if (proto_msg_finish(m, PROTO_F_EVENT, 0) == PROTO_OK) {
-		struct iovec iov = {m->data, m->len};
-		if (!(err = transport_sendv(s->conn, &iov, 1)))
-			be_stat_sent(s->stat, m->len);
-	}
-	proto_msg_free(m);
-	return err;
-}
-
-int be_reply_u64(be_session *s, be_req *rq, uint64_t v)
-{
-	proto_msg *m = be_reply_begin(s, rq, 1);
-	proto_msg_u64(m, v);
-	return be_reply_end(s, rq, m, NULL, 0);
-}
-
-typedef struct staged_reply {
-	be_session *s;
-	be_buf b;
-} staged_reply;
-
-/* transport_sent_fn: the client has the bytes (or never will). */
-static void staged_sent(void *ctx, int err)
-{
-	staged_reply *x = ctx;
-	be_staging_release(&x->s->staging, &x->b);
-	free(x);
-}
-
-/* One writev: the header and msgpack part, then the payload (out: staged,
- * released once sent; else the caller's, unchanged). */
-static int reply_send(be_session *s, proto_msg *m, const void *payload, size_t len, be_buf *out)
-{
-	struct iovec iov[2];
-	int err;
-
-	if (proto_msg_finish(m, PROTO_F_REPLY, len) != PROTO_OK) {
-		/* The results did not fit in memory: still answer, so the client
-		 * does not wait forever. */
-		uint64_t seq = m == &tls_msg ? tls_seq : 0;
-		proto_msg_free(m);
-		LOG_ERROR(BE_LOG, "session %" PRIu64 ": out of memory building a reply", s->id);
-		proto_msg_begin_reply(m, seq, CUDA_ERROR_OUT_OF_MEMORY, 0, 0);
-		proto_msg_finish(m, PROTO_F_REPLY, 0);
-		len = 0;
-	}
-	be_devout_flush(s); /* device printf text goes before the answer of the call that flushed it */
-	iov[0] = (struct iovec){m->data, m->len};
-	iov[1] = (struct iovec){(void *)payload, len};
-	staged_reply *x = out && len ? malloc(sizeof(*x)) : NULL;
-	if (x) {
-		*x = (staged_reply){.s = s, .b = *out};
-		*out = (be_buf){0};
-		err = transport_sendv_async(s->conn, iov, 2, staged_sent, x);
-		if (err)
-			staged_sent(x, err); /* nothing was sent: nothing reads it */
-	} else {
-		err = transport_sendv(s->conn, iov, len ? 2 : 1);
-		if (out)
-			be_staging_release(&s->staging, out);
-	}
-	if (!err)
-		be_stat_sent(s->stat, m->len + len);
-	if (be_srv.idle_timeout_ms)
-		atomic_store_explicit(&s->last_active, rg_clock_ns(), memory_order_relaxed);
-	proto_msg_free(m);
-	if (err) {
-		LOG_DEBUG(BE_LOG, "session %" PRIu64 ": reply not sent: %s", s->id, transport_strerror(err));
-		return err;
-	}
-	return BE_REPLIED;
-}
-
-int be_reply_send(be_session *s, proto_msg *m, const void *payload, size_t len)
-{
-	return reply_send(s, m, payload, len, NULL);
-}
-
-int be_reply_send_staged(be_session *s, proto_msg *m, be_buf *out, size_t len)
-{
-	return reply_send(s, m, out->p, len, out);
-}
-
-int be_reply_end(be_session *s, be_req *rq, proto_msg *m, const void *payload, size_t len)
-{
-	return be_reply_send(s, m, payload, len);
-}
-
-/* ---- handle lookups ---- */
-
-static int lookup(be_session *s, const be_htab *t, const char *kind, uint64_t id, void **obj, uint64_t *aux)
-{
-	int r = be_htab_get(t, id, obj, aux);
-	if (r == BE_H_OK)
-		return 0;
-	LOG_INFO(BE_LOG, "session %" PRIu64 ": %s %" PRIu64 ": %s", s->id, kind, id, be_h_strerror(r));
-	return CUDA_ERROR_INVALID_HANDLE;
-}
-
-int be_get_stream(be_session *s, uint64_t id, CUstream *out)
-{
-	void *o = NULL;
-	if (id == 0) { /* the NULL stream of the session's context */
-		*out = NULL;
-		return 0;
-	}
-	int r = lookup(s, &s->streams, "stream", id, &o, NULL);
-	*out = o;
-	return r;
-}
-
-/* The typed lookups of session.h: one table each, named in the log. */
-#define BE_GETTER(name, type, table, label)                                  \
-	int be_get_##name(be_session *s, uint64_t id, type *out)            \
-	{                                                                    \
-		void *o = NULL;                                              \
-		int r = lookup(s, &s->table, label, id, &o, NULL);           \
-		*out = o;                                                    \
-		return r;                                                    \
-	}
-BE_GETTER(event, CUevent, events, "event")
-BE_GETTER(module, CUmodule, modules, "module")
-BE_GETTER(func, CUfunction, funcs, "function")
-BE_GETTER(graph, CUgraph, graphs, "graph")
-BE_GETTER(gexec, CUgraphExec, gexecs, "graph exec")
-BE_GETTER(array, be_array *, arrays, "array")
-#undef BE_GETTER
-
-int be_stream_capturing(CUstream st)
-{
-	CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
-	if (!be_drv.cuStreamIsCapturing)
-		return 0;
-	CUresult r = be_drv.cuStreamIsCapturing(st, &cs);
-	if (r != CUDA_SUCCESS)
-		return r;
-	return cs == CU_STREAM_CAPTURE_STATUS_NONE ? 0 : CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-}
-
-const char *be_errname(int status) { return be_driver_error_name((CUresult)status); }
-
-/* ---- life cycle (loop thread) ---- */
 
 void be_sessions_shutdown(void) { atomic_store(&shutting_down, 1); }
 int be_sessions_live(void) { return atomic_load(&nsessions); }
@@ -248,25 +69,7 @@ void *be_on_accept(void *ctx, transport_conn *c)
 	pthread_cond_init(&s->hf_cv, NULL);
 	be_pong_init(s);
 	be_fetch_init(s);
-	be_htab_init(&s->streams);
-	be_htab_init(&s->events);
-	be_htab_init(&s->modules);
-	be_htab_init(&s->funcs);
-	be_htab_init(&s->graphs);
-	be_htab_init(&s->gexecs);
-	be_htab_init(&s->arrays);
-	be_htab_init(&s->nodes);
-	be_htab_init(&s->node_ids);
-	be_htab_init(&s->texobjs);
-	be_htab_init(&s->surfobjs);
-	be_htab_init(&s->pools);
-	be_ranges_init(&s->ranges);
-	/* What teardown must destroy with each device's context current. */
-	be_htab *per_dev[] = {&s->streams, &s->events, &s->modules, &s->funcs, &s->graphs, &s->gexecs,
-			      &s->arrays, &s->texobjs, &s->surfobjs};
-	for (size_t i = 0; i < sizeof(per_dev) / sizeof(per_dev[0]); i++)
-		per_dev[i]->dev_src = &s->cur;
-	s->ranges.dev_src = &s->cur;
+	be_session_handles_init(s);
 	if (be_staging_init(&s->staging, BE_CHUNK_SIZE, BE_MAX_CHUNKS, BE_BIG_MAX) != 0 || be_waiter_init(s) != 0) {
 		LOG_ERROR(BE_LOG, "%s: out of memory for a session", c->peer);
 		be_admit_release(c->peer);
@@ -276,7 +79,7 @@ void *be_on_accept(void *ctx, transport_conn *c)
 	be_staging_set_conn(&s->staging, c);
 	uv_async_init(loop, &s->done_async, on_done);
 	s->done_async.data = s;
-	if (be_waiter_start(s) != 0 || be_executor_start(s) != 0) {
+	if (be_waiter_start(s) != 0 || be_executor_start(s, be_session_teardown) != 0) {
 		LOG_ERROR(BE_LOG, "%s: cannot start the session's threads", c->peer);
 		if (s->w.started)
 			be_waiter_stop(s);
@@ -537,14 +340,6 @@ void be_on_frame(void *ctx, transport_frame *f)
 	be_executor_push(s, &fr->rq);
 }
 
-void be_session_reject(be_session *s, const char *why)
-{
-	if (atomic_exchange(&s->rejected, 1))
-		return;
-	LOG_WARN(BE_LOG, "session %" PRIu64 " (%s): %s: closing the connection", s->id, s->peer, why);
-	transport_shutdown(s->conn);
-}
-
 void be_on_close(void *ctx, int err)
 {
 	be_session *s = ctx;
@@ -593,19 +388,7 @@ static void on_done_closed(uv_handle_t *h)
 
 static void session_free(be_session *s)
 {
-	be_htab_free(&s->streams);
-	be_htab_free(&s->events);
-	be_htab_free(&s->modules);
-	be_htab_free(&s->funcs);
-	be_htab_free(&s->graphs);
-	be_htab_free(&s->gexecs);
-	be_htab_free(&s->arrays);
-	be_htab_free(&s->nodes);
-	be_htab_free(&s->node_ids);
-	be_htab_free(&s->texobjs);
-	be_htab_free(&s->surfobjs);
-	be_htab_free(&s->pools);
-	be_ranges_free(&s->ranges);
+	be_session_handles_free(s);
 	be_frame_pool_free(s);
 	if (s->staging.all)
 		be_staging_destroy(&s->staging);
@@ -620,205 +403,4 @@ static void session_free(be_session *s)
 		pthread_cond_destroy(&s->w.cv);
 	}
 	free(s);
-}
-
-/* ---- teardown (executor thread) ---- */
-
-typedef struct td_count {
-	be_session *s;
-	unsigned n, failed;
-} td_count;
-
-static void td_gexec(void *ctx, uint64_t id, void *obj, uint64_t aux)
-{
-	td_count *c = ctx;
-	c->n++;
-	c->failed += be_drv.cuGraphExecDestroy((CUgraphExec)obj) != CUDA_SUCCESS;
-}
-
-static void td_graph(void *ctx, uint64_t id, void *obj, uint64_t aux)
-{
-	td_count *c = ctx;
-	if (aux & BE_GRAPH_CAPTURING)
-		return; /* a capture's: it goes with its stream, below */
-	c->n++;
-	c->failed += be_drv.cuGraphDestroy((CUgraph)obj) != CUDA_SUCCESS;
-}
-
-static void td_event(void *ctx, uint64_t id, void *obj, uint64_t aux)
-{
-	td_count *c = ctx;
-	c->n++;
-	c->failed += be_drv.cuEventDestroy((CUevent)obj) != CUDA_SUCCESS;
-}
-
-static void td_stream(void *ctx, uint64_t id, void *obj, uint64_t aux)
-{
-	td_count *c = ctx;
-	c->n++;
-	c->failed += be_drv.cuStreamDestroy((CUstream)obj) != CUDA_SUCCESS;
-}
-
-static void td_texobj(void *ctx, uint64_t id, void *obj, uint64_t aux)
-{
-	td_count *c = ctx;
-	c->n++;
-	c->failed += be_drv.cuTexObjectDestroy((CUtexObject)id) != CUDA_SUCCESS;
-}
-
-static void td_surfobj(void *ctx, uint64_t id, void *obj, uint64_t aux)
-{
-	td_count *c = ctx;
-	c->n++;
-	c->failed += be_drv.cuSurfObjectDestroy((CUsurfObject)id) != CUDA_SUCCESS;
-}
-
-static void td_array(void *ctx, uint64_t id, void *obj, uint64_t aux)
-{
-	td_count *c = ctx;
-	be_array *a = obj;
-	c->n++;
-	c->failed += be_drv.cuArrayDestroy(a->h) != CUDA_SUCCESS;
-	free(a);
-}
-
-/* After the session's allocations are freed: a pool is the device's, not the
- * context's, so cuCtxDestroy would leave it and its reserve behind. */
-static void td_pool(void *ctx, uint64_t id, void *obj, uint64_t aux)
-{
-	td_count *c = ctx;
-	c->n++;
-	c->failed += be_drv.cuMemPoolDestroy((CUmemoryPool)obj) != CUDA_SUCCESS;
-}
-
-static void td_module(void *ctx, uint64_t id, void *obj, uint64_t aux)
-{
-	td_count *c = ctx;
-	c->n++;
-	c->failed += be_drv.cuModuleUnload((CUmodule)obj) != CUDA_SUCCESS;
-}
-
-/* The session's VMM objects under a context of its own, when the session's
- * context had a sticky error (be_session_teardown). Without one they are
- * only forgotten, and the failure logged. */
-static void teardown_vmm_fresh(be_session *s)
-{
-	CUcontext tmp = NULL;
-	CUresult r = be_drv.cuCtxCreate(&tmp, NULL, 0, be_srv.gpu[0].dev);
-
-	if (r != CUDA_SUCCESS)
-		LOG_WARN(BE_LOG, "session %" PRIu64 ": no context to release VMM memory after a sticky error: %s",
-			 s->id, be_errname(r));
-	be_vmm_teardown(s);
-	if (tmp && (r = be_drv.cuCtxDestroy(tmp)) != CUDA_SUCCESS)
-		LOG_WARN(BE_LOG, "session %" PRIu64 ": cuCtxDestroy: %s", s->id, be_errname(r));
-}
-
-void be_session_teardown(be_session *s)
-{
-	td_count gx = {s}, gr = {s}, ev = {s}, st = {s}, mo = {s}, to = {s}, so = {s}, ar = {s}, po = {s};
-	unsigned nalloc = 0, afailed = 0;
-	uint64_t bytes = s->ranges.bytes;
-	CUresult r;
-
-	be_peer_push_join(s); /* they use the session's staging, streams and connection */
-	be_fetch_stop(s);     /* its copies read the session's memory on streams of its own */
-	if (s->ctx) {
-		/* Communicators first: an NCCL kernel waiting on a peer that will not
-		 * come would hold the waiter and cuCtxSynchronize below forever. */
-		be_drv.cuCtxSetCurrent(s->ctx);
-		be_lib_teardown_early(s);
-	}
-	if (be_waiter_stop(s) != 0) {
-		/* The waiter is inside the driver and does not come back: nothing of
-		 * the session may be freed under it. Better a leak than a crash. */
-		s->leaked = 1;
-		LOG_ERROR(BE_LOG, "session %" PRIu64 ": waiter stuck in the driver for %d ms; the session's "
-			  "resources are leaked", s->id, BE_WAITER_JOIN_MS);
-		return;
-	}
-	unsigned nchunks = s->staging.nchunks;
-	uint64_t fallbacks = s->staging.fallbacks;
-	if (s->ctx) {
-		/* Frees must not fail because a capture is under way, here (the client
-		 * left in the middle of one) or in another session of the process. */
-		CUstreamCaptureMode relaxed = CU_STREAM_CAPTURE_MODE_RELAXED;
-		be_drv.cuThreadExchangeStreamCaptureMode(&relaxed);
-		/* Every device's work ends first: a peer copy may still read memory
-		 * of another device. */
-		int poisoned = 0;
-		for (int d = be_srv.ngpu - 1; d >= 0; d--) {
-			if ((r = be_session_select(s, (uint32_t)d)) != CUDA_SUCCESS)
-				LOG_WARN(BE_LOG, "session %" PRIu64 ": cuCtxSetCurrent: %s", s->id, be_errname(r));
-			if ((r = be_drv.cuCtxSynchronize()) != CUDA_SUCCESS)
-				LOG_INFO(BE_LOG, "session %" PRIu64 ": cuCtxSynchronize at teardown: %s", s->id,
-					 be_errname(r));
-			/* A failed synchronize means a sticky error (a kernel faulted): the
-			 * context refuses every later call, cuMemRelease and cuMemUnmap too,
-			 * and VMM memory is the device's, so cuCtxDestroy would not take it
-			 * either. It is released under a fresh context instead, below. */
-			poisoned |= r != CUDA_SUCCESS;
-		}
-		/* (device 0's context is current now) */
-		be_region_teardown(s); /* no copy reads the regions any more */
-		be_waiter_cleanup(s);
-		be_prio_drop(s);    /* its marker events, while their contexts live */
-		be_lib_teardown(s); /* library handles may use the streams below */
-		/* Each object is destroyed with its own device's context current. */
-		for (int d = be_srv.ngpu - 1; d >= 0; d--) {
-			be_session_select(s, (uint32_t)d);
-			be_htab_each_dev(&s->gexecs, d, td_gexec, &gx);
-			be_htab_each_dev(&s->graphs, d, td_graph, &gr);
-			be_htab_each_dev(&s->events, d, td_event, &ev);
-			be_htab_each_dev(&s->streams, d, td_stream, &st);
-			be_htab_each_dev(&s->modules, d, td_module, &mo);
-			/* Objects that read an array go before it. */
-			be_htab_each_dev(&s->texobjs, d, td_texobj, &to);
-			be_htab_each_dev(&s->surfobjs, d, td_surfobj, &so);
-			be_htab_each_dev(&s->arrays, d, td_array, &ar);
-			if (!poisoned && d == 0)
-				be_vmm_teardown(s); /* mappings before the memory behind them, reservations last */
-			for (size_t i = 0; i < s->ranges.n; i++) {
-				if (s->ranges.r[i].kind == BE_RANGE_VAR || s->ranges.r[i].kind == BE_RANGE_MAPPED ||
-				    s->ranges.r[i].dev != d)
-					continue;
-				nalloc++;
-				afailed += be_drv.cuMemFree((CUdeviceptr)s->ranges.r[i].base) != CUDA_SUCCESS;
-			}
-		}
-		be_htab_each(&s->pools, td_pool, &po);
-		be_staging_destroy(&s->staging);
-		for (int d = be_srv.ngpu - 1; d >= 0; d--) {
-			if (!s->ctxs[d])
-				continue;
-			r = be_srv.primary_ctx ? be_drv.cuDevicePrimaryCtxRelease(be_srv.gpu[d].dev)
-					       : be_drv.cuCtxDestroy(s->ctxs[d]);
-			if (r != CUDA_SUCCESS)
-				LOG_WARN(BE_LOG, "session %" PRIu64 ": %s: %s", s->id,
-					 be_srv.primary_ctx ? "cuDevicePrimaryCtxRelease" : "cuCtxDestroy", be_errname(r));
-			s->ctxs[d] = NULL;
-		}
-		s->ctx = NULL;
-		be_session_select_forget();
-		if (poisoned)
-			teardown_vmm_fresh(s);
-	} else {
-		be_region_teardown(s);
-		be_waiter_cleanup(s);
-		be_staging_destroy(&s->staging);
-	}
-	be_hostfn_cleanup(s);
-	be_hostnode_cleanup(s);
-	be_tenant_logout(s); /* after every free: what is left goes back at once */
-	unsigned failed = gx.failed + gr.failed + ev.failed + st.failed + mo.failed + to.failed + so.failed + ar.failed +
-			  po.failed + afailed;
-	LOG_INFO(BE_LOG,
-		 "session %" PRIu64 " (%s, pid %" PRIu64 " %s) ended: freed %u allocations (%" PRIu64 " bytes), "
-		 "%u streams, %u events, %u modules, %u graphs, %u graph execs, %u arrays, %u texture and %u surface "
-		 "objects, %u memory pools; staging %u chunks, %" PRIu64 " copies through pageable memory; %" PRIu64
-		 " synchronous copies served by the receiving thread, %" PRIu64 " handed to the executor%s",
-		 s->id, s->client_host[0] ? s->client_host : s->peer, s->pid, s->program[0] ? s->program : "?", nalloc,
-		 bytes, st.n, ev.n, mo.n, gr.n, gx.n, ar.n, to.n, so.n, po.n, nchunks, fallbacks,
-		 atomic_load_explicit(&s->now_inline, memory_order_relaxed),
-		 atomic_load_explicit(&s->now_handed, memory_order_relaxed), failed ? " (some destroys failed)" : "");
 }

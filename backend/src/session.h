@@ -37,25 +37,6 @@ typedef struct be_req {
 	struct be_req *next;
 } be_req;
 
-/* Replies. be_reply_begin starts a reply of status 0 with nresults results and
- * the session's latched error in its header (taken and cleared); be_reply_end sends it with an optional payload and
- * returns BE_REPLIED, or a negative transport error. */
-proto_msg *be_reply_begin(be_session *s, be_req *rq, uint32_t nresults);
-int be_reply_end(be_session *s, be_req *rq, proto_msg *m, const void *payload, size_t len);
-/* Reply with a status only. */
-int be_reply_status(be_session *s, be_req *rq, int status);
-/* Reply with success and one unsigned result (an id, a pointer, a count). */
-int be_reply_u64(be_session *s, be_req *rq, uint64_t v);
-
-/* Handle tables: 0 when found; CUDA_ERROR_INVALID_HANDLE for unknown or stale ids.
- * Stream id 0 is the NULL stream of the session's context. */
-int be_get_stream(be_session *s, uint64_t id, CUstream *out);
-int be_get_event(be_session *s, uint64_t id, CUevent *out);
-int be_get_module(be_session *s, uint64_t id, CUmodule *out);
-int be_get_func(be_session *s, uint64_t id, CUfunction *out);
-int be_get_graph(be_session *s, uint64_t id, CUgraph *out);
-int be_get_gexec(be_session *s, uint64_t id, CUgraphExec *out);
-
 /* A CUDA array of the session (op_array.c): the driver's handle and the shape
  * it was created with, against which every copy's box is checked. */
 typedef struct be_array {
@@ -64,9 +45,23 @@ typedef struct be_array {
 	uint32_t elem; /* bytes per element: channels * format size */
 	uint64_t charged; /* bytes charged to the tenant (tenants.h) */
 } be_array;
-int be_get_array(be_session *s, uint64_t id, be_array **out);
 /* Bytes per element of a driver format with 1, 2 or 4 channels; 0 if the
  * backend does not take that format. */
 int be_array_elem_size(uint32_t format, uint32_t channels, uint32_t *out);
+
+/* The life cycle (session.c): the transport's callbacks (main.c installs
+ * them), loop thread. */
+void *be_on_accept(void *ctx, transport_conn *c);
+void *be_payload_dest(void *ctx, const transport_frame *f);
+/* transport frame_ok: before authentication only a small hello is let in. */
+int be_frame_ok(void *ctx, const proto_hdr *h);
+void be_on_frame(void *ctx, transport_frame *f);
+void be_on_close(void *ctx, int err);
+void be_sessions_shutdown(void); /* no new sessions */
+int be_sessions_live(void);
+
+/* What handlers use: replies (reply.c), handle lookups (session_handles.c). */
+#include "reply.h"
+#include "session_handles.h"
 
 #endif

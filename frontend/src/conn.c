@@ -151,8 +151,8 @@ static void conn_fail(fe_conn *c, int err)
 {
 	pthread_mutex_lock(&c->lock);
 	if (!c->dead)
-		LOG_ERROR("frontend", "connection to %s lost: %s", c->t->peer,
-			  err <= -100 ? transport_strerror(err) : proto_strerror(err));
+		LOG_ERROR("frontend", "connection to %s lost: %s (%s)", c->t->peer, transport_strerror(err),
+			  transport_err_name(err)); /* a protocol code too: transport_err */
 	c->dead = 1;
 	pthread_cond_signal(&c->rx_cv);
 	pthread_mutex_unlock(&c->lock);

@@ -15,4 +15,8 @@ const struct fe_error_text *fe_error_lookup(const struct fe_error_text *table, s
 /* The GPU node driver's cuGetErrorString text for a code, asked once and kept;
  * NULL when the node cannot be asked. */
 const char *fe_error_server_text(int code);
+/* The name of a status as the call channel returns it (fe_conn_call), which
+ * carries several spaces in one int: a CUresult from the server (> 0),
+ * FE_EDEAD, or a transport or protocol error (transport_err_name). For logs. */
+const char *fe_status_name(int status);
 #endif

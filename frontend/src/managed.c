@@ -48,6 +48,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "errors.h"
 #include "rg_log.h"
 #include "rpc.h"
 #include "rt.h"
@@ -404,7 +405,8 @@ static void before_call(uint32_t op)
 	int err = hand_over_locked(NULL);
 	pthread_mutex_unlock(&mg_lock);
 	if (err)
-		LOG_ERROR("frontend", "managed memory: upload before %s failed: %d", proto_op_name(op), err);
+		LOG_ERROR("frontend", "managed memory: upload before %s failed: %s (%d)", proto_op_name(op),
+			  fe_status_name(err), err);
 }
 
 static cudaError_t prefetch(const void *p, size_t count, int to_host)

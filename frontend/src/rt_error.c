@@ -28,6 +28,16 @@ const struct fe_error_text *fe_error_lookup(const struct fe_error_text *table, s
 	return NULL;
 }
 
+const char *fe_status_name(int status)
+{
+	if (status == FE_EDEAD)
+		return "FE_EDEAD";
+	if (status < 0)
+		return transport_err_name(status);
+	const struct fe_error_text *t = fe_error_lookup(fe_drv_error_texts, fe_drv_error_texts_n, status);
+	return t ? t->name : "CUresult ?";
+}
+
 const char *cudaGetErrorName(cudaError_t error)
 {
 	const struct fe_error_text *t = fe_error_lookup(fe_error_texts, fe_error_texts_n, error);

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "errors.h"
 #include "rg_log.h"
 #include "rt.h"
 
@@ -177,7 +178,8 @@ int fe_hello(fe_device *devs, int max, int *ndev, fe_hello_offer *offer)
 			LOG_ERROR("frontend", "%s refused the session: this token's tenant has its maximum of sessions "
 				  "(remote-gpud --tenants)", fe_conn_peer(d->conn));
 		else
-			LOG_ERROR("frontend", "handshake with %s failed: %d", fe_conn_peer(d->conn), st);
+			LOG_ERROR("frontend", "handshake with %s failed: %s (%d)", fe_conn_peer(d->conn), fe_status_name(st),
+				  st);
 		return st < 0 ? cudaErrorDevicesUnavailable : (st == CUDA_ERROR_NOT_PERMITTED ? cudaErrorNotPermitted : cudaErrorInitializationError);
 	}
 	const proto_view *v = &r.view;

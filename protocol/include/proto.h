@@ -61,8 +61,12 @@ enum proto_flags {
 	PROTO_F_EVENT = 1u << 2,   /* server-initiated notification (host function reached) */
 };
 
-/* Errors of this layer, negative so they never collide with CUresult values. */
-enum proto_err {
+/* Errors of this layer, negative so they never collide with CUresult values.
+ * Every function of this layer that can fail returns one (PROTO_OK: none);
+ * logs name them with proto_err_name (the code's name) or proto_strerror
+ * (what it means). The transport passes a bad header's code through to its
+ * caller (transport.h: transport_err). */
+typedef enum proto_err {
 	PROTO_OK = 0,
 	PROTO_EMAGIC = -1,   /* not a remote-gpu frame */
 	PROTO_EVERSION = -2, /* peer speaks another protocol version */
@@ -72,7 +76,7 @@ enum proto_err {
 	PROTO_ERANGE = -6,   /* an argument index past the end */
 	PROTO_ENOMEM = -7,
 	PROTO_ETLS = -8, /* the server takes only TLS (tls://) connections */
-};
+} proto_err;
 
 typedef struct proto_hdr {
 	uint16_t version;
@@ -85,14 +89,16 @@ typedef struct proto_hdr {
 } proto_hdr;
 
 const char *proto_strerror(int err);
+/* The code's name ("PROTO_EMAGIC"); "PROTO_?" for a value that is none. */
+const char *proto_err_name(int err);
 
 void proto_encode_hdr(const proto_hdr *h, uint8_t out[PROTO_HDR_SIZE]);
 /* Checks magic, version and limits; fills *h even on EVERSION so the caller can
  * report what the peer speaks. */
-int proto_decode_hdr(const uint8_t in[PROTO_HDR_SIZE], proto_hdr *h);
+proto_err proto_decode_hdr(const uint8_t in[PROTO_HDR_SIZE], proto_hdr *h);
 /* A frame's length after its fixed header (hdr_len + payload_len), for a
  * sender splitting its own bytes into frames: magic and limits only. */
-int proto_peek_frame_len(const uint8_t in[PROTO_HDR_SIZE], uint64_t *len);
+proto_err proto_peek_frame_len(const uint8_t in[PROTO_HDR_SIZE], uint64_t *len);
 /* Whether the first n bytes of a header (n < 4: as far as they go) can still be
  * a frame's magic: a receiver refuses another protocol without waiting for a
  * whole header it may never get. */
@@ -128,15 +134,15 @@ void proto_msg_nil(proto_msg *m);
 /* Raw access for nested arrays/maps. */
 static inline msgpack_packer *proto_msg_packer(proto_msg *m) { return &m->pk; }
 /* Writes the fixed header; returns PROTO_ENOMEM if any append failed. */
-int proto_msg_finish(proto_msg *m, uint16_t flags, uint64_t payload_len);
+proto_err proto_msg_finish(proto_msg *m, uint16_t flags, uint64_t payload_len);
 /* The whole answer to a peer that speaks another version: a reply (seq 0)
  * with status PROTO_EVERSION and our version as its result. A peer whose
  * header differs from ours still reads the version field and fails cleanly. */
-int proto_msg_version_reply(proto_msg *m);
+proto_err proto_msg_version_reply(proto_msg *m);
 /* The answer to a plain client on a TLS port, sent in clear: a reply to its
  * first frame (seq) with status PROTO_ETLS, so that its user reads "use
  * tls://", not a reset. */
-int proto_msg_tls_reply(proto_msg *m, uint64_t seq);
+proto_err proto_msg_tls_reply(proto_msg *m, uint64_t seq);
 void proto_msg_free(proto_msg *m);
 
 /*
@@ -159,31 +165,31 @@ typedef struct proto_view {
 /* Walks one msgpack object without allocating: PROTO_OK when it is well formed,
  * fills exactly len bytes, and no array or map claims more elements than bytes
  * remain (msgpack-c would allocate for the claimed count up front). */
-int proto_check_msgpack(const uint8_t *p, size_t len);
+proto_err proto_check_msgpack(const uint8_t *p, size_t len);
 /* Decodes the frame whose fixed header is h and msgpack part msg (h->hdr_len
  * bytes; NULL when 0): op, seq, status and latched from h, the arguments from
  * msg. A frame without arguments allocates nothing. */
-int proto_view_init(proto_view *v, const proto_hdr *h, const uint8_t *msg);
+proto_err proto_view_init(proto_view *v, const proto_hdr *h, const uint8_t *msg);
 /* As proto_view_init, for a view decoded message after message (a connection's
  * receive side, a recycled server frame): v is zeroed, or was decoded before
  * and not freed since. The zone's first chunk is kept from one message to the
  * next instead of allocated and freed each time; proto_view_free ends it (also
  * after a failed decode, which leaves v as if zeroed). */
-int proto_view_reuse(proto_view *v, const proto_hdr *h, const uint8_t *msg);
+proto_err proto_view_reuse(proto_view *v, const proto_hdr *h, const uint8_t *msg);
 void proto_view_free(proto_view *v);
 /* Argument i: the i-th element of the msgpack array. */
-int proto_arg_u64(const proto_view *v, uint32_t i, uint64_t *out);
-int proto_arg_i64(const proto_view *v, uint32_t i, int64_t *out);
-int proto_arg_u32(const proto_view *v, uint32_t i, uint32_t *out);
-int proto_arg_i32(const proto_view *v, uint32_t i, int32_t *out);
-int proto_arg_f64(const proto_view *v, uint32_t i, double *out);
-int proto_arg_bin(const proto_view *v, uint32_t i, const void **p, size_t *n);
-int proto_arg_str(const proto_view *v, uint32_t i, const char **p, size_t *n);
+proto_err proto_arg_u64(const proto_view *v, uint32_t i, uint64_t *out);
+proto_err proto_arg_i64(const proto_view *v, uint32_t i, int64_t *out);
+proto_err proto_arg_u32(const proto_view *v, uint32_t i, uint32_t *out);
+proto_err proto_arg_i32(const proto_view *v, uint32_t i, int32_t *out);
+proto_err proto_arg_f64(const proto_view *v, uint32_t i, double *out);
+proto_err proto_arg_bin(const proto_view *v, uint32_t i, const void **p, size_t *n);
+proto_err proto_arg_str(const proto_view *v, uint32_t i, const char **p, size_t *n);
 /* Nested array: *items points into the view. */
-int proto_arg_array(const proto_view *v, uint32_t i, const msgpack_object **items, uint32_t *n);
+proto_err proto_arg_array(const proto_view *v, uint32_t i, const msgpack_object **items, uint32_t *n);
 
 /* A reply's status and latched error (PROTO_EDECODE when v is not a reply). */
-int proto_reply_status(const proto_view *v, int32_t *status, int32_t *latched);
+proto_err proto_reply_status(const proto_view *v, int32_t *status, int32_t *latched);
 #define PROTO_REPLY_FIRST 0 /* index of the first result for proto_arg_* on a reply */
 
 #include "proto_ops.h"

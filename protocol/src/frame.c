@@ -27,7 +27,7 @@ void proto_encode_hdr(const proto_hdr *h, uint8_t out[PROTO_HDR_SIZE])
 	put_u32(out + 36, (uint32_t)h->latched);
 }
 
-int proto_decode_hdr(const uint8_t in[PROTO_HDR_SIZE], proto_hdr *h)
+proto_err proto_decode_hdr(const uint8_t in[PROTO_HDR_SIZE], proto_hdr *h)
 {
 	if (get_u32(in) != PROTO_MAGIC) {
 		*h = (proto_hdr){0};
@@ -54,7 +54,7 @@ int proto_decode_hdr(const uint8_t in[PROTO_HDR_SIZE], proto_hdr *h)
 	return PROTO_OK;
 }
 
-int proto_peek_frame_len(const uint8_t in[PROTO_HDR_SIZE], uint64_t *len)
+proto_err proto_peek_frame_len(const uint8_t in[PROTO_HDR_SIZE], uint64_t *len)
 {
 	if (get_u32(in) != PROTO_MAGIC)
 		return PROTO_EMAGIC;
@@ -73,18 +73,34 @@ int proto_magic_prefix_ok(const uint8_t *in, size_t n)
 	return memcmp(in, magic, n < 4 ? n : 4) == 0;
 }
 
+/* Each code's name and meaning (proto_strerror, proto_err_name). */
+static const struct {
+	int code;
+	const char *name, *text;
+} errs[] = {
+	{PROTO_OK, "PROTO_OK", "ok"},
+	{PROTO_EMAGIC, "PROTO_EMAGIC", "bad frame magic (not a remote-gpu peer?)"},
+	{PROTO_EVERSION, "PROTO_EVERSION", "protocol version mismatch"},
+	{PROTO_ETOOBIG, "PROTO_ETOOBIG", "frame length beyond protocol limits"},
+	{PROTO_EDECODE, "PROTO_EDECODE", "malformed message"},
+	{PROTO_ETYPE, "PROTO_ETYPE", "argument of the wrong type"},
+	{PROTO_ERANGE, "PROTO_ERANGE", "missing argument"},
+	{PROTO_ENOMEM, "PROTO_ENOMEM", "out of memory"},
+	{PROTO_ETLS, "PROTO_ETLS", "the server requires TLS (tls://host:port)"},
+};
+
 const char *proto_strerror(int err)
 {
-	switch (err) {
-	case PROTO_OK: return "ok";
-	case PROTO_EMAGIC: return "bad frame magic (not a remote-gpu peer?)";
-	case PROTO_EVERSION: return "protocol version mismatch";
-	case PROTO_ETOOBIG: return "frame length beyond protocol limits";
-	case PROTO_EDECODE: return "malformed message";
-	case PROTO_ETYPE: return "argument of the wrong type";
-	case PROTO_ERANGE: return "missing argument";
-	case PROTO_ENOMEM: return "out of memory";
-	case PROTO_ETLS: return "the server requires TLS (tls://host:port)";
-	}
+	for (size_t i = 0; i < sizeof(errs) / sizeof(errs[0]); i++)
+		if (errs[i].code == err)
+			return errs[i].text;
 	return "unknown protocol error";
+}
+
+const char *proto_err_name(int err)
+{
+	for (size_t i = 0; i < sizeof(errs) / sizeof(errs[0]); i++)
+		if (errs[i].code == err)
+			return errs[i].name;
+	return "PROTO_?";
 }

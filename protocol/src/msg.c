@@ -93,7 +93,7 @@ void proto_msg_str(proto_msg *m, const char *s)
 	msgpack_pack_str_body(&m->pk, s ? s : "", n);
 }
 
-int proto_msg_finish(proto_msg *m, uint16_t flags, uint64_t payload_len)
+proto_err proto_msg_finish(proto_msg *m, uint16_t flags, uint64_t payload_len)
 {
 	if (m->oom)
 		return PROTO_ENOMEM;
@@ -109,14 +109,14 @@ int proto_msg_finish(proto_msg *m, uint16_t flags, uint64_t payload_len)
 	return PROTO_OK;
 }
 
-int proto_msg_version_reply(proto_msg *m)
+proto_err proto_msg_version_reply(proto_msg *m)
 {
 	proto_msg_begin_reply(m, 0, PROTO_EVERSION, 0, 1);
 	proto_msg_u64(m, PROTO_VERSION);
 	return proto_msg_finish(m, PROTO_F_REPLY, 0);
 }
 
-int proto_msg_tls_reply(proto_msg *m, uint64_t seq)
+proto_err proto_msg_tls_reply(proto_msg *m, uint64_t seq)
 {
 	proto_msg_begin_reply(m, seq, PROTO_ETLS, 0, 0);
 	return proto_msg_finish(m, PROTO_F_REPLY, 0);
@@ -136,7 +136,7 @@ void proto_msg_free(proto_msg *m)
  * it ask for ~100 GiB. Walk the encoding first and refuse any count larger than
  * the bytes left (every element takes at least one byte).
  */
-int proto_check_msgpack(const uint8_t *p, size_t len)
+proto_err proto_check_msgpack(const uint8_t *p, size_t len)
 {
 	size_t pos = 0;
 	uint64_t pending = 1;
@@ -280,7 +280,7 @@ static int view_zone_init(proto_view *v)
 	return PROTO_ENOMEM;
 }
 
-int proto_view_init(proto_view *v, const proto_hdr *h, const uint8_t *msg)
+proto_err proto_view_init(proto_view *v, const proto_hdr *h, const uint8_t *msg)
 {
 	memset(&v->zone, 0, sizeof(v->zone));
 	view_take_hdr(v, h);
@@ -290,7 +290,7 @@ int proto_view_init(proto_view *v, const proto_hdr *h, const uint8_t *msg)
 	return err ? err : view_decode(v, msg, h->hdr_len);
 }
 
-int proto_view_reuse(proto_view *v, const proto_hdr *h, const uint8_t *msg)
+proto_err proto_view_reuse(proto_view *v, const proto_hdr *h, const uint8_t *msg)
 {
 	view_take_hdr(v, h);
 	if (h->hdr_len == 0)
@@ -323,7 +323,7 @@ static const msgpack_object *arg(const proto_view *v, uint32_t i, int *err)
 	return &v->items[i];
 }
 
-int proto_arg_u64(const proto_view *v, uint32_t i, uint64_t *out)
+proto_err proto_arg_u64(const proto_view *v, uint32_t i, uint64_t *out)
 {
 	int err;
 	const msgpack_object *o = arg(v, i, &err);
@@ -338,7 +338,7 @@ int proto_arg_u64(const proto_view *v, uint32_t i, uint64_t *out)
 	return PROTO_OK;
 }
 
-int proto_arg_i64(const proto_view *v, uint32_t i, int64_t *out)
+proto_err proto_arg_i64(const proto_view *v, uint32_t i, int64_t *out)
 {
 	int err;
 	const msgpack_object *o = arg(v, i, &err);
@@ -353,7 +353,7 @@ int proto_arg_i64(const proto_view *v, uint32_t i, int64_t *out)
 	return PROTO_OK;
 }
 
-int proto_arg_u32(const proto_view *v, uint32_t i, uint32_t *out)
+proto_err proto_arg_u32(const proto_view *v, uint32_t i, uint32_t *out)
 {
 	uint64_t x;
 	int err = proto_arg_u64(v, i, &x);
@@ -365,7 +365,7 @@ int proto_arg_u32(const proto_view *v, uint32_t i, uint32_t *out)
 	return PROTO_OK;
 }
 
-int proto_arg_i32(const proto_view *v, uint32_t i, int32_t *out)
+proto_err proto_arg_i32(const proto_view *v, uint32_t i, int32_t *out)
 {
 	int64_t x;
 	int err = proto_arg_i64(v, i, &x);
@@ -377,7 +377,7 @@ int proto_arg_i32(const proto_view *v, uint32_t i, int32_t *out)
 	return PROTO_OK;
 }
 
-int proto_arg_f64(const proto_view *v, uint32_t i, double *out)
+proto_err proto_arg_f64(const proto_view *v, uint32_t i, double *out)
 {
 	int err;
 	const msgpack_object *o = arg(v, i, &err);
@@ -390,7 +390,7 @@ int proto_arg_f64(const proto_view *v, uint32_t i, double *out)
 	return PROTO_OK;
 }
 
-int proto_arg_bin(const proto_view *v, uint32_t i, const void **p, size_t *n)
+proto_err proto_arg_bin(const proto_view *v, uint32_t i, const void **p, size_t *n)
 {
 	int err;
 	const msgpack_object *o = arg(v, i, &err);
@@ -407,7 +407,7 @@ int proto_arg_bin(const proto_view *v, uint32_t i, const void **p, size_t *n)
 	return PROTO_OK;
 }
 
-int proto_arg_str(const proto_view *v, uint32_t i, const char **p, size_t *n)
+proto_err proto_arg_str(const proto_view *v, uint32_t i, const char **p, size_t *n)
 {
 	int err;
 	const msgpack_object *o = arg(v, i, &err);
@@ -420,7 +420,7 @@ int proto_arg_str(const proto_view *v, uint32_t i, const char **p, size_t *n)
 	return PROTO_OK;
 }
 
-int proto_arg_array(const proto_view *v, uint32_t i, const msgpack_object **items, uint32_t *n)
+proto_err proto_arg_array(const proto_view *v, uint32_t i, const msgpack_object **items, uint32_t *n)
 {
 	int err;
 	const msgpack_object *o = arg(v, i, &err);
@@ -433,7 +433,7 @@ int proto_arg_array(const proto_view *v, uint32_t i, const msgpack_object **item
 	return PROTO_OK;
 }
 
-int proto_reply_status(const proto_view *v, int32_t *status, int32_t *latched)
+proto_err proto_reply_status(const proto_view *v, int32_t *status, int32_t *latched)
 {
 	if (v->op != PROTO_OP_REPLY)
 		return PROTO_EDECODE;

@@ -180,7 +180,7 @@ static int parse_shm_path(const char *s, const char *path, transport_addr *out)
 	return TRANSPORT_OK;
 }
 
-int transport_parse_addr(const char *s, transport_addr *out)
+transport_err transport_parse_addr(const char *s, transport_addr *out)
 {
 	const char *p, *host, *hend, *port;
 	size_t n;
@@ -281,7 +281,7 @@ int transport_addr_is_loopback(const transport_addr *a)
 
 /* ---- dispatch ---- */
 
-int transport_connect_within(const transport_addr *a, unsigned timeout_ms, transport_conn **out)
+transport_err transport_connect_within(const transport_addr *a, unsigned timeout_ms, transport_conn **out)
 {
 	const transport_provider *prov = provider_find(a->scheme);
 	*out = NULL;
@@ -292,7 +292,7 @@ int transport_connect_within(const transport_addr *a, unsigned timeout_ms, trans
 	return prov->connect(a, timeout_ms, out);
 }
 
-int transport_connect_cookie(const transport_addr *a, unsigned timeout_ms, const transport_cookie *cookie,
+transport_err transport_connect_cookie(const transport_addr *a, unsigned timeout_ms, const transport_cookie *cookie,
 			     transport_conn **out)
 {
 	const transport_provider *prov = provider_find(a->scheme);
@@ -334,21 +334,39 @@ int tp_deadline_left_ms(uint64_t end)
 
 /* ---- misc ---- */
 
+/* Each code's name and meaning (transport_strerror, transport_err_name). */
+static const struct {
+	int code;
+	const char *name, *text;
+} errs[] = {
+	{TRANSPORT_OK, "TRANSPORT_OK", "ok"},
+	{TRANSPORT_EIO, "TRANSPORT_EIO", "connection broken"},
+	{TRANSPORT_ECLOSED, "TRANSPORT_ECLOSED", "connection closed"},
+	{TRANSPORT_EADDR, "TRANSPORT_EADDR", "bad address or scheme"},
+	{TRANSPORT_ECONNECT, "TRANSPORT_ECONNECT", "could not connect"},
+	{TRANSPORT_ENOTSUP, "TRANSPORT_ENOTSUP", "not supported by this transport"},
+	{TRANSPORT_ETIMEDOUT, "TRANSPORT_ETIMEDOUT", "timed out"},
+	{TRANSPORT_ENOMEM, "TRANSPORT_ENOMEM", "out of memory"},
+};
+
 const char *transport_strerror(int err)
 {
-	switch (err) {
-	case TRANSPORT_OK: return "ok";
-	case TRANSPORT_EIO: return "connection broken";
-	case TRANSPORT_ECLOSED: return "connection closed";
-	case TRANSPORT_EADDR: return "bad address or scheme";
-	case TRANSPORT_ECONNECT: return "could not connect";
-	case TRANSPORT_ENOTSUP: return "not supported by this transport";
-	case TRANSPORT_ETIMEDOUT: return "timed out";
-	case TRANSPORT_ENOMEM: return "out of memory";
-	}
+	for (size_t i = 0; i < sizeof(errs) / sizeof(errs[0]); i++)
+		if (errs[i].code == err)
+			return errs[i].text;
 	if (err < 0 && err >= PROTO_ETLS)
 		return proto_strerror(err);
 	return "unknown transport error";
+}
+
+const char *transport_err_name(int err)
+{
+	for (size_t i = 0; i < sizeof(errs) / sizeof(errs[0]); i++)
+		if (errs[i].code == err)
+			return errs[i].name;
+	if (err < 0 && err >= PROTO_ETLS)
+		return proto_err_name(err);
+	return "TRANSPORT_?";
 }
 
 void transport_frame_free(transport_frame *f)
@@ -361,7 +379,7 @@ void transport_frame_free(transport_frame *f)
 	f->msg_lent = 0;
 }
 
-int transport_frame_keep(transport_frame *f)
+transport_err transport_frame_keep(transport_frame *f)
 {
 	if (!f->msg_lent)
 		return TRANSPORT_OK;

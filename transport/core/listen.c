@@ -38,7 +38,7 @@ static const transport_provider *listener_find(const char *scheme)
 	return NULL;
 }
 
-int transport_listen(uv_loop_t *loop, const transport_addr *a, const transport_server_cb *cb, void *ctx,
+transport_err transport_listen(uv_loop_t *loop, const transport_addr *a, const transport_server_cb *cb, void *ctx,
 		     transport_listener **out)
 {
 	const transport_provider *p = listener_find(a->scheme);
@@ -49,7 +49,7 @@ int transport_listen(uv_loop_t *loop, const transport_addr *a, const transport_s
 	return TRANSPORT_ENOTSUP;
 }
 
-int transport_adopt(uv_loop_t *loop, const char *scheme, int fd, const transport_server_cb *cb, void *ctx,
+transport_err transport_adopt(uv_loop_t *loop, const char *scheme, int fd, const transport_server_cb *cb, void *ctx,
 		    transport_listener **out)
 {
 	const transport_provider *p = listener_find(scheme);

@@ -4,6 +4,7 @@
  * open handles that frees the listener when it reaches zero.
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "transport_int.h"
 
@@ -36,4 +37,11 @@ void *tp_listener_admit(transport_listener *l, transport_conn *c)
 {
 	int closing = tp_loopq_closing(&l->q);
 	return !closing && l->cb.on_accept ? l->cb.on_accept(l->ctx, c) : NULL;
+}
+
+int tp_server_recv_frame(transport_conn *c, transport_frame *f, transport_payload_dest_fn dest, void *ctx)
+{
+	(void)c, (void)dest, (void)ctx;
+	memset(f, 0, sizeof(*f));
+	return TRANSPORT_ENOTSUP;
 }

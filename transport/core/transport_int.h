@@ -82,6 +82,10 @@ void tp_listener_close_cb(uv_handle_t *h);
  * NULL: refused. */
 void *tp_listener_admit(transport_listener *l, transport_conn *c);
 
+/* The recv_frame slot of every server half: frames reach the server through
+ * on_frame, not by asking (TRANSPORT_ENOTSUP, *f zeroed). */
+int tp_server_recv_frame(transport_conn *c, transport_frame *f, transport_payload_dest_fn dest, void *ctx);
+
 /* Fills every NULL slot of *p with the core's TRANSPORT_ENOTSUP answer (or a
  * no-op listener_close), so that the core never checks for NULL slots. */
 void tp_provider_fill(transport_provider *p);

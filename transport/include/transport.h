@@ -88,7 +88,14 @@
 
 #include "proto.h"
 
-enum transport_err {
+/* Errors of the transport boundary: every transport_* function that can fail
+ * returns one (TRANSPORT_OK: none), and on_close (transport_server.h) gets
+ * one. A frame whose header the peer got wrong ends the connection with the
+ * protocol's own code passed through (PROTO_E* of proto_decode_hdr, -1 ..
+ * -99), so that the caller can tell a version mismatch; nothing else of the
+ * protocol's space comes out. transport_strerror and transport_err_name
+ * name both kinds. */
+typedef enum transport_err {
 	TRANSPORT_OK = 0,
 	TRANSPORT_EIO = -100,      /* connection broken or reset */
 	TRANSPORT_ECLOSED = -101,  /* peer closed */
@@ -98,9 +105,12 @@ enum transport_err {
 	TRANSPORT_ETIMEDOUT = -105,
 	TRANSPORT_ENOMEM = -106,
 	/* protocol errors from a received header are passed through (PROTO_E*) */
-};
+} transport_err;
 
+/* What err means (a PROTO_E* code: proto_strerror's text). */
 const char *transport_strerror(int err);
+/* err's name ("TRANSPORT_ECLOSED", "PROTO_EMAGIC"), for logs. */
+const char *transport_err_name(int err);
 
 typedef struct transport_conn transport_conn;
 
@@ -121,7 +131,7 @@ typedef struct transport_frame {
 void transport_frame_free(transport_frame *f); /* frees msg only (a lent one is not ours) */
 /* Makes a lent msg the frame's own, a heap copy: TRANSPORT_OK, or
  * TRANSPORT_ENOMEM (the frame is then unchanged). */
-int transport_frame_keep(transport_frame *f);
+transport_err transport_frame_keep(transport_frame *f);
 
 /* Returns where the payload of a frame goes (at least f->hdr.payload_len writable
  * bytes), or NULL to drop it. Called once per frame whose payload_len > 0, after
@@ -223,7 +233,7 @@ typedef struct transport_addr {
 	int scheme_given; /* the address named its scheme ("tcp://..."), not the default */
 } transport_addr;
 
-int transport_parse_addr(const char *s, transport_addr *out);
+transport_err transport_parse_addr(const char *s, transport_addr *out);
 
 /* Whether every address host resolves to is a loopback one (127/8, ::1):
  * the server listens in clear there only. 0 when it does not resolve. */
@@ -236,7 +246,7 @@ int transport_addr_is_loopback(const transport_addr *a);
  * Returns TRANSPORT_OK, or TRANSPORT_EADDR after logging what is wrong with
  * which file. The client reads REMOTE_GPU_TLS_CA, REMOTE_GPU_TLS_CERT and
  * REMOTE_GPU_TLS_KEY (transport/tcp/tls.c). */
-int transport_tls_server_setup(const char *cert, const char *key, const char *client_ca);
+transport_err transport_tls_server_setup(const char *cert, const char *key, const char *client_ca);
 int transport_tls_server_ready(void);
 
 /* Client: connect by scheme (tcp, tls, rdma, shm), giving up after timeout_ms
@@ -246,8 +256,8 @@ int transport_tls_server_ready(void);
  * unreachable host (SYNs dropped) fails in timeout_ms, not in the kernel's two
  * minutes. Returns TRANSPORT_ETIMEDOUT when time ran out. Name resolution
  * itself (getaddrinfo) is not bounded. */
-int transport_connect_within(const transport_addr *a, unsigned timeout_ms, transport_conn **out);
-static inline int transport_connect(const transport_addr *a, transport_conn **out)
+transport_err transport_connect_within(const transport_addr *a, unsigned timeout_ms, transport_conn **out);
+static inline transport_err transport_connect(const transport_addr *a, transport_conn **out)
 {
 	return transport_connect_within(a, 0, out);
 }
@@ -257,10 +267,10 @@ static inline int transport_connect(const transport_addr *a, transport_conn **ou
  * travels in the connection request's private data); TRANSPORT_ENOTSUP for
  * other schemes. A listener that sends the client on (on_redirect) is not
  * followed: the cookie was for that listener alone. */
-int transport_connect_cookie(const transport_addr *a, unsigned timeout_ms, const transport_cookie *cookie,
+transport_err transport_connect_cookie(const transport_addr *a, unsigned timeout_ms, const transport_cookie *cookie,
 			     transport_conn **out);
 
-static inline int transport_sendv(transport_conn *c, const struct iovec *iov, int n)
+static inline transport_err transport_sendv(transport_conn *c, const struct iovec *iov, int n)
 {
 	return c->ops->sendv(c, iov, n);
 }
@@ -270,7 +280,7 @@ static inline int transport_sendv(transport_conn *c, const struct iovec *iov, in
  * error when the connection ends; every other case before this returns). So a
  * sender need not wait for the peer before its next frame. Returns 0, and done
  * runs exactly once later or already ran; or an error, and done never runs. */
-static inline int transport_sendv_async(transport_conn *c, const struct iovec *iov, int n, transport_sent_fn done,
+static inline transport_err transport_sendv_async(transport_conn *c, const struct iovec *iov, int n, transport_sent_fn done,
 					void *ctx)
 {
 	if (c->ops->sendv_async)
@@ -280,7 +290,7 @@ static inline int transport_sendv_async(transport_conn *c, const struct iovec *i
 		done(ctx, 0);
 	return r;
 }
-static inline int transport_recv_frame(transport_conn *c, transport_frame *f, transport_payload_dest_fn dest, void *ctx)
+static inline transport_err transport_recv_frame(transport_conn *c, transport_frame *f, transport_payload_dest_fn dest, void *ctx)
 {
 	return c->ops->recv_frame(c, f, dest, ctx);
 }
@@ -289,11 +299,11 @@ static inline void transport_shutdown(transport_conn *c) { c->ops->shutdown(c); 
 static inline unsigned transport_caps(const transport_conn *c) { return c->ops->caps; }
 /* Registers [addr, addr+len) for c (see TRANSPORT_CAP_REG_MEM); every
  * provider answers, so callers treat every transport alike. */
-static inline int transport_reg_mem(transport_conn *c, void *addr, size_t len, transport_mr **out)
+static inline transport_err transport_reg_mem(transport_conn *c, void *addr, size_t len, transport_mr **out)
 {
 	return c->ops->reg_mem(c, addr, len, out);
 }
-static inline int transport_dereg_mem(transport_conn *c, transport_mr *mr) { return c->ops->dereg_mem(c, mr); }
+static inline transport_err transport_dereg_mem(transport_conn *c, transport_mr *mr) { return c->ops->dereg_mem(c, mr); }
 /* Client side, any thread: a count that grows whenever the peer shows life on
  * the connection (tcp: bytes received, and a large frame of ours going out
  * past what our own buffers took, a step per MiB in either direction; rdma:
@@ -325,15 +335,15 @@ static inline void transport_close(transport_conn *c) { c->ops->close(c); }
  * be sealed against shrinking (F_SEAL_SHRINK) and be at least as large as
  * the client said, else the connection ends with TRANSPORT_EIO. Client:
  * any thread; server: any thread. */
-static inline int transport_region_share(transport_conn *c, int fd, uint64_t len, uint32_t *id)
+static inline transport_err transport_region_share(transport_conn *c, int fd, uint64_t len, uint32_t *id)
 {
 	return c->ops->region_share ? c->ops->region_share(c, fd, len, id) : TRANSPORT_ENOTSUP;
 }
-static inline int transport_region_get(transport_conn *c, uint32_t id, uint64_t off, uint64_t len, void **addr)
+static inline transport_err transport_region_get(transport_conn *c, uint32_t id, uint64_t off, uint64_t len, void **addr)
 {
 	return c->ops->region_get ? c->ops->region_get(c, id, off, len, addr) : TRANSPORT_ENOTSUP;
 }
-static inline int transport_region_drop(transport_conn *c, uint32_t id)
+static inline transport_err transport_region_drop(transport_conn *c, uint32_t id)
 {
 	return c->ops->region_drop ? c->ops->region_drop(c, id) : TRANSPORT_ENOTSUP;
 }

@@ -47,7 +47,7 @@ typedef struct transport_server_cb {
 
 typedef struct transport_listener transport_listener;
 
-int transport_listen(uv_loop_t *loop, const transport_addr *a, const transport_server_cb *cb, void *ctx,
+transport_err transport_listen(uv_loop_t *loop, const transport_addr *a, const transport_server_cb *cb, void *ctx,
 		     transport_listener **out);
 void transport_listener_close(transport_listener *l);
 /* The port the listener is bound to: the one asked for, or the one the kernel
@@ -59,7 +59,7 @@ int transport_listener_port(const transport_listener *l);
  * callbacks. The returned listener owns the connection's machinery: close it
  * with transport_listener_close as any other. tcp and tls only (tls: the
  * handshake happens here, in the process that serves the connection). */
-int transport_adopt(uv_loop_t *loop, const char *scheme, int fd, const transport_server_cb *cb, void *ctx,
+transport_err transport_adopt(uv_loop_t *loop, const char *scheme, int fd, const transport_server_cb *cb, void *ctx,
 		    transport_listener **out);
 
 #endif

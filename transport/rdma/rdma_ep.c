@@ -25,6 +25,7 @@
 #define WR_RECV (1ull << 63)
 
 static int post_recvs(rdma_ep *ep, const uint16_t *idx, unsigned n);
+static void ep_kill_qp(rdma_ep *ep);
 
 /* ---- configuration ---- */
 
@@ -255,6 +256,19 @@ void tp_rdma_ep_free(rdma_ep *ep)
 	pthread_cond_destroy(&ep->cv);
 }
 
+/* Moves the QP to the error state, once, and tells the peer (a disconnect
+ * does both; the state change alone when it fails). */
+static void ep_kill_qp(rdma_ep *ep)
+{
+	if (ep->qp_dead || !ep->qp)
+		return;
+	ep->qp_dead = 1;
+	if (tp_rdma_v.disconnect(ep->id) != 0) {
+		struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};
+		tp_rdma_v.modify_qp(ep->qp, &a, IBV_QP_STATE);
+	}
+}
+
 void tp_rdma_ep_fail(rdma_ep *ep, int err)
 {
 	if (!ep->err) {
@@ -262,15 +276,8 @@ void tp_rdma_ep_fail(rdma_ep *ep, int err)
 		if (err != TRANSPORT_ECLOSED)
 			LOG_INFO("transport", "rdma: %s: %s", ep->conn->peer, transport_strerror(err));
 	}
-	if (!ep->qp_dead && ep->qp) {
-		ep->qp_dead = 1;
-		/* Moves the QP to the error state (every outstanding request is
-		 * flushed, waiters see the error) and tells the peer. */
-		if (tp_rdma_v.disconnect(ep->id) != 0) {
-			struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};
-			tp_rdma_v.modify_qp(ep->qp, &a, IBV_QP_STATE);
-		}
-	}
+	/* Every outstanding request is flushed, waiters see the error. */
+	ep_kill_qp(ep);
 	tp_rdma_ep_wake(ep);
 }
 
@@ -589,14 +596,8 @@ int tp_rdma_ep_check(rdma_ep *ep, uint64_t since)
 void tp_rdma_ep_peer_gone(rdma_ep *ep)
 {
 	ep->peer_gone = 1;
-	if (!ep->qp_dead && ep->qp) {
-		/* Flush what is outstanding; frames already received still count. */
-		ep->qp_dead = 1;
-		if (tp_rdma_v.disconnect(ep->id) != 0) {
-			struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};
-			tp_rdma_v.modify_qp(ep->qp, &a, IBV_QP_STATE);
-		}
-	}
+	/* Flush what is outstanding; frames already received still count. */
+	ep_kill_qp(ep);
 	tp_rdma_ep_wake(ep);
 }
 

@@ -96,7 +96,6 @@ static void progress(sconn *c);
 static int server_sendv(transport_conn *c, const struct iovec *iov, int iovcnt);
 static int server_sendv_async(transport_conn *c, const struct iovec *iov, int iovcnt, transport_sent_fn done,
 			      void *ctx);
-static int server_recv_frame(transport_conn *c, transport_frame *f, transport_payload_dest_fn dest, void *ctx);
 static void server_shutdown(transport_conn *c);
 static void server_close(transport_conn *c);
 static int srv_listen(uv_loop_t *loop, const transport_addr *a, const transport_server_cb *cb, void *ctx,
@@ -108,7 +107,7 @@ static const transport_ops rdma_server_ops = {
 	.caps = TRDMA_CAPS,
 	.sendv = server_sendv,
 	.sendv_async = server_sendv_async,
-	.recv_frame = server_recv_frame,
+	.recv_frame = tp_server_recv_frame,
 	.reg_mem = tp_rdma_reg_mem,
 	.dereg_mem = tp_rdma_dereg_mem,
 	.shutdown = server_shutdown,
@@ -756,12 +755,6 @@ static int server_sendv_async(transport_conn *base, const struct iovec *iov, int
 	if (r == 0 && !queued)
 		done(ctx, 0);
 	return r;
-}
-
-static int server_recv_frame(transport_conn *c, transport_frame *f, transport_payload_dest_fn dest, void *ctx)
-{
-	memset(f, 0, sizeof(*f));
-	return TRANSPORT_ENOTSUP;
 }
 
 static void server_shutdown(transport_conn *base)

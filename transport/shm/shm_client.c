@@ -17,6 +17,7 @@
  */
 #define _GNU_SOURCE
 #include "shm_int.h"
+#include "stream_client.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -36,13 +37,11 @@
 #define RX_ACTIVE_NS 2000000ull /* spin for the next reply only while they flow */
 
 typedef struct shm_client {
-	transport_conn base;
+	tp_stream_client s; /* shut, progress, receive state */
 	int fd;
 	void *map;
 	size_t map_len;
 	uint64_t spin_ns;
-	atomic_int shut;
-	atomic_uint_fast64_t progress;
 	atomic_uint next_region; /* the last region id handed out */
 
 	pthread_mutex_t send_lock;
@@ -51,8 +50,6 @@ typedef struct shm_client {
 
 	/* the receiving thread's */
 	shm_ring rx; /* s2c */
-	int recv_err;
-	int frame_started;
 	int peer_gone; /* end of stream seen on the socket */
 	size_t unreleased;
 	uint64_t last_rx_ns;
@@ -65,7 +62,6 @@ static int client_reg_mem(transport_conn *c, void *addr, size_t len, transport_m
 static int client_dereg_mem(transport_conn *c, transport_mr *mr);
 static void client_shutdown(transport_conn *c);
 static void client_close(transport_conn *c);
-static uint64_t client_progress(transport_conn *c);
 static int client_region_share(transport_conn *c, int fd, uint64_t len, uint32_t *id);
 
 static const transport_ops shm_client_ops = {
@@ -77,7 +73,7 @@ static const transport_ops shm_client_ops = {
 	.dereg_mem = client_dereg_mem,
 	.shutdown = client_shutdown,
 	.close = client_close,
-	.progress = client_progress,
+	.progress = tp_stream_client_progress,
 	.region_share = client_region_share,
 };
 
@@ -129,18 +125,16 @@ static int client_connect(const transport_addr *a, unsigned timeout_ms, transpor
 		munmap(map, shm_seg_size(ring_size));
 		return connect_fail(fd, TRANSPORT_ENOMEM);
 	}
-	c->base.ops = &shm_client_ops;
+	tp_stream_client_init(&c->s, &shm_client_ops);
 	c->fd = fd;
 	c->map = map;
 	c->map_len = shm_seg_size(ring_size);
 	c->spin_ns = tp_shm_spin_ns();
 	tp_shm_seg_rings(map, ring_size, &c->tx, &c->rx);
-	atomic_init(&c->shut, 0);
-	atomic_init(&c->progress, 0);
 	pthread_mutex_init(&c->send_lock, NULL);
-	snprintf(c->base.peer, sizeof(c->base.peer), "shm:%s", a->host);
-	LOG_DEBUG("transport", "connected to %s (rings of %u KiB)", c->base.peer, ring_size >> 10);
-	*out = &c->base;
+	snprintf(c->s.base.peer, sizeof(c->s.base.peer), "shm:%s", a->host);
+	LOG_DEBUG("transport", "connected to %s (rings of %u KiB)", c->s.base.peer, ring_size >> 10);
+	*out = &c->s.base;
 	return TRANSPORT_OK;
 }
 
@@ -152,11 +146,11 @@ static int client_sendv(transport_conn *base, const struct iovec *iov, int iovcn
 	int err;
 
 	pthread_mutex_lock(&c->send_lock);
-	if (atomic_load(&c->shut))
+	if (atomic_load(&c->s.shut))
 		err = TRANSPORT_ECLOSED;
 	else if (c->send_err)
 		err = c->send_err;
-	else if ((err = tp_shm_ring_write(&c->tx, iov, iovcnt, c->fd, &c->shut, c->spin_ns, &c->progress)) != TRANSPORT_OK)
+	else if ((err = tp_shm_ring_write(&c->tx, iov, iovcnt, c->fd, &c->s.shut, c->spin_ns, &c->s.progress)) != TRANSPORT_OK)
 		c->send_err = err;
 	pthread_mutex_unlock(&c->send_lock);
 	return err;
@@ -196,17 +190,17 @@ static int wait_bytes(shm_client *c, size_t *avail)
 			if ((*avail = tp_shm_ring_avail(&c->rx)) != 0)
 				return TRANSPORT_OK;
 			rg_cpu_relax();
-		} while (rg_spin_on(&s) && !atomic_load_explicit(&c->shut, memory_order_relaxed));
+		} while (rg_spin_on(&s) && !atomic_load_explicit(&c->s.shut, memory_order_relaxed));
 	}
 	for (;;) {
-		if (atomic_load(&c->shut))
+		if (atomic_load(&c->s.shut))
 			return TRANSPORT_ECLOSED;
 		if ((*avail = tp_shm_ring_sleep_prepare(&c->rx)) != 0) {
 			tp_shm_ring_sleep_cancel(&c->rx);
 			return TRANSPORT_OK;
 		}
 		if (c->peer_gone)
-			return c->frame_started ? TRANSPORT_EIO : TRANSPORT_ECLOSED;
+			return c->s.frame_started ? TRANSPORT_EIO : TRANSPORT_ECLOSED;
 		struct pollfd p = {.fd = c->fd, .events = POLLIN};
 		if (poll(&p, 1, -1) < 0 && errno != EINTR)
 			return TRANSPORT_EIO;
@@ -222,9 +216,9 @@ static int rx_read(shm_client *c, void *dst, size_t n)
 		size_t avail = tp_shm_ring_avail(&c->rx);
 		int err;
 		if (avail == 0 && (err = wait_bytes(c, &avail)) != TRANSPORT_OK)
-			return atomic_load(&c->shut) ? TRANSPORT_ECLOSED : err;
+			return atomic_load(&c->s.shut) ? TRANSPORT_ECLOSED : err;
 		if (avail == SHM_RING_BAD) {
-			LOG_WARN("transport", "%s: the reply ring's head is out of range", c->base.peer);
+			LOG_WARN("transport", "%s: the reply ring's head is out of range", c->s.base.peer);
 			return TRANSPORT_EIO;
 		}
 		size_t k = avail < n ? avail : n;
@@ -232,11 +226,11 @@ static int rx_read(shm_client *c, void *dst, size_t n)
 		if (d)
 			d += k;
 		n -= k;
-		c->frame_started = 1;
+		c->s.frame_started = 1;
 		c->unreleased += k;
 		if (c->unreleased >= c->rx.size / 4)
 			rx_release(c);
-		atomic_fetch_add_explicit(&c->progress, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&c->s.progress, 1, memory_order_relaxed);
 	}
 	return TRANSPORT_OK;
 }
@@ -246,18 +240,9 @@ static int rx_read_fn(void *c, void *dst, size_t n) { return rx_read(c, dst, n);
 static int client_recv_frame(transport_conn *base, transport_frame *f, transport_payload_dest_fn dest, void *ctx)
 {
 	shm_client *c = (shm_client *)base;
-
-	memset(f, 0, sizeof(*f));
-	if (atomic_load(&c->shut))
-		return TRANSPORT_ECLOSED;
-	if (c->recv_err)
-		return c->recv_err;
-	c->frame_started = 0;
-	int err = tp_frame_read(rx_read_fn, c, c->base.peer, f, dest, ctx);
-	if (err) {
-		c->recv_err = err; /* the stream is mid-frame */
+	int err = tp_stream_client_recv_frame(&c->s, rx_read_fn, f, dest, ctx);
+	if (err)
 		return err;
-	}
 	rx_release(c);
 	c->last_rx_ns = rg_clock_ns();
 	return TRANSPORT_OK;
@@ -279,7 +264,7 @@ static int client_dereg_mem(transport_conn *c, transport_mr *mr) { return tp_der
 static int client_region_share(transport_conn *base, int fd, uint64_t len, uint32_t *id)
 {
 	shm_client *c = (shm_client *)base;
-	if (atomic_load(&c->shut))
+	if (atomic_load(&c->s.shut))
 		return TRANSPORT_ECLOSED;
 	uint32_t n = atomic_fetch_add(&c->next_region, 1) + 1;
 	int err = tp_shm_region_send(c->fd, fd, n, len);
@@ -291,15 +276,10 @@ static int client_region_share(transport_conn *base, int fd, uint64_t len, uint3
 static void client_shutdown(transport_conn *base)
 {
 	shm_client *c = (shm_client *)base;
-	if (!atomic_exchange(&c->shut, 1)) {
+	if (tp_stream_client_shut(&c->s)) {
 		shutdown(c->fd, SHUT_RDWR); /* wakes a receiver in poll() */
 		tp_shm_futex_wake(&c->tx.ctl->tail); /* and a sender napping for space */
 	}
-}
-
-static uint64_t client_progress(transport_conn *base)
-{
-	return atomic_load_explicit(&((shm_client *)base)->progress, memory_order_relaxed);
 }
 
 static void client_close(transport_conn *base)

@@ -97,7 +97,6 @@ struct shm_listener {
 };
 
 static int server_sendv(transport_conn *c, const struct iovec *iov, int iovcnt);
-static int server_recv_frame(transport_conn *c, transport_frame *f, transport_payload_dest_fn dest, void *ctx);
 static int server_reg_mem(transport_conn *c, void *addr, size_t len, transport_mr **out);
 static int server_dereg_mem(transport_conn *c, transport_mr *mr);
 static void server_shutdown(transport_conn *c);
@@ -114,7 +113,7 @@ static const transport_ops shm_server_ops = {
 	.scheme = "shm",
 	.caps = SHM_CAPS,
 	.sendv = server_sendv,
-	.recv_frame = server_recv_frame,
+	.recv_frame = tp_server_recv_frame,
 	.reg_mem = server_reg_mem,
 	.dereg_mem = server_dereg_mem,
 	.shutdown = server_shutdown,
@@ -572,12 +571,6 @@ static int server_sendv(transport_conn *base, const struct iovec *iov, int iovcn
 	}
 	pthread_mutex_unlock(&c->send_lock);
 	return err;
-}
-
-static int server_recv_frame(transport_conn *c, transport_frame *f, transport_payload_dest_fn dest, void *ctx)
-{
-	memset(f, 0, sizeof(*f));
-	return TRANSPORT_ENOTSUP;
 }
 
 static int server_reg_mem(transport_conn *c, void *addr, size_t len, transport_mr **out)

@@ -33,6 +33,7 @@
  * other thread is inside a call on the connection (shut down, join, then close).
  */
 #include "rg_clock.h"
+#include "stream_client.h"
 #include "tcp_int.h"
 
 #include <errno.h>
@@ -57,18 +58,14 @@
 #define DIRECT_MIN (RXBUF / 2)
 
 typedef struct tcp_client {
-	transport_conn base;
+	tp_stream_client s; /* shut, progress (system calls that moved bytes), receive state */
 	int fd;
 	tls_session *tls; /* tls://: NULL for plain tcp */
-	atomic_int shut; /* set by shutdown(); every call then answers ECLOSED */
-	atomic_uint_fast64_t progress; /* system calls that moved bytes (transport_progress) */
 
 	pthread_mutex_t send_lock;
 	int send_err; /* under send_lock: latched failure, stream mid-frame */
 
 	/* receiving side: only the one receiving thread touches these */
-	int recv_err;      /* latched failure */
-	int frame_started; /* bytes of the current frame consumed: EOF now is EIO */
 	size_t rx_off, rx_len;
 	uint64_t last_rx_ns; /* when bytes last arrived: spin for the next only while active */
 	uint8_t rx[RXBUF];
@@ -85,7 +82,6 @@ static int client_sendv(transport_conn *c, const struct iovec *iov, int iovcnt);
 static int client_recv_frame(transport_conn *c, transport_frame *f, transport_payload_dest_fn dest, void *ctx);
 static void client_shutdown(transport_conn *c);
 static void client_close(transport_conn *c);
-static uint64_t client_progress(transport_conn *c);
 static int rx_read(tcp_client *c, void *dst, size_t n);
 static ssize_t rx_poll(tcp_client *c);
 static int connect_one(const struct addrinfo *ai, uint64_t end, int *err_out);
@@ -94,7 +90,7 @@ static int connect_one(const struct addrinfo *ai, uint64_t end, int *err_out);
 #define OPS(sch, cap)                                                                                                    \
 	{                                                                                                              \
 		.scheme = sch, .caps = cap, .sendv = client_sendv, .recv_frame = client_recv_frame, .reg_mem = tp_reg_mem_none,          \
-		.dereg_mem = tp_dereg_mem_none, .shutdown = client_shutdown, .close = client_close, .progress = client_progress,   \
+		.dereg_mem = tp_dereg_mem_none, .shutdown = client_shutdown, .close = client_close, .progress = tp_stream_client_progress,   \
 	}
 static const transport_ops tcp_client_ops = OPS("tcp", TRANSPORT_CAP_ADOPT);
 static const transport_ops tls_client_ops = OPS("tls", TRANSPORT_CAP_ADOPT | TRANSPORT_CAP_ENCRYPTED);
@@ -262,15 +258,13 @@ static int connect_as(const transport_addr *a, int tls, unsigned timeout_ms, tra
 		close(fd);
 		return TRANSPORT_ENOMEM;
 	}
-	c->base.ops = tls ? &tls_client_ops : &tcp_client_ops;
+	tp_stream_client_init(&c->s, tls ? &tls_client_ops : &tcp_client_ops);
 	c->fd = fd;
 	c->tls = ts;
-	atomic_init(&c->shut, 0);
-	atomic_init(&c->progress, 0);
 	pthread_mutex_init(&c->send_lock, NULL);
-	tp_tcp_peer_name(fd, c->base.peer, sizeof(c->base.peer));
-	LOG_DEBUG("transport", "connected to %s", c->base.peer);
-	*out = &c->base;
+	tp_tcp_peer_name(fd, c->s.base.peer, sizeof(c->s.base.peer));
+	LOG_DEBUG("transport", "connected to %s", c->s.base.peer);
+	*out = &c->s.base;
 	return TRANSPORT_OK;
 }
 
@@ -282,12 +276,12 @@ static int client_sendv(transport_conn *base, const struct iovec *iov, int iovcn
 	int err;
 
 	pthread_mutex_lock(&c->send_lock);
-	if (atomic_load(&c->shut))
+	if (atomic_load(&c->s.shut))
 		err = TRANSPORT_ECLOSED;
 	else if (c->send_err)
 		err = c->send_err;
-	else if ((err = c->tls ? tp_tls_session_write_all(c->tls, iov, iovcnt, &c->shut, &c->progress)
-			       : tp_tcp_write_all_counted(c->fd, iov, iovcnt, &c->shut, &c->progress)) != TRANSPORT_OK)
+	else if ((err = c->tls ? tp_tls_session_write_all(c->tls, iov, iovcnt, &c->s.shut, &c->s.progress)
+			       : tp_tcp_write_all_counted(c->fd, iov, iovcnt, &c->s.shut, &c->s.progress)) != TRANSPORT_OK)
 		c->send_err = err;
 	pthread_mutex_unlock(&c->send_lock);
 	return err;
@@ -298,10 +292,10 @@ static int client_sendv(transport_conn *base, const struct iovec *iov, int iovcn
 /* End of stream or a read error, as a transport error. */
 static int rx_error(tcp_client *c, ssize_t r)
 {
-	if (atomic_load(&c->shut))
+	if (atomic_load(&c->s.shut))
 		return TRANSPORT_ECLOSED;
 	if (r == 0)
-		return c->frame_started ? TRANSPORT_EIO : TRANSPORT_ECLOSED;
+		return c->s.frame_started ? TRANSPORT_EIO : TRANSPORT_ECLOSED;
 	return TRANSPORT_EIO;
 }
 
@@ -336,7 +330,7 @@ static ssize_t sock_recv(tcp_client *c, void *buf, size_t n, int flags)
 			errno = EAGAIN;
 			return -1;
 		}
-		if (atomic_load(&c->shut))
+		if (atomic_load(&c->s.shut))
 			return 0;
 		/* shutdown() from another thread makes the socket readable (EOF). */
 		struct pollfd pfd = {.fd = c->fd, .events = r == TLS_WANT_READ ? POLLIN : POLLOUT};
@@ -363,7 +357,7 @@ static ssize_t rx_poll(tcp_client *c)
 				return r;
 			}
 			rg_cpu_relax();
-		} while (mono_ns() - t0 < RX_SPIN_NS && !atomic_load(&c->shut));
+		} while (mono_ns() - t0 < RX_SPIN_NS && !atomic_load(&c->s.shut));
 	}
 	ssize_t r = sock_recv(c, c->rx, RXBUF, 0);
 	if (r > 0)
@@ -385,7 +379,7 @@ static int rx_read(tcp_client *c, void *dst, size_t n)
 			}
 			c->rx_off += k;
 			n -= k;
-			c->frame_started = 1;
+			c->s.frame_started = 1;
 			continue;
 		}
 		c->rx_off = c->rx_len = 0;
@@ -398,7 +392,7 @@ static int rx_read(tcp_client *c, void *dst, size_t n)
 			if (r > 0) {
 				d += r;
 				n -= (size_t)r;
-				c->frame_started = 1;
+				c->s.frame_started = 1;
 			}
 		} else {
 			r = rx_poll(c);
@@ -406,8 +400,8 @@ static int rx_read(tcp_client *c, void *dst, size_t n)
 				c->rx_len = (size_t)r;
 		}
 		if (r > 0)
-			atomic_fetch_add_explicit(&c->progress, 1, memory_order_relaxed);
-		if (r > 0 && atomic_load(&c->shut))
+			atomic_fetch_add_explicit(&c->s.progress, 1, memory_order_relaxed);
+		if (r > 0 && atomic_load(&c->s.shut))
 			return TRANSPORT_ECLOSED;
 		if (r == 0 || (r < 0 && errno != EINTR))
 			return rx_error(c, r);
@@ -419,19 +413,7 @@ static int rx_read_fn(void *c, void *dst, size_t n) { return rx_read(c, dst, n);
 
 static int client_recv_frame(transport_conn *base, transport_frame *f, transport_payload_dest_fn dest, void *ctx)
 {
-	tcp_client *c = (tcp_client *)base;
-
-	memset(f, 0, sizeof(*f));
-	if (atomic_load(&c->shut))
-		return TRANSPORT_ECLOSED;
-	if (c->recv_err)
-		return c->recv_err;
-	c->frame_started = 0;
-	int err = tp_frame_read(rx_read_fn, c, c->base.peer, f, dest, ctx);
-	/* Whatever went wrong, the stream is no longer at a frame boundary. */
-	if (err)
-		c->recv_err = err;
-	return err;
+	return tp_stream_client_recv_frame((tp_stream_client *)base, rx_read_fn, f, dest, ctx);
 }
 
 /* ---- shutdown / close ---- */
@@ -439,13 +421,8 @@ static int client_recv_frame(transport_conn *base, transport_frame *f, transport
 static void client_shutdown(transport_conn *base)
 {
 	tcp_client *c = (tcp_client *)base;
-	if (!atomic_exchange(&c->shut, 1))
+	if (tp_stream_client_shut(&c->s))
 		shutdown(c->fd, SHUT_RDWR); /* wakes blocked recv/send */
-}
-
-static uint64_t client_progress(transport_conn *base)
-{
-	return atomic_load_explicit(&((tcp_client *)base)->progress, memory_order_relaxed);
 }
 
 static void client_close(transport_conn *base)

@@ -119,7 +119,6 @@ static void conn_close_cb(uv_handle_t *h);
 static void teardown(sconn *c, int err);
 static void request_teardown(sconn *c, int err);
 static int server_sendv(transport_conn *c, const struct iovec *iov, int iovcnt);
-static int server_recv_frame(transport_conn *c, transport_frame *f, transport_payload_dest_fn dest, void *ctx);
 static void server_shutdown(transport_conn *c);
 static void server_close(transport_conn *c);
 static int tcp_listen(uv_loop_t *loop, const transport_addr *a, const transport_server_cb *cb, void *ctx,
@@ -134,7 +133,7 @@ static int tls_adopt(uv_loop_t *loop, int fd, const transport_server_cb *cb, voi
 /* tcp and tls connections differ only in what they read and write through. */
 #define OPS(sch, cap)                                                                                                    \
 	{                                                                                                              \
-		.scheme = sch, .caps = cap, .sendv = server_sendv, .recv_frame = server_recv_frame, .reg_mem = tp_reg_mem_none,          \
+		.scheme = sch, .caps = cap, .sendv = server_sendv, .recv_frame = tp_server_recv_frame, .reg_mem = tp_reg_mem_none,          \
 		.dereg_mem = tp_dereg_mem_none, .shutdown = server_shutdown, .close = server_close,                          \
 	}
 static const transport_ops tcp_server_ops = OPS("tcp", TRANSPORT_CAP_ADOPT);
@@ -812,13 +811,6 @@ static int server_sendv(transport_conn *base, const struct iovec *iov, int iovcn
 	}
 	pthread_mutex_unlock(&c->send_lock);
 	return err;
-}
-
-/* Frames reach the server through on_frame, not by asking. */
-static int server_recv_frame(transport_conn *c, transport_frame *f, transport_payload_dest_fn dest, void *ctx)
-{
-	memset(f, 0, sizeof(*f));
-	return TRANSPORT_ENOTSUP;
 }
 
 static void server_shutdown(transport_conn *base)

@@ -163,7 +163,7 @@ static SSL_CTX *ctx_new(int server)
 	return ctx;
 }
 
-int transport_tls_server_setup(const char *cert, const char *key, const char *client_ca)
+transport_err transport_tls_server_setup(const char *cert, const char *key, const char *client_ca)
 {
 	char eb[256];
 	SSL_CTX *ctx = ctx_new(1);
