@@ -36,6 +36,10 @@
 # <date>-<gpu>-shm.md against the shm transport's own baselines, measured in the
 # local run, and against local CUDA; its pinned copies go through shared regions,
 # zero-copy, and the report's notes say how many did).
+# RG_STRIPE_SWEEP (default "0 2 8"; empty: none): after the main remote run (striped
+# copies on, REMOTE_GPU_STRIPES's default), a copy-only remote run per stripe count
+# (64 and 256 MiB, about 5 s each), tabled in the main report beside the target
+# "TCP copies at 256 MiB >= 2x single stream".
 # RG_REMOTE_BENCH=0 skips steps 1-4 (remote-bench is still needed: the namespace's check
 # runs it). With $OUT set, the reports and the PNG go there and everything else (the
 # JSON files, raw runs, server logs, the PyTorch runs' logs) into one bench-raw.tar.gz:
@@ -162,8 +166,8 @@ remote_run() {
 		target=$scheme://$host:$port
 		[ "$scheme" = shm ] && target=$listen
 		timeout 85 unshare -m bash "$root/bench/run-gpu.sh" --gpu-less "$bench" \
-			env REMOTE_GPU="$target" REMOTE_GPU_TLS_CA="$work/ca.pem" LD_PRELOAD="$lib" \
-			"$bench" --only cuda --device 0 --json "$work/$name.json" "${bench_args[@]}" 2>&1 | tee "$work/$name.txt"
+			env REMOTE_GPU="$target" REMOTE_GPU_TLS_CA="$work/ca.pem" LD_PRELOAD="$lib" "${client_env[@]}" \
+			"$bench" --only "$run_only" --device 0 --json "$work/$name.json" "${run_args[@]}" 2>&1 | tee "$work/$name.txt"
 		rc=${PIPESTATUS[0]}
 		[ "$rc" = 0 ] || notes+=("remote run $name exited with $rc$(limit_note "$rc")")
 		[ -s "$work/$name.json" ] && eval "remote_json_$name=\$work/\$name.json"
@@ -183,6 +187,8 @@ remote_run() {
 }
 
 bench_args=("$@")
+# what remote_run's client gets: extra environment, sections, arguments
+client_env=() run_only=cuda run_args=("$@") sweep_reports=()
 remote_json_remote= remote_json_tls= remote_json_shm=
 [ -f "$lib" ] && lib=$(readlink -f "$lib")
 if [ "$rbench" != 1 ]; then
@@ -194,6 +200,16 @@ elif ! command -v unshare >/dev/null; then
 else
 	# --drain-seconds 0: SIGTERM at the end ends the (finished) sessions at once
 	remote_run remote tcp --drain-seconds 0
+	# The stripe sweep (issue 20 item 2): copies of 64 and 256 MiB over tcp with
+	# REMOTE_GPU_STRIPES of each count in RG_STRIPE_SWEEP (0: one connection, the
+	# main run has the default), reported beside the main run's copies
+
+	for n in ${RG_STRIPE_SWEEP-0 2 8}; do
+		client_env=("REMOTE_GPU_STRIPES=$n") run_only=copy run_args=(--min-size 64M --max-size 256M)
+		remote_run "stripes$n" tcp --drain-seconds 0
+		[ -s "$work/stripes$n.json" ] && sweep_reports+=(--stripes "$n=$work/stripes$n.json")
+	done
+	client_env=() run_only=cuda run_args=("${bench_args[@]}")
 	# RG_TLS=1: the same over tls:// (a throwaway CA and certificate for localhost)
 	if [ "${RG_TLS:-0}" = 1 ]; then
 		if openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /CN=rg-ca \
@@ -242,8 +258,8 @@ m["notes"] = [l for l in m.get("notes", "").splitlines() if l]
 json.dump(m, open(sys.argv[1], "w"), indent=1)
 EOF
 	python3 "$root/bench/report.py" --meta "$work/meta.json" --local "$work/local.json" \
-		${remote_json:+--remote "$remote_json"} \
-		--md "$outdir/$date-$slug.md" --json "$jsondir/$date-$slug.json" >/dev/null || exit 1
+		${remote_json:+--remote "$remote_json"} ${remote_json:+--stripes "default=$remote_json"} \
+		"${sweep_reports[@]}" --md "$outdir/$date-$slug.md" --json "$jsondir/$date-$slug.json" >/dev/null || exit 1
 	reports+=("$outdir/$date-$slug.md")
 	if [ -n "$remote_json_tls" ]; then
 		python3 "$root/bench/report.py" --meta "$work/meta.json" --local "$work/local.json" --remote "$remote_json_tls" \

@@ -19,6 +19,7 @@
 #include "prio.h"
 #include "admit.h"
 #include "peer.h"
+#include "stripe.h"
 #include "tenants.h"
 
 #include <inttypes.h>
@@ -547,6 +548,7 @@ void be_on_close(void *ctx, int err)
 	LOG_INFO(BE_LOG, "session %" PRIu64 " (%s): connection closed (%s)", s->id, s->peer, transport_strerror(err));
 	atomic_store(&s->closing, 1);
 	be_peer_session_gone(s); /* before anything of s goes */
+	be_stripes_session_gone(s);
 	be_hostfn_release_all(s);
 	be_executor_stop(s);
 }
@@ -711,6 +713,7 @@ void be_session_teardown(be_session *s)
 	CUresult r;
 
 	be_peer_push_join(s); /* they use the session's staging, streams and connection */
+	be_stripes_join_all(s); /* the stripe threads use its staging */
 	if (s->ctx) {
 		/* Communicators first: an NCCL kernel waiting on a peer that will not
 		 * come would hold the waiter and cuCtxSynchronize below forever. */
