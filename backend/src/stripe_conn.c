@@ -156,6 +156,9 @@ static int serve_get(sconn *k, const transport_frame *f)
 	if (bad)
 		return TRANSPORT_EIO;
 	int st = be_stripes_get_wait(k->s, id, off, len, &p);
+	if (st)
+		LOG_DEBUG(BE_LOG, "stripe connection from %s: bytes [%" PRIu64 ", +%" PRIu64 ") of transfer %" PRIu64
+			  ": %s", k->peer, off, len, id, be_errname(st));
 	int r = answer(k->c, f->hdr.seq, st, p, st ? 0 : len);
 	if (st == 0)
 		be_stripes_done(k->s, id, 1, len, r == TRANSPORT_OK);
@@ -175,8 +178,10 @@ static void serve(sconn *k)
 			r = TRANSPORT_OK;
 		else if (r == TRANSPORT_OK && f.hdr.op == PROTO_OP_STRIPE_GET && f.hdr.payload_len == 0)
 			r = serve_get(k, &f);
-		else if (r == TRANSPORT_OK)
+		else if (r == TRANSPORT_OK) {
+			LOG_DEBUG(BE_LOG, "stripe connection from %s: op %u refused", k->peer, f.hdr.op);
 			r = TRANSPORT_EIO; /* not a stripe's frame, or a put refused */
+		}
 		transport_frame_free(&f);
 		if (r != TRANSPORT_OK) {
 			LOG_DEBUG(BE_LOG, "stripe connection from %s: %s", k->peer, transport_strerror(r));

@@ -29,6 +29,7 @@ typedef struct xfer {
 	unsigned busy;
 	be_buf buf;
 	CUevent ev; /* D2H: the copy into buf; NULL once it completed */
+	int syncing; /* a stripe thread waits for ev (the others wait for it) */
 	CUcontext ctx;
 } xfer;
 
@@ -283,22 +284,26 @@ int be_stripes_get_wait(be_session *s, uint64_t id, uint64_t off, uint64_t len, 
 				r = CUDA_ERROR_INVALID_VALUE;
 				break;
 			}
+			if (x->ev && x->syncing) {
+				wait_a_while(t); /* another part waits for the event */
+				continue;
+			}
 			if (x->ev) {
-				/* The first part waits for the copy from the device; the
-				 * others wait for it (the slot stays: busy). */
+				/* The first part waits for the copy from the device, the
+				 * others for it (the slot stays: busy). */
 				x->busy++;
-				CUevent ev = x->ev;
+				x->syncing = 1;
 				be_drv.cuCtxSetCurrent(x->ctx);
 				pthread_mutex_unlock(&t->mu);
-				CUresult e = be_drv.cuEventSynchronize(ev);
+				CUresult e = be_drv.cuEventSynchronize(x->ev);
 				pthread_mutex_lock(&t->mu);
 				x->busy--;
-				if (x->ev == ev) {
-					be_drv.cuEventDestroy(ev);
-					x->ev = NULL;
-				}
+				x->syncing = 0;
+				be_drv.cuEventDestroy(x->ev);
+				x->ev = NULL;
 				if (e != CUDA_SUCCESS && x->state == X_READY)
 					x->state = X_FAILED;
+				pthread_cond_broadcast(&t->cv);
 				continue;
 			}
 			x->busy++;
