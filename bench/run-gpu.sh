@@ -39,7 +39,8 @@
 # RG_STRIPE_SWEEP (default "0 2 8"; empty: none): after the main remote run (striped
 # copies on, REMOTE_GPU_STRIPES's default), a copy-only remote run per stripe count
 # (64 and 256 MiB, about 5 s each), tabled in the main report beside the target
-# "TCP copies at 256 MiB >= 2x single stream".
+# "TCP copies at 256 MiB >= 2x single stream". RG_ZEROCOPY_PROBE=0 skips the
+# MSG_ZEROCOPY probe (bench/zerocopy.c, a few seconds; its result is a note).
 # RG_REMOTE_BENCH=0 skips steps 1-4 (remote-bench is still needed: the namespace's check
 # runs it). With $OUT set, the reports and the PNG go there and everything else (the
 # JSON files, raw runs, server logs, the PyTorch runs' logs) into one bench-raw.tar.gz:
@@ -210,6 +211,13 @@ else
 		[ -s "$work/stripes$n.json" ] && sweep_reports+=(--stripes "$n=$work/stripes$n.json")
 	done
 	client_env=() run_only=cuda run_args=("${bench_args[@]}")
+	# Whether MSG_ZEROCOPY would pay for the stripes' sends on this host's
+	# loopback (bench/zerocopy.c; transport/README.md "Bulk copies")
+	if [ "${RG_ZEROCOPY_PROBE:-1}" = 1 ] && gcc -O2 -pthread -o "$work/zerocopy" "$root/bench/zerocopy.c" 2>/dev/null; then
+		zc=$(timeout 30 "$work/zerocopy" 16 2048 | tail -n 1)
+		echo "run-gpu: $zc"
+		notes+=("loopback, one stream, sends of 16 MiB (bench/zerocopy.c): ${zc#chunk 16 MiB: }")
+	fi
 	# RG_TLS=1: the same over tls:// (a throwaway CA and certificate for localhost)
 	if [ "${RG_TLS:-0}" = 1 ]; then
 		if openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /CN=rg-ca \
