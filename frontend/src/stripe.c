@@ -25,7 +25,9 @@
  * One striped copy at a time per channel: a copy that finds one under way
  * takes the channel. A connection that fails fails the copy
  * (CUDA_ERROR_OPERATING_SYSTEM), every stripe connection is shut down and
- * striping stays off; the session goes on over the channel.
+ * striping stays off; the session goes on over the channel. Stripes that
+ * show no progress for REMOTE_GPU_TIMEOUT are shut down the same way, so a
+ * stopped server fails the copy rather than hanging it.
  */
 #include "stripe.h"
 
@@ -34,9 +36,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cuda.h>
 
+#include "live.h"
+#include "rg_clock.h"
 #include "rg_log.h"
 
 #define FE_STRIPE_MAX 16
@@ -335,8 +340,29 @@ static int run_all(fe_stripes *s, int get, uint64_t xfer, uint8_t *base, uint64_
 		s->busy += w->has_job;
 	}
 	pthread_cond_broadcast(&s->cv);
-	while (s->busy)
-		pthread_cond_wait(&s->cv, &s->mu);
+	/* As the channel's watchdog does (live.c): stripes that show no progress
+	 * for REMOTE_GPU_TIMEOUT (a server stopped, its kernel still ACKing) are
+	 * shut down, and the copy fails rather than hangs. */
+	double limit = fe_live_timeout();
+	uint64_t seen = 0, quiet_since = rg_clock_ns();
+	while (s->busy) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += 1;
+		pthread_cond_timedwait(&s->cv, &s->mu, &ts);
+		uint64_t p = 0, now = rg_clock_ns();
+		for (unsigned i = 0; i < s->n; i++)
+			p += transport_progress(s->w[i].t);
+		if (p != seen) {
+			seen = p;
+			quiet_since = now;
+		} else if (limit > 0 && (now - quiet_since) / 1e9 > limit) {
+			LOG_WARN("frontend", "striped copy: no progress for %g s (REMOTE_GPU_TIMEOUT)", limit);
+			for (unsigned i = 0; i < s->n; i++)
+				transport_shutdown(s->w[i].t);
+			quiet_since = now;
+		}
+	}
 	for (unsigned i = 0; i < s->n && !r; i++)
 		r = s->w[i].status;
 	if (r) {
