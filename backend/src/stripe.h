@@ -68,8 +68,8 @@ be_stripes *be_stripes_of(be_session *s, int create);
 int be_stripes_usable(be_session *s);
 /* A stripe connection joins s (0), or not: s is going or has its most (-1). */
 int be_stripes_join(be_session *s, transport_conn *c);
-/* It ended (err: how; TRANSPORT_ECLOSED after the session's own close is no
- * break). Its last touch of s. */
+/* It ended; broke: non-zero breaks the session's stripes (TRANSPORT_ECLOSED:
+ * a clean end, logged only if a transfer was in flight). Its last touch of s. */
 void be_stripes_leave(be_session *s, transport_conn *c, int broke);
 /* Stripe threads: where bytes [off, off+len) of transfer id (total bytes)
  * go (NULL: refused, the connection breaks), held until be_stripes_done. */

@@ -118,7 +118,7 @@ static be_session *open_stripe(sconn *k)
 		s = be_stripe_secret_take(t, k->c);
 	proto_view_free(&v);
 	if (answer(k->c, f.hdr.seq, s ? 0 : CUDA_ERROR_NOT_PERMITTED, NULL, 0) != TRANSPORT_OK && s) {
-		be_stripes_leave(s, k->c, 1);
+		be_stripes_leave(s, k->c, TRANSPORT_EIO);
 		s = NULL;
 	}
 	transport_frame_free(&f);
@@ -165,7 +165,8 @@ static int serve_get(sconn *k, const transport_frame *f)
 	return r == TRANSPORT_OK && st == 0 ? TRANSPORT_OK : TRANSPORT_EIO;
 }
 
-static void serve(sconn *k)
+/* Serves the stripe until it ends: how (a TRANSPORT_E* code). */
+static int serve(sconn *k)
 {
 	for (;;) {
 		transport_frame f = {0};
@@ -185,7 +186,7 @@ static void serve(sconn *k)
 		transport_frame_free(&f);
 		if (r != TRANSPORT_OK) {
 			LOG_DEBUG(BE_LOG, "stripe connection from %s: %s", k->peer, transport_strerror(r));
-			return;
+			return r;
 		}
 	}
 }
@@ -211,8 +212,7 @@ static void *conn_main(void *arg)
 		return NULL;
 	}
 	set_rcvtimeo(fd, 0);
-	serve(k);
-	be_stripes_leave(k->s, k->c, 1); /* last touch of the session */
+	be_stripes_leave(k->s, k->c, serve(k)); /* last touch of the session */
 	transport_close(k->c);
 	free(k);
 	return NULL;

@@ -96,10 +96,13 @@ static void drop_locked(be_session *s, xfer *x)
 
 /* A stripe connection died: every transfer in flight fails (mu held); one
  * whose bytes all came stays for its copy, which the client has sent or
- * sends next. */
-static void break_locked(be_session *s, be_stripes *t)
+ * sends next. quiet: a clean end with nothing in flight (a client that
+ * exits closes its stripes before its session), not worth a warning. */
+static void break_locked(be_session *s, be_stripes *t, int quiet)
 {
-	if (!t->broken && !t->gone)
+	for (int i = 0; i < BE_STRIPE_MAX_XFERS && quiet; i++)
+		quiet = t->x[i].state == X_FREE;
+	if (!t->broken && !t->gone && !quiet)
 		LOG_WARN(BE_LOG, "session %" PRIu64 ": a stripe connection ended: copies in flight fail, later ones "
 			 "take the main connection", s->id);
 	t->broken = 1;
@@ -139,7 +142,7 @@ void be_stripes_leave(be_session *s, transport_conn *c, int broke)
 			break;
 		}
 	if (broke)
-		break_locked(s, t);
+		break_locked(s, t, broke == TRANSPORT_ECLOSED);
 	pthread_cond_broadcast(&t->cv);
 	pthread_mutex_unlock(&t->mu);
 }
@@ -241,7 +244,7 @@ int be_stripes_take_in(be_session *s, uint64_t id, uint64_t len, be_buf *b)
 		if (silent(t, start)) {
 			LOG_WARN(BE_LOG, "session %" PRIu64 ": striped copy %" PRIu64 ": no bytes for %d ms", s->id, id,
 				 BE_STRIPE_WAIT_MS);
-			break_locked(s, t);
+			break_locked(s, t, 0);
 			break;
 		}
 		wait_a_while(t);

@@ -36,7 +36,6 @@ grep -q "stripes: listening" "$work/server.log" || bad "the server listened for 
 client "$prog" kill >"$work/kill.out" 2>"$work/kill.err" || bad "stripes kill failed"
 grep -q "copy with a stripe shut down: cudaErrorOperatingSystem" "$work/kill.out" || bad "stripes kill: no failed copy"
 grep -q "after the stripe died: ok" "$work/kill.out" || bad "stripes kill: copies after it not exact"
-grep -q "a stripe connection ended" "$work/server.log" || bad "the server did not see the stripe end"
 sleep 0.3 # the sessions' teardowns are asynchronous
 [ "$(client "$probe")" = "$base" ] || bad "memory not back at baseline"
 stop
