@@ -9,6 +9,11 @@ remote.json: remote-bench --only cuda through libremote.so; meta.json: the machi
   round trip  <= 1.3 x raw TCP ping-pong (median)
   copies      >= 85 % of raw TCP stream throughput, every size >= 16 MiB
   launch rate >= 70 % of local CUDA
+  TCP copies at 256 MiB >= 2x single stream (issue 20 item 2: striped copies; every
+              kind of 256 MiB copy of the remote run against the TCP stream of 256 MiB)
+With --stripes N=FILE (remote runs of `--only copy` with REMOTE_GPU_STRIPES=N, repeated)
+the report adds a table of copy bandwidth by stripe count, from which the default
+count was chosen.
 With --transport shm (a remote run over shm://) the transport baselines are the shm
 transport's own (shm_pingpong, shm_stream of the local run), and issue 20's targets
 are judged too:
@@ -27,6 +32,8 @@ COPY_MIN_BYTES = 16 << 20
 LAUNCH_TARGET = 0.70
 SHM_RTT_US = 3.0
 SHM_LOCAL_TARGET = 0.80
+STRIPE_TARGET = 2.0
+STRIPE_BYTES = 256 << 20
 
 
 def load(path):
@@ -80,6 +87,8 @@ def main():
     ap.add_argument("--json", required=True)
     ap.add_argument("--transport", choices=("tcp", "shm"), default="tcp",
                     help="the remote run's transport: which baselines of the local run apply")
+    ap.add_argument("--stripes", action="append", default=[], metavar="N=FILE",
+                    help="a remote --only copy run with REMOTE_GPU_STRIPES=N (repeat)")
     a = ap.parse_args()
     base = a.transport
     BASE = {"tcp": "TCP", "shm": "shm transport"}[base]
@@ -167,6 +176,15 @@ def main():
     if remote and lr_rate is not None and verdict["launch"]["met"] is None:
         verdict["launch"]["met"] = False
 
+    if base == "tcp":
+        # striped copies (issue 20 item 2): each 256 MiB copy against one TCP stream
+        at = [c for c in copy_out if c["bytes"] == STRIPE_BYTES and c["ratio_stream"] is not None]
+        if at:
+            worst = min(at, key=lambda c: c["ratio_stream"])
+            verdict["stripes"] = {"worst": worst, "ratio": worst["ratio_stream"],
+                                  "met": len(at) == 4 and worst["ratio_stream"] >= STRIPE_TARGET}
+        else:
+            verdict["stripes"] = {"ratio": None, "met": None if not remote else False}
     if base == "shm":
         q = null["remote_median_us"]
         verdict["shm_rtt"] = {"median_us": q, "met": None if q is None else q <= SHM_RTT_US}
@@ -210,6 +228,13 @@ def main():
     w(f"| launch rate >= {LAUNCH_TARGET:.0%} of local | {fmt(rr_rate, ',.0f')}/s vs "
       f"{fmt(lr_rate, ',.0f')}/s | {fmt(None if launch_ratio is None else 100 * launch_ratio, '.0f')}% | "
       f"{met_word(verdict['launch']['met'])} |")
+    if base == "tcp":
+        sv = verdict["stripes"]
+        c = sv.get("worst")
+        meas = (f"worst: {c['dir']} {c['mem']}, {fmt(c['remote_gbps'])} vs {fmt(c['tcp_stream_gbps'])} GB/s "
+                "(one stream)" if c else "-")
+        w(f"| TCP copies at 256 MiB >= {STRIPE_TARGET:g}x single stream | {meas} | "
+          f"{fmt(sv['ratio'], '.2f')}x | {met_word(sv['met'])} |")
     if base == "shm":
         sv = verdict["shm_rtt"]
         w(f"| shm round trip <= {SHM_RTT_US:g} us (cudaStreamQuery median) | {fmt(sv['median_us'])} us | - | "
@@ -257,6 +282,28 @@ def main():
           f"{fmt(c['remote_gbps'])} | {fmt(c['tcp_stream_gbps'])} | {fmt(c['tcp_acked_gbps'])} | "
           f"{pct(c['ratio_stream'])} | {pct(c['ratio_acked'])} |")
     w("")
+
+    sweep = []
+    for spec in a.stripes:
+        n, _, path = spec.partition("=")
+        run = load(path)
+        if run is not None:
+            sweep.append((n, copy_rows(run)))
+    if sweep:
+        w("## Copy bandwidth by stripe count (GB/s; REMOTE_GPU_STRIPES, 0: one connection)")
+        w("")
+        sizes = sorted({k[2] for _, rows in sweep for k in rows})
+        w("| size | copy | " + " | ".join(f"{n} stripes" for n, _ in sweep) + f" | {BASE} stream |")
+        w("|---|---|" + "---|" * (len(sweep) + 1))
+        for b in sizes:
+            for d in ("H2D", "D2H"):
+                for m in ("pageable", "pinned"):
+                    cells = [fmt(rows.get((d, m, b), {}).get("gbps")) for _, rows in sweep]
+                    w(f"| {size_name(b)} | {d} {m} | " + " | ".join(cells) +
+                      f" | {fmt(tcp_stream.get(b, {}).get('stream_gbps'))} |")
+        w("")
+        out["stripe_sweep"] = {n: [{"dir": k[0], "mem": k[1], "bytes": k[2], "gbps": r["gbps"]}
+                                   for k, r in rows.items()] for n, rows in sweep}
 
     w("## Launch rate (empty kernel, async, then one cudaDeviceSynchronize)")
     w("")

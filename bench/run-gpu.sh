@@ -41,6 +41,11 @@
 # REMOTE_GPU_COPY_THREADS of frontend/src/host_bounce.c and par_copy.c; default
 # "1M:1 1M:2 2M:1 2M:2 4M:2 8M:2 2M:4"), about 8 s each, into <date>-<gpu>-bounce-sweep.md
 # against local pageable cudaMemcpy: the data that chooses the defaults.
+# RG_STRIPE_SWEEP (default "0 2 8"; empty: none): after the main remote run (striped
+# copies on, REMOTE_GPU_STRIPES's default), a copy-only remote run per stripe count
+# (64 and 256 MiB, about 5 s each), tabled in the main report beside the target
+# "TCP copies at 256 MiB >= 2x single stream". RG_ZEROCOPY_PROBE=0 skips the
+# MSG_ZEROCOPY probe (bench/zerocopy.c, a few seconds; its result is a note).
 # RG_REMOTE_BENCH=0 skips steps 1-4 (remote-bench is still needed: the namespace's check
 # runs it). With $OUT set, the reports and the PNG go there and everything else (the
 # JSON files, raw runs, server logs, the PyTorch runs' logs) into one bench-raw.tar.gz:
@@ -167,8 +172,8 @@ remote_run() {
 		target=$scheme://$host:$port
 		[ "$scheme" = shm ] && target=$listen
 		timeout 85 unshare -m bash "$root/bench/run-gpu.sh" --gpu-less "$bench" \
-			env REMOTE_GPU="$target" REMOTE_GPU_TLS_CA="$work/ca.pem" "${client_env[@]}" LD_PRELOAD="$lib" \
-			"$bench" --only cuda --device 0 --json "$work/$name.json" "${bench_args[@]}" 2>&1 | tee "$work/$name.txt"
+			env REMOTE_GPU="$target" REMOTE_GPU_TLS_CA="$work/ca.pem" LD_PRELOAD="$lib" "${client_env[@]}" \
+			"$bench" --only "$run_only" --device 0 --json "$work/$name.json" "${run_args[@]}" 2>&1 | tee "$work/$name.txt"
 		rc=${PIPESTATUS[0]}
 		[ "$rc" = 0 ] || notes+=("remote run $name exited with $rc$(limit_note "$rc")")
 		[ -s "$work/$name.json" ] && eval "remote_json_$name=\$work/\$name.json"
@@ -188,7 +193,8 @@ remote_run() {
 }
 
 bench_args=("$@")
-client_env=()
+# what remote_run's client gets: extra environment, sections, arguments
+client_env=() run_only=cuda run_args=("$@") sweep_reports=()
 sweep=()
 remote_json_remote= remote_json_tls= remote_json_shm=
 [ -f "$lib" ] && lib=$(readlink -f "$lib")
@@ -201,6 +207,23 @@ elif ! command -v unshare >/dev/null; then
 else
 	# --drain-seconds 0: SIGTERM at the end ends the (finished) sessions at once
 	remote_run remote tcp --drain-seconds 0
+	# The stripe sweep (issue 20 item 2): copies of 64 and 256 MiB over tcp with
+	# REMOTE_GPU_STRIPES of each count in RG_STRIPE_SWEEP (0: one connection, the
+	# main run has the default), reported beside the main run's copies
+
+	for n in ${RG_STRIPE_SWEEP-0 2 8}; do
+		client_env=("REMOTE_GPU_STRIPES=$n") run_only=copy run_args=(--min-size 64M --max-size 256M)
+		remote_run "stripes$n" tcp --drain-seconds 0
+		[ -s "$work/stripes$n.json" ] && sweep_reports+=(--stripes "$n=$work/stripes$n.json")
+	done
+	client_env=() run_only=cuda run_args=("${bench_args[@]}")
+	# Whether MSG_ZEROCOPY would pay for the stripes' sends on this host's
+	# loopback (bench/zerocopy.c; transport/README.md "Bulk copies")
+	if [ "${RG_ZEROCOPY_PROBE:-1}" = 1 ] && gcc -O2 -pthread -o "$work/zerocopy" "$root/bench/zerocopy.c" 2>/dev/null; then
+		zc=$(timeout 30 "$work/zerocopy" 16 2048 | tail -n 1)
+		echo "run-gpu: $zc"
+		notes+=("loopback, one stream, sends of 16 MiB (bench/zerocopy.c): ${zc#chunk 16 MiB: }")
+	fi
 	# RG_TLS=1: the same over tls:// (a throwaway CA and certificate for localhost)
 	if [ "${RG_TLS:-0}" = 1 ]; then
 		if openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /CN=rg-ca \
@@ -225,16 +248,14 @@ else
 		echo "run-gpu: shm zero-copy: ${zc:-no shared regions (pinned copies went through the rings)}"
 		notes+=("shm run, pinned memory in shared regions: ${zc:-none (pinned copies went through the rings)}")
 		if [ "${RG_BOUNCE_SWEEP:-0}" = 1 ]; then
-			saved_args=("${bench_args[@]}")
-			bench_args=(--min-size 16M --max-size 256M --iters 200 --launches 1000 --launch-reps 1 --min-time 0.1)
+			run_args=(--min-size 16M --max-size 256M --iters 200 --launches 1000 --launch-reps 1 --min-time 0.1)
 			for set in ${RG_BOUNCE_SETTINGS:-1M:1 1M:2 2M:1 2M:2 4M:2 8M:2 2M:4}; do
 				name=bounce-${set/:/-t}
 				client_env=(REMOTE_GPU_BOUNCE_CHUNK="$(numfmt --from=iec "${set%%:*}")" REMOTE_GPU_COPY_THREADS="${set##*:}")
 				remote_run "$name" shm --drain-seconds 0
 				[ -s "$work/$name.json" ] && sweep+=("$set=$work/$name.json")
 			done
-			client_env=()
-			bench_args=("${saved_args[@]}")
+			client_env=() run_args=("${bench_args[@]}")
 		fi
 	fi
 fi
@@ -261,8 +282,8 @@ m["notes"] = [l for l in m.get("notes", "").splitlines() if l]
 json.dump(m, open(sys.argv[1], "w"), indent=1)
 EOF
 	python3 "$root/bench/report.py" --meta "$work/meta.json" --local "$work/local.json" \
-		${remote_json:+--remote "$remote_json"} \
-		--md "$outdir/$date-$slug.md" --json "$jsondir/$date-$slug.json" >/dev/null || exit 1
+		${remote_json:+--remote "$remote_json"} ${remote_json:+--stripes "default=$remote_json"} \
+		"${sweep_reports[@]}" --md "$outdir/$date-$slug.md" --json "$jsondir/$date-$slug.json" >/dev/null || exit 1
 	reports+=("$outdir/$date-$slug.md")
 	if [ -n "$remote_json_tls" ]; then
 		python3 "$root/bench/report.py" --meta "$work/meta.json" --local "$work/local.json" --remote "$remote_json_tls" \

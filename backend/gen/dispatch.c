@@ -2167,6 +2167,98 @@ static int gen_memcpy_dtoh_region_wait(be_session *s, be_req *rq)
 	return be_op_memcpy_dtoh_region_wait(s, rq, src, region, off, len, stream_id);
 }
 
+static int gen_stripe_open(be_session *s, be_req *rq)
+{
+	uint32_t want_w;
+	if (proto_arg_u32(&rq->view, 0, &want_w))
+		return BE_EPROTO;
+	uint32_t want = (uint32_t)want_w;
+	return be_op_stripe_open(s, rq, want);
+}
+
+static int gen_memcpy_htod_striped(be_session *s, be_req *rq)
+{
+	uint64_t dst_w;
+	if (proto_arg_u64(&rq->view, 0, &dst_w))
+		return BE_EPROTO;
+	CUdeviceptr dst = (CUdeviceptr)dst_w;
+	uint64_t len_w;
+	if (proto_arg_u64(&rq->view, 1, &len_w))
+		return BE_EPROTO;
+	uint64_t len = (uint64_t)len_w;
+	uint64_t stream_id;
+	if (proto_arg_u64(&rq->view, 2, &stream_id))
+		return BE_EPROTO;
+	uint64_t xfer_w;
+	if (proto_arg_u64(&rq->view, 3, &xfer_w))
+		return BE_EPROTO;
+	uint64_t xfer = (uint64_t)xfer_w;
+	return be_op_memcpy_htod_striped(s, rq, dst, len, stream_id, xfer);
+}
+
+static int gen_memcpy_dtoh_striped(be_session *s, be_req *rq)
+{
+	uint64_t src_w;
+	if (proto_arg_u64(&rq->view, 0, &src_w))
+		return BE_EPROTO;
+	CUdeviceptr src = (CUdeviceptr)src_w;
+	uint64_t len_w;
+	if (proto_arg_u64(&rq->view, 1, &len_w))
+		return BE_EPROTO;
+	uint64_t len = (uint64_t)len_w;
+	uint64_t stream_id;
+	if (proto_arg_u64(&rq->view, 2, &stream_id))
+		return BE_EPROTO;
+	uint64_t xfer_w;
+	if (proto_arg_u64(&rq->view, 3, &xfer_w))
+		return BE_EPROTO;
+	uint64_t xfer = (uint64_t)xfer_w;
+	return be_op_memcpy_dtoh_striped(s, rq, src, len, stream_id, xfer);
+}
+
+static int gen_stripe_hello(be_session *s, be_req *rq)
+{
+	const void *secret;
+	size_t secret_len;
+	if (proto_arg_bin(&rq->view, 0, &secret, &secret_len))
+		return BE_EPROTO;
+	return be_op_stripe_hello(s, rq, secret, secret_len);
+}
+
+static int gen_stripe_put(be_session *s, be_req *rq)
+{
+	uint64_t xfer_w;
+	if (proto_arg_u64(&rq->view, 0, &xfer_w))
+		return BE_EPROTO;
+	uint64_t xfer = (uint64_t)xfer_w;
+	uint64_t total_w;
+	if (proto_arg_u64(&rq->view, 1, &total_w))
+		return BE_EPROTO;
+	uint64_t total = (uint64_t)total_w;
+	uint64_t off_w;
+	if (proto_arg_u64(&rq->view, 2, &off_w))
+		return BE_EPROTO;
+	uint64_t off = (uint64_t)off_w;
+	return be_op_stripe_put(s, rq, xfer, total, off);
+}
+
+static int gen_stripe_get(be_session *s, be_req *rq)
+{
+	uint64_t xfer_w;
+	if (proto_arg_u64(&rq->view, 0, &xfer_w))
+		return BE_EPROTO;
+	uint64_t xfer = (uint64_t)xfer_w;
+	uint64_t off_w;
+	if (proto_arg_u64(&rq->view, 1, &off_w))
+		return BE_EPROTO;
+	uint64_t off = (uint64_t)off_w;
+	uint64_t len_w;
+	if (proto_arg_u64(&rq->view, 2, &len_w))
+		return BE_EPROTO;
+	uint64_t len = (uint64_t)len_w;
+	return be_op_stripe_get(s, rq, xfer, off, len);
+}
+
 const be_op_desc be_ops[PROTO_OP_COUNT] = {
 	[PROTO_OP_HELLO] = {gen_hello, BE_OP_SYNC},
 	[PROTO_OP_MODULE_LOAD] = {gen_module_load, BE_OP_SYNC | BE_OP_PAYLOAD},
@@ -2291,6 +2383,12 @@ const be_op_desc be_ops[PROTO_OP_COUNT] = {
 	[PROTO_OP_MANAGED_FETCH] = {gen_managed_fetch, BE_OP_SYNC | BE_OP_LOOP},
 	[PROTO_OP_MEMCPY_HTOD_REGION_WAIT] = {gen_memcpy_htod_region_wait, BE_OP_SYNC | BE_OP_NOW},
 	[PROTO_OP_MEMCPY_DTOH_REGION_WAIT] = {gen_memcpy_dtoh_region_wait, BE_OP_SYNC | BE_OP_NOW},
+	[PROTO_OP_STRIPE_OPEN] = {gen_stripe_open, BE_OP_SYNC},
+	[PROTO_OP_MEMCPY_HTOD_STRIPED] = {gen_memcpy_htod_striped, BE_OP_ASYNC},
+	[PROTO_OP_MEMCPY_DTOH_STRIPED] = {gen_memcpy_dtoh_striped, BE_OP_SYNC},
+	[PROTO_OP_STRIPE_HELLO] = {gen_stripe_hello, BE_OP_SYNC},
+	[PROTO_OP_STRIPE_PUT] = {gen_stripe_put, BE_OP_ASYNC | BE_OP_PAYLOAD},
+	[PROTO_OP_STRIPE_GET] = {gen_stripe_get, BE_OP_SYNC},
 	/* api/cublas.api (backend/gen/lib_cublas.c) */
 	[PROTO_OP_CUBLASCREATE_V2] = {be_gen_cublasCreate_v2, BE_OP_ASYNC},
 	[PROTO_OP_CUBLASDESTROY_V2] = {be_gen_cublasDestroy_v2, BE_OP_ASYNC},

@@ -113,5 +113,11 @@ int be_op_release_done(be_session *s, be_req *rq, uint64_t gen);
 int be_op_managed_fetch(be_session *s, be_req *rq, CUdeviceptr src, uint64_t len);
 int be_op_memcpy_htod_region_wait(be_session *s, be_req *rq, CUdeviceptr dst, uint32_t region, uint64_t off, uint64_t len, uint64_t stream);
 int be_op_memcpy_dtoh_region_wait(be_session *s, be_req *rq, CUdeviceptr src, uint32_t region, uint64_t off, uint64_t len, uint64_t stream);
+int be_op_stripe_open(be_session *s, be_req *rq, uint32_t want);
+int be_op_memcpy_htod_striped(be_session *s, be_req *rq, CUdeviceptr dst, uint64_t len, uint64_t stream, uint64_t xfer);
+int be_op_memcpy_dtoh_striped(be_session *s, be_req *rq, CUdeviceptr src, uint64_t len, uint64_t stream, uint64_t xfer);
+int be_op_stripe_hello(be_session *s, be_req *rq, const void *secret, size_t secret_len);
+int be_op_stripe_put(be_session *s, be_req *rq, uint64_t xfer, uint64_t total, uint64_t off);
+int be_op_stripe_get(be_session *s, be_req *rq, uint64_t xfer, uint64_t off, uint64_t len);
 
 #endif

@@ -366,6 +366,7 @@ struct be_session {
 	struct be_vmm_sess *vmm; /* virtual memory management (op_vmm.c), on first use */
 	struct be_hn_sess *hn;   /* host nodes' records and holders (op_hostnode.c), on first use */
 	struct be_region_tab *regions; /* the client's shared pinned memory (op_region.c), on first use */
+	struct be_stripes *stripes; /* striped copies' connections and transfers (stripe_xfer.c), at stripe_open */
 
 	be_pong pong;
 

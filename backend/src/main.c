@@ -26,6 +26,7 @@
 #include "lib.h"
 #include "listen_tls.h"
 #include "peer.h"
+#include "stripe.h"
 #include "ticket.h"
 
 #include <errno.h>
@@ -212,6 +213,7 @@ static void listener_close_once(void)
 		M.listener = NULL;
 	}
 	be_peer_listen_close();
+	be_stripe_listen_close();
 	if (M.offer) {
 		transport_listener_close(M.offer);
 		M.offer = NULL;
@@ -387,8 +389,10 @@ static void peer_listen_here(int fd)
 		inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, host, sizeof(host));
 	else if (ss.ss_family == AF_INET6)
 		inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, host, sizeof(host));
-	if (*host)
+	if (*host) {
 		be_peer_listen_init(&M.loop, be_tls_adopt_scheme(), host);
+		be_stripe_listen_init(&M.loop, be_tls_adopt_scheme(), host);
+	}
 }
 
 /* --session-fd: serve the one connection the supervisor handed over, then exit. */
@@ -715,8 +719,10 @@ int main(int argc, char **argv)
 		if (rdma_tls)
 			lcb = *be_ticket_callbacks();
 	}
-	if (!M.process_mode)
+	if (!M.process_mode) {
 		be_peer_listen_init(&M.loop, addr.scheme, addr.host);
+		be_stripe_listen_init(&M.loop, addr.scheme, addr.host);
+	}
 	if ((r = transport_listen(&M.loop, &addr, &lcb, &M.loop, &M.listener)) != TRANSPORT_OK) {
 		fprintf(stderr, "remote-gpud: cannot listen on %s: %s\n", listen, transport_strerror(r));
 		return stop_early();

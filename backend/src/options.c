@@ -34,6 +34,7 @@ enum {
 	O_HANDOVER_WAIT, O_BATCH_ALLOC_WAIT,              /* handover.c */
 	O_MPS_CONTROL, O_MPS_PIPE_DIR, O_BATCH_SM, O_MPS_CLIENT, O_MPS_PROBE, /* mps.c */
 	O_SHM_OFFER,
+	O_STRIPES,
 };
 
 /* Each option's val is its own: opt_name finds its name by it. */
@@ -77,6 +78,7 @@ static const struct option opt_long[] = {
 	{"handover-wait-ms", required_argument, NULL, O_HANDOVER_WAIT},
 	{"batch-alloc-wait-ms", required_argument, NULL, O_BATCH_ALLOC_WAIT},
 	{"shm-offer", required_argument, NULL, O_SHM_OFFER},
+	{"stripes", required_argument, NULL, O_STRIPES},
 	{"session-fd", required_argument, NULL, O_SESSION_FD},
 	{"session-listen", required_argument, NULL, O_SESSION_LISTEN},
 	{"port-fd", required_argument, NULL, O_PORT_FD},
@@ -95,6 +97,8 @@ static void opt_usage(FILE *f)
 		"  --shm-offer PATH    also listen on shm://PATH and offer it in the handshake to tcp\n"
 		"                      clients on this host (loopback), which then move to it by themselves\n"
 		"                      unless their REMOTE_GPU entry says tcp://\n"
+		"  --stripes N         tcp: a session may open up to N extra connections for large copies\n"
+		"                      (default 8, at most 16; 0: none); also REMOTE_GPUD_STRIPES\n"
 		"  --port-file FILE    write the bound port to FILE once listening\n"
 		"  --device LIST       GPU ordinals to serve, comma-separated, or all (default 0);\n"
 		"                      each client sees them as its devices 0, 1, ...\n"
@@ -252,6 +256,11 @@ static int opt_one(be_options *o, int c, const char *name, char *v)
 		break;
 	case O_SESSION_LISTEN: o->session_listen = v; break;
 	case O_SHM_OFFER: o->shm_offer = v; break;
+	case O_STRIPES:
+		if (opt_uint(opt, v, 16, &u))
+			return RG_EXIT_USAGE;
+		setenv("REMOTE_GPUD_STRIPES", v, 1); /* session processes inherit it */
+		break;
 	case O_PORT_FD:
 		if (opt_uint(opt, v, INT_MAX, &u))
 			return RG_EXIT_USAGE;

@@ -20,6 +20,7 @@
 #include "admit.h"
 #include "peer.h"
 #include "teardown.h"
+#include "stripe.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -352,6 +353,7 @@ void be_on_close(void *ctx, int err)
 	LOG_INFO(BE_LOG, "session %" PRIu64 " (%s): connection closed (%s)", s->id, s->peer, transport_strerror(err));
 	atomic_store(&s->closing, 1);
 	be_peer_session_gone(s); /* before anything of s goes */
+	be_stripes_session_gone(s);
 	be_hostfn_release_all(s);
 	be_executor_stop(s);
 }

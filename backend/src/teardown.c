@@ -12,6 +12,7 @@
  */
 #include "backend.h"
 #include "prio.h"
+#include "stripe.h"
 #include "peer.h"
 #include "teardown.h"
 #include "tenants.h"
@@ -92,6 +93,7 @@ void be_session_teardown(be_session *s)
 
 	be_peer_push_join(s); /* they use the session's staging, streams and connection */
 	be_fetch_stop(s);     /* its copies read the session's memory on streams of its own */
+	be_stripes_join_all(s); /* the stripe threads use its staging */
 	if (s->ctx) {
 		/* Communicators first: an NCCL kernel waiting on a peer that will not
 		 * come would hold the waiter and cuCtxSynchronize below forever. */

@@ -21,6 +21,7 @@
 
 struct bench_opts {
 	int run_cuda;
+	int copy_only; /* --only copy: of the CUDA sections, copy bandwidth alone */
 	int run_tcp;
 	int run_shm;
 	const char *json_path;

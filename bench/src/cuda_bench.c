@@ -279,13 +279,15 @@ int cuda_bench(const struct bench_opts *o, struct json *j)
 	fflush(stdout);
 
 	bench_checkpoint(o, j);
-	bench_rtt(o, j);
+	if (!o->copy_only)
+		bench_rtt(o, j);
 	fflush(stdout);
 	bench_checkpoint(o, j);
 	bench_copy(o, j);
 	fflush(stdout);
 	bench_checkpoint(o, j);
-	bench_launch(o, j);
+	if (!o->copy_only)
+		bench_launch(o, j);
 	fflush(stdout);
 	return 0;
 }

@@ -21,7 +21,8 @@ static void usage(FILE *f)
 		"  -h, --help            this text\n"
 		"  --version             print the version (options take --opt VALUE and --opt=VALUE;\n"
 		"                        usage errors exit 2)\n"
-		"  --only cuda|tcp|shm|all  which benchmarks (default all)\n"
+		"  --only cuda|copy|tcp|shm|all  which benchmarks (default all; copy: of the CUDA\n"
+		"                        sections the copy bandwidth alone)\n"
 		"  --json FILE           also write the results as JSON\n"
 		"  --iters N             timed calls per round-trip measurement (default 10000)\n"
 		"  --launches N          launches per launch-rate repetition (default 100000)\n"
@@ -113,7 +114,8 @@ int main(int argc, char **argv)
 		case 'h': usage(stdout); return 0;
 		case 'V': rg_version_print(stdout, "remote-bench"); return 0;
 		case 'o':
-			o.run_cuda = !strcmp(optarg, "cuda") || !strcmp(optarg, "all");
+			o.copy_only = !strcmp(optarg, "copy");
+			o.run_cuda = !strcmp(optarg, "cuda") || !strcmp(optarg, "all") || o.copy_only;
 			o.run_tcp = !strcmp(optarg, "tcp") || !strcmp(optarg, "all");
 			o.run_shm = !strcmp(optarg, "shm") || !strcmp(optarg, "all");
 			bad = !o.run_cuda && !o.run_tcp && !o.run_shm;

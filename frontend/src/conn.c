@@ -80,6 +80,8 @@ struct fe_conn {
 	atomic_int pings;       /* the server answers pings (after the hello) */
 	int ticketed;           /* rdma+tls: admitted by a cookie got inside TLS (ticket.c) */
 	atomic_uint_fast64_t rx_frames; /* a sign of life where the transport counts none */
+	void *ext;                      /* fe_conn_ext: a feature's state kept with the channel */
+	void (*ext_close)(void *ext);
 };
 
 static fe_pending *pending_find_locked(fe_conn *c, uint64_t seq)
@@ -473,6 +475,8 @@ void fe_conn_close(fe_conn *c)
 		free(c);
 		return;
 	}
+	if (c->ext_close)
+		c->ext_close(c->ext); /* its threads may wait for replies on this channel */
 	fe_live_stop(c->live); /* first: it uses the queue and the transport */
 	fe_sendq_close(c->sq);
 	pthread_mutex_lock(&c->lock);
@@ -487,6 +491,12 @@ void fe_conn_close(fe_conn *c)
 }
 
 const char *fe_conn_peer(fe_conn *c) { return c->chan->t->peer; }
+
+void **fe_conn_ext(fe_conn *c, void (*close_fn)(void *ext))
+{
+	c->chan->ext_close = close_fn;
+	return &c->chan->ext;
+}
 
 int fe_conn_ticketed(fe_conn *c) { return c->chan->ticketed; }
 

@@ -71,6 +71,10 @@ uint32_t fe_conn_dev(const fe_conn *c);
  * view, only the view. */
 void fe_conn_close(fe_conn *c);
 const char *fe_conn_peer(fe_conn *c);
+/* One pointer kept with c's channel for a feature above it (stripe.c's
+ * connections): close_fn(ext) runs first in the channel's fe_conn_close
+ * (not in a fork child, which forgets the channel). The caller serialises. */
+void **fe_conn_ext(fe_conn *c, void (*close_fn)(void *ext));
 /* Whether c was admitted by a cookie got inside TLS (rdma+tls://): its hello
  * then carries no token, which would cross RDMA in clear. */
 int fe_conn_ticketed(fe_conn *c);

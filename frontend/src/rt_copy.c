@@ -1,5 +1,6 @@
 /*
- * Copies and memsets. Host-to-device data goes out as the payload of async frames,
+ * Copies and memsets. Large copies over tcp are striped across extra
+ * connections first (stripe.c); otherwise host-to-device data goes out as the payload of async frames,
  * straight from the caller's buffer (writev), cut into FE_COPY_CHUNK pieces so the
  * server's copy to the GPU overlaps the wire. Device-to-host chunks are requested
  * back to back and land straight in the caller's buffer; a synchronous copy waits
@@ -15,6 +16,7 @@
 #include "rg_log.h"
 #include "rpc.h"
 #include "rt.h"
+#include "stripe.h"
 
 int fe_symbol_lookup(const void *symbol, uint64_t *dptr, uint64_t *size); /* rt_module.c */
 
@@ -91,6 +93,9 @@ static enum cudaMemcpyKind resolve_kind(void *dst, const void *src, enum cudaMem
 
 int fe_copy_htod(fe_conn *c, uint64_t dst, const uint8_t *src, size_t len, uint64_t sid)
 {
+	int st;
+	if (fe_stripe_htod(c, dst, src, len, sid, &st)) /* large, over tcp: several connections */
+		return st;
 	for (size_t off = 0; off < len; off += FE_COPY_CHUNK) {
 		size_t n = len - off < FE_COPY_CHUNK ? len - off : FE_COPY_CHUNK;
 		int st = fe_rpc_memcpy_htod(c, dst + off, sid, src + off, n);
@@ -128,6 +133,9 @@ int fe_copy_dtoh(fe_conn *c, uint8_t *dst, uint64_t src, size_t len, uint64_t si
 		}
 		return 0;
 	}
+	int st;
+	if (fe_stripe_dtoh(c, dst, src, len, sid, &st))
+		return st;
 	fe_pending p[DTOH_WINDOW];
 	size_t nchunks = (len + DTOH_CHUNK - 1) / DTOH_CHUNK, sent = 0, done = 0;
 	int result = 0;

@@ -10,13 +10,14 @@
  * checked byte for byte, range and handle errors, streams, events, host
  * functions, modules and launches (when the fatbin is there), malformed and
  * hostile frames, a client killed in the middle of a copy, several clients at
- * once, a clean shutdown on SIGTERM, and a kernel image store that cannot be
+ * once, striped copies (t_stripes: secrets, exact bytes, a stripe killed
+ * mid-copy), a clean shutdown on SIGTERM, and a kernel image store that cannot be
  * poisoned (t_store_*: uploads verified, loaded before they are shared, within
  * a quota; images that collide under the old XXH3-128 addresses kept apart). Memory must be back to the baseline
  * after every session.
  *
  * The harness is client_harness.c; the tests, by subject: client_calls.c,
- * client_modules.c, client_hostile.c, client_store.c.
+ * client_modules.c, client_hostile.c, client_store.c, client_stripes.c.
  */
 #define _GNU_SOURCE
 #include "test_client.h"
@@ -40,6 +41,7 @@ int main(int argc, char **argv)
 	t_copies(&s);
 	t_range_errors(&s);
 	t_big(&s);
+	t_stripes(&s);
 	t_streams_events(&s);
 	t_modules(&s);
 	t_store(&s);

@@ -95,6 +95,7 @@ void t_hello(srv *s);
 void t_copies(srv *s);
 void t_range_errors(srv *s);
 void t_big(srv *s);
+void t_stripes(srv *s);
 void t_streams_events(srv *s);
 void t_modules(srv *s);
 void t_graphs(srv *s);

@@ -35,6 +35,7 @@ static int enotsup_listen(uv_loop_t *loop, const transport_addr *a, const transp
 			  transport_listener **out);
 static void noop_listener_close(transport_listener *l);
 static int enotsup_adopt(uv_loop_t *loop, int fd, const transport_server_cb *cb, void *ctx, transport_listener **out);
+static int enotsup_wrap_fd(int fd, transport_conn **out);
 static void providers_init(void);
 static const transport_provider *provider_find(const char *scheme);
 static int scheme_valid(const char *s, size_t n);
@@ -83,6 +84,12 @@ static int enotsup_adopt(uv_loop_t *loop, int fd, const transport_server_cb *cb,
 	return TRANSPORT_ENOTSUP;
 }
 
+static int enotsup_wrap_fd(int fd, transport_conn **out)
+{
+	*out = NULL;
+	return TRANSPORT_ENOTSUP;
+}
+
 void tp_provider_fill(transport_provider *p)
 {
 	if (!p->connect)
@@ -95,6 +102,8 @@ void tp_provider_fill(transport_provider *p)
 		p->listener_close = noop_listener_close;
 	if (!p->adopt)
 		p->adopt = enotsup_adopt;
+	if (!p->wrap_fd)
+		p->wrap_fd = enotsup_wrap_fd;
 }
 
 /* Lower-case letters, digits and '+' (as in "rdma+tls": rdma whose session
@@ -302,6 +311,13 @@ transport_err transport_connect_cookie(const transport_addr *a, unsigned timeout
 		return TRANSPORT_ENOTSUP;
 	}
 	return prov->connect_cookie(a, timeout_ms, cookie, out);
+}
+
+transport_err transport_wrap_fd(const char *scheme, int fd, transport_conn **out)
+{
+	const transport_provider *prov = provider_find(scheme);
+	*out = NULL;
+	return prov ? prov->wrap_fd(fd, out) : TRANSPORT_ENOTSUP;
 }
 
 int transport_cookie_equal(const transport_cookie *a, const transport_cookie *b)

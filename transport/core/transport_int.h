@@ -39,6 +39,9 @@ typedef struct transport_provider {
 	/* transport_adopt: serves an accepted socket handed over from another
 	 * process (providers whose connections can move: TRANSPORT_CAP_ADOPT). */
 	int (*adopt)(uv_loop_t *loop, int fd, const transport_server_cb *cb, void *ctx, transport_listener **out);
+	/* transport_wrap_fd (NULL: TRANSPORT_ENOTSUP): a blocking connection
+	 * over an accepted socket, any thread. */
+	int (*wrap_fd)(int fd, transport_conn **out);
 } transport_provider;
 
 /*

@@ -270,6 +270,18 @@ static inline transport_err transport_connect(const transport_addr *a, transport
 transport_err transport_connect_cookie(const transport_addr *a, unsigned timeout_ms, const transport_cookie *cookie,
 			     transport_conn **out);
 
+/* Server side, for an upper layer that gives a connection a thread of its
+ * own (remote-gpud's stripes: a session's extra connections for bulk copies,
+ * each received and sent on its own thread, as one loop thread moves no more
+ * than one core's worth of bytes): serves fd, a socket accepted through
+ * on_accept_fd, with the blocking operations of a client connection
+ * (transport_sendv from any thread, transport_recv_frame from one at a time,
+ * shutdown, progress, close). The socket buffers follow REMOTE_GPU_TCP_BUF_KB
+ * as a client's do (transport/README.md, "Bulk copies"). tcp only:
+ * TRANSPORT_ENOTSUP elsewhere (fd stays the caller's then; on success it is
+ * the connection's). */
+transport_err transport_wrap_fd(const char *scheme, int fd, transport_conn **out);
+
 static inline transport_err transport_sendv(transport_conn *c, const struct iovec *iov, int n)
 {
 	return c->ops->sendv(c, iov, n);

@@ -85,6 +85,8 @@ static void client_close(transport_conn *c);
 static int rx_read(tcp_client *c, void *dst, size_t n);
 static ssize_t rx_poll(tcp_client *c);
 static int connect_one(const struct addrinfo *ai, uint64_t end, int *err_out);
+static int conn_new(int fd, tls_session *ts, transport_conn **out);
+static int client_wrap_fd(int fd, transport_conn **out);
 
 /* tcp and tls connections differ only in what they read and write through. */
 #define OPS(sch, cap)                                                                                                    \
@@ -100,6 +102,7 @@ static const transport_ops tls_client_ops = OPS("tls", TRANSPORT_CAP_ADOPT | TRA
 const transport_provider tp_tcp_provider = {
 	.scheme = "tcp",
 	.connect = client_connect,
+	.wrap_fd = client_wrap_fd,
 };
 
 const transport_provider tp_tls_provider = {
@@ -244,6 +247,7 @@ static int connect_as(const transport_addr *a, int tls, unsigned timeout_ms, tra
 	/* Calls are small and latency-bound; each frame is already one write. */
 	if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) < 0)
 		LOG_WARN("transport", "TCP_NODELAY: %s", strerror(errno));
+	tp_tcp_set_bufs(fd);
 
 	/* The handshake before anything else: the hello (and its token) is the
 	 * first thing sent, and must go out encrypted. */
@@ -252,20 +256,42 @@ static int connect_as(const transport_addr *a, int tls, unsigned timeout_ms, tra
 		close(fd);
 		return err;
 	}
-	tcp_client *c = calloc(1, sizeof(*c));
-	if (!c) {
+	if ((err = conn_new(fd, ts, out)) != TRANSPORT_OK) {
 		tp_tls_session_free(ts);
 		close(fd);
-		return TRANSPORT_ENOMEM;
+		return err;
 	}
-	tp_stream_client_init(&c->s, tls ? &tls_client_ops : &tcp_client_ops);
+	LOG_DEBUG("transport", "connected to %s", (*out)->peer);
+	return TRANSPORT_OK;
+}
+
+/* A connection over the connected blocking socket fd (and ts, for tls). */
+static int conn_new(int fd, tls_session *ts, transport_conn **out)
+{
+	tcp_client *c = calloc(1, sizeof(*c));
+	if (!c)
+		return TRANSPORT_ENOMEM;
+	tp_stream_client_init(&c->s, ts ? &tls_client_ops : &tcp_client_ops);
 	c->fd = fd;
 	c->tls = ts;
 	pthread_mutex_init(&c->send_lock, NULL);
 	tp_tcp_peer_name(fd, c->s.base.peer, sizeof(c->s.base.peer));
-	LOG_DEBUG("transport", "connected to %s", c->s.base.peer);
 	*out = &c->s.base;
 	return TRANSPORT_OK;
+}
+
+/* transport_wrap_fd: an accepted socket served like a client's connection
+ * (blocking, the caller's threads). Plain tcp only: a tls socket would need
+ * its server handshake here (tls.c drives it non-blocking on the loop). */
+static int client_wrap_fd(int fd, transport_conn **out)
+{
+	int one = 1, fl = fcntl(fd, F_GETFL);
+	*out = NULL;
+	if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0)
+		return TRANSPORT_EIO;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	tp_tcp_set_bufs(fd);
+	return conn_new(fd, NULL, out);
 }
 
 /* ---- send ---- */

@@ -29,6 +29,13 @@ int tp_tcp_write_all(int fd, const struct iovec *iov, int iovcnt, atomic_int *st
 #define TCP_PROGRESS_STEP (1u << 20)
 int tp_tcp_write_all_counted(int fd, const struct iovec *iov, int iovcnt, atomic_int *stop, atomic_uint_fast64_t *progress);
 
+/* Socket buffers of a connection (client sockets and transport_wrap_fd's):
+ * SO_SNDBUF and SO_RCVBUF of REMOTE_GPU_TCP_BUF_KB KiB when that is set (read
+ * once), for a bandwidth-delay product beyond what the kernel's autotuning
+ * reaches (net.ipv4.tcp_rmem/tcp_wmem's maximum); unset, the kernel tunes
+ * them (transport/README.md, "Bulk copies"). */
+void tp_tcp_set_bufs(int fd);
+
 /* Formats the address of the other end of fd as "host:port" ("[v6]:port"). */
 void tp_tcp_peer_name(int fd, char *buf, size_t len);
 

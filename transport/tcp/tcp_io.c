@@ -1,6 +1,7 @@
 /*
  * Socket helpers shared by the tcp client (blocking sockets) and the tcp server
- * (non-blocking sockets owned by libuv): writing a whole frame and naming the peer.
+ * (non-blocking sockets owned by libuv): writing a whole frame, naming the peer,
+ * sizing the socket buffers.
  *
  * Why one sendmsg per frame: the design sends each call as one write, i.e. one
  * TCP segment when it fits. Split into a header write and a payload write, a
@@ -119,4 +120,19 @@ void tp_tcp_peer_name(int fd, char *buf, size_t len)
 		if (inet_ntop(AF_INET6, &s6->sin6_addr, host, sizeof(host)))
 			snprintf(buf, len, "[%s]:%u", host, ntohs(s6->sin6_port));
 	}
+}
+
+void tp_tcp_set_bufs(int fd)
+{
+	static int kb = -1;
+	if (kb < 0) {
+		const char *e = getenv("REMOTE_GPU_TCP_BUF_KB");
+		long v = e && *e ? strtol(e, NULL, 10) : 0;
+		kb = v > 0 && v <= (1 << 20) ? (int)v : 0; /* at most 1 GiB */
+	}
+	if (!kb)
+		return;
+	int b = kb * 1024;
+	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &b, sizeof(b));
+	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &b, sizeof(b));
 }

@@ -1,0 +1,120 @@
+/*
+ * stripes: copies striped across extra tcp connections (frontend/src/stripe.c),
+ * run by stripes.sh with small settings (REMOTE_GPU_STRIPES=3,
+ * REMOTE_GPU_STRIPE_MIN=64 KiB, REMOTE_GPU_STRIPE_KB=64) so that every
+ * boundary is crossed at small sizes.
+ *
+ *   stripes copies   H2D then D2H, pageable and pinned, at sizes around the
+ *                    threshold, the split into three parts and the 64 KiB
+ *                    pieces, at unaligned offsets: exact bytes, nothing written
+ *                    around the destination
+ *   stripes kill     shuts one of its own stripe sockets down: the next large
+ *                    copy fails (cudaErrorOperatingSystem), the ones after it
+ *                    take the main connection and are exact again
+ */
+#include <arpa/inet.h>
+#include <sys/socket.h>
+
+#include "rgtest.h"
+
+#define KiB 1024ull
+
+static void one(const char *kind, size_t n, int off, int pinned, uint64_t seed)
+{
+	unsigned char *src, *dst, *d;
+	if (pinned) {
+		CK(cudaMallocHost(&src, n + 16));
+		CK(cudaMallocHost(&dst, n + 16));
+	} else {
+		src = (unsigned char *)malloc(n + 16);
+		dst = (unsigned char *)malloc(n + 16);
+	}
+	CK(cudaMalloc(&d, n + 16));
+	rg_pattern(src, n + 16, seed);
+	memset(dst, 0xEE, n + 16);
+	CK(cudaMemcpy(d + off, src + off, n, cudaMemcpyHostToDevice));
+	CK(cudaMemcpy(dst + off + 1, d + off, n, cudaMemcpyDeviceToHost));
+	char label[96];
+	snprintf(label, sizeof label, "%s %s size=%zu off=%d", kind, pinned ? "pinned" : "pageable", n, off);
+	rg_check_bytes(label, dst + off + 1, src + off, n);
+	REQUIRE(dst[off] == 0xEE && dst[off + 1 + n] == 0xEE, "%s: wrote outside dst", label);
+	CK(cudaFree(d));
+	if (pinned) {
+		CK(cudaFreeHost(src));
+		CK(cudaFreeHost(dst));
+	} else {
+		free(src);
+		free(dst);
+	}
+}
+
+static void copies(void)
+{
+	/* threshold 64 KiB; 3 parts; pieces of 64 KiB */
+	static const size_t sizes[] = {64 * KiB - 1, 64 * KiB, 64 * KiB + 1, 192 * KiB - 1, 192 * KiB,
+				       192 * KiB + 2, 3 * 1024 * KiB + 7, 9 * 1024 * KiB};
+	for (int pinned = 0; pinned < 2; pinned++)
+		for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
+			one("h2d+d2h", sizes[i], (int)(i % 3), pinned, 100 + i);
+}
+
+/* Shuts down (both ways) one connected tcp socket of this process whose peer
+ * port is not the main connection's: a stripe. */
+static int kill_a_stripe(int main_port)
+{
+	for (int fd = 3; fd < 1024; fd++) {
+		struct sockaddr_storage ss;
+		socklen_t sl = sizeof(ss);
+		int type = 0;
+		socklen_t tl = sizeof(type);
+		if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) != 0 || type != SOCK_STREAM)
+			continue;
+		if (getpeername(fd, (struct sockaddr *)&ss, &sl) != 0 || ss.ss_family != AF_INET)
+			continue;
+		int port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+		if (port != main_port) {
+			shutdown(fd, SHUT_RDWR);
+			return 1;
+		}
+	}
+	return 0;
+}
+
+static void kill_one(void)
+{
+	const size_t n = 3 * 1024 * KiB + 5;
+	unsigned char *src = (unsigned char *)malloc(n), *dst = (unsigned char *)malloc(n), *d;
+	CK(cudaMalloc(&d, n));
+	rg_pattern(src, n, 7);
+	CK(cudaMemcpy(d, src, n, cudaMemcpyHostToDevice)); /* the stripes are open now */
+	/* ... and the server has every byte: a stripe dying while they are on
+	 * their way fails that copy too (latched), which is not this test's */
+	CK(cudaDeviceSynchronize());
+	const char *e = getenv("REMOTE_GPU");
+	const char *colon = e ? strrchr(e, ':') : NULL;
+	REQUIRE(colon && kill_a_stripe(atoi(colon + 1)), "no stripe socket found");
+	cudaError_t r = cudaMemcpy(d, src, n, cudaMemcpyHostToDevice);
+	printf("copy with a stripe shut down: %s\n", cudaGetErrorName(r));
+	REQUIRE(r == cudaErrorOperatingSystem, "expected cudaErrorOperatingSystem, got %s", cudaGetErrorName(r));
+	cudaGetLastError();
+	/* later copies take the main connection */
+	rg_pattern(src, n, 8);
+	CK(cudaMemcpy(d, src, n, cudaMemcpyHostToDevice));
+	memset(dst, 0, n);
+	CK(cudaMemcpy(dst, d, n, cudaMemcpyDeviceToHost));
+	rg_check_bytes("after the stripe died", dst, src, n);
+	CK(cudaDeviceSynchronize());
+	CK(cudaFree(d));
+	free(src);
+	free(dst);
+}
+
+int main(int argc, char **argv)
+{
+	const char *what = argc > 1 ? argv[1] : "copies";
+	if (!strcmp(what, "kill"))
+		kill_one();
+	else
+		copies();
+	return rg_finish("stripes");
+}
