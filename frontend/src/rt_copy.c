@@ -172,8 +172,6 @@ static cudaError_t memcpy_common(fe_api_site site, void *dst, const void *src, s
 		return cudaSuccess;
 	if (!dst || !src)
 		return fe_rt_fail(cudaErrorInvalidValue);
-	if (!async && (e = fe_capture_unsafe()) != cudaSuccess) /* CUDA's rules in a capture */
-		return fe_rt_fail(e);
 	uint64_t sid = fe_rt_stream(stream);
 	int st;
 	switch (resolve_kind(dst, src, kind)) {
@@ -263,8 +261,6 @@ static cudaError_t memcpy2d_common(fe_api_site site, void *dst, size_t dpitch, c
 		return cudaSuccess;
 	if (width > dpitch || width > spitch || !dst || !src)
 		return fe_rt_fail(cudaErrorInvalidPitchValue);
-	if (!async && (e = fe_capture_unsafe()) != cudaSuccess) /* CUDA's rules in a capture */
-		return fe_rt_fail(e);
 	size_t dspan = dpitch * (height - 1) + width, sspan = spitch * (height - 1) + width;
 	uint64_t sid = fe_rt_stream(stream);
 	int st;

@@ -580,9 +580,19 @@ cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *pGraph)
 			       !pthread_equal(s->capture_thread, pthread_self());
 	}
 	pthread_mutex_unlock(&lock);
-	/* Only a relaxed capture may be ended by another thread; it goes on. */
-	if (wrong_thread)
+	/* Only a relaxed capture may be ended by another thread. The driver ends
+	 * the capture anyway (its own thread's end then finds none:
+	 * cudaErrorIllegalState), and its graph goes with it. */
+	if (wrong_thread) {
+		if (fe_rpc_capture_end(c, id, gid) == 0)
+			fe_rpc_graph_destroy(c, gid);
+		pthread_mutex_lock(&lock);
+		s = find_locked(id);
+		if (s && s->capture_origin)
+			capture_end_locked(s->capture_id);
+		pthread_mutex_unlock(&lock);
 		return fe_rt_fail(cudaErrorStreamCaptureWrongThread);
+	}
 	int st = fe_rpc_capture_end(c, id, gid);
 	if (st == 0 && invalid) { /* the server's capture knew nothing of it */
 		fe_rpc_graph_destroy(c, gid);
