@@ -18,7 +18,10 @@ atomics; its autotuner may pick other kernels), each number of the remote output
 must lie within the local run-to-run spread (|remote - local1| <= |local2 -
 local1|) and every other word must be equal ("within local spread S"). The report
 says which judgement was made. "JAX jit (deterministic ops)" runs the same
-program with XLA_FLAGS=--xla_gpu_deterministic_ops=true, where it must be equal.
+program with XLA_FLAGS=--xla_gpu_deterministic_ops=true, where it must be equal;
+"JAX jit (no autotuning)" with --xla_gpu_autotune_level=0, which tells whether a
+remote difference comes from the autotuner choosing other kernels (its timings
+differ through the remote).
 The JAX cases run with the client's defaults (REMOTE_GPU_MAPPED_PINNED_MAX
 unset).
 
@@ -144,6 +147,14 @@ print("result", float(f(x).sum()))
     "JAX jit (deterministic ops)": """
 import os
 os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_gpu_deterministic_ops=true").strip()
+import jax, jax.numpy as jnp
+f = jax.jit(lambda x: jnp.sin(x) @ x.T)
+x = jnp.arange(256 * 256, dtype=jnp.float32).reshape(256, 256) / 65536
+print("result", float(f(x).sum()))
+""",
+    "JAX jit (no autotuning)": """
+import os
+os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_gpu_autotune_level=0").strip()
 import jax, jax.numpy as jnp
 f = jax.jit(lambda x: jnp.sin(x) @ x.T)
 x = jnp.arange(256 * 256, dtype=jnp.float32).reshape(256, 256) / 65536
