@@ -168,6 +168,10 @@ typedef struct be_waiter {
 	be_wentry *spare; /* free list */
 	atomic_uint queued; /* entries pushed, not yet taken (peeked while spinning) */
 	atomic_uint busy;   /* entries pushed, not yet finished: 0 = the waiter is idle */
+	/* Called by the waiter thread when busy falls to 0 (NULL: nothing): a
+	 * higher layer registers it (prio.c, for latency sessions) before the
+	 * session's first entry and clears it after the waiter stopped. */
+	void (*on_idle)(struct be_session *s);
 	int stop, sleeping, started;
 	pthread_t thread;
 	/* internal events: taken by the executor, returned by the waiter */

@@ -125,6 +125,8 @@ void be_prio_publish(be_ledger *l)
 			 "at most ~%u launches ahead", P.hold_ms, P.run_ms, P.ahead);
 }
 
+static void waiter_idle(be_session *s);
+
 void be_prio_login(be_session *s, be_ledger *l, uint32_t slot)
 {
 	uint32_t klass = l->slot[slot].klass;
@@ -140,6 +142,8 @@ void be_prio_login(be_session *s, be_ledger *l, uint32_t slot)
 	p->klass = klass;
 	p->every = l->prio.ahead / BE_PRIO_MARKS;
 	s->prio = p;
+	if (klass == BE_TENANT_LATENCY)
+		s->w.on_idle = waiter_idle;
 }
 
 void be_prio_drop(be_session *s)
@@ -157,6 +161,7 @@ void be_prio_logout(be_session *s)
 	if (!p)
 		return;
 	be_ledger_busy(p->l, p->slot, 0, rg_clock_ns());
+	s->w.on_idle = NULL;
 	free(p);
 	s->prio = NULL;
 }
@@ -209,7 +214,8 @@ void be_prio_idle(be_session *s)
 		unmark(p);
 }
 
-void be_prio_waiter_idle(be_session *s)
+/* The waiter finished its last entry (its on_idle, registered at login). */
+static void waiter_idle(be_session *s)
 {
 	be_prio_sess *p = s->prio;
 	if (p->klass == BE_TENANT_LATENCY && !atomic_load(&p->running) && atomic_load(&s->q_len) == 0)

@@ -39,8 +39,6 @@ void be_prio_busy(struct be_session *s);
 /* Executor: it ran them, before it lets go of the run (latency sessions:
  * quiet once the GPU has done the session's work). */
 void be_prio_idle(struct be_session *s);
-/* Waiter: it finished its last entry. */
-void be_prio_waiter_idle(struct be_session *s);
 /* Executor, before a frame (batch sessions): waits while latency work is
  * under way, at most --batch-hold-ms. */
 void be_prio_admit(struct be_session *s);

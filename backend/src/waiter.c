@@ -21,7 +21,6 @@
  * in the FIFO. REMOTE_GPU_NO_FASTPATH=1 turns this off (tests of the waiter).
  */
 #include "backend.h"
-#include "prio.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -314,8 +313,8 @@ static void *waiter_main(void *arg)
 		}
 		run_entry(s, e, 1);
 		/* after the reply went out; a latency session with nothing left goes quiet */
-		if (atomic_fetch_sub(&w->busy, 1) == 1 && s->prio)
-			be_prio_waiter_idle(s);
+		if (atomic_fetch_sub(&w->busy, 1) == 1 && w->on_idle)
+			w->on_idle(s);
 	}
 	return NULL;
 }
