@@ -229,6 +229,11 @@ void be_hostfn_cleanup(be_session *s);
 /* A driver thread, for a host node: the client runs its function id; returns
  * when it has (or the session is closing). */
 void be_hostfn_call(be_session *s, uint64_t id);
+/* What a host function on a capturing stream becomes: registered once at
+ * startup by the layer above (main.c: op_hostnode.c's be_hostnode_capture);
+ * unset, such a call answers CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED. */
+typedef int (*be_hostfn_capture_fn)(be_session *s, CUstream st, uint64_t id);
+void be_hostfn_set_capture(be_hostfn_capture_fn fn);
 
 /* ---- host nodes (op_hostnode.c) ---- */
 

@@ -8,7 +8,9 @@
  * which runs host functions inside cuLaunchHostFunc, is the caller).
  *
  * A host node's callback (op_hostnode.c) goes the same way at each replay, with
- * a record of its own per call (be_hostfn_call).
+ * a record of its own per call (be_hostfn_call). A host function on a capturing
+ * stream is handed to the hook main.c registered (be_hostfn_set_capture): this
+ * file calls nothing of op_hostnode.c.
  *
  * A record per callback lives in the session's list until the callback ends. At
  * the close every blocked callback is released (hf_dying) and later ones return
@@ -23,6 +25,10 @@
 #include "ops.h"
 
 static void CUDA_CB hostfn_cb(void *data);
+
+static be_hostfn_capture_fn on_capture; /* set before any session */
+
+void be_hostfn_set_capture(be_hostfn_capture_fn fn) { on_capture = fn; }
 
 /* Caller holds hf_mu. */
 static void hf_unlink(be_session *s, be_hostfn *h)
@@ -86,9 +92,10 @@ int be_op_hostfn(be_session *s, be_req *rq, uint64_t stream_id, uint64_t id)
 	if ((err = be_get_stream(s, stream_id, &st)))
 		return err;
 	/* Captured, it fires at every replay of the graph: a host node's record
-	 * (op_hostnode.c), which the graph and its execs hold. */
+	 * (op_hostnode.c, registered as on_capture), which the graph and its execs
+	 * hold. */
 	if ((err = be_stream_capturing(st)) == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED)
-		return be_hostnode_capture(s, st, id);
+		return on_capture ? on_capture(s, st, id) : err;
 	if (err)
 		return err;
 	be_hostfn *h = calloc(1, sizeof(*h));

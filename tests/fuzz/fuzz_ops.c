@@ -267,6 +267,7 @@ static void fuzz_server_init(void)
 	/* Two devices, as --device all serves them: a frame may name either
 	 * (or one the server lacks). */
 	setenv("FAKECUDA_DEVICES", "2", 1);
+	be_hostfn_set_capture(be_hostnode_capture); /* as main.c registers it */
 	if (be_driver_load(FUZZ_FAKECUDA) != 0 || be_drv.cuInit(0) != CUDA_SUCCESS) {
 		fprintf(stderr, "fuzz_ops: cannot load the driver test double %s\n", FUZZ_FAKECUDA);
 		abort();
