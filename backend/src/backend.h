@@ -489,6 +489,20 @@ int be_htod_done(be_session *s, CUstream st, be_buf *pb, CUresult r);
 void be_graph_forget_nodes(be_session *s, uint64_t g_id, CUgraph g);
 /* The same without the graph (gone with a capture that failed): every id named for it. */
 void be_graph_forget_owned(be_session *s, uint64_t g_id);
+/* What keeps state per graph above this file (op_hostnode.c's host node
+ * records), registered once at startup (main.c): told when a graph's content
+ * is copied into another (a clone, a child graph's node) and when a graph goes
+ * without a destroy (a capture that failed). Unset: nobody is told. */
+typedef struct be_graph_watch {
+	void (*merge)(be_session *s, int to_exec, uint64_t to_id, int from_exec, uint64_t from_id);
+	void (*drop)(be_session *s, int exec, uint64_t id);
+} be_graph_watch;
+void be_graph_set_watch(const be_graph_watch *w);
+/* Graph to_id has graph from_id's content now: its watchers and its
+ * BE_GRAPH_UNCHECKED mark follow. */
+void be_graph_copied(be_session *s, uint64_t to_id, uint64_t from_id);
+/* Graph g_id is gone with a capture: its watchers let go of it. */
+void be_graph_dropped(be_session *s, uint64_t g_id);
 /* Node ids (op_graph_build.c): the id of node n of graph g_id, named now if the
  * client has not seen it; the n nodes of v named into ids (little-endian u64);
  * a list of ids from the wire of graph g_id (*out is small or malloc'd). */
@@ -527,8 +541,6 @@ int be_capture_graph_id(be_session *s, CUstream st, uint64_t *g_id);
  * it, and the capture's graph marked BE_GRAPH_UNCHECKED (0: go on); elsewhere
  * be_bad_range's answer. */
 int be_capture_unchecked(be_session *s, CUstream st, const char *op, uint64_t p, uint64_t len);
-/* Adds the BE_GRAPH_UNCHECKED mark of graph from_id to graph to_id. */
-void be_graph_inherit_mark(be_session *s, uint64_t to_id, uint64_t from_id);
 
 /* op_launch.c: a kernel's parameter buffer as it came in a launch or a kernel
  * node, checked against the function's parameter size and copied to aligned

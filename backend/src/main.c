@@ -562,6 +562,7 @@ int main(int argc, char **argv)
 
 	rg_log_init("remote-gpud");
 	be_hostfn_set_capture(be_hostnode_capture); /* op_hostfn.c reaches op_hostnode.c through it */
+	be_graph_set_watch(&(be_graph_watch){be_hostnode_merge, be_hostnode_drop}); /* and the graph files */
 	be_nccl_env_defaults(); /* inherited by the session processes */
 	if ((r = be_options_parse(&argc, &argv, &o)) >= 0) /* options.c */
 		return r;

@@ -75,7 +75,7 @@ static void forget_capture_graph(be_session *s, uint64_t g_id)
 {
 	be_graph_forget_owned(s, g_id);
 	be_htab_del(&s->graphs, g_id, NULL, NULL);
-	be_hostnode_drop(s, 0, g_id);
+	be_graph_dropped(s, g_id);
 }
 
 typedef struct find_graph {
@@ -163,14 +163,6 @@ int be_capture_unchecked(be_session *s, CUstream st, const char *op, uint64_t p,
 			 "recorded into graph %" PRIu64 ", whose execs will not launch", s->id, op, p, len, g_id);
 	be_htab_set_aux(&s->graphs, g_id, aux | BE_GRAPH_UNCHECKED);
 	return 0;
-}
-
-void be_graph_inherit_mark(be_session *s, uint64_t to_id, uint64_t from_id)
-{
-	uint64_t from = 0, to = 0;
-	if (be_htab_get(&s->graphs, from_id, NULL, &from) == BE_H_OK && (from & BE_GRAPH_UNCHECKED) &&
-	    be_htab_get(&s->graphs, to_id, NULL, &to) == BE_H_OK)
-		be_htab_set_aux(&s->graphs, to_id, to | BE_GRAPH_UNCHECKED);
 }
 
 void be_capture_drop(CUstream st, uint64_t g_id, be_session *s)

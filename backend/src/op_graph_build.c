@@ -44,6 +44,26 @@ static int node_get(be_session *s, uint64_t id, uint64_t g_id, CUgraphNode *out)
 }
 
 /* The id of node n of graph g_id, named now if the client has not seen it. */
+static be_graph_watch watch; /* set before any session */
+
+void be_graph_set_watch(const be_graph_watch *w) { watch = *w; }
+
+void be_graph_copied(be_session *s, uint64_t to_id, uint64_t from_id)
+{
+	if (watch.merge)
+		watch.merge(s, 0, to_id, 0, from_id);
+	uint64_t from = 0, to = 0;
+	if (be_htab_get(&s->graphs, from_id, NULL, &from) == BE_H_OK && (from & BE_GRAPH_UNCHECKED) &&
+	    be_htab_get(&s->graphs, to_id, NULL, &to) == BE_H_OK)
+		be_htab_set_aux(&s->graphs, to_id, to | BE_GRAPH_UNCHECKED);
+}
+
+void be_graph_dropped(be_session *s, uint64_t g_id)
+{
+	if (watch.drop)
+		watch.drop(s, 0, g_id);
+}
+
 int be_graph_node_name(be_session *s, uint64_t g_id, CUgraphNode n, uint64_t *id)
 {
 	void *o;
@@ -222,8 +242,7 @@ int be_op_graph_clone(be_session *s, be_req *rq, uint64_t copy_id, uint64_t g_id
 		be_drv.cuGraphDestroy(c);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
-	be_hostnode_merge(s, 0, copy_id, 0, g_id); /* its host nodes */
-	be_graph_inherit_mark(s, copy_id, g_id);
+	be_graph_copied(s, copy_id, g_id); /* its host nodes, its mark */
 	return CUDA_SUCCESS;
 }
 
@@ -401,9 +420,9 @@ int be_op_graph_add_child(be_session *s, be_req *rq, uint64_t g_id, const void *
 	/* The node holds the driver's copy of child; its nodes get no ids. */
 	if ((err = be_get_graph(s, child_id, &child)) || (err = be_get_graph(s, g_id, &parent)))
 		return err;
-	/* The copy's host nodes: held before it exists (holding more is harmless). */
-	be_hostnode_merge(s, 0, g_id, 0, child_id);
-	be_graph_inherit_mark(s, g_id, child_id); /* (marked even if the add fails: only launches are refused) */
+	/* The copy's host nodes: held before it exists (holding more is harmless);
+	 * marked even if the add fails (only launches are refused). */
+	be_graph_copied(s, g_id, child_id);
 	return be_graph_add_node(s, rq, g_id, deps, deps_len, add_child, child);
 }
 

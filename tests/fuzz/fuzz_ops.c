@@ -267,7 +267,8 @@ static void fuzz_server_init(void)
 	/* Two devices, as --device all serves them: a frame may name either
 	 * (or one the server lacks). */
 	setenv("FAKECUDA_DEVICES", "2", 1);
-	be_hostfn_set_capture(be_hostnode_capture); /* as main.c registers it */
+	be_hostfn_set_capture(be_hostnode_capture); /* as main.c registers them */
+	be_graph_set_watch(&(be_graph_watch){be_hostnode_merge, be_hostnode_drop});
 	if (be_driver_load(FUZZ_FAKECUDA) != 0 || be_drv.cuInit(0) != CUDA_SUCCESS) {
 		fprintf(stderr, "fuzz_ops: cannot load the driver test double %s\n", FUZZ_FAKECUDA);
 		abort();
