@@ -479,10 +479,11 @@ int be_quota_admits(uint64_t size);
 int be_quota_parse(const char *v, uint64_t *out);
 int be_quota_charge(const char *hash, uint64_t size);
 
-/* op_copy.c, for every copy: logs a device range that is not the session's and
- * returns CUDA_ERROR_INVALID_VALUE; after an H2D copy from the staging buffer pb
- * was queued with result r, hands pb back once the copy is done (or at once). */
+/* session_handles.c, for every copy, memset and node: logs a device range
+ * that is not the session's and returns CUDA_ERROR_INVALID_VALUE. */
 int be_bad_range(be_session *s, const char *op, uint64_t p, uint64_t len);
+/* op_copy.c: after an H2D copy from the staging buffer pb was queued with
+ * result r, hands pb back once the copy is done (or at once). */
 int be_htod_done(be_session *s, CUstream st, be_buf *pb, CUresult r);
 
 /* op_graph_build.c: forgets the node ids of graph g_id (before its destroy). */

@@ -34,13 +34,6 @@
 
 #include "ops.h"
 
-int be_bad_range(be_session *s, const char *op, uint64_t p, uint64_t len)
-{
-	LOG_INFO(BE_LOG, "session %" PRIu64 ": %s: [0x%" PRIx64 ", +%" PRIu64 ") is not inside one allocation of this "
-		 "session", s->id, op, p, len);
-	return CUDA_ERROR_INVALID_VALUE;
-}
-
 int be_htod_done(be_session *s, CUstream st, be_buf *pb, CUresult r)
 {
 	if (r != CUDA_SUCCESS || pb->kind == BE_BUF_MALLOC) {

@@ -2,7 +2,8 @@
  * A session's handle tables (the tables themselves: handles.c) and its
  * allocation ranges: their setup and free, and the typed lookups handlers
  * use, which log an unknown or stale id by kind and answer
- * CUDA_ERROR_INVALID_HANDLE.
+ * CUDA_ERROR_INVALID_HANDLE (be_bad_range: the same for a device range that is
+ * not the session's, CUDA_ERROR_INVALID_VALUE).
  */
 #include "backend.h"
 
@@ -93,4 +94,11 @@ int be_stream_capturing(CUstream st)
 	if (r != CUDA_SUCCESS)
 		return r;
 	return cs == CU_STREAM_CAPTURE_STATUS_NONE ? 0 : CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+}
+
+int be_bad_range(be_session *s, const char *op, uint64_t p, uint64_t len)
+{
+	LOG_INFO(BE_LOG, "session %" PRIu64 ": %s: [0x%" PRIx64 ", +%" PRIu64 ") is not inside one allocation of this "
+		 "session", s->id, op, p, len);
+	return CUDA_ERROR_INVALID_VALUE;
 }
