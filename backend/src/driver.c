@@ -54,6 +54,13 @@ void be_driver_unload(void)
 	drv_handle = NULL;
 }
 
+void be_driver_thread_relaxed(void)
+{
+	CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED;
+	if (be_drv.cuThreadExchangeStreamCaptureMode)
+		be_drv.cuThreadExchangeStreamCaptureMode(&m);
+}
+
 const char *be_driver_error_name(CUresult r)
 {
 	/* One buffer per thread for codes the driver has no name for. */

@@ -169,6 +169,13 @@ extern struct be_driver be_drv;
 int be_driver_load(const char *path);
 void be_driver_unload(void);
 const char *be_driver_error_name(CUresult r);
+/* Puts the calling thread in relaxed stream-capture mode, as every thread of
+ * the server runs: one thread here makes the calls of many client threads (or
+ * its own, as the staging pool's), so a mode here would judge them against
+ * captures of other threads, even other tenants' (thread isolation). The
+ * client applies CUDA's rules by its own threads' modes (frontend
+ * rt_capture_mode.c). Call at the start of each thread that makes driver calls. */
+void be_driver_thread_relaxed(void);
 /* The same for a CUresult carried in an int (handlers' statuses). */
 const char *be_errname(int status);
 

@@ -176,6 +176,7 @@ static void *executor_main(void *arg)
 {
 	be_session *s = arg;
 	pthread_setname_np(pthread_self(), "rg-exec");
+	be_driver_thread_relaxed();
 
 	for (;;) {
 		int stop;

@@ -71,6 +71,7 @@ static void *fetch_main(void *arg)
 	be_session *s = arg;
 	be_fetch *f = &s->fetch;
 
+	be_driver_thread_relaxed();
 	pthread_mutex_lock(&f->mu);
 	for (;;) {
 		while (!f->head && !f->stop)

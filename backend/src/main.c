@@ -140,6 +140,7 @@ static int device_info(const char *spec)
 		LOG_ERROR(BE_LOG, "cuInit: %s", be_errname(r));
 		return -1;
 	}
+	be_driver_thread_relaxed(); /* the loop thread runs short ops inline */
 	if ((r = be_drv.cuDeviceGetCount(&count)) != CUDA_SUCCESS || count == 0) {
 		LOG_ERROR(BE_LOG, "no CUDA device (%s)", r ? be_errname(r) : "count 0");
 		return -1;

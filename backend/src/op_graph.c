@@ -19,15 +19,20 @@ static int id_free(be_session *s, const be_htab *t, const char *kind, uint64_t i
 	return CUDA_ERROR_INVALID_HANDLE;
 }
 
-/* The executor thread takes the mode the client's calling thread set: the calls
- * that follow run in it (a cudaMalloc in relaxed mode during a global capture is
- * legal; in global mode it fails and invalidates the capture, as on a GPU). The
- * client sends it only when it differs from the mode it last sent. */
+/* The executor runs in relaxed mode, as every thread of the server
+ * (be_driver_thread_relaxed): the client judges its threads' modes. A client
+ * asks for relaxed before its first capture (older servers needed it); another
+ * mode would judge its calls against other tenants' captures, so it is refused. */
 int be_op_capture_mode(be_session *s, be_req *rq, uint32_t mode)
 {
-	CUstreamCaptureMode m = (CUstreamCaptureMode)mode;
 	if (mode > CU_STREAM_CAPTURE_MODE_RELAXED)
 		return CUDA_ERROR_INVALID_VALUE;
+	if (mode != CU_STREAM_CAPTURE_MODE_RELAXED) {
+		LOG_INFO(BE_LOG, "session %" PRIu64 ": capture mode %u refused: the server's threads stay relaxed",
+			 s->id, mode);
+		return CUDA_ERROR_NOT_SUPPORTED;
+	}
+	CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED;
 	return be_drv.cuThreadExchangeStreamCaptureMode(&m);
 }
 

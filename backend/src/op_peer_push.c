@@ -192,6 +192,7 @@ static void *push_main(void *arg)
 	int err;
 
 	pthread_setname_np(pthread_self(), "rg-push");
+	be_driver_thread_relaxed();
 	be_drv.cuCtxSetCurrent(j->ctx);
 	int r = transport_connect_within(&j->a, BE_PEER_CONNECT_MS, &c);
 	if (r != TRANSPORT_OK) {

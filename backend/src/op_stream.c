@@ -66,9 +66,10 @@ int be_op_stream_sync(be_session *s, be_req *rq, uint64_t stream_id)
 	if ((err = be_get_stream(s, stream_id, &st)))
 		return err;
 	/* Recording into a capturing stream would add a node to the graph and
-	 * "wait" for nothing; CUDA refuses to synchronise such a stream. */
+	 * "wait" for nothing. CUDA refuses to synchronise such a stream and
+	 * invalidates its capture: the driver's own answer does both, at once. */
 	if ((err = be_stream_capturing(st)))
-		return err;
+		return err == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED ? (int)be_drv.cuStreamSynchronize(st) : err;
 	return be_waiter_after(s, st, rq, NULL, 0, NULL);
 }
 

@@ -25,6 +25,8 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include "driver.h"
+
 typedef struct sconn {
 	int fd;
 	char peer[64];
@@ -195,6 +197,8 @@ static void *conn_main(void *arg)
 {
 	sconn *k = arg;
 	int fd = k->fd;
+
+	be_driver_thread_relaxed(); /* its copies' events (stripe_xfer.c) */
 
 	if (!hello_ahead(fd) || transport_wrap_fd("tcp", fd, &k->c) != TRANSPORT_OK) {
 		LOG_WARN(BE_LOG, "stripe connection from %s: no stripe_hello in time: closed", k->peer);

@@ -273,6 +273,7 @@ static void *waiter_main(void *arg)
 	CUcontext cur = NULL;
 
 	pthread_setname_np(pthread_self(), "rg-wait");
+	be_driver_thread_relaxed();
 
 	for (;;) {
 		/* Spin a little before sleeping, as the executor does: a client

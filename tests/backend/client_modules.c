@@ -360,8 +360,7 @@ void t_hostnodes(srv *s)
 	/* a capture that fails: the record goes with it */
 	CHECK_EQ(call(&k, NULL, NULL, 0, NULL, 0, PROTO_OP_CAPTURE_BEGIN, "uuu", U(4), U(0), U(46)), 0);
 	CHECK_EQ(post(&k, NULL, 0, PROTO_OP_HOSTFN, "uu", U(4), U(506)), 0);
-	CHECK_EQ(call(&k, &r, NULL, 0, NULL, 0, PROTO_OP_MEM_ALLOC, "u", U(64)), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
-	rep_free(&r);
+	CHECK_EQ(call(&k, NULL, NULL, 0, NULL, 0, PROTO_OP_STREAM_SYNC, "u", U(4)), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
 	k.nevents = 0;
 	CHECK_EQ(call(&k, NULL, NULL, 0, NULL, 0, PROTO_OP_CAPTURE_END, "uu", U(4), U(46)),
 		 CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);

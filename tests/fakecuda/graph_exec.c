@@ -31,7 +31,7 @@ void fk_exec_destroy(void *o)
 /* Appends g's nodes to x's steps in a dependency order (Kahn's algorithm, lowest
  * index first, so a captured graph keeps its capture order); child graphs inline.
  * CUDA_ERROR_INVALID_VALUE for a cycle. */
-static CUresult flatten(fk_exec *x, size_t *cap, const fk_graph *g)
+static CUresult flatten(const fk_ctx *c, fk_exec *x, size_t *cap, const fk_graph *g)
 {
 	CUresult rc = CUDA_SUCCESS;
 	unsigned char *done = calloc(g->n ? g->n : 1, 1);
@@ -57,7 +57,7 @@ static CUresult flatten(fk_exec *x, size_t *cap, const fk_graph *g)
 		done[i] = 1;
 		const fk_gnode *nd = &g->nodes[i];
 		if (nd->child) {
-			rc = flatten(x, cap, nd->child);
+			rc = flatten(c, x, cap, nd->child);
 			continue;
 		}
 		if (nd->type == CU_GRAPH_NODE_TYPE_EMPTY || nd->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC ||
@@ -72,6 +72,14 @@ static CUresult flatten(fk_exec *x, size_t *cap, const fk_graph *g)
 			}
 			x->steps = st;
 			*cap = ncap;
+		}
+		/* A GPU's driver refuses a memset node into no allocation here, at
+		 * instantiation (the capture recorded it as asked). */
+		if (nd->type == CU_GRAPH_NODE_TYPE_MEMSET &&
+		    nd->op.u.s.height && !fk_range_ok(c, nd->op.u.s.dst,
+		                 nd->op.u.s.pitch * (nd->op.u.s.height - 1) + nd->op.u.s.width * nd->op.u.s.elem)) {
+			rc = CUDA_ERROR_INVALID_VALUE;
+			break;
 		}
 		fk_step *st = &x->steps[x->n];
 		*st = (fk_step){ .node = nd->id, .type = nd->type, .event = nd->event };
@@ -103,7 +111,7 @@ CUresult CUDAAPI cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph h
 	if (rc == CUDA_SUCCESS && !(x = calloc(1, sizeof *x)))
 		rc = CUDA_ERROR_OUT_OF_MEMORY;
 	if (rc == CUDA_SUCCESS)
-		rc = flatten(x, &cap, g);
+		rc = flatten(c, x, &cap, g);
 	if (rc == CUDA_SUCCESS) {
 		x->ctx = c;
 		x->flags = flags;
@@ -144,7 +152,7 @@ CUresult CUDAAPI cuGraphExecUpdate(CUgraphExec hGraphExec, CUgraph hGraph, CUgra
 	else if (rc == CUDA_SUCCESS && x->busy)
 		rc = CUDA_ERROR_NOT_SUPPORTED;
 	if (rc == CUDA_SUCCESS)
-		rc = flatten(&t, &cap, g);
+		rc = flatten(c, &t, &cap, g);
 	if (rc == CUDA_SUCCESS) {
 		*resultInfo = (CUgraphExecUpdateResultInfo){ .result = CU_GRAPH_EXEC_UPDATE_SUCCESS };
 		if (t.n != x->n) {
