@@ -249,9 +249,17 @@ static CUresult load(void **out, const void *image, int kind)
 		return r;
 	const void *data;
 	size_t size;
-	if ((r = image_extent(image, SIZE_MAX, &data, &size)))
+	if ((r = image_extent(image, SIZE_MAX, &data, &size))) {
+		uint32_t head;
+		memcpy(&head, image, sizeof(head));
+		LOG_DEBUG("frontend", "%s of the image at %p (it begins %08x): not a cubin, fatbin or PTX (%d)",
+			  kind == FE_IMAGE_LIBRARY ? "cuLibraryLoadData" : "cuModuleLoadData", image, head, (int)r);
 		return r;
-	return image_new(out, data, size, kind, NULL);
+	}
+	if ((r = image_new(out, data, size, kind, NULL)) == CUDA_SUCCESS)
+		LOG_DEBUG("frontend", "%s: image %p (%zu bytes): %p", kind == FE_IMAGE_LIBRARY ? "cuLibraryLoadData" :
+			  "cuModuleLoadData", data, size, *out);
+	return r;
 }
 
 CUresult fe_drv_read_file(const char *path, void **data, size_t *size)
@@ -377,6 +385,9 @@ static CUresult get_kernel(fe_conn *c, void **out, const void *h, const char *na
 			*out = k;
 	}
 	fe_module_unlock();
+	if (st)
+		LOG_DEBUG("frontend", "kernel %s of image %p: %s (%d)", name, h,
+			  fb ? "not found or not loaded" : "no such module or library", st);
 	return status_of(st);
 }
 
