@@ -489,19 +489,21 @@ CUresult cuModuleEnumerateFunctions(CUfunction *functions, unsigned int numFunct
 
 /* ---- libraries: images loaded in every context (device) that uses them */
 
+/* The values may be NULL: CU_LIBRARY_BINARY_IS_PRESERVED takes none, and
+ * cuBLASLt passes it so when it loads the CUTLASS cubins it unpacks. */
 static CUresult library_options(unsigned n, CUlibraryOption *o, void **v, int from_file)
 {
-	if (n && (!o || !v))
+	(void)v;
+	if (n && !o)
 		return CUDA_ERROR_INVALID_VALUE;
 	for (unsigned i = 0; i < n; i++) {
-		if (o[i] == CU_LIBRARY_BINARY_IS_PRESERVED) {
-			if (from_file)
-				return CUDA_ERROR_INVALID_VALUE;
-		} else if (o[i] == CU_LIBRARY_HOST_UNIVERSAL_FUNCTION_AND_DATA_TABLE) {
+		if (o[i] == CU_LIBRARY_BINARY_IS_PRESERVED && !from_file)
+			continue;
+		if (o[i] == CU_LIBRARY_HOST_UNIVERSAL_FUNCTION_AND_DATA_TABLE)
 			return unsupported("cuLibraryLoadData(CU_LIBRARY_HOST_UNIVERSAL_FUNCTION_AND_DATA_TABLE)");
-		} else {
-			return CUDA_ERROR_INVALID_VALUE;
-		}
+		LOG_DEBUG("frontend", "%s: library option %d refused", from_file ? "cuLibraryLoadFromFile" : "cuLibraryLoadData",
+			  (int)o[i]);
+		return CUDA_ERROR_INVALID_VALUE;
 	}
 	return CUDA_SUCCESS;
 }

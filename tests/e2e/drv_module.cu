@@ -586,6 +586,11 @@ static void libraries(void)
 
 	expect("cuLibraryLoadData(NULL)", cuLibraryLoadData(&lib, NULL, NULL, NULL, 0, NULL, NULL, 0),
 	       CUDA_ERROR_INVALID_VALUE);
+	/* an option that takes no value, without a values array (as cuBLASLt loads) */
+	CUlibraryOption preserved = CU_LIBRARY_BINARY_IS_PRESERVED;
+	expect("cuLibraryLoadData(BINARY_IS_PRESERVED, no values)",
+	       cuLibraryLoadData(&lib, image_mem, NULL, NULL, 0, &preserved, NULL, 1), CUDA_SUCCESS);
+	CK(cuLibraryUnload(lib));
 	CK(cuLibraryLoadData(&lib, image_mem, NULL, NULL, 0, NULL, NULL, 0));
 	CK(cuLibraryGetKernel(&add, lib, "rgtest_add_f32"));
 	expect("cuLibraryGetKernel(unknown name)", cuLibraryGetKernel(&k, lib, "no_such_kernel"), CUDA_ERROR_NOT_FOUND);
