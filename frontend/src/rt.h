@@ -123,6 +123,11 @@ int fe_mem_find(uint64_t p, uint64_t len, fe_range *out);
 int fe_mem_overlap(uint64_t p, uint64_t len, fe_range *out);
 /* The kind of memory p lies in (FE_MEM_*), 0 for memory this process owns. */
 int fe_mem_kind(const void *p);
+/* Memory of that kind is on the device (allocated, a module global, managed). */
+static inline int fe_mem_kind_device(int kind)
+{
+	return kind == FE_MEM_DEVICE || kind == FE_MEM_MODULE || kind == FE_MEM_MANAGED;
+}
 /* [p, p + len) lies in one range of device memory (allocated, a module global,
  * managed): what a copy may touch on the device side. */
 int fe_mem_device_ok(const void *p, size_t len);
@@ -199,8 +204,8 @@ int fe_peer_can(int dev, int peer);
  * process last set or read it (forgotten with the session, fe_rt_on_forget). */
 cudaMemPool_t fe_mempool_current(int device);
 
-/* Copies between a host buffer and device memory (rt_copy.c): chunked; to the
- * host pipelined, or detached when async. */
+/* Copies between a host buffer and device memory (copy_bytes.c): chunked; to
+ * the host pipelined, or detached when async. */
 int fe_copy_htod(fe_conn *c, uint64_t dst, const uint8_t *src, size_t len, uint64_t sid);
 int fe_copy_dtoh(fe_conn *c, uint8_t *dst, uint64_t src, size_t len, uint64_t sid, int async);
 
