@@ -117,8 +117,11 @@ CUresult fe_drv_copy_array_3d_at(fe_api_site site, const CUDA_MEMCPY3D *m, CUstr
  * the driver's code for it. */
 #define FE_DRV(call) (fe_drv_begin(), fe_drv_end_at((call), __func__))
 #define fe_drv_end(e) fe_drv_end_at((e), __func__)
+/* (rt_state.c: the thread's runtime error state is left alone between them) */
 void fe_drv_begin(void);
-/* (a failure is logged at debug level, under the driver function's name) */
+void fe_drv_done(void);
+/* (drv_error.c: fe_drv_done, then the driver's code; a failure is logged at
+ * debug level, under the driver function's name) */
 CUresult fe_drv_end_at(cudaError_t e, const char *fn);
 /* The driver's code for a runtime error code. */
 CUresult fe_drv_result(cudaError_t e);
