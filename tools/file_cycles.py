@@ -7,10 +7,12 @@ The house rule (docs/ARCHITECTURE.md, issue 19): files of a folder call one
 another one way only; where a lower file must reach a higher one it calls a
 function the higher one registered. This reads the built objects of every .c
 file under FOLDER (their `nm`: names each defines, names each uses), draws an
-edge A -> B where A uses a name B defines, and prints each loop: a strongly
-connected group of two or more files, with the names behind each of its
-edges. Static functions are invisible to nm and never count; calls through a
-registered function pointer are no edge, which is the point.
+edge A -> B where A calls a function B defines, and prints each loop: a
+strongly connected group of two or more files, with the names behind each of
+its edges. Static functions are invisible to nm and never count; calls through
+a registered function pointer are no edge, which is the point. --data counts
+uses of variables too (a global such as the backend's be_srv, read by every
+file, then puts its file in every loop).
 
 --allow FILE names edges that are known and may stay, one a line:
     from.c -> to.c   why, in a few words
@@ -19,9 +21,9 @@ before loops are looked for. The exit status is 1 when a loop remains, 0
 otherwise (an allowlist entry that names no edge is reported and fails too,
 so the list cannot go stale). --edges prints every edge, loop or not.
 
-Objects are found under the build folder by their source path
-(.../CMakeFiles/<target>.dir/<path under the CMake folder>.c.o); a file built
-into several targets counts once. A source with no object (not built in this
+Objects are found under the build folder's copy of FOLDER's top folder by
+their source path (.../CMakeFiles/<target>.dir/<path under the CMake
+folder>.c.o); a file built into several targets counts once. A source with no object (not built in this
 configuration) is skipped and named.
 """
 import argparse
@@ -37,7 +39,10 @@ def find_objects(build, folder):
         for f in files:
             if f.endswith(".c"):
                 want[os.path.normpath(os.path.join(root, f))] = None
-    for root, dirs, files in os.walk(build):
+    # a folder's sources are built by a CMakeLists.txt at or under its top
+    # folder (build/frontend/...): look there first, the whole tree if not
+    top = os.path.join(build, folder.split(os.sep)[0])
+    for root, dirs, files in os.walk(top if os.path.isdir(top) else build):
         for f in files:
             if not f.endswith(".c.o"):
                 continue
@@ -56,20 +61,22 @@ def find_objects(build, folder):
     return want
 
 
-def symbols(obj):
-    """(defined global names, undefined names) of one object."""
-    out = subprocess.run(["nm", "-P", obj], check=True, capture_output=True, text=True).stdout
-    defs, uses = set(), set()
+def symbols(objs, data):
+    """{object: (defined global names, undefined names)}, from one nm run:
+    functions only (nm's T, W, i), variables too with data."""
+    out = subprocess.run(["nm", "-P", "-A"] + objs, check=True, capture_output=True, text=True).stdout
+    res = {o: (set(), set()) for o in objs}
     for line in out.splitlines():
-        f = line.split()
-        if len(f) < 2:
+        obj, _, rest = line.partition(": ")
+        f = rest.split()
+        if obj not in res or len(f) < 2:
             continue
         name, kind = f[0], f[1]
         if kind == "U":
-            uses.add(name)
-        elif kind.isupper() and kind not in "N":
-            defs.add(name)
-    return defs, uses
+            res[obj][1].add(name)
+        elif kind in "TWi" or (data and kind.isupper() and kind not in "NUw"):
+            res[obj][0].add(name)
+    return res
 
 
 def sccs(nodes, edges):
@@ -121,7 +128,7 @@ def read_allow(path):
     return allow
 
 
-def check(build, folder, allow, show_edges):
+def check(build, folder, allow, show_edges, data):
     objs = find_objects(build, folder)
     missing = sorted(s for s, o in objs.items() if o is None)
     files = {s: o for s, o in objs.items() if o is not None}
@@ -129,9 +136,10 @@ def check(build, folder, allow, show_edges):
         print(f"{folder}: no objects under {build} (build first)")
         return 1
     defs, uses = {}, {}
+    syms = symbols(sorted(files.values()), data)
     for src, obj in files.items():
         name = os.path.relpath(src, folder)
-        defs[name], uses[name] = symbols(obj)
+        defs[name], uses[name] = syms[obj]
     owner = {}
     for name, ds in defs.items():
         for d in ds:
@@ -179,12 +187,13 @@ def main():
     ap.add_argument("--build", default="build")
     ap.add_argument("--allow", help="allowed edges, 'from.c -> to.c why' a line")
     ap.add_argument("--edges", action="store_true", help="print every edge")
+    ap.add_argument("--data", action="store_true", help="count uses of variables too")
     ap.add_argument("folders", nargs="+")
     a = ap.parse_args()
     allow = read_allow(a.allow)
     status = 0
     for folder in a.folders:
-        status |= check(a.build, os.path.normpath(folder), allow, a.edges)
+        status |= check(a.build, os.path.normpath(folder), allow, a.edges, a.data)
     return status
 
 
