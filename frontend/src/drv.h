@@ -47,6 +47,11 @@ int fe_drv_dev_of(CUcontext ctx); /* -1 if ctx is not a (live) context */
  * (cuCtxGetId's), 0 if ctx is not a live context. */
 CUcontext fe_drv_ctx_current(void);
 uint64_t fe_drv_ctx_id(CUcontext ctx);
+/* A context ends (reset or destroyed): fn(ctx) is called first, outside the
+ * contexts' lock. One listener, set from a constructor (drv_export.c's
+ * context-local storage), so drv_ctx.c calls no file above it by name. */
+typedef void (*fe_drv_ctx_gone_fn)(CUcontext ctx);
+void fe_drv_ctx_on_gone(fe_drv_ctx_gone_fn fn);
 
 /* A file's bytes (malloc'd, NUL-terminated after them: PTX text), for
  * cuModuleLoad, cuLibraryLoadFromFile and cuLinkAddFile (drv_module.c). */
@@ -55,10 +60,7 @@ CUresult fe_drv_read_file(const char *path, void **data, size_t *size);
  * left empty (the server compiles), those that change nothing kept quiet. */
 CUresult fe_drv_jit_options(unsigned n, CUjit_option *o, void **v);
 
-/* Export tables (drv_export.c). A context ended (reset or destroyed): the
- * values the runtime kept for it are dropped, their destructors called. */
-void fe_drv_cls_context_gone(CUcontext ctx);
-/* The integrity check's keyed hash (HMAC-MD2) of msg. */
+/* Export tables (drv_export.c). The integrity check's keyed hash (HMAC-MD2) of msg. */
 void fe_drv_integrity_digest(const uint8_t *msg, size_t len, uint8_t out[16]);
 
 /* Older ABI variants of stream and graph functions (drv_stream.c, drv_graph.c),
@@ -115,8 +117,11 @@ CUresult fe_drv_copy_array_3d_at(fe_api_site site, const CUDA_MEMCPY3D *m, CUstr
  * the driver's code for it. */
 #define FE_DRV(call) (fe_drv_begin(), fe_drv_end_at((call), __func__))
 #define fe_drv_end(e) fe_drv_end_at((e), __func__)
+/* (rt_state.c: the thread's runtime error state is left alone between them) */
 void fe_drv_begin(void);
-/* (a failure is logged at debug level, under the driver function's name) */
+void fe_drv_done(void);
+/* (drv_error.c: fe_drv_done, then the driver's code; a failure is logged at
+ * debug level, under the driver function's name) */
 CUresult fe_drv_end_at(cudaError_t e, const char *fn);
 /* The driver's code for a runtime error code. */
 CUresult fe_drv_result(cudaError_t e);

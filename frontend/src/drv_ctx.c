@@ -44,6 +44,7 @@ static struct {
 	uint64_t id;       /* 0: none yet (a new one at the next ask) */
 } prim[FE_MAX_DEVICES];
 static atomic_uint_fast64_t next_ctx_id = 1;
+static _Atomic(fe_drv_ctx_gone_fn) gone_fn; /* fe_drv_ctx_on_gone */
 
 /* The thread's stack, on the heap: libremote.so's thread-locals must stay
  * small (static TLS, which a dlopen of it must find room for). */
@@ -67,6 +68,15 @@ static int stack_room(void)
 	tls_cap = cap;
 	pthread_setspecific(stack_key, s);
 	return 1;
+}
+
+void fe_drv_ctx_on_gone(fe_drv_ctx_gone_fn fn) { atomic_store(&gone_fn, fn); }
+
+static void ctx_gone(CUcontext ctx)
+{
+	fe_drv_ctx_gone_fn fn = atomic_load(&gone_fn);
+	if (fn)
+		fn(ctx);
 }
 
 CUcontext fe_drv_ctx_of(int dev) { return (CUcontext)(uintptr_t)(PRIMARY_BASE + dev); }
@@ -259,7 +269,7 @@ CUresult cuDevicePrimaryCtxRelease(CUdevice dev)
 	}
 	pthread_mutex_unlock(&lock);
 	if (gone)
-		fe_drv_cls_context_gone(fe_drv_ctx_of(dev));
+		ctx_gone(fe_drv_ctx_of(dev));
 	return r;
 }
 
@@ -295,7 +305,7 @@ CUresult cuDevicePrimaryCtxReset(CUdevice dev)
 	CUresult r = device_arg(dev);
 	if (r)
 		return r;
-	fe_drv_cls_context_gone(fe_drv_ctx_of(dev));
+	ctx_gone(fe_drv_ctx_of(dev));
 	pthread_mutex_lock(&lock);
 	prim[dev].id = 0;
 	r = FE_DRV(fe_rt_reset_device(dev));
@@ -389,7 +399,7 @@ CUresult cuCtxDestroy(CUcontext ctx)
 		tls_depth--;
 		stack_changed();
 	}
-	fe_drv_cls_context_gone(ctx);
+	ctx_gone(ctx);
 	return CUDA_SUCCESS;
 }
 

@@ -2,6 +2,7 @@
  * runtime layer answered on a driver entry point's behalf. */
 #include "drv.h"
 #include "errors.h"
+#include "rg_log.h"
 
 CUresult fe_drv_result(cudaError_t e)
 {
@@ -22,6 +23,15 @@ CUresult fe_drv_result(cudaError_t e)
 	default:
 		return CUDA_ERROR_INVALID_VALUE;
 	}
+}
+
+CUresult(fe_drv_end_at)(cudaError_t e, const char *fn)
+{
+	fe_drv_done();
+	CUresult r = fe_drv_result(e);
+	if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY)
+		LOG_DEBUG("frontend", "%s: %d", fn, (int)r);
+	return r;
 }
 
 /* As the driver: a code it does not define is an invalid value, *pStr NULL. */

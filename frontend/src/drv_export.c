@@ -296,7 +296,9 @@ static CUresult cls_get(void **value, CUcontext ctx, void *key)
 	return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
-void fe_drv_cls_context_gone(CUcontext ctx)
+/* A context ended (reset or destroyed, drv_ctx.c): the values the runtime
+ * kept for it are dropped, their destructors called. */
+static void cls_context_gone(CUcontext ctx)
 {
 	for (;;) {
 		pthread_rwlock_wrlock(&cls_lock);
@@ -324,10 +326,14 @@ static const void *const cls_table[4] = {(void *)cls_put, (void *)cls_delete, (v
 static void cls_forget(int dev)
 {
 	if (dev != FE_RT_FORK)
-		fe_drv_cls_context_gone(fe_drv_ctx_of(dev));
+		cls_context_gone(fe_drv_ctx_of(dev));
 }
 
-__attribute__((constructor)) static void cls_register_forget(void) { fe_rt_on_forget(cls_forget); }
+__attribute__((constructor)) static void cls_register(void)
+{
+	fe_rt_on_forget(cls_forget);
+	fe_drv_ctx_on_gone(cls_context_gone);
+}
 
 /* ---- CONTEXT_CHECKS (263e8860-7cd2-6143-92f6-bbd5006dfa7e): whether a
  * context wraps another; none here does */

@@ -11,8 +11,9 @@ extern const size_t fe_error_texts_n;
 extern const struct fe_error_text fe_drv_error_texts[];
 extern const size_t fe_drv_error_texts_n;
 
+/* rt_error_name.c: the entry for code, NULL if none. */
 const struct fe_error_text *fe_error_lookup(const struct fe_error_text *table, size_t n, int code);
-/* The GPU node driver's cuGetErrorString text for a code, asked once and kept;
+/* rt_error.c: the GPU node driver's cuGetErrorString text for a code, asked once and kept;
  * NULL when the node cannot be asked. */
 const char *fe_error_server_text(int code);
 /* The name of a status as the call channel returns it (fe_conn_call), which

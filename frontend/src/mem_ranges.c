@@ -2,11 +2,13 @@
  * pointer attributes and local range checks before anything is sent) and pinned or
  * registered host ranges. A sorted array: lookups are a binary search, and programs
  * (PyTorch's caching allocator above all) hold few, large allocations. */
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "rg_log.h"
 #include "rt.h"
 #include "stats.h"
 
@@ -158,6 +160,28 @@ size_t fe_mem_snapshot(fe_range *out, size_t max)
 		memcpy(out, M.r, (n < max ? n : max) * sizeof(*out));
 	pthread_rwlock_unlock(&M.lock);
 	return n;
+}
+
+int fe_mem_kind(const void *p)
+{
+	fe_range r;
+	return fe_mem_find((uintptr_t)p, 0, &r) >= 0 ? r.kind : 0;
+}
+
+int fe_mem_device_ok(const void *p, size_t len)
+{
+	fe_range r;
+	int found = fe_mem_find((uintptr_t)p, len, &r);
+	if (found == 0 && fe_mem_kind_device(r.kind))
+		return 1;
+	/* The caller answers invalid value; what the program passed is what finding
+	 * out why needs (REMOTE_GPU_LOG=debug). */
+	if (found < 0)
+		LOG_DEBUG("frontend", "%p + %zu bytes: in no allocation of this program", p, len);
+	else
+		LOG_DEBUG("frontend", "%p + %zu bytes: %s allocation %#" PRIx64 " + %" PRIu64 " (kind %d)", p, len,
+			  found ? "runs past the end of" : "not device memory:", r.base, r.size, r.kind);
+	return 0;
 }
 
 __attribute__((constructor)) static void register_forget(void) { fe_rt_on_forget(forget); }

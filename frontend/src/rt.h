@@ -71,7 +71,7 @@ int fe_rt_device_count(void);
 int fe_rt_same_server(int a, int b);
 fe_device *fe_rt_device(int ordinal); /* NULL if out of range or not initialised */
 /* An attribute (0 < attr < CU_DEVICE_ATTRIBUTE_MAX) as both APIs answer it: the
- * server's value, less what cannot work across hosts (rt_device.c). */
+ * server's value, less what cannot work across hosts (rt_hello.c). */
 int fe_rt_device_attr(const fe_device *d, int attr);
 int fe_rt_current_device(void);
 void fe_rt_set_current_device(int ordinal);
@@ -123,6 +123,11 @@ int fe_mem_find(uint64_t p, uint64_t len, fe_range *out);
 int fe_mem_overlap(uint64_t p, uint64_t len, fe_range *out);
 /* The kind of memory p lies in (FE_MEM_*), 0 for memory this process owns. */
 int fe_mem_kind(const void *p);
+/* Memory of that kind is on the device (allocated, a module global, managed). */
+static inline int fe_mem_kind_device(int kind)
+{
+	return kind == FE_MEM_DEVICE || kind == FE_MEM_MODULE || kind == FE_MEM_MANAGED;
+}
 /* [p, p + len) lies in one range of device memory (allocated, a module global,
  * managed): what a copy may touch on the device side. */
 int fe_mem_device_ok(const void *p, size_t len);
@@ -157,7 +162,7 @@ typedef struct fe_hello_offer {
 int fe_hello(fe_device *devs, int max, int *ndev, fe_hello_offer *offer);
 /* A tcp session of d[0 .. *n) whose hello offered a shm:// socket moves
  * there when it can (rt_upgrade.c); otherwise it stays as it is. */
-void fe_upgrade_shm(fe_device *d, int max, int *n, const fe_hello_offer *o);
+void fe_upgrade_shm(fe_device *d, int max, int *n, const fe_hello_offer *o, fe_hostfn_cb hostfn);
 
 /* Pinned memory in shared regions, when a server is reached over shm
  * (host_region.c): fe_region_alloc answers NULL when none is (or the memory
@@ -199,8 +204,8 @@ int fe_peer_can(int dev, int peer);
  * process last set or read it (forgotten with the session, fe_rt_on_forget). */
 cudaMemPool_t fe_mempool_current(int device);
 
-/* Copies between a host buffer and device memory (rt_copy.c): chunked; to the
- * host pipelined, or detached when async. */
+/* Copies between a host buffer and device memory (copy_bytes.c): chunked; to
+ * the host pipelined, or detached when async. */
 int fe_copy_htod(fe_conn *c, uint64_t dst, const uint8_t *src, size_t len, uint64_t sid);
 int fe_copy_dtoh(fe_conn *c, uint8_t *dst, uint64_t src, size_t len, uint64_t sid, int async);
 
@@ -271,12 +276,13 @@ typedef struct fe_kargs {
 cudaError_t fe_kernel_pack(fe_conn *c, const void *func, dim3 g, dim3 b, void **args, size_t shmem, fe_kargs *out);
 void fe_kargs_free(fe_kargs *a);
 
-/* Host functions (rt_hostfn.c): the receiver's handler of hostfn (gone 0) and
- * hostfn_forget (gone 1) events; one called once (cudaLaunchHostFunc), one
+/* Host functions (rt_hostfn.c): one called once (cudaLaunchHostFunc), one
  * of a host node (called at every replay until the server forgets it, or
  * dropped when the call that named it failed); a host node's function. 0: no
- * memory. */
-void fe_hostfn_dispatch(void *ctx, uint64_t id, int gone);
+ * memory. The receiver's handler of hostfn (gone 0) and hostfn_forget (gone 1)
+ * events is registered from a constructor (fe_rt_on_hostfn): every channel
+ * rt_state.c opens gets it. */
+void fe_rt_on_hostfn(fe_hostfn_cb fn);
 uint64_t fe_hostfn_register(void (*fn)(void *), void *data, uint64_t after_seq);
 /* 1 on the thread that runs host functions (its stream waits for it). */
 int fe_hostfn_in_thread(void);

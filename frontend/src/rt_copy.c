@@ -1,48 +1,19 @@
 /*
- * Copies and memsets. Large copies over tcp are striped across extra
- * connections first (stripe.c); otherwise host-to-device data goes out as the payload of async frames,
- * straight from the caller's buffer (writev), cut into FE_COPY_CHUNK pieces so the
- * server's copy to the GPU overlaps the wire. Device-to-host chunks are requested
- * back to back and land straight in the caller's buffer; a synchronous copy waits
- * for all of them, an async one lets the receiver thread fill the buffer while
- * the program goes on (its next synchronisation waits for them).
+ * Copies and memsets, the runtime's entry points: the kind of each side
+ * resolved (cudaMemcpyDefault, managed memory), then the path: pinned memory
+ * as a device side (host_ops.c), shm regions and the bounce buffer, devices of
+ * another server (rt_peer.c), arrays (rt_array.c), or the connection's bytes
+ * (copy_bytes.c: chunked, pipelined, striped).
  * Every device range is checked here first, so a bad pointer fails at the call,
  * as with CUDA; the server checks again, trusting nothing.
  */
-#include <inttypes.h>
 #include <string.h>
 
 #include "managed.h"
-#include "rg_log.h"
 #include "rpc.h"
 #include "rt.h"
-#include "stripe.h"
 
 int fe_symbol_lookup(const void *symbol, uint64_t *dptr, uint64_t *size); /* rt_module.c */
-
-static int device_kind(int kind) { return kind == FE_MEM_DEVICE || kind == FE_MEM_MODULE || kind == FE_MEM_MANAGED; }
-
-int fe_mem_kind(const void *p)
-{
-	fe_range r;
-	return fe_mem_find((uintptr_t)p, 0, &r) >= 0 ? r.kind : 0;
-}
-
-int fe_mem_device_ok(const void *p, size_t len)
-{
-	fe_range r;
-	int found = fe_mem_find((uintptr_t)p, len, &r);
-	if (found == 0 && device_kind(r.kind))
-		return 1;
-	/* The caller answers invalid value; what the program passed is what finding
-	 * out why needs (REMOTE_GPU_LOG=debug). */
-	if (found < 0)
-		LOG_DEBUG("frontend", "%p + %zu bytes: in no allocation of this program", p, len);
-	else
-		LOG_DEBUG("frontend", "%p + %zu bytes: %s allocation %#" PRIx64 " + %" PRIu64 " (kind %d)", p, len,
-			  found ? "runs past the end of" : "not device memory:", r.base, r.size, r.kind);
-	return 0;
-}
 
 /* A memset or device-to-device copy on a capturing stream is recorded, not run,
  * and the driver records one whose range is no allocation (yet) as asked: XLA
@@ -86,79 +57,9 @@ static enum cudaMemcpyKind resolve_kind(void *dst, const void *src, enum cudaMem
 	int dk = fe_mem_kind(dst), sk = fe_mem_kind(src);
 	if (kind != cudaMemcpyDefault && dk != FE_MEM_MANAGED && sk != FE_MEM_MANAGED)
 		return kind;
-	int d = device_kind(dk), s = device_kind(sk);
+	int d = fe_mem_kind_device(dk), s = fe_mem_kind_device(sk);
 	return d ? (s ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
 		 : (s ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
-}
-
-int fe_copy_htod(fe_conn *c, uint64_t dst, const uint8_t *src, size_t len, uint64_t sid)
-{
-	int st;
-	if (fe_stripe_htod(c, dst, src, len, sid, &st)) /* large, over tcp: several connections */
-		return st;
-	for (size_t off = 0; off < len; off += FE_COPY_CHUNK) {
-		size_t n = len - off < FE_COPY_CHUNK ? len - off : FE_COPY_CHUNK;
-		int st = fe_rpc_memcpy_htod(c, dst + off, sid, src + off, n);
-		if (st)
-			return st;
-	}
-	return 0;
-}
-
-static void begin_dtoh(proto_msg *m, fe_conn *c, uint64_t src, uint64_t n, uint64_t sid)
-{
-	proto_msg_begin(m, PROTO_OP_MEMCPY_DTOH, fe_conn_next_seq(c), 3);
-	proto_msg_u64(m, src);
-	proto_msg_u64(m, n);
-	proto_msg_u64(m, sid);
-}
-
-/* Copies to the host come back in smaller pieces than they go out: the server
- * can start sending a piece only once the GPU copied all of it, so smaller pieces
- * overlap the GPU's copy with the wire sooner. A window of requests in flight
- * keeps the pipeline full without queueing unbounded staging on the server. */
-#define DTOH_CHUNK (1u << 20)
-#define DTOH_WINDOW 16
-
-int fe_copy_dtoh(fe_conn *c, uint8_t *dst, uint64_t src, size_t len, uint64_t sid, int async)
-{
-	if (async) {
-		for (size_t off = 0; off < len; off += DTOH_CHUNK) {
-			size_t n = len - off < DTOH_CHUNK ? len - off : DTOH_CHUNK;
-			proto_msg m;
-			begin_dtoh(&m, c, src + off, n, sid);
-			int st = fe_conn_begin_detached(c, &m, dst + off, n);
-			if (st)
-				return st;
-		}
-		return 0;
-	}
-	int st;
-	if (fe_stripe_dtoh(c, dst, src, len, sid, &st))
-		return st;
-	fe_pending p[DTOH_WINDOW];
-	size_t nchunks = (len + DTOH_CHUNK - 1) / DTOH_CHUNK, sent = 0, done = 0;
-	int result = 0;
-	while (done < nchunks) {
-		while (sent < nchunks && sent - done < DTOH_WINDOW) {
-			size_t off = sent * (size_t)DTOH_CHUNK, n = len - off < DTOH_CHUNK ? len - off : DTOH_CHUNK;
-			fe_pending *q = &p[sent % DTOH_WINDOW];
-			memset(q, 0, sizeof(*q));
-			q->dest = dst + off;
-			q->dest_len = n;
-			proto_msg m;
-			begin_dtoh(&m, c, src + off, n, sid);
-			int st = fe_conn_begin(c, &m, NULL, 0, q);
-			if (st)
-				return st; /* channel dead: every outstanding chunk failed too */
-			sent++;
-		}
-		int st = fe_conn_wait(c, &p[done % DTOH_WINDOW]);
-		if (st && !result)
-			result = st;
-		done++;
-	}
-	return result;
 }
 
 static cudaError_t memcpy_common(fe_api_site site, void *dst, const void *src, size_t count,
@@ -209,8 +110,8 @@ static cudaError_t memcpy_common(fe_api_site site, void *dst, const void *src, s
 		return fe_rt_leave(fe_copy_dtoh(c, dst, (uintptr_t)src, count, sid, async));
 	case cudaMemcpyDeviceToDevice: {
 		fe_range rd, rs;
-		if (fe_mem_find((uintptr_t)dst, count, &rd) != 0 || !device_kind(rd.kind) ||
-		    fe_mem_find((uintptr_t)src, count, &rs) != 0 || !device_kind(rs.kind)) {
+		if (fe_mem_find((uintptr_t)dst, count, &rd) != 0 || !fe_mem_kind_device(rd.kind) ||
+		    fe_mem_find((uintptr_t)src, count, &rs) != 0 || !fe_mem_kind_device(rs.kind)) {
 			/* a pinned side: the direction it really is (host_ops.c) */
 			int dh = fe_host_pinned(dst, count), sh = fe_host_pinned(src, count);
 			if (dh && sh)

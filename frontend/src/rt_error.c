@@ -1,8 +1,8 @@
 /*
- * Error names and strings. Names come from the toolkit's enum (gen/error_names.c).
- * Strings come from the GPU node's driver (cuGetErrorString: the text its own
- * runtime prints), asked once per code and kept; codes the driver does not know
- * (runtime-only ones) fall back to the toolkit header's description.
+ * Error strings (the names: rt_error_name.c). They come from the GPU node's
+ * driver (cuGetErrorString: the text its own runtime prints), asked once per
+ * code and kept; codes the driver does not know (runtime-only ones) fall back
+ * to the toolkit header's description.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -19,30 +19,6 @@ static struct {
 	char *text;
 } cache[MAX_CACHED];
 static int ncached;
-
-const struct fe_error_text *fe_error_lookup(const struct fe_error_text *table, size_t n, int code)
-{
-	for (size_t i = 0; i < n; i++)
-		if (table[i].code == code)
-			return &table[i];
-	return NULL;
-}
-
-const char *fe_status_name(int status)
-{
-	if (status == FE_EDEAD)
-		return "FE_EDEAD";
-	if (status < 0)
-		return transport_err_name(status);
-	const struct fe_error_text *t = fe_error_lookup(fe_drv_error_texts, fe_drv_error_texts_n, status);
-	return t ? t->name : "CUresult ?";
-}
-
-const char *cudaGetErrorName(cudaError_t error)
-{
-	const struct fe_error_text *t = fe_error_lookup(fe_error_texts, fe_error_texts_n, error);
-	return t ? t->name : "cudaErrorUnknown";
-}
 
 static char *driver_text(int code)
 {

@@ -79,8 +79,6 @@ static void forget(int dev)
 	H.started = 0;
 }
 
-__attribute__((constructor)) static void register_forget(void) { fe_rt_on_forget(forget); }
-
 static uint64_t add(void (*fn)(void *), void *data, uint64_t after_seq, int node)
 {
 	hostfn *h = calloc(1, sizeof(*h));
@@ -148,7 +146,7 @@ int fe_hostnode_lookup(uint64_t id, void (**fn)(void *), void **data)
 
 /* Called by the receiver thread: must not run user code itself. gone: the
  * server forgot a host node's function. */
-void fe_hostfn_dispatch(void *ctx, uint64_t id, int gone)
+static void dispatch(void *ctx, uint64_t id, int gone)
 {
 	hostfn *run = NULL;
 	pthread_mutex_lock(&H.lock);
@@ -182,4 +180,10 @@ void fe_hostfn_dispatch(void *ctx, uint64_t id, int gone)
 			 (unsigned long long)id);
 	if (!gone && !run)
 		LOG_ERROR("frontend", "out of memory: host function %llu not called", (unsigned long long)id);
+}
+
+__attribute__((constructor)) static void register_hooks(void)
+{
+	fe_rt_on_forget(forget);
+	fe_rt_on_hostfn(dispatch);
 }

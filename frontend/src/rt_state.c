@@ -61,6 +61,11 @@ static int is_sticky(int e)
 	return 0;
 }
 
+/* The handler of host function events on every channel (fe_rt_on_hostfn). */
+static _Atomic(fe_hostfn_cb) hostfn_cb;
+
+void fe_rt_on_hostfn(fe_hostfn_cb fn) { atomic_store(&hostfn_cb, fn); }
+
 /* The files' forget functions (fe_rt_on_forget), in registration order. */
 #define FORGET_MAX 16
 static fe_rt_forget_fn forget_fns[FORGET_MAX];
@@ -103,7 +108,7 @@ static void atfork_child(void)
 static cudaError_t device_connect(fe_device *d, int max, int *n, const char *spec, int *reached, const char *then)
 {
 	*reached = 0;
-	int err = fe_conn_open(&d->addr, fe_hostfn_dispatch, d, &d->conn);
+	int err = fe_conn_open(&d->addr, atomic_load(&hostfn_cb), d, &d->conn);
 	if (err == TRANSPORT_ETIMEDOUT && fe_live_timeout() > 0) {
 		/* as a server lost later is: REMOTE_GPU_TIMEOUT bounds both */
 		LOG_ERROR("frontend", "cannot reach remote GPU at %s: no connection within %g s (REMOTE_GPU_TIMEOUT)%s",
@@ -126,7 +131,7 @@ static cudaError_t device_connect(fe_device *d, int max, int *n, const char *spe
 	}
 	/* "host:port" on this host: shm if the server offers it; "tcp://" stays */
 	if (offer.shm_path[0] && !d->addr.scheme_given)
-		fe_upgrade_shm(d, max, n, &offer);
+		fe_upgrade_shm(d, max, n, &offer, atomic_load(&hostfn_cb));
 	return e;
 }
 
@@ -361,14 +366,7 @@ cudaError_t(fe_rt_leave)(int status)
 
 void fe_drv_begin(void) { tls_in_driver++; }
 
-CUresult(fe_drv_end_at)(cudaError_t e, const char *fn)
-{
-	tls_in_driver--;
-	CUresult r = fe_drv_result(e);
-	if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY)
-		LOG_DEBUG("frontend", "%s: %d", fn, (int)r);
-	return r;
-}
+void fe_drv_done(void) { tls_in_driver--; }
 
 /* As the CUDA runtime does: a sticky error is reported once here like any other
  * (and reset), while every call that needs the device keeps failing with it. */

@@ -32,7 +32,7 @@ static void close_devices(fe_device *d, int n)
 		}
 }
 
-void fe_upgrade_shm(fe_device *d, int max, int *n, const fe_hello_offer *o)
+void fe_upgrade_shm(fe_device *d, int max, int *n, const fe_hello_offer *o, fe_hostfn_cb hostfn)
 {
 	char spec[sizeof(o->shm_path) + 8];
 	fe_device *x = calloc((size_t)max, sizeof(*x));
@@ -45,7 +45,7 @@ void fe_upgrade_shm(fe_device *d, int max, int *n, const fe_hello_offer *o)
 		why = "the server gave no instance id";
 	else if (transport_parse_addr(spec, &x[0].addr) != TRANSPORT_OK)
 		why = "not a socket path";
-	else if (fe_conn_open(&x[0].addr, fe_hostfn_dispatch, d, &x[0].conn) != 0)
+	else if (fe_conn_open(&x[0].addr, hostfn, d, &x[0].conn) != 0)
 		why = "cannot connect";
 	if (!why) {
 		fe_hello_offer again;

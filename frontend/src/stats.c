@@ -77,6 +77,40 @@ _Thread_local thr *fe_obs_tls_thr FE_OBS_TLS;
 
 static void lazy_init(void);
 
+/* ---- the printers (stats_report.c, stats_trace.c) ----
+ * This file is below every other (conn.c and the memory map call its hooks);
+ * the files that print sit above them and register here from a constructor.
+ * Until they have, the slots hold functions that print nothing. */
+
+static void no_dump(const char *why) { (void)why; }
+static void no_oom(void) {}
+static void no_enter(const fn_info *fn, const lib_info *lib, void *ra) { (void)fn, (void)lib, (void)ra; }
+static void no_send(const void *frame, size_t len, uint64_t plen) { (void)frame, (void)len, (void)plen; }
+static void no_leave(const fn_info *fn, int status, uint64_t d, const thr *t) { (void)fn, (void)status, (void)d, (void)t; }
+
+static struct {
+	fe_obs_dump_fn dump;
+	void (*report_oom)(void);
+	fe_obs_trace_enter_fn trace_enter;
+	fe_obs_trace_send_fn trace_send;
+	fe_obs_trace_leave_fn trace_leave;
+} printers = {no_dump, no_oom, no_enter, no_send, no_leave};
+
+void fe_obs_set_report(fe_obs_dump_fn dump, void (*report_oom)(void))
+{
+	printers.dump = dump;
+	printers.report_oom = report_oom;
+}
+
+void fe_obs_set_trace(fe_obs_trace_enter_fn enter, fe_obs_trace_send_fn send, fe_obs_trace_leave_fn leave)
+{
+	printers.trace_enter = enter;
+	printers.trace_send = send;
+	printers.trace_leave = leave;
+}
+
+void fe_obs_trace_send(const void *frame, size_t len, uint64_t plen) { printers.trace_send(frame, len, plen); }
+
 /* ---- time ---- */
 
 /* The tick counter where there is one (rg_ticks), else the clock itself. */
@@ -136,10 +170,33 @@ static int self_range(struct dl_phdr_info *info, size_t size, void *arg)
 	return 1;
 }
 
+/* REMOTE_GPU_TRACE: name[=level],... */
+static void parse_trace(const char *spec)
+{
+	while (spec && *spec && fe_obs_g.ntrace < MAX_TRACE) {
+		const char *end = strchr(spec, ',');
+		size_t n = end ? (size_t)(end - spec) : strlen(spec);
+		const char *eq = memchr(spec, '=', n);
+		size_t nl = eq ? (size_t)(eq - spec) : n;
+		int level = eq ? atoi(eq + 1) : 3;
+		while (nl && spec[0] == ' ')
+			spec++, nl--;
+		while (nl && spec[nl - 1] == ' ')
+			nl--;
+		if (nl && nl < sizeof(fe_obs_g.trace[0].name) && level > 0) {
+			memcpy(fe_obs_g.trace[fe_obs_g.ntrace].name, spec, nl);
+			fe_obs_g.trace[fe_obs_g.ntrace].name[nl] = 0;
+			fe_obs_g.trace[fe_obs_g.ntrace].level = level & 3;
+			fe_obs_g.ntrace++;
+		}
+		spec = end ? end + 1 : NULL;
+	}
+}
+
 static void at_exit(void)
 {
 	if (fe_obs_g.stats && atomic_load(&fe_obs_g.first_ns))
-		fe_obs_dump_to_dest("at exit");
+		printers.dump("at exit");
 }
 
 __attribute__((constructor)) static void obs_setup(void)
@@ -159,7 +216,7 @@ __attribute__((constructor)) static void obs_setup(void)
 			fe_obs_g.json = n > 5 && !strcmp(fe_obs_g.path + n - 5, ".json");
 		}
 	}
-	fe_obs_parse_trace(t);
+	parse_trace(t);
 	if (!fe_obs_g.stats && !fe_obs_g.ntrace)
 		return;
 	const char *sm = getenv("REMOTE_GPU_STATS_SAMPLE");
@@ -482,7 +539,7 @@ void fe_obs_enter(const char *fn, void *ra)
 	if (__builtin_expect(f->trace, 0)) {
 		fe_obs_t.trace_args = f->trace & 2;
 		if (f->trace & 1)
-			fe_obs_trace_enter(f, &fe_obs_g.lib[fe_obs_g.row[row].lib], ra);
+			printers.trace_enter(f, &fe_obs_g.lib[fe_obs_g.row[row].lib], ra);
 	}
 	/* Timed from here, or (if it waits for the server) from its first request. */
 	if (atomic_load_explicit(&c->timed, memory_order_relaxed) < FULL_TIMED || --fe_obs_t.skip <= 0 || f->trace) {
@@ -526,12 +583,12 @@ void fe_obs_leave(int status)
 	settle(t, c);
 	if (__builtin_expect(t->traced, 0)) {
 		if (t->traced & 2)
-			fe_obs_trace_leave(&fe_obs_g.fn[fe_obs_g.row[row].fn], status, d, t);
+			printers.trace_leave(&fe_obs_g.fn[fe_obs_g.row[row].fn], status, d, t);
 		fe_obs_t.trace_args = 0;
 		t->traced = 0;
 	}
 	if (__builtin_expect(status == cudaErrorMemoryAllocation, 0) && fe_obs_g.stats)
-		fe_obs_report_oom();
+		printers.report_oom();
 }
 
 void fe_obs_mem(int device, int64_t delta)
@@ -565,7 +622,7 @@ static void *dumper_main(void *arg)
 				continue;
 			return NULL;
 		}
-		fe_obs_dump_to_dest("on SIGUSR1");
+		printers.dump("on SIGUSR1");
 	}
 }
 

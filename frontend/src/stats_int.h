@@ -126,16 +126,21 @@ double fe_obs_ns_per_tick(void) FE_OBS_HIDDEN; /* may wait up to 2 ms after load
 void fe_obs_add_counts(cnt *dst, const cnt *src) FE_OBS_HIDDEN;
 void fe_obs_merge_table(thr *dst, thr *src) FE_OBS_HIDDEN; /* fe_obs_g.lock held */
 
+/* The files that print register from a constructor (stats.c calls them, and
+ * is below every file: the rest of libremote.so calls its hooks).
+ * stats_report.c: a dump (why: "at exit", "on SIGUSR1", ...) and the
+ * out-of-memory report; stats_trace.c: a traced call's entry (its
+ * backtrace), its frames sent (fe_obs_trace_send) and its result. */
+typedef void (*fe_obs_dump_fn)(const char *why);
+typedef void (*fe_obs_trace_enter_fn)(const fn_info *fn, const lib_info *lib, void *ra);
+typedef void (*fe_obs_trace_send_fn)(const void *frame, size_t len, uint64_t plen);
+typedef void (*fe_obs_trace_leave_fn)(const fn_info *fn, int status, uint64_t d, const thr *t);
+void fe_obs_set_report(fe_obs_dump_fn dump, void (*report_oom)(void)) FE_OBS_HIDDEN;
+void fe_obs_set_trace(fe_obs_trace_enter_fn enter, fe_obs_trace_send_fn send, fe_obs_trace_leave_fn leave) FE_OBS_HIDDEN;
+
 /* stats_report.c */
-void fe_obs_dump_to_dest(const char *why) FE_OBS_HIDDEN;
-void fe_obs_report_oom(void) FE_OBS_HIDDEN;
 const char *fe_obs_format_bytes(uint64_t b, char *buf, size_t cap) FE_OBS_HIDDEN;
 const char *fe_obs_get_program_name(void) FE_OBS_HIDDEN;
-
-/* stats_trace.c */
-void fe_obs_parse_trace(const char *spec) FE_OBS_HIDDEN;
-void fe_obs_trace_enter(const fn_info *fn, const lib_info *lib, void *ra) FE_OBS_HIDDEN;
-void fe_obs_trace_leave(const fn_info *fn, int status, uint64_t d, const thr *t) FE_OBS_HIDDEN;
 
 /* stats_py.c */
 void fe_obs_print_py_frames(FILE *f) FE_OBS_HIDDEN;

@@ -309,7 +309,7 @@ static void render_json(FILE *f, const char *why)
 	free(a);
 }
 
-void fe_obs_dump_to_dest(const char *why)
+static void dump_to_dest(const char *why)
 {
 	char *text = NULL;
 	size_t len = 0;
@@ -354,7 +354,7 @@ void remote_gpu_stats_dump(FILE *f)
 		return;
 	}
 	if (!f) {
-		fe_obs_dump_to_dest("on demand");
+		dump_to_dest("on demand");
 		return;
 	}
 	pthread_mutex_lock(&fe_obs_g.dump_lock);
@@ -365,7 +365,7 @@ void remote_gpu_stats_dump(FILE *f)
 
 /* ---- out of memory ---- */
 
-void fe_obs_report_oom(void)
+static void report_oom(void)
 {
 	if (atomic_fetch_add(&fe_obs_g.oom_reports, 1) >= OOM_REPORTS)
 		return;
@@ -383,3 +383,6 @@ void fe_obs_report_oom(void)
 		rg_log_block(text, len);
 	free(text);
 }
+
+/* stats.c is below every file and calls the printers it is given. */
+__attribute__((constructor)) static void register_report(void) { fe_obs_set_report(dump_to_dest, report_oom); }

@@ -23,29 +23,7 @@
 
 #define MAX_BT 64 /* native frames */
 
-void fe_obs_parse_trace(const char *spec)
-{
-	while (spec && *spec && fe_obs_g.ntrace < MAX_TRACE) {
-		const char *end = strchr(spec, ',');
-		size_t n = end ? (size_t)(end - spec) : strlen(spec);
-		const char *eq = memchr(spec, '=', n);
-		size_t nl = eq ? (size_t)(eq - spec) : n;
-		int level = eq ? atoi(eq + 1) : 3;
-		while (nl && spec[0] == ' ')
-			spec++, nl--;
-		while (nl && spec[nl - 1] == ' ')
-			nl--;
-		if (nl && nl < sizeof(fe_obs_g.trace[0].name) && level > 0) {
-			memcpy(fe_obs_g.trace[fe_obs_g.ntrace].name, spec, nl);
-			fe_obs_g.trace[fe_obs_g.ntrace].name[nl] = 0;
-			fe_obs_g.trace[fe_obs_g.ntrace].level = level & 3;
-			fe_obs_g.ntrace++;
-		}
-		spec = end ? end + 1 : NULL;
-	}
-}
-
-void fe_obs_trace_enter(const fn_info *fn, const lib_info *lib, void *ra)
+static void trace_enter(const fn_info *fn, const lib_info *lib, void *ra)
 {
 	void *bt[MAX_BT];
 	int n = backtrace(bt, MAX_BT);
@@ -134,7 +112,7 @@ static void put_obj(FILE *f, const msgpack_object *o, int depth)
 	}
 }
 
-void fe_obs_trace_send(const void *frame, size_t len, uint64_t plen)
+static void trace_send(const void *frame, size_t len, uint64_t plen)
 {
 	const thr *t = fe_obs_tls_thr;
 	proto_hdr h;
@@ -170,7 +148,7 @@ void fe_obs_trace_send(const void *frame, size_t len, uint64_t plen)
 	proto_view_free(&v);
 }
 
-void fe_obs_trace_leave(const fn_info *fn, int status, uint64_t d, const thr *t)
+static void trace_leave(const fn_info *fn, int status, uint64_t d, const thr *t)
 {
 	char pre[160], s[32], r[32];
 	char *text = NULL;
@@ -188,3 +166,6 @@ void fe_obs_trace_leave(const fn_info *fn, int status, uint64_t d, const thr *t)
 		rg_log_block(text, len);
 	free(text);
 }
+
+/* stats.c is below every file and calls the printers it is given. */
+__attribute__((constructor)) static void register_trace(void) { fe_obs_set_trace(trace_enter, trace_send, trace_leave); }

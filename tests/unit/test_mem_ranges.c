@@ -2,8 +2,8 @@
  * The frontend's map of the memory it knows (frontend/src/mem_ranges.c), built
  * into this test on its own: adding, finding (inside, past the end, a range of
  * size 0), overlaps, removing (the oldest of two ranges at one base first),
- * cuMemMap'd ranges back to back as one virtual range, kinds, and what a
- * session's end and a fork forget.
+ * cuMemMap'd ranges back to back as one virtual range, kinds, the checks
+ * copies make of a device side, and what a session's end and a fork forget.
  */
 #include <stdint.h>
 
@@ -184,6 +184,25 @@ static void test_many(void)
 	CHECK_EQ(fe_mem_snapshot(NULL, 0), 0);
 }
 
+/* fe_mem_kind, fe_mem_device_ok: what a copy may touch on the device side. */
+static void test_device_ok(void)
+{
+	fe_mem_add(BASE, MiB, FE_MEM_DEVICE, 0);
+	fe_mem_add(BASE + 2 * MiB, MiB, FE_MEM_HOST_PINNED, 0);
+	fe_mem_add(BASE + 4 * MiB, MiB, FE_MEM_MODULE, 0);
+	fe_mem_add(BASE + 6 * MiB, MiB, FE_MEM_MANAGED, 0);
+	CHECK_EQ(fe_mem_kind((void *)(uintptr_t)(BASE + 5)), FE_MEM_DEVICE);
+	CHECK_EQ(fe_mem_kind((void *)(uintptr_t)(BASE + 2 * MiB)), FE_MEM_HOST_PINNED);
+	CHECK_EQ(fe_mem_kind((void *)(uintptr_t)(BASE + MiB)), 0); /* the gap */
+	CHECK_EQ(fe_mem_device_ok((void *)(uintptr_t)BASE, MiB), 1);
+	CHECK_EQ(fe_mem_device_ok((void *)(uintptr_t)(BASE + 1), MiB), 0); /* runs past the end */
+	CHECK_EQ(fe_mem_device_ok((void *)(uintptr_t)(BASE + 2 * MiB), 16), 0); /* pinned: not device memory */
+	CHECK_EQ(fe_mem_device_ok((void *)(uintptr_t)(BASE + 4 * MiB), 16), 1); /* a module global */
+	CHECK_EQ(fe_mem_device_ok((void *)(uintptr_t)(BASE + 6 * MiB), MiB), 1); /* managed */
+	CHECK_EQ(fe_mem_device_ok((void *)(uintptr_t)(BASE + 8 * MiB), 1), 0); /* in no allocation */
+	clear();
+}
+
 int main(void)
 {
 	test_add_find();
@@ -191,6 +210,7 @@ int main(void)
 	test_overlap();
 	test_remove();
 	test_vmm();
+	test_device_ok();
 	test_forget_and_obs();
 	test_many();
 	return check_summary("test_mem_ranges");
