@@ -209,12 +209,16 @@ else
 	remote_run remote tcp --drain-seconds 0
 	# The stripe sweep (issue 20 item 2): copies of 64 and 256 MiB over tcp with
 	# REMOTE_GPU_STRIPES of each count in RG_STRIPE_SWEEP (0: one connection, the
-	# main run has the default), reported beside the main run's copies
-
+	# main run has the default), reported beside the main run's copies; a note
+	# per run counts the copies whose bytes went through pageable memory on the
+	# server (its sessions' end lines): striped runs a few per session (before
+	# its pinned staging grew), not one per other large H2D copy
 	for n in ${RG_STRIPE_SWEEP-0 2 8}; do
 		client_env=("REMOTE_GPU_STRIPES=$n") run_only=copy run_args=(--min-size 64M --max-size 256M)
-		remote_run "stripes$n" tcp --drain-seconds 0
+		gpud_log=warn,backend=info remote_run "stripes$n" tcp --drain-seconds 0
 		[ -s "$work/stripes$n.json" ] && sweep_reports+=(--stripes "$n=$work/stripes$n.json")
+		pg=$(grep -o '[0-9]* copies through pageable memory' "$work/gpud-stripes$n.log" | awk '{s += $1} END {print s + 0}')
+		notes+=("stripes $n (64-256 MiB copies): $pg copies through pageable memory on the server")
 	done
 	client_env=() run_only=cuda run_args=("${bench_args[@]}")
 	# Whether MSG_ZEROCOPY would pay for the stripes' sends on this host's

@@ -1,12 +1,13 @@
 /*
  * Pinned staging pool (staging.h). The mutex guards only bookkeeping (a free
- * list, a busy flag, demand counters); driver calls that allocate or free
+ * list, busy flags, demand counters); driver calls that allocate or free
  * pinned memory happen outside it, so the loop thread never waits behind a
  * cuMemHostAlloc.
  */
 #include "staging.h"
 
 #include <stdlib.h>
+#include <time.h>
 
 #include "driver.h"
 #include "rg_log.h"
@@ -71,6 +72,11 @@ int be_staging_init(be_staging *st, size_t chunk_size, unsigned max_chunks, size
 		return -1;
 	}
 	pthread_mutex_init(&st->mu, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&st->idle, &ca);
+	pthread_condattr_destroy(&ca);
 	return 0;
 }
 
@@ -87,11 +93,12 @@ static int take_idle(be_staging *st, size_t len, be_buf *out)
 			st->want_chunks++;
 		return 0;
 	}
-	if (st->big && !st->big_busy && st->big_cap >= len) {
-		st->big_busy = 1;
-		*out = (be_buf){st->big, st->big_cap, BE_BUF_BIG};
-		return 1;
-	}
+	for (int i = 0; i < BE_STAGING_BIGS; i++)
+		if (st->big[i] && !st->big_busy[i] && st->big_cap[i] >= len) {
+			st->big_busy[i] = 1;
+			*out = (be_buf){st->big[i], st->big_cap[i], BE_BUF_BIG};
+			return 1;
+		}
 	if (len <= st->big_max && len > st->want_big)
 		st->want_big = len;
 	return 0;
@@ -125,9 +132,54 @@ int be_staging_take_nb(be_staging *st, size_t len, be_buf *out)
 	return 0;
 }
 
-/* Replaces the big buffer by one of at least len bytes and hands it to the
- * caller (busy). Returns 0 when the big buffer is in use by another copy or
- * cannot be allocated. */
+/* The big slot to (re)grow for len bytes (mu held): an idle one too small
+ * (replaced, so one copy size never costs two buffers), else an empty one;
+ * -1 when every slot is busy or already fits. */
+static int regrow_slot(const be_staging *st, size_t len)
+{
+	for (int i = 0; i < BE_STAGING_BIGS; i++)
+		if (st->big[i] && !st->big_busy[i] && st->big_cap[i] < len)
+			return i;
+	for (int i = 0; i < BE_STAGING_BIGS; i++)
+		if (!st->big[i] && !st->big_busy[i])
+			return i;
+	return -1;
+}
+
+/* Whether a big buffer of at least len bytes exists, busy or not (mu held). */
+static int big_fits(const be_staging *st, size_t len)
+{
+	for (int i = 0; i < BE_STAGING_BIGS; i++)
+		if (st->big[i] && st->big_cap[i] >= len)
+			return 1;
+	return 0;
+}
+
+int be_staging_take_wait(be_staging *st, size_t len, unsigned ms, be_buf *out)
+{
+	*out = (be_buf){0};
+	if (len <= st->chunk_size)
+		return be_staging_take_nb(st, len, out);
+	struct timespec until;
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_sec += ms / 1000;
+	until.tv_nsec += (long)(ms % 1000) * 1000000;
+	if (until.tv_nsec >= 1000000000) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000;
+	}
+	pthread_mutex_lock(&st->mu);
+	int got;
+	while (!(got = take_idle(st, len, out)) && big_fits(st, len) &&
+	       pthread_cond_timedwait(&st->idle, &st->mu, &until) == 0)
+		;
+	pthread_mutex_unlock(&st->mu);
+	return got ? 0 : be_staging_take_nb(st, len, out);
+}
+
+/* Replaces an idle big buffer too small for len (or fills an empty slot) by
+ * one of at least len bytes and hands it to the caller (busy). Returns 0 when
+ * every slot is in use or the allocation fails. */
 static int big_regrow(be_staging *st, size_t len, be_buf *out)
 {
 	void *old;
@@ -136,16 +188,17 @@ static int big_regrow(be_staging *st, size_t len, be_buf *out)
 	if (cap > st->big_max)
 		cap = len;
 	pthread_mutex_lock(&st->mu);
-	if (st->big_busy) {
+	int i = regrow_slot(st, len);
+	if (i < 0) {
 		pthread_mutex_unlock(&st->mu);
 		return 0;
 	}
-	old = st->big;
-	transport_mr *old_mr = st->big_mr;
-	st->big = NULL;
-	st->big_mr = NULL;
-	st->big_cap = 0;
-	st->big_busy = 1; /* reserved while we reallocate */
+	old = st->big[i];
+	transport_mr *old_mr = st->big_mr[i];
+	st->big[i] = NULL;
+	st->big_mr[i] = NULL;
+	st->big_cap[i] = 0;
+	st->big_busy[i] = 1; /* reserved while we reallocate */
 	pthread_mutex_unlock(&st->mu);
 
 	dereg(st, old_mr);
@@ -155,13 +208,14 @@ static int big_regrow(be_staging *st, size_t len, be_buf *out)
 	transport_mr *mr = p ? reg(st, p, cap) : NULL;
 	pthread_mutex_lock(&st->mu);
 	if (!p) {
-		st->big_busy = 0;
+		st->big_busy[i] = 0;
+		pthread_cond_broadcast(&st->idle);
 		pthread_mutex_unlock(&st->mu);
 		return 0;
 	}
-	st->big = p;
-	st->big_mr = mr;
-	st->big_cap = cap;
+	st->big[i] = p;
+	st->big_mr[i] = mr;
+	st->big_cap[i] = cap;
 	if (st->want_big <= cap)
 		st->want_big = 0;
 	pthread_mutex_unlock(&st->mu);
@@ -205,8 +259,8 @@ int be_staging_take(be_staging *st, size_t len, be_buf *out)
 		return 0;
 	if (len > st->chunk_size && len <= st->big_max && big_regrow(st, len, out))
 		return 0;
-	/* A chunk-sized copy with every chunk busy, a big one while the big buffer
-	 * is busy, or one beyond big_max: pinned memory for this copy alone. */
+	/* A chunk-sized copy with every chunk busy, a big one while the big buffers
+	 * are busy, or one beyond big_max: pinned memory for this copy alone. */
 	void *p = pinned_alloc(len);
 	if (p) {
 		*out = (be_buf){p, len, BE_BUF_PINNED};
@@ -234,7 +288,7 @@ void be_staging_grow(be_staging *st, unsigned min_chunks)
 	if (st->nchunks + n > st->max_chunks)
 		n = st->max_chunks - st->nchunks;
 	st->want_chunks = 0;
-	want_big = st->want_big > st->big_cap && !st->big_busy ? st->want_big : 0;
+	want_big = st->want_big && regrow_slot(st, st->want_big) >= 0 ? st->want_big : 0;
 	pthread_mutex_unlock(&st->mu);
 
 	for (unsigned i = 0; i < n; i++) {
@@ -270,7 +324,10 @@ void be_staging_release(be_staging *st, be_buf *b)
 		break;
 	case BE_BUF_BIG:
 		pthread_mutex_lock(&st->mu);
-		st->big_busy = 0;
+		for (int i = 0; i < BE_STAGING_BIGS; i++)
+			if (st->big[i] == b->p)
+				st->big_busy[i] = 0;
+		pthread_cond_broadcast(&st->idle);
 		pthread_mutex_unlock(&st->mu);
 		break;
 	case BE_BUF_PINNED:
@@ -289,19 +346,25 @@ void be_staging_destroy(be_staging *st)
 {
 	if (!st->all)
 		return;
-	if (st->nfree != st->nchunks || st->big_busy)
-		LOG_ERROR("backend", "staging pool destroyed with %u of %u chunks%s in use", st->nchunks - st->nfree,
-			  st->nchunks, st->big_busy ? " and the big buffer" : "");
+	int bigs_busy = 0;
+	for (int i = 0; i < BE_STAGING_BIGS; i++)
+		bigs_busy += st->big_busy[i];
+	if (st->nfree != st->nchunks || bigs_busy)
+		LOG_ERROR("backend", "staging pool destroyed with %u of %u chunks and %d big buffers in use",
+			  st->nchunks - st->nfree, st->nchunks, bigs_busy);
 	for (unsigned i = 0; i < st->nchunks; i++) {
 		dereg(st, st->mrs[i]);
 		pinned_free(st->all[i]);
 	}
-	dereg(st, st->big_mr);
-	if (st->big)
-		pinned_free(st->big);
+	for (int i = 0; i < BE_STAGING_BIGS; i++) {
+		dereg(st, st->big_mr[i]);
+		if (st->big[i])
+			pinned_free(st->big[i]);
+	}
 	free(st->all);
 	free(st->free);
 	free(st->mrs);
 	pthread_mutex_destroy(&st->mu);
+	pthread_cond_destroy(&st->idle);
 	*st = (be_staging){0};
 }

@@ -5,8 +5,13 @@
  *
  *  - chunks: up to max_chunks buffers of chunk_size bytes (cuMemHostAlloc),
  *    for copies that fit in one;
- *  - big: one larger pinned buffer, grown to the largest copy seen (up to
- *    big_max), reused by one large copy at a time.
+ *  - big: up to BE_STAGING_BIGS larger pinned buffers, each grown to the
+ *    largest copy seen (up to big_max) and reused by one large copy at a
+ *    time. The second is allocated only once two large copies overlapped:
+ *    back-to-back large H2D copies do (the next one's bytes arrive while the
+ *    device still reads the last one's), and without it every other one would
+ *    land in fresh malloc'd pages (a page fault per 4 KiB while receiving,
+ *    then the driver's own staging for pageable memory).
  *
  * Taking is thread-safe and never waits: the loop thread takes buffers for
  * payloads it is about to receive (be_staging_take_nb) and must never block, so
@@ -34,7 +39,7 @@
 enum be_buf_kind {
 	BE_BUF_NONE = 0,
 	BE_BUF_CHUNK,  /* a pool chunk */
-	BE_BUF_BIG,    /* the big buffer */
+	BE_BUF_BIG,    /* a big buffer */
 	BE_BUF_PINNED, /* cuMemHostAlloc'd for one copy */
 	BE_BUF_MALLOC, /* pageable */
 };
@@ -45,18 +50,21 @@ typedef struct be_buf {
 	int kind;
 } be_buf;
 
+#define BE_STAGING_BIGS 2
+
 typedef struct be_staging {
 	pthread_mutex_t mu;
+	pthread_cond_t idle; /* a big buffer went idle (be_staging_take_wait) */
 	size_t chunk_size, big_max;
 	unsigned max_chunks, nchunks, nfree, want_chunks;
 	void **all;  /* nchunks allocated chunks (for the final free) */
 	void **free; /* nfree of them idle */
 	transport_mr **mrs; /* registrations of all[] (NULL: none) */
-	void *big;
-	transport_mr *big_mr;
-	size_t big_cap, want_big;
-	transport_conn *conn; /* registers chunks and the big buffer (NULL: none) */
-	int big_busy;
+	void *big[BE_STAGING_BIGS]; /* NULL: not allocated */
+	transport_mr *big_mr[BE_STAGING_BIGS];
+	size_t big_cap[BE_STAGING_BIGS], want_big;
+	transport_conn *conn; /* registers chunks and the big buffers (NULL: none) */
+	int big_busy[BE_STAGING_BIGS];
 	/* statistics */
 	uint64_t fallbacks;
 } be_staging;
@@ -67,16 +75,22 @@ void be_staging_set_conn(be_staging *st, transport_conn *conn);
 /* Executor, with the context current: allocates what takers found missing (and
  * at least min_chunks chunks in all). Cheap when nothing is missing. */
 void be_staging_grow(be_staging *st, unsigned min_chunks);
-/* Any thread, never blocks: a chunk or the big buffer when one is idle and fits,
+/* Any thread, never blocks: a chunk or a big buffer when one is idle and fits,
  * else malloc'd memory (BE_BUF_MALLOC). len 0 gives BE_BUF_NONE. Returns 0, or
  * -1 when even malloc failed. */
 int be_staging_take_nb(be_staging *st, size_t len, be_buf *out);
-/* Any thread, never blocks: an idle chunk or the big buffer that fits (0), or
+/* A thread that may wait (a stripe connection's, stripe.h): as take_nb, but
+ * while every big buffer that would fit is busy, waits up to ms for one to go
+ * idle first: a large H2D copy's device copy out of it takes milliseconds, a
+ * fresh malloc of that size a page fault per 4 KiB and a pageable copy. */
+int be_staging_take_wait(be_staging *st, size_t len, unsigned ms, be_buf *out);
+/* Any thread, never blocks: an idle chunk or big buffer that fits (0), or
  * -1 (then it counts what was missing for the next grow). */
 int be_staging_take_idle(be_staging *st, size_t len, be_buf *out);
 /* Executor (context current): the same, but allocates pinned memory rather
  * than malloc when nothing idle fits: a new pool chunk while the pool may grow,
- * else a buffer for this copy alone (BE_BUF_PINNED); malloc only if that fails. */
+ * a big buffer (re)grown in an idle or empty slot, else a buffer for this copy
+ * alone (BE_BUF_PINNED); malloc only if that fails. */
 int be_staging_take(be_staging *st, size_t len, be_buf *out);
 /* Any thread; a BE_BUF_PINNED buffer needs the context current. Resets *b. */
 void be_staging_release(be_staging *st, be_buf *b);

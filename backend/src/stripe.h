@@ -41,6 +41,7 @@
 #define BE_STRIPE_MAX_XFERS 4      /* transfers in flight per session */
 #define BE_STRIPE_MAX_LEN BE_BIG_MAX /* bytes of one transfer */
 #define BE_STRIPE_WAIT_MS 30000    /* a copy waits this long for bytes that do not come */
+#define BE_STRIPE_LAND_WAIT_MS 100 /* an H2D transfer waits this long for a busy big staging buffer */
 
 /* stripe_listen.c. init: before the loop runs (tcp only: other schemes get
  * no stripes). port: executor, the listener's port, opened on first use;

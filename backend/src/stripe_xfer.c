@@ -27,6 +27,7 @@ typedef struct xfer {
 	int state, out; /* out: device to host */
 	uint64_t id, total, moved; /* moved: bytes received (H2D) or sent (D2H) */
 	unsigned busy;
+	int taking; /* H2D: a stripe thread takes buf (outside mu; the others wait) */
 	be_buf buf;
 	CUevent ev; /* D2H: the copy into buf; NULL once it completed */
 	int syncing; /* a stripe thread waits for ev (the others wait for it) */
@@ -181,11 +182,31 @@ void *be_stripes_put_dest(be_session *s, uint64_t id, uint64_t total, uint64_t o
 	while (!t->broken && !t->gone && !(x = find_locked(t, id, 0)) && !(x = new_locked(t, id)))
 		wait_a_while(t);
 	if (x && x->state == X_FILL && !x->total) {
+		/* The first part takes the buffer, outside mu: it may wait for a big
+		 * one the last transfer's device copy still reads (executor and
+		 * waiter need mu meanwhile), rather than land in fresh pages. */
 		x->total = total;
-		if (be_staging_take_nb(&s->staging, (size_t)total, &x->buf) != 0)
+		x->taking = 1;
+		x->busy++;
+		pthread_mutex_unlock(&t->mu);
+		be_buf b;
+		int e = be_staging_take_wait(&s->staging, (size_t)total, BE_STRIPE_LAND_WAIT_MS, &b);
+		pthread_mutex_lock(&t->mu);
+		x->taking = 0;
+		x->busy--;
+		if (e == 0 && x->state == X_FILL)
+			x->buf = b;
+		else
+			be_staging_release(&s->staging, &b);
+		if (e != 0 && x->state == X_FILL)
 			memset(x, 0, sizeof(*x));
+		else if (x->state == X_FAILED && !x->busy)
+			drop_locked(s, x);
+		pthread_cond_broadcast(&t->cv);
 	}
-	if (x && x->state == X_FILL && x->total == total && x->buf.p) {
+	while (x && x->state == X_FILL && x->id == id && !x->out && x->taking)
+		wait_a_while(t); /* another part takes the buffer */
+	if (x && x->state == X_FILL && x->id == id && !x->out && x->total == total && x->buf.p) {
 		x->busy++;
 		p = (uint8_t *)x->buf.p + off;
 	}

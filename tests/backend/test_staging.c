@@ -5,9 +5,11 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "driver.h"
+#include "rg_clock.h"
 #include "staging.h"
 
 struct be_driver be_drv;
@@ -96,17 +98,29 @@ static void test_big(void)
 	CHECK_EQ(a.kind, BE_BUF_MALLOC);
 	be_staging_release(&st, &a);
 	be_staging_grow(&st, 0); /* allocates the big buffer the loop asked for */
-	CHECK(st.big != NULL && st.big_cap >= 3 * CHUNK);
+	CHECK(st.big[0] != NULL && st.big_cap[0] >= 3 * CHUNK && st.big[1] == NULL);
 	CHECK_EQ(be_staging_take_nb(&st, 3 * CHUNK, &a), 0);
 	CHECK_EQ(a.kind, BE_BUF_BIG);
-	/* the big buffer is busy: another big copy gets malloc */
+	/* the big buffer is busy: another big copy gets malloc, and the next
+	 * grow adds a second big buffer for such overlaps */
 	CHECK_EQ(be_staging_take_nb(&st, 2 * CHUNK, &b), 0);
 	CHECK_EQ(b.kind, BE_BUF_MALLOC);
 	be_staging_release(&st, &b);
-	/* the executor gets pinned memory for one copy instead */
-	CHECK_EQ(be_staging_take(&st, 2 * CHUNK, &b), 0);
-	CHECK_EQ(b.kind, BE_BUF_PINNED);
+	be_staging_grow(&st, 0);
+	CHECK(st.big[1] != NULL && st.big_cap[1] >= 2 * CHUNK);
+	CHECK_EQ(be_staging_take_nb(&st, 2 * CHUNK, &b), 0);
+	CHECK_EQ(b.kind, BE_BUF_BIG);
+	CHECK(b.p == st.big[1]);
+	/* both busy: the executor gets pinned memory for one copy instead */
+	be_buf e;
+	CHECK_EQ(be_staging_take(&st, 2 * CHUNK, &e), 0);
+	CHECK_EQ(e.kind, BE_BUF_PINNED);
+	be_staging_release(&st, &e);
 	be_staging_release(&st, &b);
+	CHECK(!st.big_busy[1] && st.big_busy[0]);
+	void *second = st.big[1];
+	be_staging_grow(&st, 0); /* nothing missing: nothing regrown */
+	CHECK(st.big[1] == second);
 	/* chunk-sized: the executor grows the pool itself, up to its max */
 	be_buf c[3];
 	CHECK_EQ(be_staging_take(&st, 10, &c[0]), 0);
@@ -118,11 +132,12 @@ static void test_big(void)
 		be_staging_release(&st, &c[i]);
 	CHECK_EQ(st.nfree, 2);
 	be_staging_release(&st, &a);
-	/* executor: a copy larger than the big buffer regrows it at once */
+	/* executor: a copy larger than the big buffers regrows one at once */
 	CHECK_EQ(be_staging_take(&st, (2u << 20) + 1, &a), 0);
 	CHECK_EQ(a.kind, BE_BUF_BIG);
 	CHECK(a.cap >= (2u << 20) + 1);
 	be_staging_release(&st, &a);
+	CHECK(st.big[0] != NULL && st.big[1] != NULL);
 	/* beyond big_max: pinned for this copy alone, or malloc if that fails */
 	CHECK_EQ(be_staging_take(&st, (64u << 20) + 1, &a), 0);
 	CHECK_EQ(a.kind, BE_BUF_PINNED);
@@ -135,6 +150,51 @@ static void test_big(void)
 	CHECK_EQ(st.nchunks, 2);
 	atomic_store(&fail_alloc, 0);
 	be_staging_destroy(&st);
+	CHECK_EQ(atomic_load(&pinned_live), 0);
+}
+
+/* be_staging_take_wait: a busy big buffer that fits is waited for, up to a
+ * limit; none that fits is not. */
+static be_staging waited;
+static be_buf held;
+
+static void *release_soon(void *arg)
+{
+	usleep(20000);
+	be_staging_release(&waited, &held);
+	return NULL;
+}
+
+static void test_wait(void)
+{
+	be_buf a, b;
+	pthread_t t;
+
+	CHECK_EQ(be_staging_init(&waited, CHUNK, 2, 64u << 20), 0);
+	CHECK_EQ(be_staging_take(&waited, 3 * CHUNK, &a), 0);
+	CHECK_EQ(be_staging_take(&waited, 3 * CHUNK, &held), 0);
+	CHECK(a.kind == BE_BUF_BIG && held.kind == BE_BUF_BIG);
+	/* both busy: waits until one goes idle */
+	pthread_create(&t, NULL, release_soon, NULL);
+	CHECK_EQ(be_staging_take_wait(&waited, 3 * CHUNK, 5000, &b), 0);
+	pthread_join(t, NULL);
+	CHECK_EQ(b.kind, BE_BUF_BIG);
+	/* both busy and nobody lets go: malloc after the wait */
+	uint64_t t0 = rg_clock_ns();
+	CHECK_EQ(be_staging_take_wait(&waited, 3 * CHUNK, 30, &held), 0);
+	CHECK_EQ(held.kind, BE_BUF_MALLOC);
+	CHECK(rg_clock_ns() - t0 >= 25000000ull);
+	be_staging_release(&waited, &held);
+	/* larger than any big buffer: malloc at once; chunk-sized: a chunk */
+	CHECK_EQ(be_staging_take_wait(&waited, 32u << 20, 60000, &held), 0);
+	CHECK_EQ(held.kind, BE_BUF_MALLOC);
+	be_staging_release(&waited, &held);
+	CHECK_EQ(be_staging_take_wait(&waited, CHUNK, 60000, &held), 0);
+	CHECK(held.kind == BE_BUF_CHUNK || held.kind == BE_BUF_MALLOC);
+	be_staging_release(&waited, &held);
+	be_staging_release(&waited, &a);
+	be_staging_release(&waited, &b);
+	be_staging_destroy(&waited);
 	CHECK_EQ(atomic_load(&pinned_live), 0);
 }
 
@@ -184,7 +244,7 @@ static void test_threads(void)
 	CHECK_EQ(bad, 0);
 	CHECK_EQ(shared.nfree, shared.nchunks);
 	CHECK(shared.nchunks <= 4);
-	CHECK(!shared.big_busy);
+	CHECK(!shared.big_busy[0] && !shared.big_busy[1]);
 	be_staging_destroy(&shared);
 	CHECK_EQ(atomic_load(&pinned_live), 0);
 }
@@ -195,6 +255,7 @@ int main(void)
 	be_drv.cuMemFreeHost = fake_free_host;
 	test_chunks();
 	test_big();
+	test_wait();
 	test_threads();
 	return check_summary("test_staging");
 }

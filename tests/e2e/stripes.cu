@@ -7,7 +7,8 @@
  *   stripes copies   H2D then D2H, pageable and pinned, at sizes around the
  *                    threshold, the split into three parts and the 64 KiB
  *                    pieces, at unaligned offsets: exact bytes, nothing written
- *                    around the destination
+ *                    around the destination; then large H2D copies back to
+ *                    back (overlapping on the server), each read back exact
  *   stripes kill     shuts one of its own stripe sockets down: the next large
  *                    copy fails (cudaErrorOperatingSystem), the ones after it
  *                    take the main connection and are exact again
@@ -56,6 +57,35 @@ static void copies(void)
 	for (int pinned = 0; pinned < 2; pinned++)
 		for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
 			one("h2d+d2h", sizes[i], (int)(i % 3), pinned, 100 + i);
+}
+
+/* Large H2D copies back to back, then each read back: the next transfer's
+ * bytes arrive while the server still copies the last one's to the device,
+ * so they land in another staging buffer (the second big one, or malloc'd
+ * memory before it exists). */
+static void burst(void)
+{
+	enum { N = 4 };
+	const size_t n = 9 * 1024 * KiB + 3;
+	unsigned char *src[N], *dst = (unsigned char *)malloc(n), *d[N];
+	for (int i = 0; i < N; i++) {
+		src[i] = (unsigned char *)malloc(n + 8);
+		rg_pattern(src[i], n + 8, 200 + i);
+		CK(cudaMalloc(&d[i], n + 8));
+	}
+	for (int round = 0; round < 2; round++)
+		for (int i = 0; i < N; i++)
+			CK(cudaMemcpy(d[i] + i, src[i] + (i + round) % 8, n, cudaMemcpyHostToDevice));
+	for (int i = 0; i < N; i++) {
+		char label[64];
+		memset(dst, 0, n);
+		CK(cudaMemcpy(dst, d[i] + i, n, cudaMemcpyDeviceToHost));
+		snprintf(label, sizeof label, "burst h2d %d size=%zu off=%d", i, n, i);
+		rg_check_bytes(label, dst, src[i] + (i + 1) % 8, n);
+		CK(cudaFree(d[i]));
+		free(src[i]);
+	}
+	free(dst);
 }
 
 /* Shuts down (both ways) one connected tcp socket of this process whose peer
@@ -114,7 +144,9 @@ int main(int argc, char **argv)
 	const char *what = argc > 1 ? argv[1] : "copies";
 	if (!strcmp(what, "kill"))
 		kill_one();
-	else
+	else {
 		copies();
+		burst();
+	}
 	return rg_finish("stripes");
 }

@@ -3,7 +3,8 @@
 # small settings, so that every boundary is crossed at small sizes: three
 # stripes, striping from 64 KiB, pieces of 64 KiB.
 #  1. stripes copies: exact bytes at sizes around the threshold, the split and
-#     the pieces, pageable and pinned, both ways; the client says it opened
+#     the pieces, pageable and pinned, both ways, and large H2D copies back to
+#     back; the client says it opened
 #     three stripe connections, the server that it listened for them;
 #  2. stripes kill: one of the client's stripe sockets shut down, the next
 #     copy fails with cudaErrorOperatingSystem, later ones are exact over the
@@ -30,7 +31,7 @@ start
 base=$(client "$probe") || bad "probe"
 REMOTE_GPU_LOG=debug client "$prog" copies >"$work/copies.out" 2>"$work/copies.err" || bad "stripes copies failed"
 grep -q MISMATCH "$work/copies.out" && bad "stripes copies: bytes differ"
-[ "$(grep -c ': ok fnv=' "$work/copies.out")" = 16 ] || bad "stripes copies: not 16 exact copies"
+[ "$(grep -c ': ok fnv=' "$work/copies.out")" = 20 ] || bad "stripes copies: not 20 exact copies"
 grep -q "striped copies: 3 connections" "$work/copies.err" || bad "the client opened no stripes"
 grep -q "stripes: listening" "$work/server.log" || bad "the server listened for no stripes"
 client "$prog" kill >"$work/kill.out" 2>"$work/kill.err" || bad "stripes kill failed"
@@ -42,7 +43,7 @@ stop
 
 start --stripes 0
 REMOTE_GPU_LOG=info client "$prog" copies >"$work/off.out" 2>"$work/off.err" || bad "copies without stripes failed"
-[ "$(grep -c ': ok fnv=' "$work/off.out")" = 16 ] || bad "copies without stripes: not 16 exact copies"
+[ "$(grep -c ': ok fnv=' "$work/off.out")" = 20 ] || bad "copies without stripes: not 20 exact copies"
 grep -q "striped copies: the server offers none" "$work/off.err" || bad "the client did not say the server offers no stripes"
 stop
 
