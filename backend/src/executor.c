@@ -192,8 +192,13 @@ static void finish(be_session *s, be_req *rq, int sync, int st)
 			 proto_op_name(rq->view.op), rq->seq);
 		st = CUDA_ERROR_INVALID_VALUE;
 	}
-	if (st < 0)
-		return; /* a reply that could not be sent: the connection is closing */
+	if (st < 0) {
+		/* a reply that could not be sent (TRANSPORT_E*): the connection is closing */
+		if (st > TRANSPORT_EIO || st <= -200)
+			LOG_ERROR(BE_LOG, "session %" PRIu64 ": %s (seq %" PRIu64 "): the handler returned %d, outside "
+				  "session.h's convention: no reply", s->id, proto_op_name(rq->view.op), rq->seq, st);
+		return;
+	}
 	/* module_load's FILE_NOT_FOUND asks for the image: part of the protocol */
 	if (st != CUDA_SUCCESS && !(st == CUDA_ERROR_FILE_NOT_FOUND && rq->view.op == PROTO_OP_MODULE_LOAD))
 		be_stat_error(s->stat);
