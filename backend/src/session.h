@@ -17,10 +17,10 @@
  *                      could not be sent: nothing more is sent, the connection
  *                      is closing.
  * Anything else (a handle table's BE_H_*, a helper's -1) is a bug: the
- * executor logs it by number and sends nothing. Helpers convert at the
- * handler: be_htab_* results become CUDA_ERROR_INVALID_HANDLE (or
- * _INVALID_VALUE where CUDA answers that) and BE_H_ENOMEM
- * CUDA_ERROR_OUT_OF_MEMORY.
+ * executor logs it by number and sends nothing. The handler converts what
+ * its helpers return: a handle table's BE_H_* becomes
+ * CUDA_ERROR_INVALID_HANDLE (or _INVALID_VALUE where CUDA answers that), and
+ * BE_H_ENOMEM CUDA_ERROR_OUT_OF_MEMORY (be_h_status, session_handles.h).
  */
 #ifndef BE_SESSION_H
 #define BE_SESSION_H
