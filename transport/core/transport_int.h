@@ -80,6 +80,13 @@ void tp_listener_close(transport_listener *l);
  * one of its connections closed: the last one frees l (release first). */
 void tp_listener_handle_closed(transport_listener *l);
 void tp_listener_close_cb(uv_handle_t *h);
+/* The close transport_listener_close asked for, on the loop thread (the
+ * provider's queue callback): 0 before it was asked or once it ran; else
+ * sets close_started and calls end with each connection's node in conns
+ * (the provider tears it down: only a close callback unlinks, so on_close
+ * may call transport_close), and returns 1: the provider then closes its
+ * own handles and last the queue's (no connection can post any more). */
+int tp_listener_close_start(transport_listener *l, void (*end)(rg_list *node));
 /* Admission: the upper layer's on_accept for c, unless the listener is
  * closing (once transport_listener_close has returned, on_accept is not
  * called again; it may have been called from this thread, in a callback).

@@ -222,14 +222,15 @@ fail:
 /* Every id of the channel is destroyed by now. */
 static void listener_release(transport_listener *base) { tp_rdma_v.destroy_event_channel(((rdma_listener *)base)->cm); }
 
+static void end_conn(rg_list *node) { teardown(RG_CONTAINER_OF(node, sconn, node), TRANSPORT_ECLOSED); }
+
+/* The listener's own part of its close, once its connections are torn down
+ * (tp_listener_close_start). */
 static void listener_close_now(rdma_listener *l)
 {
 	struct rdma_cm_event *ev;
 
-	l->base.close_started = 1;
 	uv_poll_stop(&l->cm_poll);
-	for (rg_list *n = l->base.conns.next; n != &l->base.conns; n = n->next)
-		teardown(RG_CONTAINER_OF(n, sconn, node), TRANSPORT_ECLOSED);
 	/* Requests that nobody picked up yet: refuse them. */
 	while (tp_rdma_v.get_cm_event(l->cm, &ev) == 0) {
 		struct rdma_cm_id *id = ev->id;
@@ -264,7 +265,7 @@ static void on_async(uv_async_t *a)
 		else if (kick && !torn)
 			progress(c);
 	}
-	if (tp_loopq_closing(&l->base.q) && !l->base.close_started)
+	if (tp_listener_close_start(&l->base, end_conn))
 		listener_close_now(l);
 }
 

@@ -139,19 +139,18 @@ static void lpoll_close_cb(uv_handle_t *h)
 	tp_listener_close_cb(h);
 }
 
+static void end_conn(rg_list *node) { teardown(RG_CONTAINER_OF(node, sconn, node), TRANSPORT_ECLOSED); }
+
 static void on_async(uv_async_t *a)
 {
 	shm_listener *l = a->data;
 
 	for (rg_list *n; (n = tp_loopq_pop(&l->base.q));)
 		teardown(RG_CONTAINER_OF(n, sconn, req_node), TRANSPORT_ECLOSED);
-	if (!tp_loopq_closing(&l->base.q) || l->base.close_started)
+	if (!tp_listener_close_start(&l->base, end_conn))
 		return;
-	l->base.close_started = 1;
 	if (l->lfd >= 0)
 		uv_close((uv_handle_t *)&l->lpoll, lpoll_close_cb);
-	for (rg_list *n = l->base.conns.next; n != &l->base.conns; n = n->next)
-		teardown(RG_CONTAINER_OF(n, sconn, node), TRANSPORT_ECLOSED);
 	uv_close((uv_handle_t *)&l->base.q.async, tp_listener_close_cb);
 }
 

@@ -244,6 +244,8 @@ const transport_provider tp_tls_listen_provider = {
 	.adopt = tls_adopt,
 };
 
+static void end_conn(rg_list *node) { teardown(RG_CONTAINER_OF(node, sconn, node), TRANSPORT_ECLOSED); }
+
 /* Loop thread: runs the teardowns other threads asked for, and the listener's
  * own close. */
 static void on_async(uv_async_t *a)
@@ -253,14 +255,9 @@ static void on_async(uv_async_t *a)
 	for (rg_list *n; (n = tp_loopq_pop(&l->base.q));)
 		teardown(RG_CONTAINER_OF(n, sconn, req_node), TRANSPORT_ECLOSED);
 
-	if (!tp_loopq_closing(&l->base.q) || l->base.close_started)
+	if (!tp_listener_close_start(&l->base, end_conn))
 		return;
-	l->base.close_started = 1;
 	uv_close((uv_handle_t *)&l->tcp, tp_listener_close_cb);
-	/* teardown() unlinks nothing (conn_close_cb does), so walking is safe even
-	 * though on_close may call transport_close. */
-	for (rg_list *n = l->base.conns.next; n != &l->base.conns; n = n->next)
-		teardown(RG_CONTAINER_OF(n, sconn, node), TRANSPORT_ECLOSED);
 	/* Every connection is torn down now, so no thread can ask this handle for
 	 * anything more (request_teardown checks torn_down under the conn lock). */
 	uv_close((uv_handle_t *)&l->base.q.async, tp_listener_close_cb);
