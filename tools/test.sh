@@ -11,8 +11,6 @@ python3 api/gen.py --check
 python3 api/gen_rt_stubs.py --check
 python3 api/gen_drv.py --check
 status=0
-# no loops of calls between the frontend's files (tools/README.md)
-python3 tools/file_cycles.py --data --build "${BUILD:-build}" frontend/src || status=1
 (cd build && ctest --output-on-failure -j"$(nproc)") || status=1
 if [ -z "${SKIP_ASAN:-}" ]; then
 	tests/asan/run.sh || status=1

@@ -403,7 +403,7 @@ struct be_session {
  * run: its context made current on the calling thread (only when another was:
  * a single-device session never pays a driver call), s->cur, s->ctx and
  * s->mempool set (executor.c). CUDA_ERROR_INVALID_DEVICE for an index the
- * session lacks. */
+ * session lacks. session_select.c. */
 CUresult be_session_select(be_session *s, uint32_t dev);
 /* Shared regions at teardown (op_region.c): unregisters each from the driver
  * once the devices' work is done (the transport unmaps them later). */
@@ -475,7 +475,8 @@ int be_imgcache_open_store(const char *dir);
  * admits: 1 when size more bytes would fit now; charge: records them, 0 or
  * CUDA_ERROR_OUT_OF_MEMORY when they would not fit (nothing recorded). */
 int be_quota_admits(uint64_t size);
-/* A --store-quota value: digits with an optional K, M, G or T (powers of 1024). */
+/* A --store-quota value, and a tenant's memory= (tenants_file.c): digits
+ * with an optional K, M, G or T (powers of 1024). */
 int be_quota_parse(const char *v, uint64_t *out);
 int be_quota_charge(const char *hash, uint64_t size);
 

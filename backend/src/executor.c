@@ -103,34 +103,6 @@ static be_req *take(be_session *s, int *stop)
 
 static void idle(be_session *s) { atomic_store_explicit(&s->q_busy, 0, memory_order_release); }
 
-/* The session and context this thread made current last. A thread may serve
- * several sessions (the loop, with --isolation thread) and a session several
- * devices, but usually the same context runs frame after frame: then nothing
- * is asked of the driver. Keyed by the session id, which is never reused,
- * because a new context may get a destroyed one's handle. */
-static _Thread_local uint64_t sel_session;
-static _Thread_local CUcontext sel_ctx;
-
-CUresult be_session_select(be_session *s, uint32_t dev)
-{
-	if (dev >= (uint32_t)be_srv.ngpu || !s->ctxs[dev])
-		return CUDA_ERROR_INVALID_DEVICE;
-	CUcontext c = s->ctxs[dev];
-	if (sel_session != s->id || sel_ctx != c) {
-		CUresult r = be_drv.cuCtxSetCurrent(c);
-		if (r != CUDA_SUCCESS)
-			return r;
-		sel_session = s->id;
-		sel_ctx = c;
-	}
-	s->cur = (int)dev;
-	s->ctx = c;
-	s->mempool = s->mempools[dev];
-	return CUDA_SUCCESS;
-}
-
-void be_session_select_forget(void) { sel_session = 0, sel_ctx = NULL; }
-
 int be_executor_idle(be_session *s)
 {
 	return atomic_load_explicit(&s->q_len, memory_order_acquire) == 0 &&
@@ -220,8 +192,13 @@ static void finish(be_session *s, be_req *rq, int sync, int st)
 			 proto_op_name(rq->view.op), rq->seq);
 		st = CUDA_ERROR_INVALID_VALUE;
 	}
-	if (st < 0)
-		return; /* a reply that could not be sent: the connection is closing */
+	if (st < 0) {
+		/* a reply that could not be sent (TRANSPORT_E*): the connection is closing */
+		if (st > TRANSPORT_EIO || st <= -200)
+			LOG_ERROR(BE_LOG, "session %" PRIu64 ": %s (seq %" PRIu64 "): the handler returned %d, outside "
+				  "session.h's convention: no reply", s->id, proto_op_name(rq->view.op), rq->seq, st);
+		return;
+	}
 	/* module_load's FILE_NOT_FOUND asks for the image: part of the protocol */
 	if (st != CUDA_SUCCESS && !(st == CUDA_ERROR_FILE_NOT_FOUND && rq->view.op == PROTO_OP_MODULE_LOAD))
 		be_stat_error(s->stat);

@@ -18,13 +18,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The tables' own errors: a handler turns them into the CUresult its call
+ * answers (CUDA_ERROR_INVALID_HANDLE, _INVALID_VALUE, _OUT_OF_MEMORY) and
+ * never returns one (session.h). Numbered apart from every other space of
+ * negative ints (docs/ARCHITECTURE.md, "Errors by boundary"). */
 enum be_h_err {
 	BE_H_OK = 0,
-	BE_H_UNKNOWN = -1, /* never added (or its tombstone was dropped) */
-	BE_H_STALE = -2,   /* added, then removed */
-	BE_H_EINUSE = -3,  /* add: the id is live */
-	BE_H_EZERO = -4,   /* add: id 0 is reserved (the NULL stream, no handle) */
-	BE_H_ENOMEM = -5,
+	BE_H_UNKNOWN = -301, /* never added (or its tombstone was dropped) */
+	BE_H_STALE = -302,   /* added, then removed */
+	BE_H_EINUSE = -303,  /* add: the id is live */
+	BE_H_EZERO = -304,   /* add: id 0 is reserved (the NULL stream, no handle) */
+	BE_H_ENOMEM = -305,
 };
 
 typedef struct be_hent {

@@ -108,7 +108,7 @@ int be_op_array_create(be_session *s, be_req *rq, uint64_t id, uint64_t width, u
 		be_drv.cuArrayDestroy(a->h);
 		be_tenant_uncharge(s, a->charged);
 		free(a);
-		return err == BE_H_ENOMEM ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_INVALID_HANDLE;
+		return be_h_status(err, CUDA_ERROR_INVALID_HANDLE);
 	}
 	return CUDA_SUCCESS;
 }

@@ -57,10 +57,13 @@ int be_op_capture_begin(be_session *s, be_req *rq, uint64_t stream_id, uint32_t 
 	if ((r = be_drv.cuStreamBeginCapture(st, (CUstreamCaptureMode)mode)) != CUDA_SUCCESS)
 		return r;
 	r = be_drv.cuStreamGetCaptureInfo(st, &cs, &cid, &g, NULL, NULL, NULL);
-	if (r == CUDA_SUCCESS && !(err = be_htab_add(&s->graphs, g_id, g, BE_GRAPH_CAPTURING))) {
-		if (!(err = stream_mark(s, stream_id, g_id)))
+	if (r == CUDA_SUCCESS) {
+		if (be_htab_add(&s->graphs, g_id, g, BE_GRAPH_CAPTURING) != BE_H_OK)
+			err = CUDA_ERROR_OUT_OF_MEMORY; /* g_id is free (above): only memory fails */
+		else if ((err = stream_mark(s, stream_id, g_id)) == CUDA_SUCCESS)
 			return CUDA_SUCCESS;
-		be_htab_del(&s->graphs, g_id, NULL, NULL);
+		else
+			be_htab_del(&s->graphs, g_id, NULL, NULL);
 	}
 	/* Not recorded: the capture must not go on without its id. */
 	g = NULL;

@@ -30,7 +30,7 @@ int be_op_event_create(be_session *s, be_req *rq, uint64_t e_id, uint32_t flags)
 		return r;
 	if ((err = be_htab_add(&s->events, e_id, ev, 0))) {
 		be_drv.cuEventDestroy(ev);
-		return err == BE_H_ENOMEM ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_INVALID_HANDLE;
+		return be_h_status(err, CUDA_ERROR_INVALID_HANDLE);
 	}
 	return CUDA_SUCCESS;
 }

@@ -100,7 +100,7 @@ int be_op_graph_instantiate(be_session *s, be_req *rq, uint64_t x_id, uint64_t g
 		be_drv.cuGraphExecDestroy(x);
 		be_hostnode_drop(s, 1, x_id);
 		be_tenant_uncharge(s, charge);
-		return err == BE_H_ENOMEM ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_INVALID_HANDLE;
+		return be_h_status(err, CUDA_ERROR_INVALID_HANDLE);
 	}
 	return CUDA_SUCCESS;
 }

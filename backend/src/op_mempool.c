@@ -134,7 +134,7 @@ int be_op_mempool_create(be_session *s, be_req *rq, uint64_t pool_id, uint32_t a
 	if (h != BE_H_OK) {
 		LOG_INFO(BE_LOG, "session %" PRIu64 ": memory pool %" PRIu64 ": %s", s->id, pool_id, be_h_strerror(h));
 		be_drv.cuMemPoolDestroy(pool);
-		return h == BE_H_ENOMEM ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_INVALID_VALUE;
+		return be_h_status(h, CUDA_ERROR_INVALID_VALUE);
 	}
 	return CUDA_SUCCESS;
 }

@@ -190,7 +190,7 @@ static void resolve_func(be_session *s, proto_msg *m, CUmodule mod, const entry 
 		if (err) {
 			LOG_INFO(BE_LOG, "session %" PRIu64 ": function id %" PRIu64 " (%s): %s", s->id, e->func_id,
 				 e->name, be_h_strerror(err));
-			st = err == BE_H_ENOMEM ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_INVALID_HANDLE;
+			st = be_h_status(err, CUDA_ERROR_INVALID_HANDLE);
 		}
 	} else {
 		LOG_INFO(BE_LOG, "session %" PRIu64 ": kernel %s: %s", s->id, e->name, be_errname(st));
@@ -377,7 +377,7 @@ int be_op_module_load(be_session *s, be_req *rq, uint64_t m_id, const void *hash
 	if (err) {
 		be_drv.cuModuleUnload(mod);
 		be_tenant_uncharge(s, isz);
-		r = err == BE_H_ENOMEM ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_INVALID_HANDLE;
+		r = be_h_status(err, CUDA_ERROR_INVALID_HANDLE);
 		goto out;
 	}
 

@@ -14,7 +14,7 @@
 static int add_failed(be_session *s, const char *kind, uint64_t id, int err)
 {
 	LOG_INFO(BE_LOG, "session %" PRIu64 ": cannot register %s %" PRIu64 ": %s", s->id, kind, id, be_h_strerror(err));
-	return err == BE_H_ENOMEM ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_INVALID_HANDLE;
+	return be_h_status(err, CUDA_ERROR_INVALID_HANDLE);
 }
 
 int be_op_stream_create(be_session *s, be_req *rq, uint64_t stream_id, uint32_t flags, int32_t priority)

@@ -79,7 +79,7 @@ static int created(be_session *s, be_req *rq, be_htab *t, const char *what, uint
 		LOG_ERROR(BE_LOG, "session %" PRIu64 ": cannot record %s %" PRIu64 ": %s", s->id, what, obj,
 			  be_h_strerror(err));
 		destroy(obj);
-		return err == BE_H_ENOMEM ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_INVALID_VALUE;
+		return be_h_status(err, CUDA_ERROR_INVALID_VALUE);
 	}
 	return be_reply_u64(s, rq, obj);
 }

@@ -353,6 +353,7 @@ void be_on_close(void *ctx, int err)
 	LOG_INFO(BE_LOG, "session %" PRIu64 " (%s): connection closed (%s)", s->id, s->peer, transport_strerror(err));
 	atomic_store(&s->closing, 1);
 	be_peer_session_gone(s); /* before anything of s goes */
+	be_stripe_secret_forget(s); /* no stripe joins s from now on */
 	be_stripes_session_gone(s);
 	be_hostfn_release_all(s);
 	be_executor_stop(s);

@@ -4,14 +4,23 @@
  * synchronising calls are handed to the session's waiter thread so the executor
  * never blocks on the GPU (another client thread's launches keep flowing).
  *
- * Handlers (generated in gen/dispatch.c, hand-written in op_*.c) return:
+ * Handlers (generated in gen/dispatch.c, hand-written in op_*.c) return one
+ * int, and only these (docs/ARCHITECTURE.md, "Errors by boundary"):
  *   a CUresult (>= 0)  the dispatcher replies with it (sync op) or latches it
- *                      when non-zero (async op);
+ *                      when non-zero (async op): what the client sees;
  *   BE_REPLIED         the handler already sent the reply (be_reply_end);
  *   BE_DEFERRED        the waiter thread will reply (be_waiter_push);
  *   BE_EPROTO          malformed arguments: logged, answered CUDA_ERROR_INVALID_VALUE;
  *   BE_NOT_NOW         (a +now op run on the receiving thread, be_inline_now())
- *                      it would block there: nothing done, the executor runs it.
+ *                      it would block there: nothing done, the executor runs it;
+ *   a TRANSPORT_E*     (-100..-199) what a be_reply_* returned when its reply
+ *                      could not be sent: nothing more is sent, the connection
+ *                      is closing.
+ * Anything else (a handle table's BE_H_*, a helper's -1) is a bug: the
+ * executor logs it by number and sends nothing. The handler converts what
+ * its helpers return: a handle table's BE_H_* becomes
+ * CUDA_ERROR_INVALID_HANDLE (or _INVALID_VALUE where CUDA answers that), and
+ * BE_H_ENOMEM CUDA_ERROR_OUT_OF_MEMORY (be_h_status, session_handles.h).
  */
 #ifndef BE_SESSION_H
 #define BE_SESSION_H

@@ -7,6 +7,7 @@
 
 #include <cuda.h>
 
+#include "handles.h"
 #include "session.h"
 
 /* At accept: every table empty, the per-device ones (what teardown destroys
@@ -24,6 +25,11 @@ int be_get_func(be_session *s, uint64_t id, CUfunction *out);
 int be_get_graph(be_session *s, uint64_t id, CUgraph *out);
 int be_get_gexec(be_session *s, uint64_t id, CUgraphExec *out);
 int be_get_array(be_session *s, uint64_t id, be_array **out);
+
+/* A handle table's failed add (BE_H_*, handles.h) as the CUresult a handler
+ * answers: CUDA_ERROR_OUT_OF_MEMORY for BE_H_ENOMEM, else bad (what CUDA
+ * answers for a bad id there: CUDA_ERROR_INVALID_HANDLE or _INVALID_VALUE). */
+static inline int be_h_status(int err, int bad) { return err == BE_H_ENOMEM ? CUDA_ERROR_OUT_OF_MEMORY : bad; }
 
 /* 0 if st is not capturing; CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED if it is,
  * or the query's error. */

@@ -80,30 +80,3 @@ int be_quota_charge(const char *hash, uint64_t size)
 	pthread_mutex_unlock(&Q.mu);
 	return r ? 0 : CUDA_ERROR_OUT_OF_MEMORY;
 }
-
-int be_quota_parse(const char *v, uint64_t *out)
-{
-	static const char units[] = "KMGT";
-	uint64_t n = 0;
-	const char *p = v;
-
-	if (*p < '0' || *p > '9')
-		return -1;
-	for (; *p >= '0' && *p <= '9'; p++) {
-		if (n > (UINT64_MAX - (uint64_t)(*p - '0')) / 10)
-			return -1;
-		n = n * 10 + (uint64_t)(*p - '0');
-	}
-	if (*p) {
-		const char *u = strchr(units, *p);
-		if (!u || p[1])
-			return -1;
-		for (int shift = 10 * (int)(u - units + 1); shift; shift -= 10) {
-			if (n > UINT64_MAX >> 10)
-				return -1;
-			n <<= 10;
-		}
-	}
-	*out = n;
-	return 0;
-}

@@ -7,8 +7,9 @@
  *
  *  - stripe_open (executor, an authenticated session): opens the process's
  *    stripe listener (stripe_listen.c; the address the client reached, a port
- *    the kernel picks) and hands out one secret per connection, 128 random
- *    bits, single use, valid BE_STRIPE_SECRET_MS, bound to the session.
+ *    the kernel picks) and hands out one secret per connection
+ *    (stripe_secret.c), 128 random bits, single use, valid
+ *    BE_STRIPE_SECRET_MS, bound to the session.
  *  - A stripe connection (stripe_conn.c) presents its secret in its first
  *    frame within BE_STRIPE_OPEN_MS (nothing else is read before; a wrong or
  *    spent one closes it without effect), then serves stripe_put (bytes of a
@@ -43,6 +44,11 @@
 #define BE_STRIPE_WAIT_MS 30000    /* a copy waits this long for bytes that do not come */
 #define BE_STRIPE_LAND_WAIT_MS 100 /* an H2D transfer waits this long for a busy big staging buffer */
 
+/* The files call down only: stripe_listen.c (accepts) -> stripe_conn.c (a
+ * connection's thread) -> stripe_secret.c (admits it to a session) ->
+ * stripe_xfer.c (the session's transfers); op_stripe.c, session.c and
+ * teardown.c call in from above. */
+
 /* stripe_listen.c. init: before the loop runs (tcp only: other schemes get
  * no stripes). port: executor, the listener's port, opened on first use;
  * 0 when there is none. max: --stripes (REMOTE_GPUD_STRIPES), 0: off. */
@@ -51,16 +57,18 @@ int be_stripe_listen_port(void);
 unsigned be_stripe_max(void);
 void be_stripe_listen_close(void);
 
-/* Secrets (stripe_listen.c, any thread): issue one for s; take spends one
- * and joins c to its session (be_stripes_join), answering it (NULL: unknown,
- * spent or expired secret, or the session would not take c); forget: the
- * session's close. */
-int be_stripe_secret_issue(be_session *s, uint8_t out[BE_STRIPE_SECRET_LEN]);
-be_session *be_stripe_secret_take(const uint8_t t[BE_STRIPE_SECRET_LEN], transport_conn *c);
-void be_stripe_secret_forget(const be_session *s);
-
 /* stripe_conn.c: serves one accepted stripe socket on a thread of its own. */
 void be_stripe_conn_start(int fd, const char *peer);
+
+/* Secrets (stripe_secret.c, any thread): issue one for s; out: whether an
+ * unspent, unexpired one is out; take spends one and joins c to its session
+ * (be_stripes_join), answering it (NULL: unknown, spent or expired secret,
+ * or the session would not take c); forget: the session's close, before
+ * be_stripes_session_gone (so no stripe joins it after). */
+int be_stripe_secret_issue(be_session *s, uint8_t out[BE_STRIPE_SECRET_LEN]);
+int be_stripe_secret_out(void);
+be_session *be_stripe_secret_take(const uint8_t t[BE_STRIPE_SECRET_LEN], transport_conn *c);
+void be_stripe_secret_forget(const be_session *s);
 
 /* stripe_xfer.c: the session's stripe state, made at stripe_open. */
 typedef struct be_stripes be_stripes;
@@ -87,11 +95,11 @@ int be_stripes_take_in(be_session *s, uint64_t id, uint64_t len, be_buf *b);
 /* Executor: transfer id from the device: b (taken over) will hold len bytes
  * once ev (taken over; NULL: already there) completed. 0 or a CUresult. */
 int be_stripes_add_out(be_session *s, uint64_t id, be_buf *b, uint64_t len, CUevent ev);
-/* Loop thread, the session's close: waiters wake, stripe connections shut
- * down, its secrets go. */
+/* Loop thread, the session's close (after be_stripe_secret_forget): waiters
+ * wake, stripe connections shut down. */
 void be_stripes_session_gone(be_session *s);
-/* Teardown (executor, context current): waits for the stripe threads of s,
- * frees what is left. */
+/* Teardown (executor, context current; after be_stripe_secret_forget):
+ * waits for the stripe threads of s, frees what is left. */
 void be_stripes_join_all(be_session *s);
 
 #endif

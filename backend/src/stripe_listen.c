@@ -1,5 +1,6 @@
 /*
- * The stripe listener and its secrets (stripe.h has the whole path). A
+ * The stripe listener (stripe.h has the whole path; the secrets are
+ * stripe_secret.c's). A
  * process that serves sessions listens for stripe connections only once an
  * authenticated client asked (stripe_open): on the address its client reached
  * it on, plain tcp, on a port the kernel picks. The executor asks for the
@@ -14,16 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <unistd.h>
-
-typedef struct secret {
-	uint8_t t[BE_STRIPE_SECRET_LEN];
-	be_session *s;
-	uint64_t expires_ns;
-} secret;
-
-#define NSECRETS (4 * BE_STRIPE_MAX)
 
 static struct {
 	uv_loop_t *loop;
@@ -35,7 +27,6 @@ static struct {
 	int state; /* 0 closed, 1 asked, 2 open, 3 failed */
 	int port;
 	transport_listener *l;
-	secret tab[NSECRETS]; /* s NULL: free */
 } L = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
 
 unsigned be_stripe_max(void)
@@ -49,24 +40,11 @@ unsigned be_stripe_max(void)
 	return (unsigned)max;
 }
 
-/* Whether an unspent, unexpired secret is out (L.mu held). */
-static int any_secret_locked(void)
-{
-	uint64_t now = rg_clock_ns();
-	for (int i = 0; i < NSECRETS; i++)
-		if (L.tab[i].s && now <= L.tab[i].expires_ns)
-			return 1;
-	return 0;
-}
-
 static void *no_accept(void *ctx, transport_conn *c) { return NULL; }
 
 static void on_accept_fd(void *ctx, int fd, const char *peer)
 {
-	pthread_mutex_lock(&L.mu);
-	int ok = any_secret_locked();
-	pthread_mutex_unlock(&L.mu);
-	if (!ok) {
+	if (!be_stripe_secret_out()) {
 		LOG_WARN(BE_LOG, "stripe connection from %s: no secret is out: refused", peer);
 		close(fd);
 		return;
@@ -136,56 +114,4 @@ void be_stripe_listen_close(void)
 	pthread_mutex_unlock(&L.mu);
 	uv_close((uv_handle_t *)&L.open_async, NULL);
 	L.inited = 0;
-}
-
-int be_stripe_secret_issue(be_session *s, uint8_t out[BE_STRIPE_SECRET_LEN])
-{
-	uint64_t now = rg_clock_ns();
-	if (getrandom(out, BE_STRIPE_SECRET_LEN, 0) != BE_STRIPE_SECRET_LEN)
-		return CUDA_ERROR_OPERATING_SYSTEM;
-	pthread_mutex_lock(&L.mu);
-	secret *e = NULL;
-	for (int i = 0; i < NSECRETS && !e; i++)
-		if (!L.tab[i].s || now > L.tab[i].expires_ns)
-			e = &L.tab[i];
-	if (e) {
-		memcpy(e->t, out, BE_STRIPE_SECRET_LEN);
-		e->s = s;
-		e->expires_ns = now + BE_STRIPE_SECRET_MS * 1000000ull;
-	}
-	pthread_mutex_unlock(&L.mu);
-	return e ? 0 : CUDA_ERROR_OUT_OF_MEMORY;
-}
-
-be_session *be_stripe_secret_take(const uint8_t t[BE_STRIPE_SECRET_LEN], transport_conn *c)
-{
-	uint64_t now = rg_clock_ns();
-	be_session *s = NULL;
-	pthread_mutex_lock(&L.mu);
-	for (int i = 0; i < NSECRETS; i++) {
-		secret *e = &L.tab[i];
-		uint8_t d = 0;
-		for (int k = 0; k < BE_STRIPE_SECRET_LEN; k++)
-			d |= e->t[k] ^ t[k];
-		if (!e->s || d)
-			continue;
-		/* Joined under the table's lock: the session's close forgets its
-		 * secrets under it first, so s is not freed under a new stripe. */
-		if (now <= e->expires_ns && be_stripes_join(e->s, c) == 0)
-			s = e->s;
-		memset(e, 0, sizeof(*e)); /* spent (or expired): never again */
-		break;
-	}
-	pthread_mutex_unlock(&L.mu);
-	return s;
-}
-
-/* The session's close: its unspent secrets go. */
-void be_stripe_secret_forget(const be_session *s)
-{
-	pthread_mutex_lock(&L.mu);
-	for (int i = 0; i < NSECRETS; i++)
-		if (L.tab[i].s == s)
-			memset(&L.tab[i], 0, sizeof(L.tab[i]));
-	pthread_mutex_unlock(&L.mu);
 }

@@ -372,7 +372,6 @@ void be_stripes_done(be_session *s, uint64_t id, int out, uint64_t len, int ok)
 void be_stripes_session_gone(be_session *s)
 {
 	be_stripes *t = s->stripes;
-	be_stripe_secret_forget(s);
 	if (!t)
 		return;
 	pthread_mutex_lock(&t->mu);

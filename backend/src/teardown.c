@@ -93,7 +93,8 @@ void be_session_teardown(be_session *s)
 
 	be_peer_push_join(s); /* they use the session's staging, streams and connection */
 	be_fetch_stop(s);     /* its copies read the session's memory on streams of its own */
-	be_stripes_join_all(s); /* the stripe threads use its staging */
+	be_stripe_secret_forget(s); /* no stripe joins s from now on */
+	be_stripes_join_all(s);     /* the stripe threads use its staging */
 	if (s->ctx) {
 		/* Communicators first: an NCCL kernel waiting on a peer that will not
 		 * come would hold the waiter and cuCtxSynchronize below forever. */

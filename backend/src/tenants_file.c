@@ -195,3 +195,30 @@ int be_tenants_parse(const char *path, be_tenant_table *out, char *err, size_t e
 	explicit_bzero(line, sizeof(line));
 	return rc;
 }
+
+int be_quota_parse(const char *v, uint64_t *out)
+{
+	static const char units[] = "KMGT";
+	uint64_t n = 0;
+	const char *p = v;
+
+	if (*p < '0' || *p > '9')
+		return -1;
+	for (; *p >= '0' && *p <= '9'; p++) {
+		if (n > (UINT64_MAX - (uint64_t)(*p - '0')) / 10)
+			return -1;
+		n = n * 10 + (uint64_t)(*p - '0');
+	}
+	if (*p) {
+		const char *u = strchr(units, *p);
+		if (!u || p[1])
+			return -1;
+		for (int shift = 10 * (int)(u - units + 1); shift; shift -= 10) {
+			if (n > UINT64_MAX >> 10)
+				return -1;
+			n <<= 10;
+		}
+	}
+	*out = n;
+	return 0;
+}

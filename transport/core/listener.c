@@ -33,6 +33,16 @@ void tp_listener_handle_closed(transport_listener *l)
 
 void tp_listener_close_cb(uv_handle_t *h) { tp_listener_handle_closed(h->data); }
 
+int tp_listener_close_start(transport_listener *l, void (*end)(rg_list *node))
+{
+	if (!tp_loopq_closing(&l->q) || l->close_started)
+		return 0;
+	l->close_started = 1;
+	for (rg_list *n = l->conns.next; n != &l->conns; n = n->next)
+		end(n);
+	return 1;
+}
+
 void *tp_listener_admit(transport_listener *l, transport_conn *c)
 {
 	int closing = tp_loopq_closing(&l->q);

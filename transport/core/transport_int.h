@@ -18,6 +18,7 @@
 
 #include "transport_server.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 
 #include "loopq.h"
@@ -79,11 +80,51 @@ void tp_listener_close(transport_listener *l);
  * one of its connections closed: the last one frees l (release first). */
 void tp_listener_handle_closed(transport_listener *l);
 void tp_listener_close_cb(uv_handle_t *h);
+/* The close transport_listener_close asked for, on the loop thread (the
+ * provider's queue callback): 0 before it was asked or once it ran; else
+ * sets close_started and calls end with each connection's node in conns
+ * (the provider tears it down: only a close callback unlinks, so on_close
+ * may call transport_close), and returns 1: the provider then closes its
+ * own handles and last the queue's (no connection can post any more). */
+int tp_listener_close_start(transport_listener *l, void (*end)(rg_list *node));
 /* Admission: the upper layer's on_accept for c, unless the listener is
  * closing (once transport_listener_close has returned, on_accept is not
  * called again; it may have been called from this thread, in a callback).
  * NULL: refused. */
 void *tp_listener_admit(transport_listener *l, transport_conn *c);
+
+/*
+ * The server connection base (core/sconn.c), a member of every provider's
+ * server connection. Such a connection has two owners: the loop, until the
+ * close callback of its last uv handle ran, and the upper layer, from
+ * on_accept until transport_close (the provider stands in for it when the
+ * connection is refused or never handed over). Whichever lets go last frees
+ * it, through the provider's free.
+ */
+typedef struct tp_sconn {
+	pthread_mutex_t lock; /* guards the fields below and those the provider says */
+	int torn_down;        /* the teardown started: no more requests to the loop */
+	int released;         /* the upper layer let go (transport_close) */
+	int handle_closed;    /* the close callback of the last uv handle ran */
+	int close_err;        /* the first reason recorded for the close */
+	/* The provider's: frees the connection (o is its member) and what it
+	 * holds; the lock is destroyed already. */
+	void (*free)(struct tp_sconn *o);
+} tp_sconn;
+
+/* Sets up a zeroed base. */
+void tp_sconn_init(tp_sconn *o, void (*free_fn)(tp_sconn *o));
+/* A connection that never reached the loop or the upper layer goes: only
+ * the lock (the provider frees the rest itself). */
+void tp_sconn_fini(tp_sconn *o);
+/* transport_close, after the provider's shutdown (any thread): the upper
+ * layer lets go; frees the connection if its handles are closed. */
+void tp_sconn_release(tp_sconn *o);
+/* The close callback of the connection's last handle (loop thread), once
+ * the provider unlinked it and let go of what the loop held: frees it if the
+ * upper layer let go, then counts the handle closed on l (whose last one
+ * frees l). */
+void tp_sconn_closed(tp_sconn *o, transport_listener *l);
 
 /* The recv_frame slot of every server half: frames reach the server through
  * on_frame, not by asking (TRANSPORT_ENOTSUP, *f zeroed). */

@@ -66,8 +66,7 @@ typedef struct sconn {
 	int hot;          /* loop thread: bulk data moves, l->idle polls it (on_idle) */
 	uint64_t bulk_ns; /* loop thread: last progress while hot */
 
-	pthread_mutex_t lock; /* guards the fields below */
-	int torn_down, released, handle_closed, close_err;
+	tp_sconn own; /* its owners, the close */
 	atomic_int shut;
 } sconn;
 
@@ -90,6 +89,7 @@ static void on_async(uv_async_t *a);
 static void on_timer(uv_timer_t *t);
 static void on_idle(uv_idle_t *h);
 static void conn_close_cb(uv_handle_t *h);
+static void conn_free(tp_sconn *o);
 static void teardown(sconn *c, int err);
 static void request(sconn *c, int err, int kick);
 static void progress(sconn *c);
@@ -222,14 +222,15 @@ fail:
 /* Every id of the channel is destroyed by now. */
 static void listener_release(transport_listener *base) { tp_rdma_v.destroy_event_channel(((rdma_listener *)base)->cm); }
 
+static void end_conn(rg_list *node) { teardown(RG_CONTAINER_OF(node, sconn, node), TRANSPORT_ECLOSED); }
+
+/* The listener's own part of its close, once its connections are torn down
+ * (tp_listener_close_start). */
 static void listener_close_now(rdma_listener *l)
 {
 	struct rdma_cm_event *ev;
 
-	l->base.close_started = 1;
 	uv_poll_stop(&l->cm_poll);
-	for (rg_list *n = l->base.conns.next; n != &l->base.conns; n = n->next)
-		teardown(RG_CONTAINER_OF(n, sconn, node), TRANSPORT_ECLOSED);
 	/* Requests that nobody picked up yet: refuse them. */
 	while (tp_rdma_v.get_cm_event(l->cm, &ev) == 0) {
 		struct rdma_cm_id *id = ev->id;
@@ -256,15 +257,15 @@ static void on_async(uv_async_t *a)
 	for (rg_list *n; (n = tp_loopq_pop(&l->base.q));) {
 		sconn *c = RG_CONTAINER_OF(n, sconn, req_node);
 		int kick = atomic_exchange(&c->kick, 0); /* set before the post */
-		pthread_mutex_lock(&c->lock);
-		int close_err = c->close_err, torn = c->torn_down;
-		pthread_mutex_unlock(&c->lock);
+		pthread_mutex_lock(&c->own.lock);
+		int close_err = c->own.close_err, torn = c->own.torn_down;
+		pthread_mutex_unlock(&c->own.lock);
 		if (close_err)
 			teardown(c, close_err);
 		else if (kick && !torn)
 			progress(c);
 	}
-	if (tp_loopq_closing(&l->base.q) && !l->base.close_started)
+	if (tp_listener_close_start(&l->base, end_conn))
 		listener_close_now(l);
 }
 
@@ -295,7 +296,7 @@ static sconn *conn_new(rdma_listener *l, struct rdma_cm_id *id)
 	c->l = l;
 	c->ep.conn = &c->base;
 	c->ep.server = 1;
-	pthread_mutex_init(&c->lock, NULL);
+	tp_sconn_init(&c->own, conn_free);
 	atomic_init(&c->shut, 0);
 	atomic_init(&c->kick, 0);
 	rg_list_init(&c->node);
@@ -340,7 +341,7 @@ static void on_connect_request(rdma_listener *l, struct rdma_cm_id *id, const vo
 		tp_rdma_v.reject(id, NULL, 0);
 		tp_rdma_ep_free(&c->ep);
 		tp_rdma_v.destroy_id(id);
-		pthread_mutex_destroy(&c->lock);
+		tp_sconn_fini(&c->own);
 		free(c);
 		return;
 	}
@@ -364,7 +365,7 @@ static void on_connect_request(rdma_listener *l, struct rdma_cm_id *id, const vo
 	tp_rdma_v.set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &to, sizeof(to));
 	if (tp_rdma_v.accept(id, &cp) != 0) {
 		LOG_WARN("transport", "rdma: %s: rdma_accept: %m", c->base.peer);
-		c->released = 1; /* nobody else knows it */
+		c->own.released = 1; /* nobody else knows it */
 		teardown(c, TRANSPORT_EIO);
 		return;
 	}
@@ -377,7 +378,7 @@ static void on_established(sconn *c)
 	c->conn_ctx = tp_listener_admit(&l->base, &c->base);
 	if (!c->conn_ctx) {
 		LOG_INFO("transport", "%s: refused by the upper layer", c->base.peer);
-		c->released = 1;
+		c->own.released = 1;
 		teardown(c, TRANSPORT_ECLOSED);
 		return;
 	}
@@ -430,18 +431,18 @@ static void on_cm(uv_poll_t *h, int status, int events)
 			on_connect_request(l, id, plen ? priv : NULL, plen, peer_rd ? peer_rd : 1);
 			break;
 		case RDMA_CM_EVENT_ESTABLISHED:
-			if (c && !c->torn_down)
+			if (c && !c->own.torn_down)
 				on_established(c);
 			break;
 		case RDMA_CM_EVENT_DISCONNECTED:
-			if (c && !c->torn_down)
+			if (c && !c->own.torn_down)
 				on_disconnected(c);
 			break;
 		case RDMA_CM_EVENT_REJECTED:
 		case RDMA_CM_EVENT_CONNECT_ERROR:
 		case RDMA_CM_EVENT_UNREACHABLE:
 		case RDMA_CM_EVENT_DEVICE_REMOVAL:
-			if (c && !c->torn_down) {
+			if (c && !c->own.torn_down) {
 				LOG_INFO("transport", "rdma: %s: %s", c->base.peer, tp_rdma_v.event_str(t));
 				teardown(c, TRANSPORT_EIO);
 			}
@@ -598,16 +599,16 @@ static void on_comp(uv_poll_t *h, int status, int events)
  * side (kick). */
 static void request(sconn *c, int err, int kick)
 {
-	pthread_mutex_lock(&c->lock);
-	if (err && !c->close_err)
-		c->close_err = err;
-	if (!c->torn_down) {
-		/* torn_down == 0 under c->lock: listener and async are alive. */
+	pthread_mutex_lock(&c->own.lock);
+	if (err && !c->own.close_err)
+		c->own.close_err = err;
+	if (!c->own.torn_down) {
+		/* torn_down == 0 under c->own.lock: listener and async are alive. */
 		if (kick)
 			atomic_store(&c->kick, 1);
 		tp_loopq_post(&c->l->base.q, &c->req_node);
 	}
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&c->own.lock);
 }
 
 /* Loop thread, once per connection. */
@@ -616,18 +617,18 @@ static void teardown(sconn *c, int err)
 	rdma_listener *l = c->l;
 	rdma_ep *ep = &c->ep;
 
-	pthread_mutex_lock(&c->lock);
-	if (c->torn_down) {
-		pthread_mutex_unlock(&c->lock);
+	pthread_mutex_lock(&c->own.lock);
+	if (c->own.torn_down) {
+		pthread_mutex_unlock(&c->own.lock);
 		return;
 	}
-	c->torn_down = 1;
+	c->own.torn_down = 1;
 	c->hot = 0;
-	if (!c->close_err)
-		c->close_err = err;
-	err = c->close_err;
+	if (!c->own.close_err)
+		c->own.close_err = err;
+	err = c->own.close_err;
 	atomic_store(&c->shut, 1);
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&c->own.lock);
 
 	tp_loopq_cancel(&l->base.q, &c->req_node);
 
@@ -663,10 +664,10 @@ static void teardown(sconn *c, int err)
 	uv_close((uv_handle_t *)&c->poll, conn_close_cb);
 }
 
-static void conn_free(sconn *c)
+static void conn_free(tp_sconn *o)
 {
+	sconn *c = (sconn *)((char *)o - offsetof(sconn, own));
 	tp_rdma_ep_free(&c->ep);
-	pthread_mutex_destroy(&c->lock);
 	free(c);
 }
 
@@ -674,17 +675,10 @@ static void conn_close_cb(uv_handle_t *h)
 {
 	sconn *c = h->data;
 	rdma_listener *l = c->l;
-	int free_now;
 
 	rg_list_del(&c->node);
-	pthread_mutex_lock(&c->lock);
-	c->handle_closed = 1;
 	c->l = NULL;
-	free_now = c->released;
-	pthread_mutex_unlock(&c->lock);
-	if (free_now)
-		conn_free(c);
-	tp_listener_handle_closed(&l->base);
+	tp_sconn_closed(&c->own, &l->base);
 }
 
 /* ---- connection ops ---- */
@@ -769,14 +763,6 @@ static void server_shutdown(transport_conn *base)
 
 static void server_close(transport_conn *base)
 {
-	sconn *c = (sconn *)base;
-	int free_now;
-
 	server_shutdown(base);
-	pthread_mutex_lock(&c->lock);
-	c->released = 1;
-	free_now = c->handle_closed;
-	pthread_mutex_unlock(&c->lock);
-	if (free_now)
-		conn_free(c);
+	tp_sconn_release(&((sconn *)base)->own);
 }

@@ -72,8 +72,7 @@ typedef struct sconn {
 	rg_list node;
 	rg_list req_node;
 
-	pthread_mutex_t lock;
-	int torn_down, released, handles_closed, close_err;
+	tp_sconn own; /* its owners, the close */
 	atomic_int shut;
 
 	pthread_mutex_t send_lock;
@@ -140,19 +139,18 @@ static void lpoll_close_cb(uv_handle_t *h)
 	tp_listener_close_cb(h);
 }
 
+static void end_conn(rg_list *node) { teardown(RG_CONTAINER_OF(node, sconn, node), TRANSPORT_ECLOSED); }
+
 static void on_async(uv_async_t *a)
 {
 	shm_listener *l = a->data;
 
 	for (rg_list *n; (n = tp_loopq_pop(&l->base.q));)
 		teardown(RG_CONTAINER_OF(n, sconn, req_node), TRANSPORT_ECLOSED);
-	if (!tp_loopq_closing(&l->base.q) || l->base.close_started)
+	if (!tp_listener_close_start(&l->base, end_conn))
 		return;
-	l->base.close_started = 1;
 	if (l->lfd >= 0)
 		uv_close((uv_handle_t *)&l->lpoll, lpoll_close_cb);
-	for (rg_list *n = l->base.conns.next; n != &l->base.conns; n = n->next)
-		teardown(RG_CONTAINER_OF(n, sconn, node), TRANSPORT_ECLOSED);
 	uv_close((uv_handle_t *)&l->base.q.async, tp_listener_close_cb);
 }
 
@@ -302,10 +300,10 @@ static int shm_adopt(uv_loop_t *loop, int fd, const transport_server_cb *cb, voi
 
 /* Last of all, after the upper layer's transport_close: until then it may
  * still use the regions' mappings (copies in flight when the client died). */
-static void conn_free(sconn *c)
+static void conn_free(tp_sconn *o)
 {
+	sconn *c = (sconn *)((char *)o - offsetof(sconn, own));
 	tp_shm_regions_free(&c->rg);
-	pthread_mutex_destroy(&c->lock);
 	pthread_mutex_destroy(&c->send_lock);
 	free(c);
 }
@@ -322,14 +320,8 @@ static void conn_close_cb(uv_handle_t *h)
 	tp_shm_regions_detach(&c->rg);
 	close(c->fd);
 	rg_list_del(&c->node);
-	pthread_mutex_lock(&c->lock);
-	c->handles_closed = 1;
 	c->l = NULL;
-	int free_now = c->released;
-	pthread_mutex_unlock(&c->lock);
-	if (free_now)
-		conn_free(c);
-	tp_listener_handle_closed(&l->base);
+	tp_sconn_closed(&c->own, &l->base);
 }
 
 static void poll_cb(uv_poll_t *p, int status, int events);
@@ -347,7 +339,7 @@ static void conn_start(shm_listener *l, int fd)
 	c->fd = fd;
 	c->memfd = -1;
 	tp_shm_regions_init(&c->rg, fd, "shm");
-	pthread_mutex_init(&c->lock, NULL);
+	tp_sconn_init(&c->own, conn_free);
 	pthread_mutex_init(&c->send_lock, NULL);
 	atomic_init(&c->shut, 0);
 	rg_list_init(&c->node);
@@ -361,7 +353,8 @@ static void conn_start(shm_listener *l, int fd)
 		if (c->memfd >= 0)
 			close(c->memfd);
 		close(fd);
-		conn_free(c);
+		tp_sconn_fini(&c->own);
+		conn_free(&c->own);
 		return;
 	}
 	c->map_len = shm_seg_size(l->ring_size);
@@ -377,7 +370,7 @@ static void conn_start(shm_listener *l, int fd)
 	c->conn_ctx = tp_listener_admit(&l->base, &c->base);
 	if (!c->conn_ctx) {
 		LOG_INFO("transport", "%s: refused by the upper layer", c->base.peer);
-		c->released = 1;
+		c->own.released = 1;
 		teardown(c, TRANSPORT_ECLOSED);
 		return;
 	}
@@ -394,28 +387,28 @@ static void conn_start(shm_listener *l, int fd)
 
 static void request_teardown(sconn *c, int err)
 {
-	pthread_mutex_lock(&c->lock);
-	if (!c->close_err)
-		c->close_err = err;
-	if (!c->torn_down)
+	pthread_mutex_lock(&c->own.lock);
+	if (!c->own.close_err)
+		c->own.close_err = err;
+	if (!c->own.torn_down)
 		tp_loopq_post(&c->l->base.q, &c->req_node);
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&c->own.lock);
 }
 
 static void teardown(sconn *c, int err)
 {
-	pthread_mutex_lock(&c->lock);
-	if (c->torn_down) {
-		pthread_mutex_unlock(&c->lock);
+	pthread_mutex_lock(&c->own.lock);
+	if (c->own.torn_down) {
+		pthread_mutex_unlock(&c->own.lock);
 		return;
 	}
-	c->torn_down = 1;
-	if (!c->close_err)
-		c->close_err = err;
-	err = c->close_err;
+	c->own.torn_down = 1;
+	if (!c->own.close_err)
+		c->own.close_err = err;
+	err = c->own.close_err;
 	atomic_store(&c->shut, 1);
 	shutdown(c->fd, SHUT_RDWR); /* the client sees the end at once */
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&c->own.lock);
 	tp_shm_futex_wake(&c->tx.ctl->tail); /* a sender napping for space */
 
 	tp_loopq_cancel(&c->l->base.q, &c->req_node);
@@ -485,7 +478,7 @@ static void go_cold(sconn *c)
 static void look(sconn *c)
 {
 	size_t taken = 0;
-	while (taken < LOOK_BUDGET && !c->torn_down) {
+	while (taken < LOOK_BUDGET && !c->own.torn_down) {
 		size_t avail = tp_shm_ring_avail(&c->rx);
 		if (avail == SHM_RING_BAD) {
 			LOG_WARN("transport", "%s: the call ring's head is out of range", c->base.peer);
@@ -521,7 +514,7 @@ static void idle_cb(uv_idle_t *h)
 {
 	sconn *c = h->data;
 	look(c);
-	if (!c->torn_down && c->hot && rg_clock_ns() - c->active_ns > c->l->spin_ns)
+	if (!c->own.torn_down && c->hot && rg_clock_ns() - c->active_ns > c->l->spin_ns)
 		go_cold(c);
 }
 
@@ -538,7 +531,7 @@ static void poll_cb(uv_poll_t *p, int status, int events)
 		c->peer_gone = 1;
 	pthread_mutex_unlock(&c->rg.lock);
 	look(c);
-	if (c->torn_down)
+	if (c->own.torn_down)
 		return;
 	if (c->peer_gone) {
 		int at_boundary = frame_rx_at_boundary(&c->frx) && tp_shm_ring_avail(&c->rx) == 0;
@@ -598,23 +591,17 @@ static void server_shutdown(transport_conn *base)
 {
 	sconn *c = (sconn *)base;
 	/* Until teardown the segment is mapped and the socket open. */
-	pthread_mutex_lock(&c->lock);
-	if (!atomic_exchange(&c->shut, 1) && !c->torn_down) {
+	pthread_mutex_lock(&c->own.lock);
+	if (!atomic_exchange(&c->shut, 1) && !c->own.torn_down) {
 		shutdown(c->fd, SHUT_RDWR);
 		tp_shm_futex_wake(&c->tx.ctl->tail); /* a sender napping for space */
 	}
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&c->own.lock);
 	request_teardown(c, TRANSPORT_ECLOSED);
 }
 
 static void server_close(transport_conn *base)
 {
-	sconn *c = (sconn *)base;
 	server_shutdown(base);
-	pthread_mutex_lock(&c->lock);
-	c->released = 1;
-	int free_now = c->handles_closed;
-	pthread_mutex_unlock(&c->lock);
-	if (free_now)
-		conn_free(c);
+	tp_sconn_release(&((sconn *)base)->own);
 }

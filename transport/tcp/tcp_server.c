@@ -43,7 +43,7 @@
  * Listening on "tls" with on_accept_fd hands the raw socket over: the
  * process that serves it shakes hands (transport_adopt(..., "tls", ...)).
  *
- * Lock order: send_lock -> conn.lock -> the listener's loopq lock. conn.lock
+ * Lock order: send_lock -> own.lock -> the listener's loopq lock. own.lock
  * and the loopq lock are only held for a few instructions, never across I/O.
  */
 #include "tcp_int.h"
@@ -84,12 +84,8 @@ typedef struct sconn {
 	rg_list node;    /* in l->base.conns; loop thread only */
 	rg_list req_node; /* in l->base.q while a teardown request is pending */
 
-	pthread_mutex_t lock; /* guards the fields below */
+	tp_sconn own;         /* its owners, the close; own.lock guards fd_open too */
 	int fd_open;          /* descriptor usable (for shutdown() from other threads) */
-	int torn_down;        /* teardown() started: no more requests to the loop */
-	int released;         /* the upper layer called transport_close */
-	int handle_closed;    /* uv_close's callback ran */
-	int close_err;        /* first reason recorded for the close */
 	atomic_int shut;      /* no more I/O; read without the lock on hot paths */
 
 	pthread_mutex_t send_lock;
@@ -248,6 +244,8 @@ const transport_provider tp_tls_listen_provider = {
 	.adopt = tls_adopt,
 };
 
+static void end_conn(rg_list *node) { teardown(RG_CONTAINER_OF(node, sconn, node), TRANSPORT_ECLOSED); }
+
 /* Loop thread: runs the teardowns other threads asked for, and the listener's
  * own close. */
 static void on_async(uv_async_t *a)
@@ -257,20 +255,23 @@ static void on_async(uv_async_t *a)
 	for (rg_list *n; (n = tp_loopq_pop(&l->base.q));)
 		teardown(RG_CONTAINER_OF(n, sconn, req_node), TRANSPORT_ECLOSED);
 
-	if (!tp_loopq_closing(&l->base.q) || l->base.close_started)
+	if (!tp_listener_close_start(&l->base, end_conn))
 		return;
-	l->base.close_started = 1;
 	uv_close((uv_handle_t *)&l->tcp, tp_listener_close_cb);
-	/* teardown() unlinks nothing (conn_close_cb does), so walking is safe even
-	 * though on_close may call transport_close. */
-	for (rg_list *n = l->base.conns.next; n != &l->base.conns; n = n->next)
-		teardown(RG_CONTAINER_OF(n, sconn, node), TRANSPORT_ECLOSED);
 	/* Every connection is torn down now, so no thread can ask this handle for
 	 * anything more (request_teardown checks torn_down under the conn lock). */
 	uv_close((uv_handle_t *)&l->base.q.async, tp_listener_close_cb);
 }
 
 /* ---- accept ---- */
+
+/* The last owner let go (tp_sconn). */
+static void conn_free(tp_sconn *o)
+{
+	sconn *c = (sconn *)((char *)o - offsetof(sconn, own));
+	pthread_mutex_destroy(&c->send_lock);
+	free(c);
+}
 
 static sconn *conn_alloc(tcp_listener *l)
 {
@@ -280,7 +281,7 @@ static sconn *conn_alloc(tcp_listener *l)
 	c->base.ops = &tcp_server_ops;
 	c->l = l;
 	c->fd = -1;
-	pthread_mutex_init(&c->lock, NULL);
+	tp_sconn_init(&c->own, conn_free);
 	pthread_mutex_init(&c->send_lock, NULL);
 	atomic_init(&c->shut, 0);
 	rg_list_init(&c->node);
@@ -308,7 +309,7 @@ static sconn *conn_new_tls(tcp_listener *l, int fd)
 	if (r < 0) {
 		LOG_WARN("transport", "tls connection: %s", uv_strerror(r));
 		if (c) {
-			pthread_mutex_destroy(&c->lock);
+			tp_sconn_fini(&c->own);
 			pthread_mutex_destroy(&c->send_lock);
 			free(c);
 		}
@@ -331,8 +332,8 @@ static uv_handle_t *conn_handle(sconn *c)
 /* Gives up a connection nobody else knows yet. */
 static void conn_discard(sconn *c)
 {
-	c->released = 1;
-	c->torn_down = 1;
+	c->own.released = 1;
+	c->own.torn_down = 1;
 	uv_close(conn_handle(c), conn_close_cb);
 }
 
@@ -369,7 +370,7 @@ static void conn_start(tcp_listener *l, sconn *c, uv_os_fd_t fd)
 	c->conn_ctx = tp_listener_admit(&l->base, &c->base);
 	if (!c->conn_ctx) {
 		LOG_INFO("transport", "%s: refused by the upper layer", c->base.peer);
-		c->released = 1; /* the upper layer gave c up by refusing it */
+		c->own.released = 1; /* the upper layer gave c up by refusing it */
 		teardown(c, TRANSPORT_ECLOSED);
 		return;
 	}
@@ -508,16 +509,16 @@ static int adopt_as(uv_loop_t *loop, int fd, int tls, const transport_server_cb 
 /* Any thread: ask the loop thread to tear c down. */
 static void request_teardown(sconn *c, int err)
 {
-	pthread_mutex_lock(&c->lock);
-	if (!c->close_err)
-		c->close_err = err;
-	if (!c->torn_down) {
-		/* torn_down == 0 under c->lock: the listener and its async handle
+	pthread_mutex_lock(&c->own.lock);
+	if (!c->own.close_err)
+		c->own.close_err = err;
+	if (!c->own.torn_down) {
+		/* torn_down == 0 under c->own.lock: the listener and its async handle
 		 * are alive (they go only after every connection is torn down). */
 		tcp_listener *l = c->l;
 		tp_loopq_post(&l->base.q, &c->req_node);
 	}
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&c->own.lock);
 }
 
 /* Loop thread, once per connection (later calls return at once). err is used
@@ -526,22 +527,22 @@ static void teardown(sconn *c, int err)
 {
 	tcp_listener *l = c->l;
 
-	pthread_mutex_lock(&c->lock);
-	if (c->torn_down) {
-		pthread_mutex_unlock(&c->lock);
+	pthread_mutex_lock(&c->own.lock);
+	if (c->own.torn_down) {
+		pthread_mutex_unlock(&c->own.lock);
 		return;
 	}
-	c->torn_down = 1;
-	if (!c->close_err)
-		c->close_err = err;
-	err = c->close_err;
+	c->own.torn_down = 1;
+	if (!c->own.close_err)
+		c->own.close_err = err;
+	err = c->own.close_err;
 	atomic_store(&c->shut, 1);
 	/* Wakes a writer blocked in poll(): a shut down socket polls writable and
 	 * its sendmsg fails with EPIPE. Data already queued still goes out,
 	 * followed by a FIN. */
 	if (c->fd_open)
 		shutdown(c->fd, SHUT_RDWR);
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&c->own.lock);
 
 	tp_loopq_cancel(&l->base.q, &c->req_node);
 
@@ -552,9 +553,9 @@ static void teardown(sconn *c, int err)
 	/* Once we hold send_lock no writer is inside sendmsg/poll on fd, and
 	 * later ones see shut; only then may uv_close close the descriptor. */
 	pthread_mutex_lock(&c->send_lock);
-	pthread_mutex_lock(&c->lock);
+	pthread_mutex_lock(&c->own.lock);
 	c->fd_open = 0;
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&c->own.lock);
 	pthread_mutex_unlock(&c->send_lock);
 
 	tp_frame_rx_drop(&c->rx); /* a frame cut short */
@@ -570,7 +571,6 @@ static void conn_close_cb(uv_handle_t *h)
 {
 	sconn *c = h->data;
 	tcp_listener *l = c->l;
-	int free_now;
 
 	if (c->is_tls) {
 		/* A poll handle does not own its socket; no writer is left (shut
@@ -581,17 +581,8 @@ static void conn_close_cb(uv_handle_t *h)
 	}
 
 	rg_list_del(&c->node);
-	pthread_mutex_lock(&c->lock);
-	c->handle_closed = 1;
 	c->l = NULL;
-	free_now = c->released;
-	pthread_mutex_unlock(&c->lock);
-	if (free_now) {
-		pthread_mutex_destroy(&c->lock);
-		pthread_mutex_destroy(&c->send_lock);
-		free(c);
-	}
-	tp_listener_handle_closed(&l->base);
+	tp_sconn_closed(&c->own, &l->base);
 }
 
 /* ---- receive ---- */
@@ -781,7 +772,7 @@ static void tls_poll_cb(uv_poll_t *p, int status, int events)
 			return;
 		}
 		on_bytes(c, &buf, r == TRANSPORT_OK ? (ssize_t)got : r == TRANSPORT_ECLOSED ? UV_EOF : UV_EIO);
-		if (r != TRANSPORT_OK || c->torn_down)
+		if (r != TRANSPORT_OK || c->own.torn_down)
 			return;
 		if (i >= 64 && !tp_tls_session_pending(c->tls))
 			return;
@@ -817,26 +808,15 @@ static void server_shutdown(transport_conn *base)
 {
 	sconn *c = (sconn *)base;
 
-	pthread_mutex_lock(&c->lock);
+	pthread_mutex_lock(&c->own.lock);
 	if (!atomic_exchange(&c->shut, 1) && c->fd_open)
 		shutdown(c->fd, SHUT_RDWR); /* wakes writers now, not when the loop gets to it */
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&c->own.lock);
 	request_teardown(c, TRANSPORT_ECLOSED);
 }
 
 static void server_close(transport_conn *base)
 {
-	sconn *c = (sconn *)base;
-	int free_now;
-
 	server_shutdown(base);
-	pthread_mutex_lock(&c->lock);
-	c->released = 1;
-	free_now = c->handle_closed;
-	pthread_mutex_unlock(&c->lock);
-	if (free_now) {
-		pthread_mutex_destroy(&c->lock);
-		pthread_mutex_destroy(&c->send_lock);
-		free(c);
-	}
+	tp_sconn_release(&((sconn *)base)->own);
 }
