@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "send_parts_test.h"
 #include "transport_int.h"
 
 #define GUARD 64    /* bytes after each payload buffer that must stay untouched */
@@ -992,26 +993,6 @@ static void test_listener_close(void)
 
 /* ---- payloads sent in parts (transport_sendv_parts) ---- */
 
-typedef struct parts_arg {
-	transport_conn *c;
-	uint64_t seq;
-	const uint8_t *buf;
-	size_t len, ready0, step;
-	int fail_at; /* ready fails at this call (0: never) */
-	int calls, err;
-} parts_arg;
-
-/* transport_ready_fn: step more bytes a call, after a short nap so that each
- * part is a write of its own; -1 at the fail_at-th call. */
-static int64_t parts_ready(void *ctx, size_t sent)
-{
-	parts_arg *a = ctx;
-	if (++a->calls == a->fail_at)
-		return -1;
-	sleep_ms(1);
-	return (int64_t)(sent + a->step < a->len ? sent + a->step : a->len);
-}
-
 static void *parts_sender(void *p)
 {
 	parts_arg *a = p;
@@ -1074,7 +1055,8 @@ static void test_send_parts(void)
 
 	/* server to client in parts of odd sizes, then a frame of its own: both whole */
 	uint8_t *b1 = parts_payload(301, len), *b2 = parts_payload(302, 1000);
-	parts_arg pa = {.c = r->c, .seq = 301, .buf = b1, .len = len, .ready0 = 65536, .step = (256u << 10) + 3};
+	parts_arg pa = {.c = r->c, .seq = 301, .buf = b1, .len = len, .ready0 = 65536, .step = (256u << 10) + 3,
+		       .nap_us = 1000};
 	pthread_create(&th, NULL, parts_sender, &pa);
 	parts_expect(cl, 301, len);
 	pthread_join(th, NULL);
