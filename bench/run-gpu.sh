@@ -46,6 +46,10 @@
 # (64 and 256 MiB, about 5 s each), tabled in the main report beside the target
 # "TCP copies at 256 MiB >= 2x single stream". RG_ZEROCOPY_PROBE=0 skips the
 # MSG_ZEROCOPY probe (bench/zerocopy.c, a few seconds; its result is a note).
+# RG_PIPE_AB (default 1; 0: off): after the main remote run, a copy-only remote run of
+# 4 KiB-4 MiB with remote-gpud's copies to the host sent whole (REMOTE_GPUD_COPY_PIPE=0,
+# backend/src/copy_pipe.c; about 10 s), tabled in the main report beside the main run's
+# (pipelined) copies and "TCP acked" (issue 20 item 3).
 # RG_REMOTE_BENCH=0 skips steps 1-4 (remote-bench is still needed: the namespace's check
 # runs it). With $OUT set, the reports and the PNG go there and everything else (the
 # JSON files, raw runs, server logs, the PyTorch runs' logs) into one bench-raw.tar.gz:
@@ -157,7 +161,7 @@ remote_run() {
 	[ "$scheme" = shm ] && listen=shm://$work/gpud.sock
 	echo "== run-gpu: remote run $name (remote-gpud --device $dev $*, client GPU-less with libremote.so)"
 	rm -f "$work/port"
-	REMOTE_GPU_LOG=${gpud_log:-warn} "$gpud" --listen "$listen" --port-file "$work/port" --device "$dev" "$@" \
+	env REMOTE_GPU_LOG="${gpud_log:-warn}" "${server_env[@]}" "$gpud" --listen "$listen" --port-file "$work/port" --device "$dev" "$@" \
 		>"$work/gpud-$name.log" 2>&1 &
 	gpud_pid=$!
 	for _ in $(seq 200); do
@@ -194,7 +198,7 @@ remote_run() {
 
 bench_args=("$@")
 # what remote_run's client gets: extra environment, sections, arguments
-client_env=() run_only=cuda run_args=("$@") sweep_reports=()
+client_env=() server_env=() run_only=cuda run_args=("$@") sweep_reports=()
 sweep=()
 remote_json_remote= remote_json_tls= remote_json_shm=
 [ -f "$lib" ] && lib=$(readlink -f "$lib")
@@ -221,6 +225,14 @@ else
 		notes+=("stripes $n (64-256 MiB copies): $pg copies through pageable memory on the server")
 	done
 	client_env=() run_only=cuda run_args=("${bench_args[@]}")
+	# The same copies to the host sent whole (issue 20 item 3: the pipelined
+	# reply of copy_pipe.c against what it replaced), 4 KiB-4 MiB
+	if [ "${RG_PIPE_AB:-1}" = 1 ]; then
+		server_env=(REMOTE_GPUD_COPY_PIPE=0) run_only=copy run_args=(--min-size 4K --max-size 4M)
+		remote_run pipeoff tcp --drain-seconds 0
+		[ -s "$work/pipeoff.json" ] && sweep_reports+=(--pipe-off "$work/pipeoff.json")
+		server_env=() run_only=cuda run_args=("${bench_args[@]}")
+	fi
 	# Whether MSG_ZEROCOPY would pay for the stripes' sends on this host's
 	# loopback (bench/zerocopy.c; transport/README.md "Bulk copies")
 	if [ "${RG_ZEROCOPY_PROBE:-1}" = 1 ] && gcc -O2 -pthread -o "$work/zerocopy" "$root/bench/zerocopy.c" 2>/dev/null; then

@@ -213,6 +213,70 @@ out:
 	free(b);
 }
 
+/* Copies to the host pipelined in chunks (backend/src/copy_pipe.c: 64 KiB,
+ * then doubling to 1 MiB, at most 16): exact bytes at the chunk boundaries and
+ * around them, at unaligned offsets, several requests in flight at once, and
+ * a request whose range runs past its allocation answered with one error,
+ * after which the connection serves on. */
+void t_copy_chunks(srv *s)
+{
+	static const size_t K = 1024, M = 1024 * 1024;
+	static const size_t sizes[] = {64 * K - 1, 64 * K, 64 * K + 1, 192 * K - 1, 192 * K, 192 * K + 1,
+				       960 * K + 1, M, 3 * M + 7, 12224 * K + 5, 20 * M + 3};
+	static const size_t offs[] = {0, 1, 4093};
+	const size_t cap = 21 * M;
+	cli k;
+	uint8_t *a = malloc(cap + 8192), *b = malloc(cap + 8192);
+	if (!CHECK(open_session(&k, s->port) == 0))
+		goto out;
+	uint64_t p = mem_alloc(&k, cap + 8192);
+	CHECK(p != 0);
+	fill(a, cap + 8192, 77);
+	CHECK_EQ(htod(&k, p, a, cap + 8192, 0), 0);
+	for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++) {
+		for (size_t oi = 0; oi < sizeof offs / sizeof *offs; oi++) {
+			size_t n = sizes[si], off = offs[oi];
+			memset(b, 0xEE, n + 1);
+			CHECK_EQ(dtoh(&k, b, p + off, n, 0), 0);
+			if (!CHECK_MEM(b, a + off, n) || !CHECK_EQ(b[n], 0xEE))
+				fprintf(stderr, "  copy of %zu bytes at offset %zu\n", n, off);
+		}
+	}
+	/* in flight at once: the replies come back in order, each whole */
+	enum { NREQ = 6 };
+	uint64_t seqs[NREQ];
+	for (int i = 0; i < NREQ; i++) {
+		proto_msg m;
+		seqs[i] = ++k.seq;
+		proto_msg_begin(&m, PROTO_OP_MEMCPY_DTOH, seqs[i], 3);
+		proto_msg_u64(&m, p + (uint64_t)i * 3 * M + (uint64_t)i);
+		proto_msg_u64(&m, 3 * M + (uint64_t)i);
+		proto_msg_u64(&m, 0);
+		CHECK_EQ(sendm(&k, &m, 0, NULL, 0), 0);
+	}
+	for (int i = 0; i < NREQ; i++) {
+		rep r;
+		size_t n = 3 * M + (size_t)i;
+		memset(b, 0xEE, n);
+		CHECK_EQ(recv_reply(&k, seqs[i], &r, b, n), 0);
+		CHECK_EQ(r.status, 0);
+		CHECK_EQ(r.plen, n);
+		CHECK_MEM(b, a + (size_t)i * 3 * M + (size_t)i, n);
+		rep_free(&r);
+	}
+	/* past the end by one byte, and by a chunk: one error each, nothing sent */
+	CHECK_EQ(dtoh(&k, b, p + 8192, cap + 1, 0), CUDA_ERROR_INVALID_VALUE);
+	CHECK_EQ(dtoh(&k, b, p + cap, 8192 + 64 * K, 0), CUDA_ERROR_INVALID_VALUE);
+	memset(b, 0, 3 * M + 7);
+	CHECK_EQ(dtoh(&k, b, p + 5, 3 * M + 7, 0), 0);
+	CHECK_MEM(b, a + 5, 3 * M + 7);
+	CHECK_EQ(k.latched, 0);
+	cli_close(&k);
+out:
+	free(a);
+	free(b);
+}
+
 void t_streams_events(srv *s)
 {
 	cli k;
