@@ -47,9 +47,10 @@
 # "TCP copies at 256 MiB >= 2x single stream". RG_ZEROCOPY_PROBE=0 skips the
 # MSG_ZEROCOPY probe (bench/zerocopy.c, a few seconds; its result is a note).
 # RG_PIPE_AB (default 1; 0: off): after the main remote run, a copy-only remote run of
-# 4 KiB-4 MiB with remote-gpud's copies to the host sent whole (REMOTE_GPUD_COPY_PIPE=0,
-# backend/src/copy_pipe.c; about 10 s), tabled in the main report beside the main run's
-# (pipelined) copies and "TCP acked" (issue 20 item 3).
+# 4 KiB-4 MiB with remote-gpud's copies to the host sent in parts as the GPU copies them
+# (REMOTE_GPUD_COPY_PIPE=1, backend/src/copy_pipe.c; about 10 s), tabled in the main
+# report beside the main run's (whole replies, the default) and "TCP acked" (issue 20
+# item 3).
 # RG_REMOTE_BENCH=0 skips steps 1-4 (remote-bench is still needed: the namespace's check
 # runs it). With $OUT set, the reports and the PNG go there and everything else (the
 # JSON files, raw runs, server logs, the PyTorch runs' logs) into one bench-raw.tar.gz:
@@ -225,12 +226,12 @@ else
 		notes+=("stripes $n (64-256 MiB copies): $pg copies through pageable memory on the server")
 	done
 	client_env=() run_only=cuda run_args=("${bench_args[@]}")
-	# The same copies to the host sent whole (issue 20 item 3: the pipelined
-	# reply of copy_pipe.c against what it replaced), 4 KiB-4 MiB
+	# The same copies to the host sent in parts as the GPU copies them (issue 20
+	# item 3: copy_pipe.c's pipelined reply against the default whole one)
 	if [ "${RG_PIPE_AB:-1}" = 1 ]; then
-		server_env=(REMOTE_GPUD_COPY_PIPE=0) run_only=copy run_args=(--min-size 4K --max-size 4M)
-		remote_run pipeoff tcp --drain-seconds 0
-		[ -s "$work/pipeoff.json" ] && sweep_reports+=(--pipe-off "$work/pipeoff.json")
+		server_env=(REMOTE_GPUD_COPY_PIPE=1) run_only=copy run_args=(--min-size 4K --max-size 4M)
+		remote_run pipeon tcp --drain-seconds 0
+		[ -s "$work/pipeon.json" ] && sweep_reports+=(--pipe-on "$work/pipeon.json")
 		server_env=() run_only=cuda run_args=("${bench_args[@]}")
 	fi
 	# Whether MSG_ZEROCOPY would pay for the stripes' sends on this host's

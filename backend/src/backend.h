@@ -91,7 +91,7 @@ typedef struct be_server {
 	int driver_version;
 	atomic_uint_fast64_t next_session;
 	int no_fastpath; /* REMOTE_GPU_NO_FASTPATH: every sync call goes through the waiter (tests) */
-	int no_copy_pipe; /* REMOTE_GPUD_COPY_PIPE=0: D2H replies sent whole (copy_pipe.c; A/B runs) */
+	int copy_pipe; /* REMOTE_GPUD_COPY_PIPE=1: D2H replies sent in parts as the GPU copies (copy_pipe.c) */
 	const char *store; /* --cubin-store: kernel images on disk, shared by every session process */
 	uint64_t store_quota; /* --store-quota: bytes of uploads each tenant may add to the store */
 	unsigned hello_timeout_ms; /* --hello-timeout: a connection must authenticate within it (0: never) */

@@ -34,7 +34,10 @@
  * Where. Only where the transport sends a payload in parts
  * (TRANSPORT_CAP_SEND_PARTS: tcp, tls, shm); over rdma the client reads the
  * whole staging buffer zero-copy, so the reply goes whole as before.
- * REMOTE_GPUD_COPY_PIPE=0 turns it off (A/B runs).
+ * Off unless REMOTE_GPUD_COPY_PIPE=1: on an H200 (63bf718, bench/run-gpu.sh's
+ * A/B) replies of 256 KiB-4 MiB sent in parts were no faster than whole ones
+ * (65-93% of TCP acked against 73-112%, within the run's noise; 64 KiB, the
+ * same code both ways, moved by 15%).
  *
  * Floors. The first chunk cannot be sent before the GPU copied it, and its
  * copy cannot start before the request arrived: a copy costs at least the
@@ -82,7 +85,7 @@ typedef struct copy_pipe {
 
 int be_copy_pipe_wanted(be_session *s, uint64_t len)
 {
-	return len > BE_PIPE_FIRST && !be_srv.no_copy_pipe && (transport_caps(s->conn) & TRANSPORT_CAP_SEND_PARTS);
+	return len > BE_PIPE_FIRST && be_srv.copy_pipe && (transport_caps(s->conn) & TRANSPORT_CAP_SEND_PARTS);
 }
 
 static void pipe_free(be_session *s, copy_pipe *p)
