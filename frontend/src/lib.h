@@ -11,7 +11,7 @@
  *
  * Objects. Handles and descriptors are ids the client picks (fe_rt_new_id), so a
  * create costs no round trip; the program gets the id as its handle. The client
- * keeps a small record per object: the device it belongs to and a few words of
+ * keeps a small record per object (lib_handles.h): the device it belongs to and a few words of
  * library state (a cuBLAS handle's pointer and math modes and stream, a matmul
  * descriptor's scale type and pointer mode), which decide how scalars travel. A use of an
  * unknown or destroyed id is forwarded all the same: the server's tables judge it.
@@ -27,6 +27,7 @@
 #include <stdint.h>
 
 #include "conn.h"
+#include "lib_handles.h"
 #include "rt.h"
 
 #define FE_LIB_MAX_IN (512u << 10) /* largest host input buffer (attributes) */
@@ -66,31 +67,6 @@ void fe_lib_scalar(fe_lib_msg *k, const void *p, size_t n, int on_device); /* va
 /* An output scalar: its address in device mode, nil in host mode (the reply
  * brings the value). */
 void fe_lib_result(fe_lib_msg *k, const void *p, int on_device);
-
-/* Objects. fe_lib_new returns 0 when out of memory. */
-uint64_t fe_lib_new(int kind, int dev);
-void fe_lib_forget(uint64_t id);
-/* State word w (0 .. FE_LIB_STATE_WORDS - 1) of object id; 0 if unknown. */
-#define FE_LIB_STATE_WORDS 3
-uint64_t fe_lib_state(uint64_t id, int w);
-void fe_lib_set_state(uint64_t id, int w, uint64_t v);
-int fe_lib_kind(uint64_t id); /* -1 if unknown */
-int fe_lib_dev(uint64_t id);  /* the device it was made on; -1 if unknown */
-
-/* An object's history: the encoded arguments of the calls its description marks
- * `record` (its create, its attribute setters), in order. Objects with the same
- * history are in the same state, so answers about them can be cached
- * (cublasLtMatmulAlgoGetHeuristic). Histories longer than FE_LIB_MAX_HISTORY
- * are dropped: such an object is never cached. */
-#define FE_LIB_MAX_HISTORY 4096
-typedef struct fe_lib_buf {
-	uint8_t *p;
-	size_t len, cap;
-} fe_lib_buf;
-void fe_lib_record(uint64_t id, uint32_t op, const void *args, size_t len);
-/* Appends the length and bytes of id's history to b; -1 if there is none. */
-int fe_lib_history(uint64_t id, fe_lib_buf *b);
-int fe_lib_buf_put(fe_lib_buf *b, const void *p, size_t n); /* -1 when out of memory */
 
 /* A negative code as one of the library's statuses (logged). */
 typedef struct fe_lib_statuses {
