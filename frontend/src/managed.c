@@ -375,8 +375,10 @@ static int hand_over_locked(region *only)
 			uint64_t sid = own_stream_locked(r, c);
 			if (!sid || mprotect((void *)r->base, r->size, PROT_READ) != 0)
 				err = CUDA_ERROR_UNKNOWN;
-			else
-				err = fe_copy_htod(c, r->base, (const uint8_t *)r->base, r->size, sid);
+			else if ((err = fe_copy_htod(c, r->base, (const uint8_t *)r->base, r->size, sid)) != 0)
+				/* Still HOST: writable again, or the next write's fault
+				 * would find nothing to change and fault forever. */
+				mprotect((void *)r->base, r->size, PROT_READ | PROT_WRITE);
 			if (!err)
 				synced[r->device] = sid;
 		}
