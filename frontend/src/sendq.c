@@ -66,6 +66,9 @@ static int write_locked(fe_sendq *q, const void *frame, size_t len, const void *
 	size_t qlen = 0, qcap = 0;
 	uint8_t *qb = NULL;
 	int err;
+	/* Busy from before the queue is taken (its count drops to 0 there) until
+	 * the write returns: fe_sendq_busy never sees a gap between the two. */
+	atomic_store_explicit(&q->writing, 1, memory_order_release);
 	/* Nothing queued: no queue to take (a synchronous call's common case).
 	 * Bytes this thread posted earlier are either still counted in pending
 	 * or were taken by the sender thread under wlock, which we now hold, so
@@ -87,12 +90,10 @@ static int write_locked(fe_sendq *q, const void *frame, size_t len, const void *
 			iov[n++] = (struct iovec){(void *)frame, len};
 		if (plen)
 			iov[n++] = (struct iovec){(void *)payload, plen};
-		if (n) {
-			atomic_store_explicit(&q->writing, 1, memory_order_relaxed);
+		if (n)
 			err = transport_sendv(q->t, iov, n);
-			atomic_store_explicit(&q->writing, 0, memory_order_relaxed);
-		}
 	}
+	atomic_store_explicit(&q->writing, 0, memory_order_release);
 	if (qb)
 		give_back(q, qb, qcap);
 	if (err) {
@@ -219,5 +220,5 @@ int fe_sendq_post_nowait(fe_sendq *q, const void *frame, size_t len) { return po
 
 int fe_sendq_busy(fe_sendq *q)
 {
-	return atomic_load(&q->pending) > 0 || atomic_load_explicit(&q->writing, memory_order_relaxed);
+	return atomic_load(&q->pending) > 0 || atomic_load_explicit(&q->writing, memory_order_acquire);
 }
