@@ -15,50 +15,54 @@ static nvmlReturn_t query(nvmlDevice_t device, uint32_t what, uint32_t arg, cons
 static nvmlReturn_t query_one(nvmlDevice_t device, uint32_t what, uint32_t arg, unsigned int *out);
 static nvmlReturn_t processes(nvmlDevice_t device, unsigned int *infoCount, void *infos, size_t size);
 
-/* A query whose text is a structure the server's NVML filled: its bytes. */
-static nvmlReturn_t query_raw(nvmlDevice_t h, uint32_t what, uint32_t arg, void *out, size_t len)
+/* One nvml_query to device h's server: its values and its text's first
+ * NVML_TEXT_MAX - 1 bytes into buf (zeroed first); *answered: whether the
+ * server answered. need: the text bytes the caller will read, refused past
+ * what the reply can hold. */
+#define NVML_TEXT_MAX 96
+static nvmlReturn_t ask(nvmlDevice_t h, uint32_t what, uint32_t arg, uint64_t v[4], unsigned char *buf, size_t need,
+			int *answered)
 {
+	*answered = 0;
 	fe_device *d;
 	nvmlReturn_t r = fe_nvml_device(h, &d);
 	if (r != NVML_SUCCESS)
 		return r;
 	if (!d->conn)
 		return NVML_ERROR_GPU_IS_LOST;
-	uint32_t nvret = NVML_ERROR_UNKNOWN;
-	uint64_t v[4];
-	_Alignas(8) unsigned char buf[96];
-	memset(buf, 0, sizeof(buf));
-	if (len > sizeof(buf) - 1)
+	if (need > NVML_TEXT_MAX - 1)
 		return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
-	int st = fe_rpc_nvml_query(d->conn, what, arg, &nvret, &v[0], &v[1], &v[2], &v[3], buf, sizeof(buf) - 1);
-	if (st < 0)
-		return NVML_ERROR_GPU_IS_LOST;
-	if (st > 0)
-		return NVML_ERROR_UNKNOWN;
-	if (nvret == NVML_SUCCESS)
-		memcpy(out, buf, len);
-	return (nvmlReturn_t)nvret;
-}
-
-nvmlReturn_t fe_nvml_query(nvmlDevice_t h, uint32_t what, uint32_t arg, uint64_t v[4], char *text, size_t cap)
-{
-	fe_device *d;
-	nvmlReturn_t r = fe_nvml_device(h, &d);
-	if (r != NVML_SUCCESS)
-		return r;
-	if (!d->conn)
-		return NVML_ERROR_GPU_IS_LOST;
 	uint32_t nvret = NVML_ERROR_UNKNOWN;
-	char buf[96];
-	memset(buf, 0, sizeof(buf));
-	int st = fe_rpc_nvml_query(d->conn, what, arg, &nvret, &v[0], &v[1], &v[2], &v[3], buf, sizeof(buf) - 1);
+	memset(buf, 0, NVML_TEXT_MAX);
+	int st = fe_rpc_nvml_query(d->conn, what, arg, &nvret, &v[0], &v[1], &v[2], &v[3], buf, NVML_TEXT_MAX - 1);
 	if (st < 0)
 		return NVML_ERROR_GPU_IS_LOST; /* the connection is gone (conn.c logged why) */
 	if (st > 0)
 		return NVML_ERROR_UNKNOWN;
-	if (text && cap)
-		snprintf(text, cap, "%s", buf);
+	*answered = 1;
 	return (nvmlReturn_t)nvret;
+}
+
+/* A query whose text is a structure the server's NVML filled: its bytes. */
+static nvmlReturn_t query_raw(nvmlDevice_t h, uint32_t what, uint32_t arg, void *out, size_t len)
+{
+	uint64_t v[4];
+	_Alignas(8) unsigned char buf[NVML_TEXT_MAX];
+	int answered;
+	nvmlReturn_t r = ask(h, what, arg, v, buf, len, &answered);
+	if (r == NVML_SUCCESS)
+		memcpy(out, buf, len);
+	return r;
+}
+
+nvmlReturn_t fe_nvml_query(nvmlDevice_t h, uint32_t what, uint32_t arg, uint64_t v[4], char *text, size_t cap)
+{
+	unsigned char buf[NVML_TEXT_MAX];
+	int answered;
+	nvmlReturn_t r = ask(h, what, arg, v, buf, 0, &answered);
+	if (answered && text && cap)
+		snprintf(text, cap, "%s", (const char *)buf);
+	return r;
 }
 
 /* The checks in NVML's order (the handle, then the caller's pointer), then
