@@ -9,9 +9,12 @@
  * threads, and it is the thread that began every capture: the driver would
  * judge each call as that thread's own, so a free from a thread in thread-local
  * mode while another captures (legal: XLA captures in thread-local mode) would
- * fail there and invalidate the capture. So the executor runs in relaxed mode,
- * set once per session (op capture_mode, async) before its first capture, and
- * refuses nothing by mode; what the client lets through is what CUDA allows.
+ * fail there and invalidate the capture. So the server's threads run in relaxed
+ * mode and refuse nothing by mode; what the client lets through is what CUDA
+ * allows. Servers since b32e268 start every thread relaxed; for older ones of
+ * the same protocol version the client still asks once per session (op
+ * capture_mode, async) before its first capture: drop it at the next
+ * protocol version.
  */
 #include "rg_log.h"
 #include "rpc.h"
