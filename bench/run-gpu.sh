@@ -51,6 +51,11 @@
 # (REMOTE_GPUD_COPY_PIPE=1, backend/src/copy_pipe.c; about 10 s), tabled in the main
 # report beside the main run's (whole replies, the default) and "TCP acked" (issue 20
 # item 3).
+# RG_AB_GPUD, RG_AB_LIB (another build's remote-gpud and libremote.so, say the
+# commit before a change, named RG_AB_LABEL): after the main remote run,
+# RG_AB_ROUNDS (2) remote runs of each build in alternation, the same remote-bench
+# through each build's library against its own server; bench/ab.py writes
+# <date>-<gpu>-ab.md (each run's figure, the medians, B/A). About 40 s a run.
 # RG_REMOTE_BENCH=0 skips steps 1-4 (remote-bench is still needed: the namespace's check
 # runs it). With $OUT set, the reports and the PNG go there and everything else (the
 # JSON files, raw runs, server logs, the PyTorch runs' logs) into one bench-raw.tar.gz:
@@ -202,6 +207,7 @@ bench_args=("$@")
 client_env=() server_env=() run_only=cuda run_args=("$@") sweep_reports=()
 sweep=()
 remote_json_remote= remote_json_tls= remote_json_shm=
+ab_runs=() reports_ab=
 [ -f "$lib" ] && lib=$(readlink -f "$lib")
 if [ "$rbench" != 1 ]; then
 	echo "== run-gpu: RG_REMOTE_BENCH=0: no remote-bench runs"
@@ -212,6 +218,21 @@ elif ! command -v unshare >/dev/null; then
 else
 	# --drain-seconds 0: SIGTERM at the end ends the (finished) sessions at once
 	remote_run remote tcp --drain-seconds 0
+	# RG_AB_GPUD and RG_AB_LIB: another build's server and client library (the
+	# "before" of a change, RG_AB_LABEL), RG_AB_ROUNDS (2) runs of each in
+	# alternation with this build's, the same remote-bench; bench/ab.py tables them
+	ab_runs=()
+	if [ -n "${RG_AB_GPUD:-}" ]; then
+		gpud_b=$gpud lib_b=$lib
+		for r in $(seq "${RG_AB_ROUNDS:-2}"); do
+			gpud=$RG_AB_GPUD lib=$(readlink -f "${RG_AB_LIB:-}")
+			remote_run "ab-a$r" tcp --drain-seconds 0
+			gpud=$gpud_b lib=$lib_b
+			remote_run "ab-b$r" tcp --drain-seconds 0
+			[ -s "$work/ab-a$r.json" ] && ab_runs+=(--a "$work/ab-a$r.json")
+			[ -s "$work/ab-b$r.json" ] && ab_runs+=(--b "$work/ab-b$r.json")
+		done
+	fi
 	# The stripe sweep (issue 20 item 2): copies of 64 and 256 MiB over tcp with
 	# REMOTE_GPU_STRIPES of each count in RG_STRIPE_SWEEP (0: one connection, the
 	# main run has the default), reported beside the main run's copies; a note
@@ -302,6 +323,10 @@ EOF
 		${remote_json:+--remote "$remote_json"} ${remote_json:+--stripes "default=$remote_json"} \
 		"${sweep_reports[@]}" --md "$outdir/$date-$slug.md" --json "$jsondir/$date-$slug.json" >/dev/null || exit 1
 	reports+=("$outdir/$date-$slug.md")
+	if [ ${#ab_runs[@]} -gt 0 ]; then
+		python3 "$root/bench/ab.py" --label-a "${RG_AB_LABEL:-A}" --label-b "${commit:0:12}" "${ab_runs[@]}" \
+			--meta "$work/meta.json" --md "$outdir/$date-$slug-ab.md" && reports_ab="$outdir/$date-$slug-ab.md"
+	fi
 	if [ -n "$remote_json_tls" ]; then
 		python3 "$root/bench/report.py" --meta "$work/meta.json" --local "$work/local.json" --remote "$remote_json_tls" \
 			--md "$outdir/$date-$slug-tls.md" --json "$jsondir/$date-$slug-tls.json" >/dev/null || exit 1
@@ -374,6 +399,7 @@ for f in "${reports[@]}"; do
 	cat "$f"
 	echo
 done
+[ -n "$reports_ab" ] && cat "$reports_ab"
 echo "run-gpu: wrote ${reports[*]:-no remote-bench report}$([ -n "${OUT:-}" ] && echo " and $OUT/bench-raw.tar.gz") in $(($(date +%s) - start)) s (raw runs in $work)"
 if [ ${#torch_failed[@]} -gt 0 ]; then
 	printf 'run-gpu: FAILED: PyTorch benchmark %s\n' "${torch_failed[@]}" >&2
