@@ -21,7 +21,8 @@
  * a function of the descriptors' state (creation arguments and attributes), the
  * handle and the count asked for; the client saw every call that made that state
  * (lib.h: object histories, the lines marked `record`), so it keys a cache on
- * those exact bytes. Only successful answers are kept. A hit does not reach the
+ * those exact bytes (lru_cache.c: the least recently asked dropped beyond
+ * HC_MAX). Only successful answers are kept. A hit does not reach the
  * server, so a status latched by an earlier async call surfaces at the next call
  * that does.
  */
@@ -32,6 +33,7 @@
 
 #include "drv.h"
 #include "lib_cublas.h"
+#include "lru_cache.h"
 #include "rg_log.h"
 
 enum { W_PTR_MODE = 0, W_MATH_MODE = 1, W_STREAM = 2 }; /* cublasHandle_t */
@@ -228,45 +230,23 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t matmulDesc, c
 
 /* ---- heuristics cache ---- */
 
-#define HC_BUCKETS 256
-#define HC_MAX 1024      /* entries; the cache starts over when full */
-#define HC_MAX_ALGOS 64  /* larger requests are not cached */
+/* Entries: about 0.5-1 KiB each (the histories of six objects and one result per
+ * algorithm asked for). GPT-2-small generating 64 tokens without a KV cache asks
+ * about 3,000 distinct questions a round (48 biased matmuls a token, each layer's
+ * bias address in its descriptor, one sequence length a token), all asked again
+ * the next round: the bound keeps a few such working sets. */
+#define HC_MAX 16384
+#define HC_MAX_ALGOS 64 /* larger requests are not cached */
 
-typedef struct hc_entry {
-	fe_lib_buf key;
+typedef struct hc_head {
 	cublasStatus_t st;
 	int count;
-	cublasLtMatmulHeuristicResult_t *res; /* the whole array as the server wrote it */
-	int requested;
-	struct hc_entry *next;
-} hc_entry;
+} hc_head;
 
-static struct {
-	pthread_mutex_t lock;
-	hc_entry *b[HC_BUCKETS];
-	int n;
-} HC = {PTHREAD_MUTEX_INITIALIZER};
+static fe_lru *HC;
+static pthread_once_t hc_once = PTHREAD_ONCE_INIT;
 
-static uint64_t hc_hash(const fe_lib_buf *k)
-{
-	uint64_t h = 1469598103934665603ull; /* FNV-1a */
-	for (size_t i = 0; i < k->len; i++)
-		h = (h ^ k->p[i]) * 1099511628211ull;
-	return h;
-}
-
-static void hc_clear_locked(void)
-{
-	for (int i = 0; i < HC_BUCKETS; i++)
-		while (HC.b[i]) {
-			hc_entry *e = HC.b[i];
-			HC.b[i] = e->next;
-			free(e->key.p);
-			free(e->res);
-			free(e);
-		}
-	HC.n = 0;
-}
+static void hc_init(void) { HC = fe_lru_new(HC_MAX); }
 
 static int hc_key(fe_lib_buf *k, cublasLtHandle_t lh, const uint64_t objs[6], int requested)
 {
@@ -289,40 +269,28 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t lightHandle, cubl
 				  fe_lib_id(Cdesc), fe_lib_id(Ddesc), fe_lib_id(preference)};
 	size_t bytes = (size_t)requestedAlgoCount * sizeof(*heuristicResultsArray);
 	fe_lib_buf key = {0};
-	int cacheable = requestedAlgoCount > 0 && requestedAlgoCount <= HC_MAX_ALGOS && heuristicResultsArray &&
+	pthread_once(&hc_once, hc_init);
+	int cacheable = HC && requestedAlgoCount > 0 && requestedAlgoCount <= HC_MAX_ALGOS && heuristicResultsArray &&
 			returnAlgoCount && hc_key(&key, lightHandle, objs, requestedAlgoCount) == 0;
-	uint64_t h = cacheable ? hc_hash(&key) : 0;
-	if (cacheable) {
-		pthread_mutex_lock(&HC.lock);
-		for (hc_entry *e = HC.b[h % HC_BUCKETS]; e; e = e->next)
-			if (e->key.len == key.len && !memcmp(e->key.p, key.p, key.len)) {
-				memcpy(heuristicResultsArray, e->res, bytes);
-				*returnAlgoCount = e->count;
-				pthread_mutex_unlock(&HC.lock);
-				free(key.p);
-				return e->st;
-			}
-		pthread_mutex_unlock(&HC.lock);
+	/* the value: status and count, then the whole array as the server wrote it */
+	unsigned char val[sizeof(hc_head) + HC_MAX_ALGOS * sizeof(*heuristicResultsArray)];
+	size_t vlen;
+	if (cacheable && fe_lru_get(HC, key.p, key.len, val, sizeof(val), &vlen) && vlen == sizeof(hc_head) + bytes) {
+		hc_head hd;
+		memcpy(&hd, val, sizeof(hd));
+		memcpy(heuristicResultsArray, val + sizeof(hd), bytes);
+		*returnAlgoCount = hd.count;
+		free(key.p);
+		return hd.st;
 	}
 	cublasStatus_t st = fe_lib_cublasLtMatmulAlgoGetHeuristic(lightHandle, operationDesc, Adesc, Bdesc, Cdesc,
 								 Ddesc, preference, requestedAlgoCount,
 								 heuristicResultsArray, returnAlgoCount);
-	hc_entry *e = cacheable && st == CUBLAS_STATUS_SUCCESS ? calloc(1, sizeof(*e)) : NULL;
-	if (e && (e->res = malloc(bytes))) {
-		memcpy(e->res, heuristicResultsArray, bytes);
-		e->key = key;
-		key = (fe_lib_buf){0};
-		e->st = st;
-		e->count = *returnAlgoCount;
-		pthread_mutex_lock(&HC.lock);
-		if (HC.n >= HC_MAX)
-			hc_clear_locked();
-		e->next = HC.b[h % HC_BUCKETS];
-		HC.b[h % HC_BUCKETS] = e;
-		HC.n++;
-		pthread_mutex_unlock(&HC.lock);
-	} else {
-		free(e);
+	if (cacheable && st == CUBLAS_STATUS_SUCCESS) {
+		hc_head hd = {st, *returnAlgoCount};
+		memcpy(val, &hd, sizeof(hd));
+		memcpy(val + sizeof(hd), heuristicResultsArray, bytes);
+		fe_lru_put(HC, key.p, key.len, val, sizeof(hd) + bytes); /* out of memory: not kept */
 	}
 	free(key.p);
 	return st;
