@@ -5,6 +5,7 @@
 /* Driver functions of the ops whose server side is one driver call. */
 #define BE_GEN_DRIVER_FUNCS(X) \
 	X(cuMemGetInfo) \
+	X(cuMemcpyDtoDAsync) \
 	X(cuStreamQuery) \
 	X(cuStreamWaitEvent) \
 	X(cuEventRecordWithFlags) \
@@ -12,6 +13,8 @@
 	X(cuEventElapsedTime) \
 	X(cuFuncSetAttribute) \
 	X(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags) \
+	X(cuGraphGetNodes) \
+	X(cuMemPoolTrimTo) \
 	X(cuProfilerStart) \
 	X(cuProfilerStop) \
 	X(cuFuncSetCacheConfig) \

@@ -14,7 +14,6 @@ int be_op_mem_alloc_async(be_session *s, be_req *rq, uint64_t size, uint64_t str
 int be_op_mem_free_async(be_session *s, be_req *rq, CUdeviceptr ptr, uint64_t stream);
 int be_op_memcpy_htod(be_session *s, be_req *rq, CUdeviceptr dst, uint64_t stream);
 int be_op_memcpy_dtoh(be_session *s, be_req *rq, CUdeviceptr src, uint64_t len, uint64_t stream);
-int be_op_memcpy_dtod(be_session *s, be_req *rq, CUdeviceptr dst, CUdeviceptr src, uint64_t len, uint64_t stream);
 int be_op_memcpy_2d_htod(be_session *s, be_req *rq, CUdeviceptr dst, uint64_t dpitch, uint64_t width, uint64_t height, uint64_t stream);
 int be_op_memcpy_2d_dtoh(be_session *s, be_req *rq, CUdeviceptr src, uint64_t spitch, uint64_t width, uint64_t height, uint64_t stream);
 int be_op_memcpy_2d_dtod(be_session *s, be_req *rq, CUdeviceptr dst, uint64_t dpitch, CUdeviceptr src, uint64_t spitch, uint64_t width, uint64_t height, uint64_t stream);
@@ -37,10 +36,8 @@ int be_op_graph_instantiate(be_session *s, be_req *rq, uint64_t x, uint64_t g, u
 int be_op_graph_launch(be_session *s, be_req *rq, uint64_t x, uint64_t stream);
 int be_op_graph_destroy(be_session *s, be_req *rq, uint64_t g);
 int be_op_graph_exec_destroy(be_session *s, be_req *rq, uint64_t x);
-int be_op_graph_node_count(be_session *s, be_req *rq, uint64_t g);
 int be_op_mempool_set_attr(be_session *s, be_req *rq, uint64_t pool, int32_t attr, uint64_t value);
 int be_op_mempool_get_attr(be_session *s, be_req *rq, uint64_t pool, int32_t attr);
-int be_op_mempool_trim(be_session *s, be_req *rq, uint64_t pool, uint64_t keep);
 int be_op_error_string(be_session *s, be_req *rq, int32_t code);
 int be_op_array_create(be_session *s, be_req *rq, uint64_t a, uint64_t width, uint64_t height, uint64_t depth, uint32_t format, uint32_t channels, uint32_t flags);
 int be_op_array_destroy(be_session *s, be_req *rq, uint64_t a);

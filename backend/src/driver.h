@@ -49,7 +49,6 @@
 	X(cuMemFreeHost)                                     \
 	X(cuMemcpyHtoDAsync)                                 \
 	X(cuMemcpyDtoHAsync)                                 \
-	X(cuMemcpyDtoDAsync)                                 \
 	X(cuMemcpy2DAsync)                                   \
 	X(cuMemsetD8Async)                                   \
 	X(cuMemsetD16Async)                                  \
@@ -81,7 +80,6 @@
 	X(cuGraphLaunch)                                     \
 	X(cuGraphDestroy)                                    \
 	X(cuGraphExecDestroy)                                \
-	X(cuGraphGetNodes)                                   \
 	X(cuGraphCreate)                                     \
 	X(cuGraphClone)                                      \
 	X(cuGraphAddEmptyNode)                               \
@@ -107,7 +105,6 @@
 	X(cuDeviceGetDefaultMemPool)                         \
 	X(cuMemPoolSetAttribute)                             \
 	X(cuMemPoolGetAttribute)                             \
-	X(cuMemPoolTrimTo)                                   \
 	X(cuMemPoolCreate)                                   \
 	X(cuMemPoolDestroy)                                  \
 	X(cuMemPoolGetAccess)                                \

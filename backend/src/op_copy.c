@@ -1,7 +1,9 @@
 /*
  * Copies and memsets. Every device range is checked against the session's
  * allocations first (ranges.h): a copy that would touch anything else is
- * CUDA_ERROR_INVALID_VALUE and never reaches the driver.
+ * CUDA_ERROR_INVALID_VALUE and never reaches the driver. The D2D copy
+ * (memcpy_dtod) is one driver call whose checks api/gen.py writes into the
+ * dispatch from its `dptr[len]` arguments, as these handlers make them.
  *
  * H2D: the payload was received into a staging buffer before the frame got here
  * (session.c's payload_dest). From pinned memory the copy is truly async; the
@@ -101,23 +103,6 @@ int be_op_memcpy_dtoh(be_session *s, be_req *rq, CUdeviceptr src, uint64_t len, 
 		return r;
 	}
 	return be_waiter_after(s, st, rq, &b, (size_t)len, NULL);
-}
-
-int be_op_memcpy_dtod(be_session *s, be_req *rq, CUdeviceptr dst, CUdeviceptr src, uint64_t len,
-		      uint64_t stream_id)
-{
-	CUstream st;
-	int err;
-
-	if ((err = be_get_stream(s, stream_id, &st)))
-		return err;
-	if (len == 0)
-		return CUDA_SUCCESS;
-	if (!be_ranges_check(&s->ranges, dst, len) && (err = be_capture_unchecked(s, st, "memcpy_dtod (dst)", dst, len)))
-		return err;
-	if (!be_ranges_check(&s->ranges, src, len) && (err = be_capture_unchecked(s, st, "memcpy_dtod (src)", src, len)))
-		return err;
-	return be_drv.cuMemcpyDtoDAsync(dst, src, (size_t)len, st);
 }
 
 /* ---- 2D ---- */

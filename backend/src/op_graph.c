@@ -167,20 +167,6 @@ int be_op_graph_launch(be_session *s, be_req *rq, uint64_t x_id, uint64_t stream
 	return be_hostnode_launched(s, x_id, st);
 }
 
-int be_op_graph_node_count(be_session *s, be_req *rq, uint64_t g_id)
-{
-	CUgraph g;
-	size_t n = 0;
-	CUresult r;
-	int err;
-
-	if ((err = be_get_graph(s, g_id, &g)))
-		return err;
-	if ((r = be_drv.cuGraphGetNodes(g, NULL, &n)) != CUDA_SUCCESS)
-		return r;
-	return be_reply_u64(s, rq, (uint64_t)n);
-}
-
 /* cudaGraphExecUpdate: the driver updates the exec in place when the graph has
  * its topology. Its status travels as a result (err), with the result info: the
  * nodes it names are sent as node ids of graph g. */

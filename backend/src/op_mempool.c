@@ -103,16 +103,6 @@ int be_op_mempool_get_attr(be_session *s, be_req *rq, uint64_t pool_id, int32_t 
 	return be_reply_u64(s, rq, out);
 }
 
-int be_op_mempool_trim(be_session *s, be_req *rq, uint64_t pool_id, uint64_t keep)
-{
-	CUmemoryPool pool;
-	int err;
-
-	if ((err = be_get_mempool(s, pool_id, &pool)))
-		return err;
-	return be_drv.cuMemPoolTrimTo(pool, (size_t)keep);
-}
-
 int be_op_mempool_create(be_session *s, be_req *rq, uint64_t pool_id, uint32_t alloc_type, uint64_t max_size,
 			 uint32_t usage)
 {

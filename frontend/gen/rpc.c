@@ -465,7 +465,7 @@ int fe_rpc_mempool_set_attr(fe_conn *c, uint64_t pool, int32_t attr, uint64_t va
 {
 	proto_msg m;
 	proto_msg_begin(&m, PROTO_OP_MEMPOOL_SET_ATTR, fe_conn_next_seq(c), 3);
-	proto_msg_u64(&m, (uint64_t)pool);
+	proto_msg_u64(&m, pool);
 	proto_msg_i64(&m, (int64_t)attr);
 	proto_msg_u64(&m, (uint64_t)value);
 	return fe_conn_call(c, &m, NULL, 0, NULL, 0, NULL);
@@ -475,7 +475,7 @@ int fe_rpc_mempool_get_attr(fe_conn *c, uint64_t pool, int32_t attr, uint64_t *v
 {
 	proto_msg m;
 	proto_msg_begin(&m, PROTO_OP_MEMPOOL_GET_ATTR, fe_conn_next_seq(c), 2);
-	proto_msg_u64(&m, (uint64_t)pool);
+	proto_msg_u64(&m, pool);
 	proto_msg_i64(&m, (int64_t)attr);
 	fe_reply r;
 	int st = fe_conn_call(c, &m, NULL, 0, NULL, 0, &r);
@@ -496,7 +496,7 @@ int fe_rpc_mempool_trim(fe_conn *c, uint64_t pool, uint64_t keep)
 {
 	proto_msg m;
 	proto_msg_begin(&m, PROTO_OP_MEMPOOL_TRIM, fe_conn_next_seq(c), 2);
-	proto_msg_u64(&m, (uint64_t)pool);
+	proto_msg_u64(&m, pool);
 	proto_msg_u64(&m, (uint64_t)keep);
 	return fe_conn_post(c, &m, NULL, 0);
 }
@@ -1043,7 +1043,7 @@ int fe_rpc_mempool_destroy(fe_conn *c, uint64_t pool)
 {
 	proto_msg m;
 	proto_msg_begin(&m, PROTO_OP_MEMPOOL_DESTROY, fe_conn_next_seq(c), 1);
-	proto_msg_u64(&m, (uint64_t)pool);
+	proto_msg_u64(&m, pool);
 	return fe_conn_call(c, &m, NULL, 0, NULL, 0, NULL);
 }
 
@@ -1052,7 +1052,7 @@ int fe_rpc_mem_alloc_pool(fe_conn *c, uint64_t size, uint64_t pool, uint64_t str
 	proto_msg m;
 	proto_msg_begin(&m, PROTO_OP_MEM_ALLOC_POOL, fe_conn_next_seq(c), 3);
 	proto_msg_u64(&m, (uint64_t)size);
-	proto_msg_u64(&m, (uint64_t)pool);
+	proto_msg_u64(&m, pool);
 	proto_msg_u64(&m, stream);
 	fe_reply r;
 	int st = fe_conn_call(c, &m, NULL, 0, NULL, 0, &r);
@@ -1073,7 +1073,7 @@ int fe_rpc_mempool_set_current(fe_conn *c, uint64_t pool)
 {
 	proto_msg m;
 	proto_msg_begin(&m, PROTO_OP_MEMPOOL_SET_CURRENT, fe_conn_next_seq(c), 1);
-	proto_msg_u64(&m, (uint64_t)pool);
+	proto_msg_u64(&m, pool);
 	return fe_conn_call(c, &m, NULL, 0, NULL, 0, NULL);
 }
 
@@ -1100,7 +1100,7 @@ int fe_rpc_mempool_get_access(fe_conn *c, uint64_t pool, int32_t *flags)
 {
 	proto_msg m;
 	proto_msg_begin(&m, PROTO_OP_MEMPOOL_GET_ACCESS, fe_conn_next_seq(c), 1);
-	proto_msg_u64(&m, (uint64_t)pool);
+	proto_msg_u64(&m, pool);
 	fe_reply r;
 	int st = fe_conn_call(c, &m, NULL, 0, NULL, 0, &r);
 	if (st != 0)
