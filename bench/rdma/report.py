@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes bench/results/rdma-softroce-<date>.md from the raw outputs of
+"""Writes bench/results/<date>-softroce-rdma.md from the raw outputs of
 bench/rdma/run.sh (perftest, rdma-pingpong, remote-bench JSON).
 
     bench/rdma/report.py OUT_DIR RESULTS_DIR
@@ -353,7 +353,7 @@ def main():
       f"{fmt((rb_rtt(rb['tcp']) or {}).get('median_us'))} us in this run).")
     w("")
     os.makedirs(results, exist_ok=True)
-    path = os.path.join(results, f"rdma-softroce-{date}.md")
+    path = os.path.join(results, f"{date}-softroce-rdma.md")
     with open(path, "w") as f:
         f.write("\n".join(L) + "\n")
     print(path)

@@ -21,7 +21,7 @@
 #   6. the round trips of the target (the transport alone busy polling, a CUDA
 #      call busy polling and with default settings) between two ib_send_lat
 #      runs (their baseline: the mean round trip of the two).
-# then writes bench/results/rdma-softroce-<date>.md (bench/rdma/report.py)
+# then writes bench/results/<date>-softroce-rdma.md (bench/rdma/report.py)
 # with the ratios. --repeat N measures all of it N times in the one boot (into
 # OUT/r1..rN) and judges the targets on the medians of the runs' ratios: under
 # emulation one run's perftest baseline alone moves by 10%. The raw outputs stay in --out (default build/bench-rdma).
