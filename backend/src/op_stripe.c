@@ -78,8 +78,9 @@ int be_op_memcpy_dtoh_striped(be_session *s, be_req *rq, CUdeviceptr src, uint64
 	if ((err = be_stream_capturing(st)))
 		return err;
 	/* Not be_staging_take: a buffer for this copy alone (BE_BUF_PINNED) would
-	 * need the context where a stripe thread lets it go. */
-	if (be_staging_take_nb(&s->staging, (size_t)len, &b) != 0)
+	 * need the context where a stripe thread lets it go. take_wait, waiting
+	 * for nothing, regrows a big buffer here when none fits. */
+	if (be_staging_take_wait(&s->staging, (size_t)len, 0, NULL, &b) != 0)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	if ((r = be_drv.cuMemcpyDtoHAsync(b.p, src, (size_t)len, st)) == CUDA_SUCCESS &&
 	    (r = be_drv.cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING)) == CUDA_SUCCESS &&

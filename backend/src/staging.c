@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "driver.h"
+#include "rg_clock.h"
 #include "rg_log.h"
 
 #define BIG_ROUND (1u << 20)
@@ -93,12 +94,18 @@ static int take_idle(be_staging *st, size_t len, be_buf *out)
 			st->want_chunks++;
 		return 0;
 	}
+	/* The smallest that fits, so a smaller copy leaves the larger for the
+	 * larger copy that may come at the same time. */
+	int best = -1;
 	for (int i = 0; i < BE_STAGING_BIGS; i++)
-		if (st->big[i] && !st->big_busy[i] && st->big_cap[i] >= len) {
-			st->big_busy[i] = 1;
-			*out = (be_buf){st->big[i], st->big_cap[i], BE_BUF_BIG};
-			return 1;
-		}
+		if (st->big[i] && !st->big_busy[i] && st->big_cap[i] >= len &&
+		    (best < 0 || st->big_cap[i] < st->big_cap[best]))
+			best = i;
+	if (best >= 0) {
+		st->big_busy[best] = 1;
+		*out = (be_buf){st->big[best], st->big_cap[best], BE_BUF_BIG};
+		return 1;
+	}
 	if (len <= st->big_max && len > st->want_big)
 		st->want_big = len;
 	return 0;
@@ -146,37 +153,6 @@ static int regrow_slot(const be_staging *st, size_t len)
 	return -1;
 }
 
-/* Whether a big buffer of at least len bytes exists, busy or not (mu held). */
-static int big_fits(const be_staging *st, size_t len)
-{
-	for (int i = 0; i < BE_STAGING_BIGS; i++)
-		if (st->big[i] && st->big_cap[i] >= len)
-			return 1;
-	return 0;
-}
-
-int be_staging_take_wait(be_staging *st, size_t len, unsigned ms, be_buf *out)
-{
-	*out = (be_buf){0};
-	if (len <= st->chunk_size)
-		return be_staging_take_nb(st, len, out);
-	struct timespec until;
-	clock_gettime(CLOCK_MONOTONIC, &until);
-	until.tv_sec += ms / 1000;
-	until.tv_nsec += (long)(ms % 1000) * 1000000;
-	if (until.tv_nsec >= 1000000000) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000;
-	}
-	pthread_mutex_lock(&st->mu);
-	int got;
-	while (!(got = take_idle(st, len, out)) && big_fits(st, len) &&
-	       pthread_cond_timedwait(&st->idle, &st->mu, &until) == 0)
-		;
-	pthread_mutex_unlock(&st->mu);
-	return got ? 0 : be_staging_take_nb(st, len, out);
-}
-
 /* Replaces an idle big buffer too small for len (or fills an empty slot) by
  * one of at least len bytes and hands it to the caller (busy). Returns 0 when
  * every slot is in use or the allocation fails. */
@@ -208,6 +184,7 @@ static int big_regrow(be_staging *st, size_t len, be_buf *out)
 	transport_mr *mr = p ? reg(st, p, cap) : NULL;
 	pthread_mutex_lock(&st->mu);
 	if (!p) {
+		st->failed_ns = rg_clock_ns() | 1;
 		st->big_busy[i] = 0;
 		pthread_cond_broadcast(&st->idle);
 		pthread_mutex_unlock(&st->mu);
@@ -221,6 +198,56 @@ static int big_regrow(be_staging *st, size_t len, be_buf *out)
 	pthread_mutex_unlock(&st->mu);
 	*out = (be_buf){p, cap, BE_BUF_BIG};
 	return 1;
+}
+
+/* Whether a taker may try to allocate: not within BE_STAGING_RETRY_MS of a
+ * failed allocation, which would only fail again and log (mu held). */
+static int may_alloc(const be_staging *st)
+{
+	return !st->failed_ns || rg_clock_ns() - st->failed_ns >= BE_STAGING_RETRY_MS * 1000000ull;
+}
+
+static struct timespec deadline(unsigned ms)
+{
+	struct timespec until;
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_sec += ms / 1000;
+	until.tv_nsec += (long)(ms % 1000) * 1000000;
+	if (until.tv_nsec >= 1000000000) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000;
+	}
+	return until;
+}
+
+int be_staging_take_wait(be_staging *st, size_t len, unsigned ms, CUcontext ctx, be_buf *out)
+{
+	*out = (be_buf){0};
+	if (len <= st->chunk_size || len > st->big_max)
+		return be_staging_take_nb(st, len, out);
+	struct timespec until = deadline(ms);
+	int got, grow = 0, late = 0;
+	pthread_mutex_lock(&st->mu);
+	for (;;) {
+		if ((got = take_idle(st, len, out)))
+			break;
+		/* None idle fits: an idle or empty slot is regrown here (also
+		 * while a busy buffer would fit: copies overlap, and the second
+		 * buffer pinned now keeps the executor, which would otherwise
+		 * pin it after its batch, off that tens-of-milliseconds call);
+		 * with every slot busy, one is waited for. */
+		if (regrow_slot(st, len) >= 0) {
+			grow = may_alloc(st);
+			break;
+		}
+		if (late)
+			break;
+		late = pthread_cond_timedwait(&st->idle, &st->mu, &until) != 0;
+	}
+	pthread_mutex_unlock(&st->mu);
+	if (got || (grow && (!ctx || be_drv.cuCtxSetCurrent(ctx) == CUDA_SUCCESS) && big_regrow(st, len, out)))
+		return 0;
+	return be_staging_take_nb(st, len, out);
 }
 
 /* Executor: one more pool chunk, handed out at once, if the pool may grow.

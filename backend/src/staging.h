@@ -6,19 +6,26 @@
  *  - chunks: up to max_chunks buffers of chunk_size bytes (cuMemHostAlloc),
  *    for copies that fit in one;
  *  - big: up to BE_STAGING_BIGS larger pinned buffers, each grown to the
- *    largest copy seen (up to big_max) and reused by one large copy at a
- *    time. The second is allocated only once two large copies overlapped:
- *    back-to-back large H2D copies do (the next one's bytes arrive while the
- *    device still reads the last one's), and without it every other one would
- *    land in fresh malloc'd pages (a page fault per 4 KiB while receiving,
- *    then the driver's own staging for pageable memory).
+ *    copy that found none large enough (up to big_max) and reused by one
+ *    large copy at a time, the smallest idle one that fits. The second is
+ *    allocated only once two large copies overlapped: back-to-back large H2D
+ *    copies do (the next one's bytes arrive while the device still reads the
+ *    last one's).
+ * A session keeps at most max_chunks * chunk_size + BE_STAGING_BIGS * big_max
+ * bytes pinned, whoever allocates them.
  *
- * Taking is thread-safe and never waits: the loop thread takes buffers for
- * payloads it is about to receive (be_staging_take_nb) and must never block, so
- * when nothing pinned fits it gets malloc'd memory (the driver stages pageable
- * copies itself). It also records the shortfall, and the executor, which owns
- * the context, allocates more pinned memory afterwards (be_staging_grow): the
- * pool grows lazily to what the traffic needs, never on the loop thread.
+ * Taking is thread-safe. The loop thread takes buffers for payloads it is
+ * about to receive (be_staging_take_nb) and must never block, so when nothing
+ * pinned fits it gets malloc'd memory (a page fault per 4 KiB while receiving,
+ * then the driver's own staging for pageable memory; counted in fallbacks).
+ * It also records the shortfall, and the executor, which owns the context,
+ * allocates more pinned memory afterwards (be_staging_grow, at most one big
+ * buffer per call): the pool grows lazily to what the traffic needs, never
+ * on the loop thread. Threads that may wait and allocate (a stripe
+ * connection's, which receives a striped copy's bytes, and the executor)
+ * take large buffers with be_staging_take_wait instead, which regrows a big
+ * buffer itself when no idle one fits: after a jump in size the first copy
+ * lands in pinned memory, and the first that overlaps it pins the second.
  *
  * The chunks and the big buffer live as long as the session, so they are also
  * registered with its connection (be_staging_set_conn): over RDMA the peer then
@@ -33,6 +40,8 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include <cuda.h>
 
 #include "transport.h"
 
@@ -51,6 +60,7 @@ typedef struct be_buf {
 } be_buf;
 
 #define BE_STAGING_BIGS 2
+#define BE_STAGING_RETRY_MS 1000 /* takers do not allocate again this soon after a failure */
 
 typedef struct be_staging {
 	pthread_mutex_t mu;
@@ -65,6 +75,7 @@ typedef struct be_staging {
 	size_t big_cap[BE_STAGING_BIGS], want_big;
 	transport_conn *conn; /* registers chunks and the big buffers (NULL: none) */
 	int big_busy[BE_STAGING_BIGS];
+	uint64_t failed_ns; /* rg_clock_ns of the last failed big allocation (0: none) */
 	/* statistics */
 	uint64_t fallbacks;
 } be_staging;
@@ -79,11 +90,16 @@ void be_staging_grow(be_staging *st, unsigned min_chunks);
  * else malloc'd memory (BE_BUF_MALLOC). len 0 gives BE_BUF_NONE. Returns 0, or
  * -1 when even malloc failed. */
 int be_staging_take_nb(be_staging *st, size_t len, be_buf *out);
-/* A thread that may wait (a stripe connection's, stripe.h): as take_nb, but
- * while every big buffer that would fit is busy, waits up to ms for one to go
- * idle first: a large H2D copy's device copy out of it takes milliseconds, a
- * fresh malloc of that size a page fault per 4 KiB and a pageable copy. */
-int be_staging_take_wait(be_staging *st, size_t len, unsigned ms, be_buf *out);
+/* A thread that may wait and allocate (a stripe connection's, stripe.h; the
+ * executor with ms 0): as take_nb, but a copy larger than a chunk and at most
+ * big_max lands in pinned memory whenever that can be had within ms: an idle
+ * big buffer that fits, else an idle or empty slot regrown here to len bytes
+ * with ctx made current (NULL: the caller's is); while every slot is busy,
+ * it waits up to ms for one to go idle (a large H2D copy's device copy out of
+ * it takes milliseconds). Malloc'd memory only when every slot stayed busy or
+ * the allocation failed (then takers allocate again only after
+ * BE_STAGING_RETRY_MS). Never BE_BUF_PINNED, so any thread may release it. */
+int be_staging_take_wait(be_staging *st, size_t len, unsigned ms, CUcontext ctx, be_buf *out);
 /* Any thread, never blocks: an idle chunk or big buffer that fits (0), or
  * -1 (then it counts what was missing for the next grow). */
 int be_staging_take_idle(be_staging *st, size_t len, be_buf *out);

@@ -182,15 +182,17 @@ void *be_stripes_put_dest(be_session *s, uint64_t id, uint64_t total, uint64_t o
 	while (!t->broken && !t->gone && !(x = find_locked(t, id, 0)) && !(x = new_locked(t, id)))
 		wait_a_while(t);
 	if (x && x->state == X_FILL && !x->total) {
-		/* The first part takes the buffer, outside mu: it may wait for a big
-		 * one the last transfer's device copy still reads (executor and
-		 * waiter need mu meanwhile), rather than land in fresh pages. */
+		/* The first part takes the buffer, outside mu: it may pin a big one
+		 * with the session's first context (made at hello, gone only after
+		 * this thread), or wait while the last transfers' device copies
+		 * still read every big one (executor and waiter need mu
+		 * meanwhile), rather than land in fresh pages. */
 		x->total = total;
 		x->taking = 1;
 		x->busy++;
 		pthread_mutex_unlock(&t->mu);
 		be_buf b;
-		int e = be_staging_take_wait(&s->staging, (size_t)total, BE_STRIPE_LAND_WAIT_MS, &b);
+		int e = be_staging_take_wait(&s->staging, (size_t)total, BE_STRIPE_LAND_WAIT_MS, s->ctxs[0], &b);
 		pthread_mutex_lock(&t->mu);
 		x->taking = 0;
 		x->busy--;

@@ -6,9 +6,10 @@
  *
  *   stripes copies   H2D then D2H, pageable and pinned, at sizes around the
  *                    threshold, the split into three parts and the 64 KiB
- *                    pieces, at unaligned offsets: exact bytes, nothing written
- *                    around the destination; then large H2D copies back to
- *                    back (overlapping on the server), each read back exact
+ *                    pieces, and jumps to 9 and 21 MiB, at unaligned offsets:
+ *                    exact bytes, nothing written around the destination
+ *   stripes burst    large H2D copies back to back (overlapping on the
+ *                    server), at 9 then 21 MiB, each read back exact
  *   stripes kill     shuts one of its own stripe sockets down: the next large
  *                    copy fails (cudaErrorOperatingSystem), the ones after it
  *                    take the main connection and are exact again
@@ -53,7 +54,7 @@ static void copies(void)
 {
 	/* threshold 64 KiB; 3 parts; pieces of 64 KiB */
 	static const size_t sizes[] = {64 * KiB - 1, 64 * KiB, 64 * KiB + 1, 192 * KiB - 1, 192 * KiB,
-				       192 * KiB + 2, 3 * 1024 * KiB + 7, 9 * 1024 * KiB};
+				       192 * KiB + 2, 3 * 1024 * KiB + 7, 9 * 1024 * KiB, 21 * 1024 * KiB + 5};
 	for (int pinned = 0; pinned < 2; pinned++)
 		for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
 			one("h2d+d2h", sizes[i], (int)(i % 3), pinned, 100 + i);
@@ -61,12 +62,12 @@ static void copies(void)
 
 /* Large H2D copies back to back, then each read back: the next transfer's
  * bytes arrive while the server still copies the last one's to the device,
- * so they land in another staging buffer (the second big one, or malloc'd
- * memory before it exists). */
-static void burst(void)
+ * so they land in another staging buffer (the second big one, or the first
+ * once it is idle again). Called at 9 MiB, then at 21 MiB: the jump in size
+ * regrows the server's big buffers while copies are on their way. */
+static void burst(size_t n)
 {
 	enum { N = 4 };
-	const size_t n = 9 * 1024 * KiB + 3;
 	unsigned char *src[N], *dst = (unsigned char *)malloc(n), *d[N];
 	for (int i = 0; i < N; i++) {
 		src[i] = (unsigned char *)malloc(n + 8);
@@ -144,9 +145,10 @@ int main(int argc, char **argv)
 	const char *what = argc > 1 ? argv[1] : "copies";
 	if (!strcmp(what, "kill"))
 		kill_one();
-	else {
+	else if (!strcmp(what, "burst")) {
+		burst(9 * 1024 * KiB + 3);
+		burst(21 * 1024 * KiB + 5);
+	} else
 		copies();
-		burst();
-	}
 	return rg_finish("stripes");
 }
