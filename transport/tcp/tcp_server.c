@@ -667,6 +667,7 @@ static void parse(sconn *c, const uint8_t *p, size_t n)
 			k = n;
 		if (dst)
 			memcpy(dst, p, k);
+		c->rx.frame.followed = k < n; /* for on_frame, should this end the frame */
 		int r = tp_frame_rx_took(&c->rx, k, &c->l->base.cb, c->conn_ctx, c->base.peer);
 		if (r < 0) {
 			rx_failed(c, r);
