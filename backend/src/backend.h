@@ -348,7 +348,8 @@ struct be_session {
 	 * (BE_NOT_NOW): the teardown's log line */
 	_Atomic uint64_t now_inline, now_handed;
 	/* the running thread's: frames wait behind the one it runs (the rest of
-	 * the executor's batch), so a sync call polls its event no longer */
+	 * the executor's batch, or, run inline, bytes the transport read with
+	 * it: transport_frame.followed), so a sync call polls its event no longer */
 	int run_more;
 	pthread_t exec_thread;
 	be_session_fn exec_at_end; /* be_executor_start's at_end */

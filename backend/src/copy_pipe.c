@@ -22,22 +22,26 @@
  * microseconds) stay small against their transfer. Copies of up to
  * BE_PIPE_FIRST go whole, as before (op_copy.c: the +now path included).
  *
- * Who sends. The waiter, in order with its other replies; the loop thread (a
- * +now copy) or the executor only issues the chunks, so it goes on reading and
- * issuing the next requests (a large synchronous copy comes as several
- * back to back: frontend/src/rt_copy.c) while this one's bytes go out. As
- * for every reply (be_waiter_after): when the waiter is idle and the whole
- * copy is done within BE_FAST_NS, the issuing thread answers at once, whole.
- * A part is everything that landed by the time the last part went out, so a
- * GPU far ahead of the socket costs few writes.
+ * Who sends. The thread that issued the chunks (the loop thread for a +now
+ * copy, or the executor) when the waiter is idle, no request came in behind
+ * this one (be_waiter_fast: s->run_more), the reply is at most BE_NOW_MAX
+ * bytes and its first chunk lands within BE_FAST_NS: it sends the reply
+ * itself, as be_waiter_after does with a whole one, which saves the hand-off
+ * to the waiter (a thread's wake-up) on the path of a lone synchronous copy.
+ * Otherwise the waiter, in order with its other replies, and the issuing
+ * thread goes on reading and issuing the next requests (a large synchronous
+ * copy comes as several back to back: frontend/src/rt_copy.c) while this
+ * one's bytes go out. A part is everything that landed by the time the last
+ * part went out, so a GPU far ahead of the socket costs few writes.
  *
  * Where. Only where the transport sends a payload in parts
  * (TRANSPORT_CAP_SEND_PARTS: tcp, tls, shm); over rdma the client reads the
  * whole staging buffer zero-copy, so the reply goes whole as before.
- * Off unless REMOTE_GPUD_COPY_PIPE=1: on an H200 (63bf718, bench/run-gpu.sh's
- * A/B) replies of 256 KiB-4 MiB sent in parts were no faster than whole ones
- * (65-93% of TCP acked against 73-112%, within the run's noise; 64 KiB, the
- * same code both ways, moved by 15%).
+ * Off unless REMOTE_GPUD_COPY_PIPE=1 (bench/run-gpu.sh's RG_PIPE_AB tables
+ * both ways side by side): on an H200 (63bf718), while the issuing thread
+ * still polled the whole copy for BE_FAST_NS before it left the reply to the
+ * waiter, replies of 256 KiB-4 MiB sent in parts were no faster than whole
+ * ones (65-93% of TCP acked against 73-112%, within the run's noise).
  *
  * Floors. The first chunk cannot be sent before the GPU copied it, and its
  * copy cannot start before the request arrived: a copy costs at least the
@@ -172,11 +176,12 @@ int be_copy_pipe_dtoh(be_session *s, be_req *rq, CUstream st, CUdeviceptr src, b
 		if (n < BE_PIPE_MAX_CHUNK)
 			n *= 2;
 	}
-	/* Done at once (a small copy on an idle GPU): answered here, whole, as
-	 * be_waiter_after does, which saves the hand-off to the waiter. */
-	if (r == CUDA_SUCCESS && be_waiter_fast(s, p->ev[p->n - 1], BE_FAST_NS, 1)) {
-		be_reply_send_staged(s, be_reply_begin_seq(s, p->seq, 0), &p->out, len);
-		pipe_free(s, p);
+	/* The waiter idle, no request behind this one, and a reply the loop
+	 * thread may send (BE_NOW_MAX): once the first chunk landed (polled for
+	 * BE_FAST_NS at most) the reply goes from here, in parts as the rest
+	 * lands, which saves the hand-off to the waiter. */
+	if (r == CUDA_SUCCESS && len <= BE_NOW_MAX && be_waiter_fast(s, p->ev[0], BE_FAST_NS, 1)) {
+		pipe_run(s, p, 1); /* replies, and frees p */
 		return BE_REPLIED;
 	}
 	be_wentry *e = r == CUDA_SUCCESS ? be_wentry_new(s) : NULL;

@@ -129,7 +129,7 @@ int be_executor_run_inline(be_session *s, be_req *rq)
 	}
 	if (!atomic_load(&s->closing)) {
 		in_inline = 1;
-		s->run_more = 0;
+		s->run_more = rq->frame.followed; /* the next request is in already */
 		int ran = run_frame(s, rq);
 		in_inline = 0;
 		if (be_ops[rq->view.op].flags & BE_OP_NOW)

@@ -600,7 +600,7 @@ int main(int argc, char **argv)
 	const char *nf = getenv("REMOTE_GPU_NO_FASTPATH");
 	be_srv.no_fastpath = nf && *nf && strcmp(nf, "0") != 0;
 	/* Copies to the host sent in parts while the GPU copies them: off unless
-	 * asked (on an H200 it measured no faster than whole replies, copy_pipe.c). */
+	 * asked, until an H200 A/B shows them faster than whole replies (copy_pipe.c). */
 	const char *cp = getenv("REMOTE_GPUD_COPY_PIPE");
 	be_srv.copy_pipe = cp && strcmp(cp, "1") == 0;
 

@@ -120,12 +120,15 @@ typedef struct transport_conn transport_conn;
  * a frame without payload that came whole in one message: no allocation and no
  * copy on the way to a call that runs at once). A receiver that keeps such a
  * frame longer calls transport_frame_keep first. payload points where
- * payload_dest said (or is NULL). */
+ * payload_dest said (or is NULL). followed (servers, a hint): bytes of the
+ * stream behind this frame were read with it, so another frame is at hand
+ * (tcp and tls set it; 0 elsewhere). */
 typedef struct transport_frame {
 	proto_hdr hdr;
 	uint8_t *msg;
 	void *payload;
 	int msg_lent;
+	int followed;
 } transport_frame;
 
 void transport_frame_free(transport_frame *f); /* frees msg only (a lent one is not ours) */

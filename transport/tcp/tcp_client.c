@@ -22,7 +22,7 @@
  * Progress (transport_progress): each recv system call that got bytes counts
  * one, and so does each send call of a frame after its first (the first lands
  * in our own buffer and proves nothing); a large frame moves at most
- * TCP_PROGRESS_STEP per call in either direction. So a server that takes a
+ * about TCP_PROGRESS_STEP per call in either direction. So a server that takes a
  * 1 GiB copy slowly still shows life, while one that stopped reading (SIGSTOP:
  * its kernel still ACKs until the buffers are full) soon shows none.
  *
@@ -53,9 +53,14 @@
 #include "rg_log.h"
 
 /* Receive buffer: holds a typical reply whole. Payload remainders of at least
- * DIRECT_MIN bytes bypass it and land in their destination directly. */
+ * DIRECT_MIN bytes bypass it and land in their destination directly. After a
+ * frame whose payload did, the next read into the buffer takes at most
+ * HDR_WINDOW bytes: the next reply is likely another such (a synchronous copy
+ * to the host in a loop), and a full read would take 16 KiB of its payload,
+ * to be copied out again. */
 #define RXBUF (16 * 1024)
 #define DIRECT_MIN (RXBUF / 2)
+#define HDR_WINDOW 256
 
 typedef struct tcp_client {
 	tp_stream_client s; /* shut, progress (system calls that moved bytes), receive state */
@@ -67,6 +72,8 @@ typedef struct tcp_client {
 
 	/* receiving side: only the one receiving thread touches these */
 	size_t rx_off, rx_len;
+	int direct;    /* the frame being read had payload bytes read in place */
+	int rx_small;  /* the last frame's had: read at most HDR_WINDOW into rx */
 	uint64_t last_rx_ns; /* when bytes last arrived: spin for the next only while active */
 	uint8_t rx[RXBUF];
 } tcp_client;
@@ -373,10 +380,11 @@ static ssize_t sock_recv(tcp_client *c, void *buf, size_t n, int flags)
 #define RX_SPIN_NS 50000
 static ssize_t rx_poll(tcp_client *c)
 {
+	size_t want = c->rx_small ? HDR_WINDOW : RXBUF;
 	uint64_t t0 = mono_ns();
 	if (t0 - c->last_rx_ns < RX_ACTIVE_NS) {
 		do {
-			ssize_t r = sock_recv(c, c->rx, RXBUF, MSG_DONTWAIT);
+			ssize_t r = sock_recv(c, c->rx, want, MSG_DONTWAIT);
 			if (r > 0 || r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
 				if (r > 0)
 					c->last_rx_ns = mono_ns();
@@ -385,7 +393,7 @@ static ssize_t rx_poll(tcp_client *c)
 			rg_cpu_relax();
 		} while (mono_ns() - t0 < RX_SPIN_NS && !atomic_load(&c->s.shut));
 	}
-	ssize_t r = sock_recv(c, c->rx, RXBUF, 0);
+	ssize_t r = sock_recv(c, c->rx, want, 0);
 	if (r > 0)
 		c->last_rx_ns = mono_ns();
 	return r;
@@ -419,6 +427,7 @@ static int rx_read(tcp_client *c, void *dst, size_t n)
 				d += r;
 				n -= (size_t)r;
 				c->s.frame_started = 1;
+				c->direct = 1;
 			}
 		} else {
 			r = rx_poll(c);
@@ -439,7 +448,11 @@ static int rx_read_fn(void *c, void *dst, size_t n) { return rx_read(c, dst, n);
 
 static int client_recv_frame(transport_conn *base, transport_frame *f, transport_payload_dest_fn dest, void *ctx)
 {
-	return tp_stream_client_recv_frame((tp_stream_client *)base, rx_read_fn, f, dest, ctx);
+	tcp_client *c = (tcp_client *)base;
+	c->direct = 0;
+	int err = tp_stream_client_recv_frame(&c->s, rx_read_fn, f, dest, ctx);
+	c->rx_small = c->direct;
+	return err;
 }
 
 /* ---- shutdown / close ---- */

@@ -22,7 +22,8 @@
  * mid-frame: the caller must not write on it again.
  */
 int tp_tcp_write_all(int fd, const struct iovec *iov, int iovcnt, atomic_int *stop);
-/* The same, writing at most TCP_PROGRESS_STEP bytes per system call and
+/* The same, writing at most TCP_PROGRESS_STEP bytes per system call (64 KiB
+ * more where that takes the rest of the frame: tcp_io.c) and
  * counting in *progress (the client's transport_progress) each one after the
  * first that wrote something: a large frame then shows the peer taking it
  * while it goes out, a small one (a ping into a stopped peer) shows nothing. */

@@ -33,10 +33,20 @@ int tp_tcp_write_all(int fd, const struct iovec *iov, int iovcnt, atomic_int *st
 
 /* Keeps at most TCP_PROGRESS_STEP bytes of the window: a blocking sendmsg
  * returns only once it queued everything it was given, so a 1 GiB payload in
- * one call would show no progress until its very end. */
+ * one call would show no progress until its very end. A window less than
+ * TCP_PROGRESS_SLACK over the step goes whole: cut at the step, a frame of
+ * 1 MiB of payload would leave its last few dozen bytes (as many as its
+ * header) to a second call and a TCP segment of their own, which the peer
+ * then waits for. */
+#define TCP_PROGRESS_SLACK (64u << 10)
 static int window_cap(struct iovec *win, int n)
 {
 	size_t total = 0;
+	for (int i = 0; i < n && total <= TCP_PROGRESS_STEP + TCP_PROGRESS_SLACK; i++)
+		total += win[i].iov_len;
+	if (total <= TCP_PROGRESS_STEP + TCP_PROGRESS_SLACK)
+		return n;
+	total = 0;
 	for (int i = 0; i < n; i++) {
 		if (win[i].iov_len >= TCP_PROGRESS_STEP - total) {
 			win[i].iov_len = TCP_PROGRESS_STEP - total;

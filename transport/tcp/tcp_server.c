@@ -11,7 +11,11 @@
  * the next frame's bytes never land in it. Otherwise libuv reads into a 64 KiB
  * scratch buffer shared by the listener's connections (the loop runs one
  * read_cb at a time and read_cb consumes the scratch before returning), which
- * takes many small frames in one system call.
+ * takes many small frames in one system call. After a frame whose payload
+ * needed reads of its own, the next header is read through a window of
+ * HDR_WINDOW bytes: copies to the device come back to back, and a full
+ * scratch read would take up to 64 KiB of the next one's payload, to be
+ * copied out again on the loop thread, which is what bounds their rate.
  *
  * A malformed header ends the connection: the stream cannot be resynchronised
  * and the peer is not one of ours (or is broken). A peer of another protocol
@@ -67,6 +71,9 @@
 #include "rg_log.h"
 
 #define SCRATCH_SIZE (64 * 1024)
+/* The scratch read after a frame whose payload did not fit one (alloc_cb): a
+ * frame header and the msgpack part of a copy, with room to spare. */
+#define HDR_WINDOW 256
 #define KEEPALIVE_S 60 /* notice clients that vanished without a FIN/RST */
 
 typedef struct tcp_listener tcp_listener;
@@ -94,6 +101,7 @@ typedef struct sconn {
 
 	/* receive state machine: loop thread only */
 	frame_rx rx;
+	int bulk; /* the last frame's payload ended in a read of its own: read the next header small */
 } sconn;
 
 struct tcp_listener {
@@ -601,8 +609,14 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 		buf->base = (char *)dst;
 		buf->len = want;
 	} else {
+		/* After a payload too large for one scratch read the next frame is
+		 * likely another such (copies to the device come back to back):
+		 * a small window takes its header and msgpack part, and the
+		 * payload then lands in place, where a full scratch read would
+		 * have taken up to 64 KiB of it, to be copied out again. Small
+		 * frames bring the full window back (parse). */
 		buf->base = (char *)c->l->scratch;
-		buf->len = SCRATCH_SIZE;
+		buf->len = c->bulk ? HDR_WINDOW : SCRATCH_SIZE;
 	}
 }
 
@@ -653,11 +667,14 @@ static void parse(sconn *c, const uint8_t *p, size_t n)
 			k = n;
 		if (dst)
 			memcpy(dst, p, k);
+		c->rx.frame.followed = k < n; /* for on_frame, should this end the frame */
 		int r = tp_frame_rx_took(&c->rx, k, &c->l->base.cb, c->conn_ctx, c->base.peer);
 		if (r < 0) {
 			rx_failed(c, r);
 			return;
 		}
+		if (frame_rx_at_boundary(&c->rx))
+			c->bulk = 0; /* a frame ended inside scratch */
 		if (r > 0 && stopped(c))
 			return;
 		p += k;
@@ -684,6 +701,8 @@ static void on_bytes(sconn *c, const uv_buf_t *buf, ssize_t nread)
 	if (buf->base != (char *)c->l->scratch) {
 		/* alloc_cb pointed libuv into the payload destination. */
 		int r = tp_frame_rx_took(&c->rx, (size_t)nread, &c->l->base.cb, c->conn_ctx, c->base.peer);
+		if (frame_rx_at_boundary(&c->rx))
+			c->bulk = 1;
 		if (r > 0)
 			stopped(c);
 		return;
