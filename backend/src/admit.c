@@ -118,7 +118,7 @@ static void refuse_log(const char *peer, const char *why, uint64_t now)
 
 int be_admit_take(const char *peer)
 {
-	char host[64], why[96];
+	char host[64], why[160]; /* room for the longest message and host */
 	uint64_t now = rg_clock_ns();
 	int ok = 0;
 
