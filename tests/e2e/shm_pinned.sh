@@ -96,15 +96,21 @@ copies copies2 "copies, small synchronous ones to the device in frames"
 copies copies3 "copies through three bounce slots of 320 KiB, three copy threads" \
 	REMOTE_GPU_BOUNCE_CHUNK=$((320 << 10)) REMOTE_GPU_BOUNCE_BYTES=$((960 << 10)) REMOTE_GPU_COPY_THREADS=3
 
-ended=$(grep -c 'registrations released' "$work/server.log") # sessions with regions so far
 client "$prog" die >"$work/die.out" 2>"$work/die.err"
 rc=$?
 grep -q '^dying' "$work/die.out" || bad "pinned_shm die did not get to its copies (exit $rc)"
-for _ in $(seq 100); do [ "$(grep -c 'registrations released' "$work/server.log")" -gt "$ended" ] && break; sleep 0.1; done
+# its session, by the program line of its start, and that session's own line of
+# regions (an earlier session's end may still be on its way to the log)
+sid=$(sed -n 's/.*session \([0-9]*\) started: .*pinned_shm die .*/\1/p' "$work/server.log" | tail -n 1)
+for _ in $(seq 100); do
+	grep -q "session ${sid:-none}: shared regions:" "$work/server.log" && [ "$(regs)" = "$(unregs)" ] && break
+	sleep 0.1
+done
 r=$(regs) u=$(unregs)
 [ "$r" = "$u" ] || bad "after the killed client: $r registrations, $u released"
 # its regions were still registered when it died: the teardown released them
-left=$(grep -h "shared regions:" "$work/server.log" | tail -n 1 | sed -n 's/.*; \([0-9]*\) left, \([0-9]*\) registrations released/\1 \2/p')
+left=$(grep -h "session ${sid:-none}: shared regions:" "$work/server.log" | tail -n 1 |
+	sed -n 's/.*; \([0-9]*\) left, \([0-9]*\) registrations released/\1 \2/p')
 read -r nleft nrel <<<"$left"
 [ "${nleft:-0}" -ge 2 ] && [ "$nleft" = "$nrel" ] || bad "the killed client's session: '$left' (want its 2 regions left and released)"
 # the transport unmaps and closes once the connection is freed, just after the
