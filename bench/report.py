@@ -89,8 +89,6 @@ def main():
                     help="the remote run's transport: which baselines of the local run apply")
     ap.add_argument("--stripes", action="append", default=[], metavar="N=FILE",
                     help="a remote --only copy run with REMOTE_GPU_STRIPES=N (repeat)")
-    ap.add_argument("--pipe-on", metavar="FILE",
-                    help="a remote --only copy run with REMOTE_GPUD_COPY_PIPE=1 (D2H replies sent in parts)")
     a = ap.parse_args()
     base = a.transport
     BASE = {"tcp": "TCP", "shm": "shm transport"}[base]
@@ -306,27 +304,6 @@ def main():
         w("")
         out["stripe_sweep"] = {n: [{"dir": k[0], "mem": k[1], "bytes": k[2], "gbps": r["gbps"]}
                                    for k, r in rows.items()] for n, rows in sweep}
-
-    piped = copy_rows(load(a.pipe_on)) if a.pipe_on else None
-    if piped:
-        w("## Copies to the host: pipelined against sent whole (GB/s; REMOTE_GPUD_COPY_PIPE=1: pipelined)")
-        w("")
-        w("The main run's server sends each D2H reply once its whole copy is done (the default); the other "
-          "run's replies go out chunk by chunk as the GPU copies them (backend/src/copy_pipe.c: copies of "
-          "more than 64 KiB).")
-        w("")
-        w(f"| size | copy | pipelined | whole | {BASE} acked | pipelined/acked | whole/acked |")
-        w("|---|---|---|---|---|---|---|")
-        main_rows = {(c["dir"], c["mem"], c["bytes"]): c for c in copy_out}
-        for b in sorted({k[2] for k in piped}):
-            for m in ("pageable", "pinned"):
-                p_ = piped.get(("D2H", m, b), {}).get("gbps")
-                w_ = main_rows.get(("D2H", m, b), {}).get("remote_gbps")
-                ack = tcp_stream.get(b, {}).get("acked_gbps")
-                w(f"| {size_name(b)} | D2H {m} | {fmt(p_)} | {fmt(w_)} | {fmt(ack)} | "
-                  f"{pct(ratio(p_, ack))} | {pct(ratio(w_, ack))} |")
-        w("")
-        out["pipe_on"] = [{"dir": k[0], "mem": k[1], "bytes": k[2], "gbps": r["gbps"]} for k, r in piped.items()]
 
     w("## Launch rate (empty kernel, async, then one cudaDeviceSynchronize)")
     w("")

@@ -46,11 +46,6 @@
 # (64 and 256 MiB, about 5 s each), tabled in the main report beside the target
 # "TCP copies at 256 MiB >= 2x single stream". RG_ZEROCOPY_PROBE=0 skips the
 # MSG_ZEROCOPY probe (bench/zerocopy.c, a few seconds; its result is a note).
-# RG_PIPE_AB (default 1; 0: off): after the main remote run, a copy-only remote run of
-# 4 KiB-4 MiB with remote-gpud's copies to the host sent in parts as the GPU copies them
-# (REMOTE_GPUD_COPY_PIPE=1, backend/src/copy_pipe.c; about 10 s), tabled in the main
-# report beside the main run's (whole replies, the default) and "TCP acked" (issue 20
-# item 3).
 # RG_AB_GPUD, RG_AB_LIB (another build's remote-gpud and libremote.so, say the
 # commit before a change, named RG_AB_LABEL): after the main remote run,
 # RG_AB_ROUNDS (2) remote runs of each build in alternation, the same remote-bench
@@ -167,7 +162,7 @@ remote_run() {
 	[ "$scheme" = shm ] && listen=shm://$work/gpud.sock
 	echo "== run-gpu: remote run $name (remote-gpud --device $dev $*, client GPU-less with libremote.so)"
 	rm -f "$work/port"
-	env REMOTE_GPU_LOG="${gpud_log:-warn}" "${server_env[@]}" "$gpud" --listen "$listen" --port-file "$work/port" --device "$dev" "$@" \
+	REMOTE_GPU_LOG=${gpud_log:-warn} "$gpud" --listen "$listen" --port-file "$work/port" --device "$dev" "$@" \
 		>"$work/gpud-$name.log" 2>&1 &
 	gpud_pid=$!
 	for _ in $(seq 200); do
@@ -204,7 +199,7 @@ remote_run() {
 
 bench_args=("$@")
 # what remote_run's client gets: extra environment, sections, arguments
-client_env=() server_env=() run_only=cuda run_args=("$@") sweep_reports=()
+client_env=() run_only=cuda run_args=("$@") sweep_reports=()
 sweep=()
 remote_json_remote= remote_json_tls= remote_json_shm=
 ab_runs=() reports_ab=
@@ -247,14 +242,6 @@ else
 		notes+=("stripes $n (64-256 MiB copies): $pg copies through pageable memory on the server")
 	done
 	client_env=() run_only=cuda run_args=("${bench_args[@]}")
-	# The same copies to the host sent in parts as the GPU copies them (issue 20
-	# item 3: copy_pipe.c's pipelined reply against the default whole one)
-	if [ "${RG_PIPE_AB:-1}" = 1 ]; then
-		server_env=(REMOTE_GPUD_COPY_PIPE=1) run_only=copy run_args=(--min-size 4K --max-size 4M)
-		remote_run pipeon tcp --drain-seconds 0
-		[ -s "$work/pipeon.json" ] && sweep_reports+=(--pipe-on "$work/pipeon.json")
-		server_env=() run_only=cuda run_args=("${bench_args[@]}")
-	fi
 	# Whether MSG_ZEROCOPY would pay for the stripes' sends on this host's
 	# loopback (bench/zerocopy.c; transport/README.md "Bulk copies")
 	if [ "${RG_ZEROCOPY_PROBE:-1}" = 1 ] && gcc -O2 -pthread -o "$work/zerocopy" "$root/bench/zerocopy.c" 2>/dev/null; then

@@ -96,7 +96,6 @@ typedef struct be_server {
 	 * carries N bytes (a copy to the host) polls its event BE_FAST_NS + N / rate
 	 * ns (at most BE_REPLY_SPIN_MAX_NS) before leaving it to the waiter */
 	unsigned reply_spin_gbps;
-	int copy_pipe; /* REMOTE_GPUD_COPY_PIPE=1: D2H replies sent in parts as the GPU copies (copy_pipe.c) */
 	const char *store; /* --cubin-store: kernel images on disk, shared by every session process */
 	uint64_t store_quota; /* --store-quota: bytes of uploads each tenant may add to the store */
 	unsigned hello_timeout_ms; /* --hello-timeout: a connection must authenticate within it (0: never) */
@@ -151,13 +150,7 @@ enum be_wait_kind {
 	BE_WAIT_EVENT,      /* an internal event (goes back to the pool) */
 	BE_WAIT_USER_EVENT, /* a client's event */
 	BE_WAIT_CTX,        /* cuCtxSynchronize (of ctx) */
-	BE_WAIT_FN,         /* fn(s, arg, live) waits and replies itself (a higher file's work) */
 };
-
-/* A waiter entry's work of its own (BE_WAIT_FN): live as in be_waiter's
- * entries (0: the session is gone and its devices synchronised, only
- * releases are left to do). */
-typedef void (*be_wait_fn)(be_session *s, void *arg, int live);
 
 typedef struct be_wentry {
 	int kind;
@@ -170,8 +163,6 @@ typedef struct be_wentry {
 	size_t out_len;
 	be_buf rel;      /* a buffer to release once the wait is over */
 	CUevent destroy; /* a user event to destroy once the wait is over */
-	be_wait_fn fn;   /* BE_WAIT_FN */
-	void *arg;
 	struct be_wentry *next;
 } be_wentry;
 
@@ -201,13 +192,6 @@ be_wentry *be_wentry_new(be_session *s);
 void be_waiter_push(be_session *s, be_wentry *e);
 /* Executor: an internal event recorded on stream, or NULL with *err set. */
 CUevent be_event_record_internal(be_session *s, CUstream stream, CUresult *err);
-/* Any thread: an internal event of device dev back to its pool. */
-void be_event_put_internal(be_session *s, int dev, CUevent ev);
-/* The thread that runs a sync call: 1 when the waiter is idle and ev completed
- * within spin_ns (no spinning while frames wait behind this one), so the call
- * may be answered at once; client_waits: it synchronises on ev as a client's
- * own synchronize would (waiter.c). */
-int be_waiter_fast(be_session *s, CUevent ev, uint64_t spin_ns, int client_waits);
 /* Executor, for sync calls: 1 if the waiter has nothing pending (a reply sent
  * now cannot overtake one of its replies). */
 static inline int be_waiter_idle(be_session *s);

@@ -601,10 +601,6 @@ int main(int argc, char **argv)
 	be_srv.no_fastpath = nf && *nf && strcmp(nf, "0") != 0;
 	const char *rs = getenv("REMOTE_GPUD_REPLY_SPIN_GBPS");
 	be_srv.reply_spin_gbps = rs && *rs ? (unsigned)strtoul(rs, NULL, 10) : 8;
-	/* Copies to the host sent in parts while the GPU copies them: off unless
-	 * asked, until an H200 A/B shows them faster than whole replies (copy_pipe.c). */
-	const char *cp = getenv("REMOTE_GPUD_COPY_PIPE");
-	be_srv.copy_pipe = cp && strcmp(cp, "1") == 0;
 
 	signal(SIGPIPE, SIG_IGN); /* a vanished client is an error code, not a death */
 	if (transport_parse_addr(listen, &addr) != TRANSPORT_OK) {

@@ -14,8 +14,6 @@
  *
  * D2H: the executor copies into a staging buffer and records an event; the
  * waiter replies with the bytes once it completes, so the executor goes on.
- * A copy of more than BE_PIPE_FIRST bytes goes in chunks, each sent as soon
- * as it landed while the GPU copies the next (copy_pipe.c).
  * Run inline by the loop thread (+now, executor.c), the copy needs an idle
  * staging buffer (allocating pinned memory takes milliseconds) and at most
  * BE_NOW_MAX bytes (the loop sends the reply, and reads nothing meanwhile):
@@ -36,7 +34,6 @@
 #include <inttypes.h>
 #include <string.h>
 
-#include "copy_pipe.h"
 #include "ops.h"
 
 int be_htod_done(be_session *s, CUstream st, be_buf *pb, CUresult r)
@@ -96,8 +93,6 @@ int be_op_memcpy_dtoh(be_session *s, be_req *rq, CUdeviceptr src, uint64_t len, 
 		return err;
 	if ((err = take_out(s, (size_t)len, &b)))
 		return err;
-	if (be_copy_pipe_wanted(s, len))
-		return be_copy_pipe_dtoh(s, rq, st, src, &b, (size_t)len);
 	if ((r = be_drv.cuMemcpyDtoHAsync(b.p, src, (size_t)len, st)) != CUDA_SUCCESS) {
 		be_staging_release(&s->staging, &b);
 		return r;

@@ -17,9 +17,7 @@
 #include <stdlib.h>
 
 static void staged_sent(void *ctx, int err);
-typedef struct reply_parts reply_parts;
-static int reply_send(be_session *s, proto_msg *m, const void *payload, size_t len, be_buf *out,
-		      const reply_parts *parts);
+static int reply_send(be_session *s, proto_msg *m, const void *payload, size_t len, be_buf *out);
 
 static _Thread_local proto_msg tls_msg; /* replies are built and sent by one thread */
 static _Thread_local uint64_t tls_seq;  /* the seq of the reply in tls_msg */
@@ -87,18 +85,9 @@ static void staged_sent(void *ctx, int err)
 	free(x);
 }
 
-/* A payload sent in parts as it becomes ready (be_reply_send_parts). */
-typedef struct reply_parts {
-	size_t ready0;
-	transport_ready_fn ready;
-	void *ctx;
-} reply_parts;
-
 /* One writev: the header and msgpack part, then the payload (out: staged,
- * released once sent; parts: sent as it becomes ready; else the caller's,
- * unchanged). */
-static int reply_send(be_session *s, proto_msg *m, const void *payload, size_t len, be_buf *out,
-		      const reply_parts *parts)
+ * released once sent; else the caller's, unchanged). */
+static int reply_send(be_session *s, proto_msg *m, const void *payload, size_t len, be_buf *out)
 {
 	struct iovec iov[2];
 	int err;
@@ -118,9 +107,7 @@ static int reply_send(be_session *s, proto_msg *m, const void *payload, size_t l
 	iov[0] = (struct iovec){m->data, m->len};
 	iov[1] = (struct iovec){(void *)payload, len};
 	staged_reply *x = out && len ? malloc(sizeof(*x)) : NULL;
-	if (parts && len) {
-		err = transport_sendv_parts(s->conn, iov, 1, payload, len, parts->ready0, parts->ready, parts->ctx);
-	} else if (x) {
+	if (x) {
 		*x = (staged_reply){.s = s, .b = *out};
 		*out = (be_buf){0};
 		err = transport_sendv_async(s->conn, iov, 2, staged_sent, x);
@@ -145,19 +132,12 @@ static int reply_send(be_session *s, proto_msg *m, const void *payload, size_t l
 
 int be_reply_send(be_session *s, proto_msg *m, const void *payload, size_t len)
 {
-	return reply_send(s, m, payload, len, NULL, NULL);
+	return reply_send(s, m, payload, len, NULL);
 }
 
 int be_reply_send_staged(be_session *s, proto_msg *m, be_buf *out, size_t len)
 {
-	return reply_send(s, m, out->p, len, out, NULL);
-}
-
-int be_reply_send_parts(be_session *s, proto_msg *m, const void *payload, size_t len, size_t ready0,
-			transport_ready_fn ready, void *ctx)
-{
-	reply_parts parts = {ready0, ready, ctx};
-	return reply_send(s, m, payload, len, NULL, &parts);
+	return reply_send(s, m, out->p, len, out);
 }
 
 int be_reply_end(be_session *s, be_req *rq, proto_msg *m, const void *payload, size_t len)

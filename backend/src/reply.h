@@ -28,11 +28,6 @@ int be_reply_send(be_session *s, proto_msg *m, const void *payload, size_t len);
  * the bytes. Over rdma the payload is read zero-copy after this returns, so
  * the next reply (the next chunk of a copy) is announced while it is read. */
 int be_reply_send_staged(be_session *s, proto_msg *m, be_buf *out, size_t len);
-/* A reply whose payload (len bytes, the caller's) is filled front to back
- * while it goes out: ready0 bytes are there now, ready(ctx, sent) waits for
- * more (transport_sendv_parts; a failing ready ends the connection). */
-int be_reply_send_parts(be_session *s, proto_msg *m, const void *payload, size_t len, size_t ready0,
-			transport_ready_fn ready, void *ctx);
 /* Latches the first error (> 0) of an async call: the next reply carries it. */
 void be_latch(be_session *s, int status);
 /* Sends m (begun with seq 0) as an event frame outside the replies, from any

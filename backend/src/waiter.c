@@ -31,6 +31,8 @@
 static void *waiter_main(void *arg);
 static void run_entry(be_session *s, be_wentry *e, int live);
 static void entry_recycle(be_session *s, be_wentry *e);
+static void evpool_put(be_session *s, int dev, CUevent ev);
+static int fast_done(be_session *s, CUevent ev, uint64_t spin_ns, int client_waits);
 
 int be_waiter_init(be_session *s)
 {
@@ -110,7 +112,7 @@ CUevent be_event_record_internal(be_session *s, CUstream stream, CUresult *err)
 		pthread_mutex_unlock(&w->mu);
 	}
 	if ((r = be_drv.cuEventRecord(ev, stream)) != CUDA_SUCCESS) {
-		be_event_put_internal(s, dev, ev);
+		evpool_put(s, dev, ev);
 		*err = r;
 		return NULL;
 	}
@@ -125,7 +127,7 @@ CUevent be_event_record_internal(be_session *s, CUstream stream, CUresult *err)
  * frames waiting behind this one (a D2H copy's next chunks), or once one
  * comes, it stops polling: their copies should start while this one's bytes
  * go out. */
-int be_waiter_fast(be_session *s, CUevent ev, uint64_t spin_ns, int client_waits)
+static int fast_done(be_session *s, CUevent ev, uint64_t spin_ns, int client_waits)
 {
 	if (be_srv.no_fastpath || !be_waiter_idle(s))
 		return 0;
@@ -154,7 +156,7 @@ int be_waiter_fast(be_session *s, CUevent ev, uint64_t spin_ns, int client_waits
 
 int be_waiter_try_now(be_session *s, be_req *rq, CUevent ev)
 {
-	if (!be_waiter_fast(s, ev, 0, 1))
+	if (!fast_done(s, ev, 0, 1))
 		return 0;
 	be_reply_status(s, rq, CUDA_SUCCESS);
 	return 1;
@@ -164,7 +166,7 @@ int be_waiter_try_now(be_session *s, be_req *rq, CUevent ev)
  * of len bytes for as long as the GPU takes to copy them at the configured
  * rate, since the hand-over (a thread wake-up, 10-30 us on the GPU machine)
  * would otherwise land on top of every copy longer than BE_FAST_NS. Frames
- * arriving meanwhile end the poll (be_waiter_fast). */
+ * arriving meanwhile end the poll (fast_done). */
 static uint64_t reply_spin_ns(size_t len)
 {
 	uint64_t ns = BE_FAST_NS;
@@ -181,8 +183,8 @@ int be_waiter_after(be_session *s, CUstream stream, be_req *rq, be_buf *out, siz
 	CUresult r;
 	CUevent ev = be_event_record_internal(s, stream, &r);
 
-	if (ev && be_waiter_fast(s, ev, rq ? reply_spin_ns(out ? out_len : 0) : 0, rq != NULL)) {
-		be_event_put_internal(s, s->cur, ev);
+	if (ev && fast_done(s, ev, rq ? reply_spin_ns(out ? out_len : 0) : 0, rq != NULL)) {
+		evpool_put(s, s->cur, ev);
 		if (rq && out)
 			be_reply_send_staged(s, be_reply_begin_seq(s, rq->seq, 0), out, out_len);
 		else if (rq)
@@ -201,7 +203,7 @@ int be_waiter_after(be_session *s, CUstream stream, be_req *rq, be_buf *out, siz
 		if (ev) {
 			r = CUDA_ERROR_OUT_OF_MEMORY;
 			be_drv.cuEventSynchronize(ev);
-			be_event_put_internal(s, s->cur, ev);
+			evpool_put(s, s->cur, ev);
 		} else {
 			be_drv.cuCtxSynchronize();
 		}
@@ -230,7 +232,7 @@ int be_waiter_after(be_session *s, CUstream stream, be_req *rq, be_buf *out, siz
 	return rq ? BE_DEFERRED : 0;
 }
 
-void be_event_put_internal(be_session *s, int dev, CUevent ev)
+static void evpool_put(be_session *s, int dev, CUevent ev)
 {
 	be_waiter *w = &s->w;
 	pthread_mutex_lock(&w->mu);
@@ -257,10 +259,8 @@ static void run_entry(be_session *s, be_wentry *e, int live)
 		else if (e->kind == BE_WAIT_CTX)
 			st = be_drv.cuCtxSynchronize();
 	}
-	if (e->kind == BE_WAIT_FN)
-		e->fn(s, e->arg, live);
 	if (e->kind == BE_WAIT_EVENT)
-		be_event_put_internal(s, e->dev, e->ev);
+		evpool_put(s, e->dev, e->ev);
 	if (live) {
 		if (e->reply) {
 			if (st == CUDA_SUCCESS)

@@ -213,12 +213,12 @@ out:
 	free(b);
 }
 
-/* Copies to the host pipelined in chunks (backend/src/copy_pipe.c: 64 KiB,
- * then doubling to 1 MiB, at most 16): exact bytes at the chunk boundaries and
- * around them, at unaligned offsets, several requests in flight at once, and
- * a request whose range runs past its allocation answered with one error,
- * after which the connection serves on. */
-void t_copy_chunks(srv *s)
+/* Copies to the host of sizes either side of 64 KiB and 1 MiB up to 20 MiB:
+ * exact bytes and nothing past them, at unaligned offsets, several requests
+ * in flight at once (each reply whole, in order), and a request whose range
+ * runs past its allocation answered with one error, after which the
+ * connection serves on. */
+void t_dtoh_sizes(srv *s)
 {
 	static const size_t K = 1024, M = 1024 * 1024;
 	static const size_t sizes[] = {64 * K - 1, 64 * K, 64 * K + 1, 192 * K - 1, 192 * K, 192 * K + 1,

@@ -7,8 +7,8 @@
  *   test_client SERVER_BINARY FAKE_DRIVER [KERNELS_FATBIN]
  *
  * Covers: handshake (version, token), allocations and copies of every kind
- * checked byte for byte (copies to the host at the chunk boundaries of their
- * pipelined replies: t_copy_chunks), range and handle errors, streams, events, host
+ * checked byte for byte (copies to the host of many sizes: t_dtoh_sizes),
+ * range and handle errors, streams, events, host
  * functions, modules and launches (when the fatbin is there), malformed and
  * hostile frames, a client killed in the middle of a copy, several clients at
  * once, striped copies (t_stripes: secrets, exact bytes, a stripe killed
@@ -42,7 +42,7 @@ int main(int argc, char **argv)
 	t_copies(&s);
 	t_range_errors(&s);
 	t_big(&s);
-	t_copy_chunks(&s);
+	t_dtoh_sizes(&s);
 	t_stripes(&s);
 	t_streams_events(&s);
 	t_modules(&s);

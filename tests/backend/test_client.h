@@ -92,7 +92,7 @@ int srv_alive(srv *s);
 /* The tests, by subject: client_calls.c, client_modules.c, client_hostile.c,
  * client_store.c. */
 void t_hello(srv *s);
-void t_copy_chunks(srv *s);
+void t_dtoh_sizes(srv *s);
 void t_copies(srv *s);
 void t_range_errors(srv *s);
 void t_big(srv *s);

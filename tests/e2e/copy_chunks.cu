@@ -1,8 +1,7 @@
 /*
- * copy_chunks: copies at the sizes where they are cut. remote-gpud sends a
- * copy to the host in chunks as they land (backend/src/copy_pipe.c: 64 KiB,
- * then doubling to 1 MiB), libremote.so asks for copies to the host 1 MiB at
- * a time: one byte either side of those boundaries, at unaligned device and
+ * copy_chunks: copies at the sizes where they are cut. libremote.so asks for
+ * copies to the host 1 MiB at a time (frontend/src/copy_bytes.c): one byte
+ * either side of that boundary and of 64 KiB, at unaligned device and
  * host offsets, from pageable and pinned memory, both directions, sync and
  * async. A copy whose range runs past its allocation fails with one clear
  * error, and the copies after it are exact.

@@ -9,9 +9,6 @@
  *    hostile head and tail values (out of range is SHM_RING_BAD, never an index).
  *  - echo of frames of 0 B .. 5 MiB through the provider, bytes checked, and
  *    again after both sides went idle (the doorbells wake them).
- *  - a server frame whose payload goes in parts (transport_sendv_parts)
- *    through a ring smaller than it arrives whole; a ready that fails ends
- *    the connection (EIO on both sides).
  *  - a hostile client (raw socket, its own mapping of the segment): a head out
  *    of range, a bad header, a header promising 4 GiB, an attempt to shrink the
  *    segment (sealed); each ends its own connection with the right error, the
@@ -45,7 +42,6 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "send_parts_test.h"
 #include "shm_int.h"
 
 #define RING (64u * 1024)
@@ -604,67 +600,6 @@ static srv_conn *conn_at(int i)
 	return S.n > i ? S.conns[i] : NULL;
 }
 
-/* ---- payloads sent in parts (transport_sendv_parts) ---- */
-
-/* The server's side, from a thread of its own (the ring is smaller than the
- * payload: the send waits for the client to read). */
-static void *parts_sender(void *p)
-{
-	parts_arg *a = p;
-	uint8_t hb[PROTO_HDR_SIZE];
-	proto_hdr h = {.version = PROTO_VERSION, .op = OP_ECHO, .seq = a->seq, .flags = PROTO_F_REPLY,
-		       .payload_len = a->len};
-	proto_encode_hdr(&h, hb);
-	struct iovec iov = {hb, sizeof(hb)};
-	a->err = transport_sendv_parts(a->c, &iov, 1, a->buf, a->len, a->ready0, parts_ready, a);
-	return NULL;
-}
-
-/* A frame sent in parts arrives whole; a ready that fails ends the
- * connection, and the client sees a cut frame. */
-static void test_send_parts(void)
-{
-	const size_t len = (3u << 20) + 7;
-	int base = S.n;
-	transport_conn *c = connect_shm();
-	srv_conn *r = c ? conn_at(base) : NULL;
-	if (!r) {
-		if (c)
-			transport_close(c);
-		return;
-	}
-	CHECK(transport_caps(r->c) & TRANSPORT_CAP_SEND_PARTS);
-	uint8_t *pl = malloc(len), *back = malloc(len);
-	for (size_t i = 0; i < len; i++)
-		pl[i] = pat((uint32_t)(i + 7));
-	pthread_t th;
-	parts_arg a = {.c = r->c, .seq = 41, .buf = pl, .len = len, .step = (100u << 10) + 3};
-	pthread_create(&th, NULL, parts_sender, &a);
-	transport_frame f;
-	if (CHECK_EQ(transport_recv_frame(c, &f, cli_dest, back), TRANSPORT_OK)) {
-		CHECK_EQ(f.hdr.seq, 41);
-		CHECK_EQ(f.hdr.payload_len, len);
-		CHECK(memcmp(back, pl, len) == 0);
-		transport_frame_free(&f);
-	}
-	pthread_join(th, NULL);
-	CHECK_EQ(a.err, TRANSPORT_OK);
-	CHECK(a.calls >= 31);
-
-	parts_arg b = {.c = r->c, .seq = 42, .buf = pl, .len = len, .step = 65536, .fail_at = 3};
-	pthread_create(&th, NULL, parts_sender, &b);
-	CHECK_EQ(transport_recv_frame(c, &f, cli_dest, back), TRANSPORT_EIO);
-	pthread_join(th, NULL);
-	CHECK_EQ(b.err, TRANSPORT_EIO);
-	srv_conn *gone = closed_conn(base);
-	if (CHECK(gone))
-		CHECK_EQ(gone->close_err, TRANSPORT_EIO);
-	transport_close(c);
-	free(pl);
-	free(back);
-	CHECK_EQ(wait_segments_gone(), 0);
-}
-
 /* The server maps what the client shares, finds exactly the bytes asked for,
  * refuses ranges outside, sees the client's writes and the client its own;
  * a dropped region and every region of a closed connection are unmapped. */
@@ -898,7 +833,6 @@ int main(void)
 	pthread_create(&S.thread, NULL, loop_thread, NULL);
 
 	test_echo();
-	test_send_parts();
 	test_hostile();
 	test_client_dies();
 	test_regions();

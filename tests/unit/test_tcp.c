@@ -8,9 +8,6 @@
  *    bytes must land exactly in the payload_dest buffer, never past it.
  *  - server sendv from several threads at once (through the EAGAIN/poll path);
  *    the client receives every frame whole and in each thread's order.
- *  - payloads sent in parts as they become ready (transport_sendv_parts):
- *    whole frames both ways (the client's fallback too), and a ready that
- *    fails ends the connection on either side.
  *  - malformed input ends only the offending connection, with the right error;
  *    a peer of another version gets the version reply first.
  *  - closes from every side: on_close exactly once, clients see ECLOSED,
@@ -27,7 +24,6 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "send_parts_test.h"
 #include "transport_int.h"
 
 #define GUARD 64    /* bytes after each payload buffer that must stay untouched */
@@ -464,7 +460,7 @@ static void test_concurrent_server_send(void)
 	conn_rec *r = wait_rec(&S, idx);
 	if (!r)
 		goto out;
-	CHECK_EQ(transport_caps(r->c), TRANSPORT_CAP_ADOPT | TRANSPORT_CAP_SEND_PARTS);
+	CHECK_EQ(transport_caps(r->c), TRANSPORT_CAP_ADOPT);
 
 	pthread_t th[NSENDERS];
 	sender_arg args[NSENDERS];
@@ -991,132 +987,11 @@ static void test_listener_close(void)
 	CHECK_EQ(transport_connect(&a, &c2), TRANSPORT_ECONNECT);
 }
 
-/* ---- payloads sent in parts (transport_sendv_parts) ---- */
-
-static void *parts_sender(void *p)
-{
-	parts_arg *a = p;
-	proto_msg m;
-	proto_msg_begin(&m, OP_DATA, a->seq, 1);
-	proto_msg_u64(&m, a->len);
-	proto_msg_finish(&m, PROTO_F_EVENT, a->len);
-	struct iovec iov = {m.data, m.len};
-	a->err = transport_sendv_parts(a->c, &iov, 1, a->buf, a->len, a->ready0, parts_ready, a);
-	proto_msg_free(&m);
-	return NULL;
-}
-
-static uint8_t *parts_payload(uint64_t seq, size_t len)
-{
-	uint8_t *b = malloc(len);
-	for (size_t i = 0; i < len; i++)
-		b[i] = pattern(seq, i);
-	return b;
-}
-
-/* One frame from the server arrived whole with seq's pattern. */
-static void parts_expect(transport_conn *cl, uint64_t seq, size_t len)
-{
-	transport_frame f;
-	void *got = NULL;
-	if (!CHECK_EQ(transport_recv_frame(cl, &f, client_dest, &got), TRANSPORT_OK))
-		return;
-	uint64_t fseq = 0;
-	CHECK_EQ(msg_op(&f, &fseq), OP_DATA);
-	CHECK_EQ(fseq, seq);
-	CHECK_EQ(f.hdr.payload_len, len);
-	size_t bad = 0;
-	for (size_t i = 0; got && i < len; i++)
-		bad += ((uint8_t *)got)[i] != pattern(seq, i);
-	CHECK_EQ(bad, 0);
-	transport_frame_free(&f);
-	free(got);
-}
-
-static void test_send_parts(void)
-{
-	const size_t len = (3u << 20) + 7;
-	transport_addr a;
-	transport_conn *cl = NULL;
-	char addr[64];
-	pthread_t th;
-
-	snprintf(addr, sizeof(addr), "tcp://127.0.0.1:%d", S.port);
-	CHECK_EQ(transport_parse_addr(addr, &a), TRANSPORT_OK);
-	int idx = S.nrecs;
-	if (!CHECK_EQ(transport_connect(&a, &cl), TRANSPORT_OK))
-		return;
-	conn_rec *r = wait_rec(&S, idx);
-	if (!r) {
-		transport_close(cl);
-		return;
-	}
-	CHECK_EQ(transport_caps(r->c), TRANSPORT_CAP_ADOPT | TRANSPORT_CAP_SEND_PARTS);
-
-	/* server to client in parts of odd sizes, then a frame of its own: both whole */
-	uint8_t *b1 = parts_payload(301, len), *b2 = parts_payload(302, 1000);
-	parts_arg pa = {.c = r->c, .seq = 301, .buf = b1, .len = len, .ready0 = 65536, .step = (256u << 10) + 3,
-		       .nap_us = 1000};
-	pthread_create(&th, NULL, parts_sender, &pa);
-	parts_expect(cl, 301, len);
-	pthread_join(th, NULL);
-	CHECK_EQ(pa.err, TRANSPORT_OK);
-	CHECK(pa.calls >= 12);
-	parts_arg one = {.c = r->c, .seq = 302, .buf = b2, .len = 1000, .ready0 = 1000};
-	parts_sender(&one); /* all ready at the call: one write, ready never asked */
-	CHECK_EQ(one.err, TRANSPORT_OK);
-	CHECK_EQ(one.calls, 0);
-	parts_expect(cl, 302, 1000);
-
-	/* client to server: the client has no parts of its own (the fallback
-	 * waits for the whole payload), the frame arrives whole */
-	uint8_t *b3 = parts_payload(303, len);
-	int n = r->nframes;
-	parts_arg pc = {.c = cl, .seq = 303, .buf = b3, .len = len, .ready0 = 0, .step = 1u << 20};
-	parts_sender(&pc);
-	CHECK_EQ(pc.err, TRANSPORT_OK);
-	CHECK_EQ(pc.calls, 4);
-	if (wait_frames(r, n + 1))
-		check_frame(&r->frames[n], OP_DATA, 303, len);
-
-	/* ready fails mid-frame: the server ends the connection, the client sees
-	 * a cut frame */
-	parts_arg pf = {.c = r->c, .seq = 304, .buf = b1, .len = len, .ready0 = 65536, .step = 65536, .fail_at = 3};
-	pthread_create(&th, NULL, parts_sender, &pf);
-	transport_frame f;
-	void *got = NULL;
-	CHECK_EQ(transport_recv_frame(cl, &f, client_dest, &got), TRANSPORT_EIO);
-	free(got);
-	pthread_join(th, NULL);
-	CHECK_EQ(pf.err, TRANSPORT_EIO);
-	wait_closed(r, TRANSPORT_EIO);
-	transport_close(cl);
-
-	/* the client's fallback: ready fails before anything went out, and the
-	 * connection ends all the same */
-	idx = S.nrecs;
-	if (CHECK_EQ(transport_connect(&a, &cl), TRANSPORT_OK)) {
-		conn_rec *r2 = wait_rec(&S, idx);
-		parts_arg pg = {.c = cl, .seq = 305, .buf = b3, .len = len, .step = 65536, .fail_at = 2};
-		parts_sender(&pg);
-		CHECK_EQ(pg.err, TRANSPORT_EIO);
-		struct iovec iov = {b3, 8};
-		CHECK_EQ(transport_sendv(cl, &iov, 1), TRANSPORT_ECLOSED);
-		if (r2)
-			wait_closed(r2, TRANSPORT_ECLOSED);
-		transport_close(cl);
-	}
-	free(b1);
-	free(b2);
-	free(b3);
-}
-
 int main(void)
 {
 	server_start(&S);
 	test_tiny_pieces();
 	test_concurrent_server_send();
-	test_send_parts();
 	test_malformed();
 	test_client_protocol_errors();
 	test_shutdown();

@@ -175,15 +175,4 @@ int tp_deadline_left_ms(uint64_t end);
 int tp_reg_mem_none(transport_conn *c, void *addr, size_t len, transport_mr **out);
 int tp_dereg_mem_none(transport_conn *c, transport_mr *mr);
 
-/* ---- payloads sent in parts (send_parts.c) ---- */
-
-/* Writes all of iov (a provider's own whole-write, its send lock held). */
-typedef int (*tp_write_fn)(void *wctx, const struct iovec *iov, int iovcnt);
-/* transport_sendv_parts through w, for a provider that holds its send lock
- * around the call: the header and the ready part in one write, then each
- * part as ready allows. Returns 0, w's error, or TRANSPORT_EIO when ready
- * failed; either error leaves the stream mid-frame (the caller ends it). */
-int tp_send_parts(tp_write_fn w, void *wctx, const struct iovec *iov, int iovcnt, const void *payload, size_t len,
-		  size_t ready0, transport_ready_fn ready, void *ctx);
-
 #endif

@@ -183,19 +183,7 @@ enum transport_cap {
 	/* An accepted connection can move to another process as a descriptor
 	 * (on_accept_fd, transport_adopt: tcp, tls, shm). */
 	TRANSPORT_CAP_ADOPT = 1u << 6,
-	/* transport_sendv_parts sends a payload's ready parts while the rest
-	 * is still being made (tcp, tls, shm, server side); without it the
-	 * call waits for the whole payload first. */
-	TRANSPORT_CAP_SEND_PARTS = 1u << 7,
 };
-
-/* The payload of transport_sendv_parts: how many of its first bytes may go
- * out. Called with the count already sent; waits until more are ready and
- * returns the new count (more than sent, at most the payload's length), or a
- * negative value: the rest will never be ready. */
-typedef int64_t (*transport_ready_fn)(void *ctx, size_t sent);
-/* The most iovecs before the payload in transport_sendv_parts. */
-#define TRANSPORT_PARTS_IOV 4
 
 typedef struct transport_ops {
 	const char *scheme;
@@ -215,9 +203,6 @@ typedef struct transport_ops {
 	int (*region_share)(transport_conn *c, int fd, uint64_t len, uint32_t *id);
 	int (*region_get)(transport_conn *c, uint32_t id, uint64_t off, uint64_t len, void **addr);
 	int (*region_drop)(transport_conn *c, uint32_t id);
-	/* Optional (NULL: the payload whole, then sendv): transport_sendv_parts. */
-	int (*sendv_parts)(transport_conn *c, const struct iovec *iov, int iovcnt, const void *payload, size_t len,
-			   size_t ready0, transport_ready_fn ready, void *ctx);
 } transport_ops;
 
 /* A one-time secret that admits a client to a listener it was sent to (rdma:
@@ -320,18 +305,6 @@ static inline transport_err transport_sendv_async(transport_conn *c, const struc
 		done(ctx, 0);
 	return r;
 }
-/* One frame whose payload becomes ready front to back (remote-gpud: a copy
- * from the device landing in a buffer chunk by chunk): iov[0..n) (at most
- * TRANSPORT_PARTS_IOV: the header and msgpack part), then payload's len
- * bytes, of which ready0 are ready at the call; each further part goes out as
- * soon as ready(ctx, sent) says it may, and no other frame interleaves.
- * Any thread, blocking, as transport_sendv. When ready fails the frame
- * cannot be completed: the connection ends (TRANSPORT_EIO; the peer could
- * not tell a cut frame from a whole one), even where nothing was sent yet.
- * A provider without TRANSPORT_CAP_SEND_PARTS waits for the whole payload,
- * then sends the frame as transport_sendv does (core/send_parts.c). */
-transport_err transport_sendv_parts(transport_conn *c, const struct iovec *iov, int n, const void *payload, size_t len,
-				    size_t ready0, transport_ready_fn ready, void *ctx);
 static inline transport_err transport_recv_frame(transport_conn *c, transport_frame *f, transport_payload_dest_fn dest, void *ctx)
 {
 	return c->ops->recv_frame(c, f, dest, ctx);

@@ -96,8 +96,6 @@ struct shm_listener {
 };
 
 static int server_sendv(transport_conn *c, const struct iovec *iov, int iovcnt);
-static int server_sendv_parts(transport_conn *c, const struct iovec *iov, int iovcnt, const void *payload, size_t len,
-			      size_t ready0, transport_ready_fn ready, void *ctx);
 static int server_reg_mem(transport_conn *c, void *addr, size_t len, transport_mr **out);
 static int server_dereg_mem(transport_conn *c, transport_mr *mr);
 static void server_shutdown(transport_conn *c);
@@ -112,9 +110,8 @@ static void look(sconn *c);
 
 static const transport_ops shm_server_ops = {
 	.scheme = "shm",
-	.caps = SHM_CAPS | TRANSPORT_CAP_SEND_PARTS,
+	.caps = SHM_CAPS,
 	.sendv = server_sendv,
-	.sendv_parts = server_sendv_parts,
 	.recv_frame = tp_server_recv_frame,
 	.reg_mem = server_reg_mem,
 	.dereg_mem = server_dereg_mem,
@@ -550,43 +547,23 @@ static void poll_cb(uv_poll_t *p, int status, int events)
 
 /* ---- connection ops ---- */
 
-/* tp_write_fn: all of iov into the ring to the client. */
-static int ring_write(void *wctx, const struct iovec *iov, int iovcnt)
+static int server_sendv(transport_conn *base, const struct iovec *iov, int iovcnt)
 {
-	sconn *c = wctx;
-	return tp_shm_ring_write(&c->tx, iov, iovcnt, c->fd, &c->shut, c->spin_ns, NULL);
-}
-
-/* A frame under send_lock: iov alone, or (ready set) iov and a payload sent
- * in parts (transport_sendv_parts). */
-static int send_frame(sconn *c, const struct iovec *iov, int iovcnt, const void *payload, size_t len, size_t ready0,
-		      transport_ready_fn ready, void *ctx)
-{
+	sconn *c = (sconn *)base;
 	int err;
 	pthread_mutex_lock(&c->send_lock);
 	if (atomic_load(&c->shut))
 		err = TRANSPORT_ECLOSED;
 	else if (c->send_err)
 		err = c->send_err;
-	else if ((err = ready ? tp_send_parts(ring_write, c, iov, iovcnt, payload, len, ready0, ready, ctx)
-			      : ring_write(c, iov, iovcnt)) != TRANSPORT_OK &&
+	else if ((err = tp_shm_ring_write(&c->tx, iov, iovcnt, c->fd, &c->shut, c->spin_ns, NULL)) !=
+		     TRANSPORT_OK &&
 		 !atomic_load(&c->shut)) {
 		c->send_err = err;
 		request_teardown(c, err);
 	}
 	pthread_mutex_unlock(&c->send_lock);
 	return err;
-}
-
-static int server_sendv(transport_conn *base, const struct iovec *iov, int iovcnt)
-{
-	return send_frame((sconn *)base, iov, iovcnt, NULL, 0, 0, NULL, NULL);
-}
-
-static int server_sendv_parts(transport_conn *base, const struct iovec *iov, int iovcnt, const void *payload,
-			      size_t len, size_t ready0, transport_ready_fn ready, void *ctx)
-{
-	return send_frame((sconn *)base, iov, iovcnt, payload, len, ready0, ready, ctx);
 }
 
 static int server_reg_mem(transport_conn *c, void *addr, size_t len, transport_mr **out)

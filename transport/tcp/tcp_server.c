@@ -23,8 +23,7 @@
  * that its user sees "version mismatch, server speaks N", not a reset.
  *
  * Writing (any thread). transport_sendv is blocking and thread-safe: send_lock
- * keeps frames whole (transport_sendv_parts holds it while a payload's parts
- * become ready); libuv made the socket non-blocking, so on EAGAIN the
+ * keeps frames whole; libuv made the socket non-blocking, so on EAGAIN the
  * writer waits in poll(). libuv never writes on these sockets itself.
  *
  * Closing. The uv handle, and with it the descriptor, may only be closed on the
@@ -124,8 +123,6 @@ static void conn_close_cb(uv_handle_t *h);
 static void teardown(sconn *c, int err);
 static void request_teardown(sconn *c, int err);
 static int server_sendv(transport_conn *c, const struct iovec *iov, int iovcnt);
-static int server_sendv_parts(transport_conn *c, const struct iovec *iov, int iovcnt, const void *payload, size_t len,
-			      size_t ready0, transport_ready_fn ready, void *ctx);
 static void server_shutdown(transport_conn *c);
 static void server_close(transport_conn *c);
 static int tcp_listen(uv_loop_t *loop, const transport_addr *a, const transport_server_cb *cb, void *ctx,
@@ -140,11 +137,11 @@ static int tls_adopt(uv_loop_t *loop, int fd, const transport_server_cb *cb, voi
 /* tcp and tls connections differ only in what they read and write through. */
 #define OPS(sch, cap)                                                                                                    \
 	{                                                                                                              \
-		.scheme = sch, .caps = cap, .sendv = server_sendv, .sendv_parts = server_sendv_parts, .recv_frame = tp_server_recv_frame, .reg_mem = tp_reg_mem_none,          \
+		.scheme = sch, .caps = cap, .sendv = server_sendv, .recv_frame = tp_server_recv_frame, .reg_mem = tp_reg_mem_none,          \
 		.dereg_mem = tp_dereg_mem_none, .shutdown = server_shutdown, .close = server_close,                          \
 	}
-static const transport_ops tcp_server_ops = OPS("tcp", TRANSPORT_CAP_ADOPT | TRANSPORT_CAP_SEND_PARTS);
-static const transport_ops tls_server_ops = OPS("tls", TRANSPORT_CAP_ADOPT | TRANSPORT_CAP_ENCRYPTED | TRANSPORT_CAP_SEND_PARTS);
+static const transport_ops tcp_server_ops = OPS("tcp", TRANSPORT_CAP_ADOPT);
+static const transport_ops tls_server_ops = OPS("tls", TRANSPORT_CAP_ADOPT | TRANSPORT_CAP_ENCRYPTED);
 
 /* ---- listen ---- */
 
@@ -803,19 +800,9 @@ static void tls_poll_cb(uv_poll_t *p, int status, int events)
 
 /* ---- connection ops ---- */
 
-/* tp_write_fn: all of iov through the socket, or the TLS session. */
-static int conn_write(void *wctx, const struct iovec *iov, int iovcnt)
+static int server_sendv(transport_conn *base, const struct iovec *iov, int iovcnt)
 {
-	sconn *c = wctx;
-	return c->tls ? tp_tls_session_write_all(c->tls, iov, iovcnt, &c->shut, NULL)
-		      : tp_tcp_write_all(c->fd, iov, iovcnt, &c->shut);
-}
-
-/* A frame under send_lock: iov alone, or (ready set) iov and a payload sent
- * in parts (transport_sendv_parts). */
-static int send_frame(sconn *c, const struct iovec *iov, int iovcnt, const void *payload, size_t len, size_t ready0,
-		      transport_ready_fn ready, void *ctx)
-{
+	sconn *c = (sconn *)base;
 	int err;
 
 	pthread_mutex_lock(&c->send_lock);
@@ -825,8 +812,8 @@ static int send_frame(sconn *c, const struct iovec *iov, int iovcnt, const void 
 		err = TRANSPORT_ECLOSED;
 	else if (c->send_err)
 		err = c->send_err;
-	else if ((err = ready ? tp_send_parts(conn_write, c, iov, iovcnt, payload, len, ready0, ready, ctx)
-			      : conn_write(c, iov, iovcnt)) != TRANSPORT_OK &&
+	else if ((err = c->tls ? tp_tls_session_write_all(c->tls, iov, iovcnt, &c->shut, NULL)
+			       : tp_tcp_write_all(c->fd, iov, iovcnt, &c->shut)) != TRANSPORT_OK &&
 		 !atomic_load(&c->shut)) {
 		/* The peer is gone or the stream is mid-frame: end it. */
 		c->send_err = err;
@@ -834,17 +821,6 @@ static int send_frame(sconn *c, const struct iovec *iov, int iovcnt, const void 
 	}
 	pthread_mutex_unlock(&c->send_lock);
 	return err;
-}
-
-static int server_sendv(transport_conn *base, const struct iovec *iov, int iovcnt)
-{
-	return send_frame((sconn *)base, iov, iovcnt, NULL, 0, 0, NULL, NULL);
-}
-
-static int server_sendv_parts(transport_conn *base, const struct iovec *iov, int iovcnt, const void *payload,
-			      size_t len, size_t ready0, transport_ready_fn ready, void *ctx)
-{
-	return send_frame((sconn *)base, iov, iovcnt, payload, len, ready0, ready, ctx);
 }
 
 static void server_shutdown(transport_conn *base)
