@@ -43,7 +43,6 @@
 #define BE_BIG_MAX (256u << 20)      /* largest kept staging buffer */
 #define BE_SPIN_NS 100000            /* executor / waiter spin before sleeping: longer than a round trip, so back-to-back calls never wait for a wake-up */
 #define BE_FAST_NS 10000             /* executor: how long a sync call may poll its event */
-#define BE_REPLY_SPIN_MAX_NS 500000  /* the longest a sync call whose reply carries bytes polls */
 #define BE_NOW_MAX (1u << 20)        /* the largest D2H reply the loop thread sends itself (+now) */
 #define BE_IDLE_QUERY_MAX 64         /* device_sync asks at most this many streams before it waits */
 #define BE_WAITER_JOIN_MS 10000      /* teardown: how long the waiter may take */
@@ -92,10 +91,6 @@ typedef struct be_server {
 	int driver_version;
 	atomic_uint_fast64_t next_session;
 	int no_fastpath; /* REMOTE_GPU_NO_FASTPATH: every sync call goes through the waiter (tests) */
-	/* REMOTE_GPUD_REPLY_SPIN_GBPS (8; 0: BE_FAST_NS alone): a sync call whose reply
-	 * carries N bytes (a copy to the host) polls its event BE_FAST_NS + N / rate
-	 * ns (at most BE_REPLY_SPIN_MAX_NS) before leaving it to the waiter */
-	unsigned reply_spin_gbps;
 	const char *store; /* --cubin-store: kernel images on disk, shared by every session process */
 	uint64_t store_quota; /* --store-quota: bytes of uploads each tenant may add to the store */
 	unsigned hello_timeout_ms; /* --hello-timeout: a connection must authenticate within it (0: never) */

@@ -599,8 +599,6 @@ int main(int argc, char **argv)
 	/* For tests: make every synchronising call take the waiter's path. */
 	const char *nf = getenv("REMOTE_GPU_NO_FASTPATH");
 	be_srv.no_fastpath = nf && *nf && strcmp(nf, "0") != 0;
-	const char *rs = getenv("REMOTE_GPUD_REPLY_SPIN_GBPS");
-	be_srv.reply_spin_gbps = rs && *rs ? (unsigned)strtoul(rs, NULL, 10) : 8;
 
 	signal(SIGPIPE, SIG_IGN); /* a vanished client is an error code, not a death */
 	if (transport_parse_addr(listen, &addr) != TRANSPORT_OK) {

@@ -162,28 +162,12 @@ int be_waiter_try_now(be_session *s, be_req *rq, CUevent ev)
 	return 1;
 }
 
-/* How long a sync call polls before the waiter takes over: a copy to the host
- * of len bytes for as long as the GPU takes to copy them at the configured
- * rate, since the hand-over (a thread wake-up, 10-30 us on the GPU machine)
- * would otherwise land on top of every copy longer than BE_FAST_NS. Frames
- * arriving meanwhile end the poll (fast_done). */
-static uint64_t reply_spin_ns(size_t len)
-{
-	uint64_t ns = BE_FAST_NS;
-	if (len && be_srv.reply_spin_gbps) {
-		ns += len / be_srv.reply_spin_gbps; /* bytes / (bytes per ns) */
-		if (ns > BE_REPLY_SPIN_MAX_NS)
-			ns = BE_REPLY_SPIN_MAX_NS;
-	}
-	return ns;
-}
-
 int be_waiter_after(be_session *s, CUstream stream, be_req *rq, be_buf *out, size_t out_len, be_buf *rel)
 {
 	CUresult r;
 	CUevent ev = be_event_record_internal(s, stream, &r);
 
-	if (ev && fast_done(s, ev, rq ? reply_spin_ns(out ? out_len : 0) : 0, rq != NULL)) {
+	if (ev && fast_done(s, ev, rq ? BE_FAST_NS : 0, rq != NULL)) {
 		evpool_put(s, s->cur, ev);
 		if (rq && out)
 			be_reply_send_staged(s, be_reply_begin_seq(s, rq->seq, 0), out, out_len);
