@@ -120,13 +120,31 @@ class Op:
                     sys.exit(f"{where}: range of {a.name}: '{f}' is neither a u32/u64 argument nor a constant")
 
 
-def parse():
-    ops = []
-    with open(SRC) as f:
+class Ops(list):
+    """cuda.api's ops in line order; retired: the ids of removed ops (@retired),
+    id -> where."""
+    retired = None
+
+
+def parse(path=SRC):
+    ops = Ops()
+    ops.retired = {}
+    with open(path) as f:
         for i, line in enumerate(f, 1):
             line = line.split("#", 1)[0].strip()
-            if line:
-                ops.append(Op(line, i))
+            if not line:
+                continue
+            where = f"cuda.api:{i}"
+            if line.startswith("@"):
+                words = line.split()
+                if words[0] != "@retired":
+                    sys.exit(f"{where}: bad directive '{line}' (cuda.api takes @retired)")
+                gen_lib.add_retired(ops.retired, words[1:], where)
+                continue
+            oid, line = gen_lib.split_id(line, where, False)
+            o = Op(line, i)
+            o.id, o.where = oid, where
+            ops.append(o)
     names = [o.name for o in ops]
     if len(set(names)) != len(names):
         sys.exit("cuda.api: duplicate op name")
@@ -134,14 +152,21 @@ def parse():
 
 
 def all_ops(ops, libs):
-    """Every op with its id: cuda.api's from 1 in line order, each library file's
-    from its @base (so adding a line to one file never renumbers another's)."""
-    out = [(i, o) for i, o in enumerate(ops, 1)]
+    """Every op with its id, by id: the ids are written in the lines, cuda.api's
+    in [1, the lowest @base), each library file's in [its @base, the next
+    @base), none given twice and none of its file's @retired."""
+    bases = sorted(d.base for d in libs)
+    if len(set(bases)) != len(bases):
+        sys.exit(f"@base: two library files start at the same id ({bases})")
+    if bases and bases[0] <= 1:
+        sys.exit(f"@base {bases[0]}: cuda.api's ids start at 1")
+    gen_lib.check_ids("cuda.api", ops, getattr(ops, "retired", None) or {}, 1, bases[0] if bases else None)
+    out = [(o.id, o) for o in ops]
     for d in libs:
-        if d.base <= out[-1][0]:
-            sys.exit(f"{d.path}: @base {d.base} overlaps the ops before it (last id {out[-1][0]})")
+        hi = next((b for b in bases if b > d.base), None)
+        gen_lib.check_ids(f"{d.stem}.api", d.fns, d.retired, d.base, hi)
         out += [(f.id, f) for f in d.fns]
-    return out
+    return sorted(out, key=lambda x: x[0])
 
 
 def gen_ops_h(ops, libs):

@@ -43,6 +43,55 @@ def fail(where, msg):
     sys.exit(f"{where}: {msg}")
 
 
+# ---------------------------------------------------------------- op ids (shared with gen.py)
+# Every op line starts with its id, written in the line so that moving, adding
+# or removing a line never renumbers another op (the id is the wire's name of
+# the op). A removed op's id is kept in an @retired line, never given again.
+
+ID_RE = re.compile(r"^(\d+|-)\s+(\S.*)$")
+
+
+def split_id(line, where, local_ok):
+    """(id, rest of the line) of a function line: id None for `-` (a local
+    function, which has no op), where local_ok."""
+    m = ID_RE.match(line)
+    if not m or (m.group(1) == "-" and not local_ok):
+        fail(where, "a line starts with its op id: the next free id of the file's range "
+             "(never one of @retired)" + (", `-` for a local function" if local_ok else ""))
+    return (None if m.group(1) == "-" else int(m.group(1))), m.group(2)
+
+
+def add_retired(retired, words, where):
+    """@retired ID...: ids of removed ops, id -> where it is retired."""
+    if not words:
+        fail(where, "expected @retired ID...")
+    for w in words:
+        if not w.isdigit():
+            fail(where, f"@retired: '{w}' is not an id")
+        if int(w) in retired:
+            fail(where, f"@retired {w} twice (also {retired[int(w)]})")
+        retired[int(w)] = where
+
+
+def check_ids(fname, fns, retired, lo, hi):
+    """Refuse an id outside [lo, hi) (hi None: no bound), one given twice, and a
+    retired one given again. fns: objects with id, name and where."""
+    rng = f"[{lo}, {hi})" if hi is not None else f"[{lo}, ...)"
+    for i, where in sorted(retired.items()):
+        if i < lo or (hi is not None and i >= hi):
+            fail(where, f"@retired {i} is outside {fname}'s range {rng}")
+    seen = {}
+    for f in fns:
+        if f.id < lo or (hi is not None and f.id >= hi):
+            fail(f.where, f"{f.name}: id {f.id} is outside {fname}'s range {rng}")
+        if f.id in retired:
+            fail(f.where, f"{f.name}: id {f.id} is retired ({retired[f.id]}): a removed op's id is "
+                 "never given again, take the next free one")
+        if f.id in seen:
+            fail(f.where, f"{f.name}: id {f.id} is {seen[f.id].name}'s too ({seen[f.id].where})")
+        seen[f.id] = f
+
+
 # ---------------------------------------------------------------- C headers
 
 def read_headers(names):
@@ -174,6 +223,7 @@ class LibDesc:
         self.values = set()  # @value: struct types passed by value (bytes on the wire)
         self.fixes = {}      # @fix: struct type -> server function that makes an input safe
         self.private = {} # @proto: name -> (lib name, return type, parameters, where)
+        self.retired = {}    # @retired: id of a removed op -> where
         lines = []
         with open(path) as f:
             for i, line in enumerate(f, 1):
@@ -198,7 +248,14 @@ class LibDesc:
             self.protos[name] = (l.header, ret, params)
         for i, line in lines:
             if not line.startswith("@"):
-                f = self.function(line, f"{self.stem}.api:{i}")
+                where = f"{self.stem}.api:{i}"
+                fid, line = split_id(line, where, True)
+                f = self.function(line, where)
+                if f.local and fid is not None:
+                    fail(where, f"{f.name}: a local function has no op: its id is `-`")
+                if not f.local and fid is None:
+                    fail(where, f"{f.name}: `-` is for local functions; an op needs its id")
+                f.id = fid
                 (self.local if f.local else self.fns).append(f)
         names = [f.name for f in self.fns + self.local]
         if len(set(names)) != len(names):
@@ -216,8 +273,7 @@ class LibDesc:
                 fail(path, f"@handle {k.ctype}: alias of an unknown kind {k.alias}")
             if not k.destroy and not k.alias:
                 fail(path, f"@handle {k.ctype}: no function destroys it (a `del` parameter)")
-        for n, f in enumerate(self.fns):
-            f.id = self.base + n
+        for f in self.fns:
             f.enum = "PROTO_OP_" + f.name.upper()
 
     def directive(self, line, where):
@@ -237,6 +293,8 @@ class LibDesc:
                 self.kinds.append(Kind(words[1], words[2], words[3], words[4:], len(self.kinds)))
             except LibError as e:
                 fail(where, str(e))
+        elif d == "@retired":
+            add_retired(self.retired, words[1:], where)
         elif d == "@value" and len(words) == 2:
             self.values.add(words[1])
         elif d == "@fix" and len(words) == 3:
@@ -260,7 +318,7 @@ class LibDesc:
     def function(self, line, where):
         cols = [c.strip() for c in line.split("|")]
         if len(cols) not in (3, 4):
-            fail(where, "expected 3 or 4 columns: name | mode | pointer parameters [| custom record]")
+            fail(where, "expected 3 or 4 columns: id name | mode | pointer parameters [| custom record]")
         f = Fn()
         f.name, f.where = cols[0], where
         if cols[1] not in ("sync", "async", "local"):

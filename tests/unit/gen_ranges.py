@@ -2,21 +2,8 @@
 """api/gen.py's device ranges (`dptr[N] name`): the checks the generated
 dispatch runs before the driver call, and the descriptions the generator
 refuses (ctest api.gen_ranges)."""
-import os
-import sys
-
-sys.dont_write_bytecode = True
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "api"))
-import gen  # noqa: E402
-
-failures = 0
-
-
-def check(cond, what):
-    global failures
-    if not cond:
-        failures += 1
-        print("FAIL:", what)
+from gentest import check, finish
+import gen  # noqa: E402  (api/, put on the path by gentest)
 
 
 def refused(line):
@@ -73,6 +60,4 @@ dtod = [op for op in ops if op.name == "memcpy_dtod"][0]
 check(dtod.server.startswith("cuMemcpyDtoDAsync("), "memcpy_dtod is a driver call")
 check('"memcpy_dtod (dst)"' in gen.server_ranges(dtod), "memcpy_dtod's dst named as its handler named it")
 
-if failures:
-    sys.exit(f"{failures} check(s) failed")
-print("gen_ranges: ok")
+finish("gen_ranges")
