@@ -10,33 +10,22 @@ a median over its iterations); the table gives each run's figure too, so the
 reader sees the spread, and B/A: above 1 is better for rates, below 1 for times.
 """
 import argparse
-import json
+import os
 import statistics
+import sys
 
-
-def load(paths):
-    return [json.load(open(p)) for p in paths]
-
-
-def size_name(n):
-    for unit, div in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= div and n % div == 0:
-            return f"{n // div} {unit}"
-    return f"{n} B"
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from report import copy_rows, load, rtt_rows, size_name  # noqa: E402
 
 
 def figures(run):
     """(key, label, value, better) of one remote-bench JSON: 'lower' or 'higher'."""
-    out = []
-    for r in run.get("rtt", []):
-        out.append((("rtt", r["call"]), f"{r['call']} median (us)", r["median_us"], "lower"))
+    out = [(("rtt", call), f"{call} median (us)", r["median_us"], "lower") for call, r in rtt_rows(run).items()]
     launch = run.get("launch")
     if launch:
         out.append((("launch",), "launch rate (1/s)", launch["rate_per_s"], "higher"))
-    for c in run.get("copy", []):
-        key = ("copy", c["dir"], c["mem"], c["bytes"])
-        label = f"{c['dir']} {c['mem']} {size_name(c['bytes'])} (GB/s)"
-        out.append((key, label, c["gbps"], "higher"))
+    for (d, mem, n), c in copy_rows(run).items():
+        out.append((("copy", d, mem, n), f"{d} {mem} {size_name(n)} (GB/s)", c["gbps"], "higher"))
     return out
 
 
@@ -57,7 +46,7 @@ def main():
     args = ap.parse_args()
     if not args.a or not args.b:
         raise SystemExit("ab.py: runs of both builds are needed")
-    runs = {"a": load(args.a), "b": load(args.b)}
+    runs = {side: [r for r in map(load, getattr(args, side)) if r] for side in ("a", "b")}
     order, label, better, vals = [], {}, {}, {"a": {}, "b": {}}
     for side in ("a", "b"):
         for run in runs[side]:
@@ -66,7 +55,7 @@ def main():
                     order.append(key)
                     label[key], better[key] = text, b
                 vals[side].setdefault(key, []).append(v)
-    meta = json.load(open(args.meta)) if args.meta else {}
+    meta = load(args.meta) or {}
     la, lb = args.label_a, args.label_b
     lines = [f"# remote-bench: {la} (A) against {lb} (B), one call, {meta.get('date', '')}", ""]
     if meta:

@@ -55,12 +55,11 @@
 /* Receive buffer: holds a typical reply whole. Payload remainders of at least
  * DIRECT_MIN bytes bypass it and land in their destination directly. After a
  * frame whose payload did, the next read into the buffer takes at most
- * HDR_WINDOW bytes: the next reply is likely another such (a synchronous copy
+ * TCP_HDR_WINDOW bytes: the next reply is likely another such (a synchronous copy
  * to the host in a loop), and a full read would take 16 KiB of its payload,
  * to be copied out again. */
 #define RXBUF (16 * 1024)
 #define DIRECT_MIN (RXBUF / 2)
-#define HDR_WINDOW 256
 
 typedef struct tcp_client {
 	tp_stream_client s; /* shut, progress (system calls that moved bytes), receive state */
@@ -73,7 +72,7 @@ typedef struct tcp_client {
 	/* receiving side: only the one receiving thread touches these */
 	size_t rx_off, rx_len;
 	int direct;    /* the frame being read had payload bytes read in place */
-	int rx_small;  /* the last frame's had: read at most HDR_WINDOW into rx */
+	int rx_small;  /* the last frame's had: read at most TCP_HDR_WINDOW into rx */
 	uint64_t last_rx_ns; /* when bytes last arrived: spin for the next only while active */
 	uint8_t rx[RXBUF];
 } tcp_client;
@@ -380,7 +379,7 @@ static ssize_t sock_recv(tcp_client *c, void *buf, size_t n, int flags)
 #define RX_SPIN_NS 50000
 static ssize_t rx_poll(tcp_client *c)
 {
-	size_t want = c->rx_small ? HDR_WINDOW : RXBUF;
+	size_t want = c->rx_small ? TCP_HDR_WINDOW : RXBUF;
 	uint64_t t0 = mono_ns();
 	if (t0 - c->last_rx_ns < RX_ACTIVE_NS) {
 		do {

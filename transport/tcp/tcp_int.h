@@ -8,6 +8,12 @@
 
 #include "transport_int.h"
 
+/* The most bytes the read that takes a frame's header asks for right after a
+ * frame whose payload was read in place (both sides): the next frame is
+ * likely another such (copies come back to back), and a full read into the
+ * receive buffer would take part of its payload, to be copied out again. */
+#define TCP_HDR_WINDOW 256
+
 /* ---- shared by tcp_client.c and tcp_server.c (tcp_io.c) ---- */
 
 /*

@@ -13,7 +13,7 @@
  * read_cb at a time and read_cb consumes the scratch before returning), which
  * takes many small frames in one system call. After a frame whose payload
  * needed reads of its own, the next header is read through a window of
- * HDR_WINDOW bytes: copies to the device come back to back, and a full
+ * TCP_HDR_WINDOW bytes: copies to the device come back to back, and a full
  * scratch read would take up to 64 KiB of the next one's payload, to be
  * copied out again on the loop thread, which is what bounds their rate.
  *
@@ -70,9 +70,6 @@
 #include "rg_log.h"
 
 #define SCRATCH_SIZE (64 * 1024)
-/* The scratch read after a frame whose payload did not fit one (alloc_cb): a
- * frame header and the msgpack part of a copy, with room to spare. */
-#define HDR_WINDOW 256
 #define KEEPALIVE_S 60 /* notice clients that vanished without a FIN/RST */
 
 typedef struct tcp_listener tcp_listener;
@@ -613,7 +610,7 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 		 * have taken up to 64 KiB of it, to be copied out again. Small
 		 * frames bring the full window back (parse). */
 		buf->base = (char *)c->l->scratch;
-		buf->len = c->bulk ? HDR_WINDOW : SCRATCH_SIZE;
+		buf->len = c->bulk ? TCP_HDR_WINDOW : SCRATCH_SIZE;
 	}
 }
 
